@@ -1,0 +1,49 @@
+"""Standard attention, the oracle: materialise S = Q K^T * scale and P = softmax(S), then O = P V.
+
+This is FlashAttention-1's Algorithm 0 ("standard attention implementation"). It keeps the full N_q x N_k matrices
+S and P alive at once: that is its point, and the memory measurements must see them.
+
+Legend: B batch, H heads, N_q / N_k query / key lengths, d head dimension.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from flashviz._validate import Window, validate_causal, validate_qkv, validate_scale, validate_window
+from flashviz.tiling import visible_mask
+
+
+def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
+                    window: Window = None, scale: float | None = None) -> torch.Tensor:
+    """Attention that materialises the full score and probability matrices.
+
+    Args:
+        q: (B, H, N_q, d) queries.  k: (B, H, N_k, d) keys.  v: (B, H, N_k, d) values.
+        causal: top-left causal mask (query i sees keys j <= i), as SDPA's is_causal.
+        window: (left, right) sliding window (query i sees keys i-left..i+right; None = unbounded side).
+        scale: softmax scale, default 1/sqrt(d).
+    Returns:
+        (B, H, N_q, d) output in q's dtype; rows that see no key are zeros. Computed in q's dtype, as plain
+        PyTorch code would (this is the "plain PyTorch run" whose error bounds the tiled kernels' error).
+
+    Example:
+        >>> q = k = v = torch.randn(1, 2, 16, 8)
+        >>> naive_attention(q, k, v, causal=True).shape
+        torch.Size([1, 2, 16, 8])
+    """
+    validate_qkv(q, k, v)
+    causal = validate_causal(causal)
+    window = validate_window(window)
+    scale = validate_scale(scale, q.shape[-1])
+    n_q, n_k = q.shape[2], k.shape[2]
+
+    S = torch.matmul(q, k.transpose(-2, -1)) * scale  # (B, H, N_q, d) x (B, H, d, N_k) -> (B, H, N_q, N_k); read 2Nd, write N^2
+    mask = visible_mask(torch.arange(n_q, device=q.device), torch.arange(n_k, device=q.device),
+                        causal=causal, window=window)  # (N_q, N_k) bool or None
+    if mask is not None:
+        S.masked_fill_(~mask, float("-inf"))
+    P = torch.softmax(S, dim=-1)  # (B, H, N_q, N_k); read N^2, write N^2
+    if mask is not None:
+        P = torch.nan_to_num(P, nan=0.0)  # rows with every key masked: softmax gives NaN, the convention is zeros
+    return torch.matmul(P, v)  # (B, H, N_q, N_k) x (B, H, N_k, d) -> (B, H, N_q, d); read N^2 + Nd, write Nd

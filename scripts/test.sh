@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Set up everything the tests need on a fresh Debian machine, then run lint and the whole test suite.
+# Usage: ./scripts/test.sh [extra pytest args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian's Chromium drives the browser tests (playwright's own browser download is not used).
+if ! command -v chromium >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+    $SUDO apt-get update
+    $SUDO apt-get install -y --no-install-recommends chromium
+fi
+
+python -m pip install --disable-pip-version-check -r requirements-dev.txt -e .
+
+ruff check .
+hadolint --failure-threshold warning Dockerfile
+python -m pytest "$@"
