@@ -88,7 +88,7 @@ def validate_window(window: object) -> Window:
             "Example: window=(128, 0) lets query i see keys i-128 .. i."
         )
     out = []
-    for side, w in zip(("left", "right"), window):
+    for side, w in zip(("left", "right"), window, strict=True):
         if w is None:
             out.append(None)
             continue

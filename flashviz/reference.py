@@ -38,7 +38,8 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal
     scale = validate_scale(scale, q.shape[-1])
     n_q, n_k = q.shape[2], k.shape[2]
 
-    S = torch.matmul(q, k.transpose(-2, -1)) * scale  # (B, H, N_q, d) x (B, H, d, N_k) -> (B, H, N_q, N_k); read 2Nd, write N^2
+    # (B, H, N_q, d) x (B, H, d, N_k) -> (B, H, N_q, N_k); read N_q d + N_k d, write N_q N_k
+    S = torch.matmul(q, k.transpose(-2, -1)).mul_(scale)  # scaled in place: S and P are the only N x N tensors
     mask = visible_mask(torch.arange(n_q, device=q.device), torch.arange(n_k, device=q.device),
                         causal=causal, window=window)  # (N_q, N_k) bool or None
     if mask is not None:

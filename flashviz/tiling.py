@@ -24,8 +24,14 @@ from typing import overload
 
 import torch
 
-from flashviz._validate import Window, validate_block, validate_causal, validate_length, validate_loop_order, \
-    validate_window
+from flashviz._validate import (
+    Window,
+    validate_block,
+    validate_causal,
+    validate_length,
+    validate_loop_order,
+    validate_window,
+)
 
 FULL = "full"
 PARTIAL = "partial"

@@ -1,0 +1,118 @@
+"""Tiled forward against the oracle chain: SDPA -> naive -> flash (both loop orders)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from flashviz import flash_attention_forward, naive_attention
+from tests._oracle import assert_within_oracle_bound, make_qkv, max_err
+
+LOOP_ORDERS = ["kv_outer", "q_outer"]
+MASKS = [
+    dict(causal=False, window=None),
+    dict(causal=True, window=None),
+    dict(causal=False, window=(32, 0)),
+    dict(causal=True, window=(16, 16)),
+    dict(causal=False, window=(None, 7)),
+]
+
+
+@pytest.mark.parametrize("loop_order", LOOP_ORDERS)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("n", [128, 300, 1024])
+def test_matches_sdpa_within_seed_tolerance(n, d, causal, loop_order):
+    q, k, v = make_qkv(2, 3, n, n, d, seed=n + d)
+    expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    out = flash_attention_forward(q, k, v, block_size=128, causal=causal, loop_order=loop_order)
+    assert out.dtype == q.dtype and out.shape == q.shape
+    assert max_err(out, expected) < 1e-5
+
+
+# Odd sizes that hit tile edges; the largest sizes run with the causal and unmasked cases only, to keep it fast.
+ODD_CASES = [
+    (n_q, n_k, d, mask)
+    for n_q, n_k in [(1, 1), (97, 97), (257, 257), (1025, 1025), (97, 257), (257, 97)]
+    for d in [16, 59, 111, 128, 256]
+    for mask in MASKS
+    if n_q * n_k * d <= 257 * 257 * 128 or mask["window"] is None
+]
+
+
+@pytest.mark.parametrize("loop_order", LOOP_ORDERS)
+@pytest.mark.parametrize("n_q,n_k,d,mask", ODD_CASES, ids=str)
+def test_fp32_against_fp64_reference_odd_sizes(n_q, n_k, d, mask, loop_order):
+    q, k, v = make_qkv(1, 2, n_q, n_k, d, seed=n_q * 7 + d)
+    out = flash_attention_forward(q, k, v, block_q=64, block_k=48, loop_order=loop_order, **mask)
+    assert_within_oracle_bound(out, q, k, v, **mask)
+
+
+@pytest.mark.parametrize("loop_order", LOOP_ORDERS)
+@pytest.mark.parametrize("block_q,block_k", [(1, 1), (3, 5), (16, 64), (100, 7), (97, 97), (512, 512)])
+def test_any_block_sizes(block_q, block_k, loop_order):
+    q, k, v = make_qkv(2, 2, 97, 61, 24, seed=block_q)
+    for mask in MASKS:
+        out = flash_attention_forward(q, k, v, block_q=block_q, block_k=block_k, loop_order=loop_order, **mask)
+        assert_within_oracle_bound(out, q, k, v, **mask)
+
+
+@pytest.mark.parametrize("loop_order", LOOP_ORDERS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("mask", MASKS[:3], ids=str)
+def test_half_precision_within_twice_plain_pytorch(dtype, mask, loop_order):
+    q, k, v = make_qkv(1, 2, 193, 150, 64, dtype=dtype, seed=3)
+    out = flash_attention_forward(q, k, v, block_q=64, block_k=32, loop_order=loop_order, **mask)
+    assert out.dtype == dtype
+    assert_within_oracle_bound(out, q, k, v, **mask)
+
+
+@pytest.mark.parametrize("loop_order", LOOP_ORDERS)
+def test_lse_matches_logsumexp_of_masked_scores(loop_order):
+    q, k, v = make_qkv(2, 2, 70, 90, 32, dtype=torch.float64, seed=5)
+    for mask in MASKS:
+        _, lse = flash_attention_forward(q, k, v, block_q=16, block_k=32, loop_order=loop_order, return_lse=True,
+                                         **mask)
+        scores = (q @ k.transpose(-2, -1)) / 32**0.5
+        from flashviz.tiling import visible_mask
+
+        vis = visible_mask(torch.arange(70), torch.arange(90), **mask)
+        if vis is not None:
+            scores = scores.masked_fill(~vis, float("-inf"))
+        assert lse.shape == (2, 2, 70)
+        torch.testing.assert_close(lse, torch.logsumexp(scores, -1), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("loop_order", LOOP_ORDERS)
+def test_rows_that_see_no_key_give_zeros_and_minus_inf(loop_order):
+    # 40 queries, 10 keys, window (2, 0): queries 13.. see no key (i - 2 > 9)
+    q, k, v = make_qkv(1, 2, 40, 10, 8, seed=1)
+    out, lse = flash_attention_forward(q, k, v, block_size=4, window=(2, 0), loop_order=loop_order, return_lse=True)
+    assert not torch.isnan(out).any() and not torch.isnan(lse).any()
+    assert torch.equal(out[:, :, 12:], torch.zeros_like(out[:, :, 12:]))
+    assert bool(torch.isinf(lse[:, :, 12:]).all()) and bool((lse[:, :, 12:] < 0).all())
+    assert_within_oracle_bound(out[:, :, :12], q[:, :, :12], k, v, window=(2, 0))
+    # the oracle follows the same convention
+    assert torch.equal(naive_attention(q, k, v, window=(2, 0))[:, :, 12:], torch.zeros(1, 2, 28, 8))
+
+
+def test_empty_sequences():
+    q, k, v = make_qkv(1, 1, 0, 5, 8)
+    assert flash_attention_forward(q, k, v).shape == (1, 1, 0, 8)
+    q, k, v = make_qkv(1, 1, 5, 0, 8)
+    out, lse = flash_attention_forward(q, k, v, return_lse=True)
+    assert torch.equal(out, torch.zeros(1, 1, 5, 8)) and bool(torch.isneginf(lse).all())
+
+
+def test_loop_orders_agree_and_custom_scale():
+    q, k, v = make_qkv(2, 4, 130, 130, 40, seed=9)
+    a = flash_attention_forward(q, k, v, 32, scale=0.3, causal=True, loop_order="kv_outer")
+    b = flash_attention_forward(q, k, v, 32, scale=0.3, causal=True, loop_order="q_outer")
+    assert max_err(a, b) < 1e-5
+    assert_within_oracle_bound(a, q, k, v, causal=True, scale=0.3)
+
+
+def test_non_contiguous_inputs():
+    q, k, v = make_qkv(3, 2, 50, 50, 16, seed=2)
+    qt, kt, vt = (t.transpose(0, 1).contiguous().transpose(0, 1) for t in (q, k, v))  # same values, odd strides
+    assert not qt.is_contiguous()
+    torch.testing.assert_close(flash_attention_forward(qt, kt, vt, 16), flash_attention_forward(q, k, v, 16))

@@ -1,0 +1,127 @@
+"""The tile schedule is the one source of tile truth: check it against a brute-force dense mask."""
+
+import itertools
+
+import pytest
+import torch
+
+from flashviz import FULL, PARTIAL, SKIPPED, flash_attention_forward, tile_schedule
+from flashviz.tiling import visible_mask
+
+MASKS = [
+    dict(causal=False, window=None),
+    dict(causal=True, window=None),
+    dict(causal=False, window=(5, 3)),
+    dict(causal=True, window=(7, None)),
+    dict(causal=False, window=(None, 0)),
+    dict(causal=False, window=(0, 0)),
+    dict(causal=True, window=(0, 9)),
+    dict(causal=False, window=(40, None)),
+]
+SIZES = [(1, 1, 1, 1), (17, 17, 4, 4), (23, 11, 5, 3), (11, 30, 4, 7), (64, 64, 16, 16), (50, 50, 64, 8)]
+
+
+def brute_force_status(n_q, n_k, block_q, block_k, q_block, k_block, causal, window):
+    """Classify a tile by materialising its dense mask, element by element."""
+    q0, k0 = q_block * block_q, k_block * block_k
+    visible = []
+    for i in range(q0, min(q0 + block_q, n_q)):
+        for j in range(k0, min(k0 + block_k, n_k)):
+            ok = (not causal or j <= i)
+            if window is not None:
+                left, right = window
+                ok = ok and (left is None or j >= i - left) and (right is None or j <= i + right)
+            visible.append(ok)
+    if all(visible):
+        return FULL
+    return PARTIAL if any(visible) else SKIPPED
+
+
+@pytest.mark.parametrize("mask", MASKS, ids=str)
+@pytest.mark.parametrize("size", SIZES, ids=str)
+@pytest.mark.parametrize("loop_order", ["kv_outer", "q_outer"])
+def test_schedule_matches_brute_force(size, mask, loop_order):
+    n_q, n_k, bq, bk = size
+    sched = tile_schedule(n_q, n_k, bq, bk, loop_order=loop_order, **mask)
+    tiles = list(sched)
+    pairs = [(t.q_block, t.k_block) for t in tiles]
+    assert len(pairs) == len(set(pairs)) == sched.n_q_blocks * sched.n_k_blocks  # every tile exactly once
+    assert [t.step for t in tiles] == list(range(len(tiles)))
+    for t in tiles:
+        assert t.status == brute_force_status(n_q, n_k, bq, bk, t.q_block, t.k_block, **mask), t
+        assert sched[t.step] == t
+    # visiting order is the loop order
+    if loop_order == "kv_outer":
+        assert pairs == [(i, j) for j in range(sched.n_k_blocks) for i in range(sched.n_q_blocks)]
+    else:
+        assert pairs == [(i, j) for i in range(sched.n_q_blocks) for j in range(sched.n_k_blocks)]
+    grid = sched.status_grid()
+    assert all(grid[t.q_block][t.k_block] == t.status for t in tiles)
+    assert sum(sched.counts().values()) == len(tiles)
+
+
+def test_ragged_edges():
+    sched = tile_schedule(10, 7, 4, 3)
+    last = sched[-1]
+    assert (last.q_start, last.q_end, last.k_start, last.k_end) == (8, 10, 6, 7)
+    assert last.rows == 2 and last.cols == 1
+
+
+def test_causal_skips_upper_triangle_of_tiles():
+    sched = tile_schedule(256, 256, 64, 64, causal=True)
+    counts = sched.counts()
+    assert counts == {FULL: 6, PARTIAL: 4, SKIPPED: 6}
+
+
+def test_schedule_is_lazy_for_long_sequences():
+    sched = tile_schedule(10**9, 10**9, 1, 1, causal=True)
+    assert len(sched) == 10**18
+    assert sched[-1].status == FULL and sched.tile(0, 1).status == SKIPPED and sched[1].status == FULL
+
+
+def test_visible_mask_matches_sdpa_causal_convention():
+    # top-left aligned, as scaled_dot_product_attention(is_causal=True) with N_q != N_k
+    mask = visible_mask(torch.arange(3), torch.arange(5), causal=True)
+    sdpa_mask = torch.ones(3, 5, dtype=torch.bool).tril(diagonal=0)
+    assert torch.equal(mask, sdpa_mask)
+    assert visible_mask(torch.arange(3), torch.arange(5)) is None
+
+
+@pytest.mark.parametrize("mask", MASKS, ids=str)
+@pytest.mark.parametrize("loop_order", ["kv_outer", "q_outer"])
+def test_kernel_computes_exactly_the_non_skipped_tiles(mask, loop_order):
+    n_q, n_k, bq, bk = 45, 38, 8, 6
+    q = torch.randn(1, 2, n_q, 8)
+    k = v = torch.randn(1, 2, n_k, 8)
+    events = []
+    flash_attention_forward(q, k, v, block_q=bq, block_k=bk, loop_order=loop_order, on_tile=events.append, **mask)
+    sched = tile_schedule(n_q, n_k, bq, bk, loop_order=loop_order, **mask)
+    expected = [(t.step, t.q_block, t.k_block, t.status) for t in sched.computed()]
+    assert [(e.step, e.q_block, e.k_block, e.status) for e in events] == expected
+
+
+@pytest.mark.parametrize("loop_order", ["kv_outer", "q_outer"])
+def test_events_carry_the_running_softmax_state(loop_order):
+    """The last event of each row block holds the final m and l: logsumexp = m + log l."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 20, 4, dtype=torch.float64) for _ in range(3))
+    events = []
+    _, lse = flash_attention_forward(q, k, v, block_size=8, loop_order=loop_order, return_lse=True,
+                                     on_tile=events.append)
+    final = {}
+    for e in events:
+        final[e.q_block] = e
+        assert e.m.shape == e.l.shape == (e.q_end - e.q_start,)
+    scores = q[0, 0] @ k[0, 0].T / 2.0  # scale = 1/sqrt(4)
+    for e in final.values():
+        torch.testing.assert_close(e.m, scores[e.q_start:e.q_end].amax(-1))
+        torch.testing.assert_close(e.m + e.l.log(), lse[0, 0, e.q_start:e.q_end])
+    # the running max never decreases along a row
+    for qb in final:
+        ms = torch.stack([e.m for e in events if e.q_block == qb])
+        assert bool((ms[1:] >= ms[:-1]).all())
+
+
+def test_all_pairs_order_helper():
+    sched = tile_schedule(6, 6, 2, 3, loop_order="q_outer")
+    assert [(t.q_block, t.k_block) for t in sched] == list(itertools.product(range(3), range(2)))

@@ -1,0 +1,92 @@
+"""Bad input gets a ValueError or TypeError that names what was expected, what came, and the fix."""
+
+import math
+
+import pytest
+import torch
+
+from flashviz import flash_attention_forward, naive_attention, tile_schedule
+
+GOOD = torch.randn(1, 2, 8, 4)
+EMPTY_D = torch.empty(1, 2, 8, 0)  # head dimension 0
+
+
+def qkv(**over):
+    args = dict(q=GOOD, k=GOOD, v=GOOD)
+    args.update(over)
+    return args
+
+
+BAD_TENSORS = [
+    (qkv(q=torch.randn(8, 4)), ValueError, r"4-D \(B, H, N, d\), got 2-D.*unsqueeze"),
+    (qkv(k=torch.randn(1, 8, 4)), ValueError, r"k must be 4-D"),
+    (qkv(q=[[1.0]]), TypeError, r"q must be a torch.Tensor.*got list"),
+    (qkv(v=torch.ones(1, 2, 8, 4, dtype=torch.int64)), TypeError, r"v must be float16, .*int64.*\.float\(\)"),
+    (qkv(q=GOOD.double()), TypeError, r"share one dtype.*float64.*float32"),
+    (qkv(k=torch.randn(2, 2, 8, 4), v=torch.randn(2, 2, 8, 4)), ValueError, r"batch and head.*\(1, 2\).*\(2, 2\)"),
+    (qkv(k=torch.randn(1, 3, 8, 4), v=torch.randn(1, 3, 8, 4)), ValueError, r"batch and head"),
+    (qkv(k=torch.randn(1, 2, 8, 5)), ValueError, r"head dimension d.*q d=4.*k d=5"),
+    (qkv(v=torch.randn(1, 2, 9, 4)), ValueError, r"same sequence length N_k.*k N=8.*v N=9"),
+    (qkv(v=torch.randn(1, 2, 8, 6)), ValueError, r"v must share the head dimension"),
+    (dict(q=EMPTY_D, k=EMPTY_D, v=EMPTY_D), ValueError, r"d must be >= 1"),
+]
+
+
+@pytest.mark.parametrize("fn", [flash_attention_forward, naive_attention])
+@pytest.mark.parametrize("args,exc,pattern", BAD_TENSORS)
+def test_bad_tensors(fn, args, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        fn(args["q"], args["k"], args["v"])
+
+
+def test_mixed_devices_message():
+    # a meta tensor is a second device available on every machine
+    with pytest.raises(ValueError, match=r"one device.*meta.*\.to\(device\)"):
+        flash_attention_forward(GOOD, GOOD.to("meta"), GOOD)
+
+
+BAD_OPTIONS = [
+    (dict(block_size=0), ValueError, r"block_q must be >= 1, got 0"),
+    (dict(block_q=-3), ValueError, r"block_q must be >= 1, got -3"),
+    (dict(block_k=0), ValueError, r"block_k must be >= 1"),
+    (dict(block_size=2.5), TypeError, r"block_q must be a positive int, got 2.5"),
+    (dict(block_size=True), TypeError, r"positive int"),
+    (dict(loop_order="fa3"), ValueError, r"loop_order must be one of .*kv_outer.*q_outer.*got 'fa3'"),
+    (dict(window=5), ValueError, r"window must be a pair \(left, right\).*got 5"),
+    (dict(window=(1, 2, 3)), ValueError, r"window must be a pair"),
+    (dict(window=(-1, 0)), ValueError, r"left must be >= 0, got -1. Use None"),
+    (dict(window=(0, 1.5)), TypeError, r"window right must be an int"),
+    (dict(scale=math.nan), ValueError, r"scale must be finite, got nan"),
+    (dict(scale=math.inf), ValueError, r"scale must be finite"),
+    (dict(scale="0.1"), TypeError, r"scale must be a real number"),
+    (dict(causal="yes"), TypeError, r"causal must be True or False"),
+    (dict(on_tile=3), TypeError, r"on_tile must be a callable"),
+]
+
+
+@pytest.mark.parametrize("kwargs,exc,pattern", BAD_OPTIONS, ids=str)
+def test_bad_options(kwargs, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        flash_attention_forward(GOOD, GOOD, GOOD, **kwargs)
+
+
+def test_naive_validates_its_options_too():
+    with pytest.raises(ValueError, match="window"):
+        naive_attention(GOOD, GOOD, GOOD, window=(None, -2))
+    with pytest.raises(ValueError, match="finite"):
+        naive_attention(GOOD, GOOD, GOOD, scale=float("-inf"))
+
+
+@pytest.mark.parametrize(
+    "args,exc,pattern",
+    [
+        ((10, 10, 0, 4), ValueError, r"block_q must be >= 1"),
+        ((-1, 10, 4, 4), ValueError, r"n_q must be >= 0"),
+        ((10, 10.0, 4, 4), TypeError, r"n_k must be a non-negative int"),
+    ],
+)
+def test_bad_schedule_arguments(args, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        tile_schedule(*args)
+    with pytest.raises(ValueError, match="loop_order"):
+        tile_schedule(4, 4, 2, 2, loop_order="diagonal")
