@@ -33,7 +33,7 @@ from flashviz._validate import (
     validate_scale,
     validate_window,
 )
-from flashviz.tiling import PARTIAL, Tile, TileSchedule, tile_schedule, visible_mask
+from flashviz.tiling import PARTIAL, Tile, TileMasks, TileSchedule, tile_schedule
 
 NEG_INF = float("-inf")
 LOG2_E = 1.4426950408889634  # 1/ln(2): e^x = 2^(x log2 e), and exp2 is ~3x cheaper than exp on CPU
@@ -63,13 +63,6 @@ def _accumulator_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32  # fp32 accumulators for fp16/bf16/fp32
 
 
-def _tile_mask(tile: Tile, schedule: TileSchedule, device: torch.device) -> torch.Tensor:
-    """(Br, Bc) bool: True where visible. Only partial tiles pay for this."""
-    q_idx = torch.arange(tile.q_start, tile.q_end, device=device)
-    k_idx = torch.arange(tile.k_start, tile.k_end, device=device)
-    return visible_mask(q_idx, k_idx, causal=schedule.causal, window=schedule.window)
-
-
 def _emit(on_tile: TileCallback | None, tile: Tile, m_i: torch.Tensor, l_i: torch.Tensor) -> None:
     """Report a computed tile; m_i arrives in log2 units and leaves in natural-log units."""
     if on_tile is not None:
@@ -87,6 +80,7 @@ def _kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileS
     """FlashAttention-1, Algorithm 1. q: (BH, N_q, d); k, v: (BH, N_k, d). Returns O (BH, N_q, d) and L (BH, N_q)."""
     BH, n_q, d = q.shape
     # -- initialise O, l, m in HBM (write N_q d + 2 N_q)
+    masks = TileMasks(schedule, q.device)  # element masks of partial tiles
     O = torch.zeros(BH, n_q, d, dtype=acc, device=q.device)  # (BH, N_q, d)
     l = torch.zeros(BH, n_q, dtype=acc, device=q.device)  # (BH, N_q) running sums
     m = torch.full((BH, n_q), NEG_INF, dtype=acc, device=q.device)  # (BH, N_q) running maxima
@@ -103,7 +97,7 @@ def _kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileS
             O_i, l_i, m_i = O[:, rows], l[:, rows], m[:, rows]  # views; read Br d + 2 Br
             S_ij = torch.bmm(Q_i, K_jT)  # (BH, Br, d) x (BH, d, Bc) -> (BH, Br, Bc), on chip
             if t.status == PARTIAL:
-                S_ij.masked_fill_(~_tile_mask(t, schedule, q.device), NEG_INF)
+                S_ij.masked_fill_(masks.hidden(t), NEG_INF)
             # -- m~_ij = rowmax(S_ij); P~_ij = exp2(S_ij - m~_ij); l~_ij = rowsum(P~_ij)
             m_tilde = S_ij.amax(dim=-1)  # (BH, Br)
             m_tilde_safe = m_tilde.masked_fill(m_tilde == NEG_INF, 0.0) if t.status == PARTIAL else m_tilde
@@ -130,6 +124,7 @@ def _q_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSc
              acc: torch.dtype, on_tile: TileCallback | None) -> tuple[torch.Tensor, torch.Tensor]:
     """FlashAttention-2, Algorithm 1. q: (BH, N_q, d); k, v: (BH, N_k, d). Returns O (BH, N_q, d) and L (BH, N_q)."""
     BH, n_q, d = q.shape
+    masks = TileMasks(schedule, q.device)  # element masks of partial tiles
     O = torch.zeros(BH, n_q, d, dtype=acc, device=q.device)  # (BH, N_q, d); rows that see nothing stay 0
     L = torch.full((BH, n_q), NEG_INF, dtype=acc, device=q.device)  # (BH, N_q) logsumexp
 
@@ -147,7 +142,7 @@ def _q_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSc
             V_j = v[:, t.k_start:t.k_end].to(acc)  # (BH, Bc, d); read Bc d
             S_ij = torch.bmm(Q_i, K_jT)  # (BH, Br, d) x (BH, d, Bc) -> (BH, Br, Bc)
             if t.status == PARTIAL:
-                S_ij.masked_fill_(~_tile_mask(t, schedule, q.device), NEG_INF)
+                S_ij.masked_fill_(masks.hidden(t), NEG_INF)
             # -- update m_i and l_i: m_new = max(m_i, rowmax(S_ij)); l_i = e^(m_i - m_new) l_i + rowsum(P~_ij)
             m_new = torch.maximum(m_i, S_ij.amax(dim=-1))  # (BH, Br)
             m_safe = m_new.masked_fill(m_new == NEG_INF, 0.0) if t.status == PARTIAL else m_new

@@ -46,5 +46,5 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal
         S.masked_fill_(~mask, float("-inf"))
     P = torch.softmax(S, dim=-1)  # (B, H, N_q, N_k); read N^2, write N^2
     if mask is not None:
-        P = torch.nan_to_num(P, nan=0.0)  # rows with every key masked: softmax gives NaN, the convention is zeros
+        P.nan_to_num_(nan=0.0)  # in place; rows with every key masked: softmax gives NaN, the convention is zeros
     return torch.matmul(P, v)  # (B, H, N_q, N_k) x (B, H, N_k, d) -> (B, H, N_q, d); read N^2 + Nd, write Nd

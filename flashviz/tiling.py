@@ -65,6 +65,29 @@ def visible_mask(
     return mask
 
 
+class TileMasks:
+    """Element masks of partial tiles, made once and reused.
+
+    Every predicate depends only on j - i, so a tile's mask depends only on k_start - q_start and the tile's shape:
+    all diagonal tiles of a causal schedule, say, share one mask.
+    """
+
+    def __init__(self, schedule: TileSchedule, device: torch.device | str):
+        self.causal, self.window, self.device = schedule.causal, schedule.window, torch.device(device)
+        self._hidden: dict[tuple[int, int, int], torch.Tensor] = {}
+
+    def hidden(self, tile: Tile) -> torch.Tensor:
+        """(rows, cols) bool, True where the key is NOT visible: the argument masked_fill_ wants."""
+        key = (tile.k_start - tile.q_start, tile.rows, tile.cols)
+        if key not in self._hidden:
+            q_idx = torch.arange(tile.q_start, tile.q_end, device=self.device)
+            k_idx = torch.arange(tile.k_start, tile.k_end, device=self.device)
+            mask = visible_mask(q_idx, k_idx, causal=self.causal, window=self.window)
+            assert mask is not None, "only masked schedules have partial tiles"
+            self._hidden[key] = ~mask
+        return self._hidden[key]
+
+
 def _reach(causal: bool, window: Window) -> tuple[float, float]:
     """(left, right) reach of a query row: query i sees keys in [i - left, i + right] (floats, inf = unbounded)."""
     left, right = window if window is not None else (None, None)
