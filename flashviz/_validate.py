@@ -102,15 +102,30 @@ def validate_window(window: object) -> Window:
     return (out[0], out[1])
 
 
-def validate_scale(scale: object, d: int) -> float:
-    """Return the softmax scale: 1/sqrt(d) when None, else a finite real."""
+def validate_scale(scale: object, d: int, dtype: torch.dtype | None = None) -> float:
+    """Return the softmax scale: 1/sqrt(d) when None, else a finite real.
+
+    With `dtype` (the dtype the scores are computed in), also reject a scale that the dtype cannot hold: multiplied
+    into the scores it would be inf, and every output NaN. Half of the dtype's max leaves room for the kernels'
+    base-2 factor log2(e) ~ 1.44. Scores that overflow because the inputs are huge are not caught here.
+    """
     if scale is None:
         return 1.0 / math.sqrt(d) if d > 0 else 1.0
     if isinstance(scale, bool) or not isinstance(scale, Real):
         raise TypeError(f"scale must be a real number or None (for 1/sqrt(d)), got {scale!r}.")
-    if not math.isfinite(float(scale)):
+    try:
+        value = float(scale)
+    except OverflowError:  # an int too large for a float
+        raise ValueError(f"scale must be finite, got an int of {len(str(scale))} digits, too large for a float. "
+                         "Leave it as None for the default 1/sqrt(d).") from None
+    if not math.isfinite(value):
         raise ValueError(f"scale must be finite, got {scale}. Leave it as None for the default 1/sqrt(d).")
-    return float(scale)
+    if dtype is not None and abs(value) > torch.finfo(dtype).max / 2:
+        raise ValueError(
+            f"scale={scale} does not fit the {dtype} scores (max {torch.finfo(dtype).max:.4g}): every score would "
+            f"overflow to inf. Use |scale| <= {torch.finfo(dtype).max / 2:.4g}, typically 1/sqrt(d) (None)."
+        )
+    return value
 
 
 def validate_loop_order(loop_order: object) -> str:

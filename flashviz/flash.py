@@ -52,7 +52,8 @@ class TileEvent:
     q_end: int  # one past the last query row
     k_start: int  # first key column of the tile
     k_end: int  # one past the last key column
-    m: torch.Tensor  # (q_end - q_start,) running row max m_i after this tile, batch 0 head 0, fp32/fp64 on CPU
+    m: torch.Tensor  # (q_end - q_start,) running row max m_i after this tile, batch 0 head 0, fp32/fp64 on CPU;
+    #                  (0,) when B * H = 0
     l: torch.Tensor  # (q_end - q_start,) running row sum l_i (relative to m_i) after this tile, batch 0 head 0
 
 
@@ -66,6 +67,8 @@ def _accumulator_dtype(dtype: torch.dtype) -> torch.dtype:
 def _emit(on_tile: TileCallback | None, tile: Tile, m_i: torch.Tensor, l_i: torch.Tensor) -> None:
     """Report a computed tile; m_i arrives in log2 units and leaves in natural-log units."""
     if on_tile is not None:
+        if m_i.shape[0] == 0:  # B * H = 0: there is no batch 0, head 0 to report
+            m_i, l_i = m_i.new_empty(1, 0), l_i.new_empty(1, 0)
         on_tile(TileEvent(tile.step, tile.q_block, tile.k_block, tile.status, tile.q_start, tile.q_end,
                           tile.k_start, tile.k_end, m_i[0].detach().cpu() * LN_2, l_i[0].detach().cpu().clone()))
 
@@ -201,7 +204,7 @@ def flash_attention_forward(
     block_k = validate_block("block_k", block_size if block_k is None else block_k)
     causal = validate_causal(causal)
     window = validate_window(window)
-    scale = validate_scale(scale, q.shape[-1])
+    scale = validate_scale(scale, q.shape[-1], _accumulator_dtype(q.dtype))  # scores are computed in acc dtype
     loop_order = validate_loop_order(loop_order)
     if on_tile is not None and not callable(on_tile):
         raise TypeError(f"on_tile must be a callable taking a TileEvent, or None, got {type(on_tile).__name__}.")

@@ -35,7 +35,7 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal
     validate_qkv(q, k, v)
     causal = validate_causal(causal)
     window = validate_window(window)
-    scale = validate_scale(scale, q.shape[-1])
+    scale = validate_scale(scale, q.shape[-1], q.dtype)  # S is computed in q's dtype
     n_q, n_k = q.shape[2], k.shape[2]
 
     # (B, H, N_q, d) x (B, H, d, N_k) -> (B, H, N_q, N_k); read N_q d + N_k d, write N_q N_k
@@ -46,5 +46,7 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal
         S.masked_fill_(~mask, float("-inf"))
     P = torch.softmax(S, dim=-1)  # (B, H, N_q, N_k); read N^2, write N^2
     if mask is not None:
-        P.nan_to_num_(nan=0.0)  # in place; rows with every key masked: softmax gives NaN, the convention is zeros
+        # rows with every key masked: softmax gives NaN, the convention is zeros. In place unless autograd saved P
+        # for softmax's backward (an in-place edit would make backward raise).
+        P = P.nan_to_num(nan=0.0) if P.requires_grad else P.nan_to_num_(nan=0.0)
     return torch.matmul(P, v)  # (B, H, N_q, N_k) x (B, H, N_k, d) -> (B, H, N_q, d); read N^2 + Nd, write Nd

@@ -37,6 +37,7 @@ FULL = "full"
 PARTIAL = "partial"
 SKIPPED = "skipped"
 STATUSES = (FULL, PARTIAL, SKIPPED)
+INT64_MAX = torch.iinfo(torch.int64).max  # largest position an index tensor holds
 
 
 def visible_mask(
@@ -50,6 +51,8 @@ def visible_mask(
         (Nq, Nk) bool tensor, True where query q_idx[a] may attend to key k_idx[b]; None when nothing is masked.
     """
     left, right = window if window is not None else (None, None)
+    # A reach past int64 sees every key anyway; clamped, it can be compared with the int64 index tensors.
+    left, right = (None if w is None else min(w, INT64_MAX) for w in (left, right))
     diff = None  # (Nq, Nk) of j - i, built only if some predicate needs it
     mask = None
     if causal or left is not None or right is not None:
