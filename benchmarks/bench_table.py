@@ -1,0 +1,90 @@
+"""The seed's summary table, measured: time, peak memory, GFLOP/s and modelled HBM traffic of every implementation.
+
+For each head count H, one run_sweep over N measures naive, flash (FA1 loop order), flash2 (FA2 loop order) and
+PyTorch's SDPA side by side in one process, then prints
+    1. the measurements (median time and IQR, exact peak memory, achieved GFLOP/s, modelled HBM traffic, error),
+    2. the seed's table: speedup and memory saving of flash over naive at each N,
+    3. naive attention's measured peak memory against its formula 2 * 4 B H N^2 + 4 B H N d (S and P of fp32
+       plus the output), which the allocator events reproduce to the byte.
+Times are this machine's, today: compare the rows with one another, not with another run (DESIGN.md).
+
+Usage:
+    python benchmarks/bench_table.py                          # N = 256 .. 4096, d = 64, B = 1, H = 1 and 8
+    python benchmarks/bench_table.py --heads 1 --repeats 3    # quicker
+    python benchmarks/bench_table.py --causal --threads 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import pandas as pd
+import torch
+
+from flashviz.plots import summary_table
+from flashviz.sweep import IMPLS, run_sweep
+
+MIB = 2**20  # bytes per MiB
+FP32_BYTES = 4  # bytes per fp32 element
+NAIVE_MATRICES = 2  # S and P, both B x H x N x N, alive together at naive's peak
+
+
+def naive_formula_bytes(batch: int, heads: int, n: int, d: int, elem: int = FP32_BYTES) -> int:
+    """Peak bytes of naive attention by hand: S and P (2 B H N^2 elements) and the output O (B H N d)."""
+    return NAIVE_MATRICES * elem * batch * heads * n * n + elem * batch * heads * n * d
+
+
+def measurements(df: pd.DataFrame) -> str:
+    view = pd.DataFrame({
+        "N": df["N"], "impl": df["impl"], "time (ms)": df["time_s"] * 1e3, "IQR (ms)": df["time_iqr_s"] * 1e3,
+        "peak (MiB)": df["peak_bytes"] / MIB, "GFLOP/s": df["gflops"], "HBM model (MiB)": df["hbm_bytes"] / MIB,
+        "max err": df["max_abs_err"], "status": df["status"]})
+    return view.to_string(index=False, na_rep="-", float_format=lambda x: f"{x:.4g}")
+
+
+def naive_vs_formula(df: pd.DataFrame, batch: int, heads: int, d: int) -> str:
+    naive = df[(df["impl"] == "naive") & (df["status"] == "ok")]
+    rows = []
+    for n, measured in zip(naive["N"], naive["peak_bytes"], strict=True):
+        formula = naive_formula_bytes(batch, heads, int(n), d)
+        rows.append({"N": int(n), "measured (bytes)": int(measured), "2*4*B*H*N^2 + 4*B*H*N*d (bytes)": formula,
+                     "measured - formula (bytes)": int(measured) - formula, "measured / formula": measured / formula})
+    return pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.4f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", nargs="+", type=int, default=[256, 512, 1024, 2048, 4096], help="sequence lengths")
+    parser.add_argument("--d", type=int, default=64, help="head dimension")
+    parser.add_argument("--heads", nargs="+", type=int, default=[1, 8], help="head counts, one table each")
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--block-size", type=int, default=128, help="Br = Bc of flash and flash2")
+    parser.add_argument("--impls", nargs="+", choices=IMPLS, default=list(IMPLS))
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None, help="default: torch's current count")
+    parser.add_argument("--causal", action="store_true")
+    args = parser.parse_args(argv)
+
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads available, d={args.d}, B={args.batch}, "
+          f"block {args.block_size}x{args.block_size}, causal={args.causal}, median of {args.repeats}")
+    for heads in args.heads:
+        t0 = time.perf_counter()
+        df = run_sweep(args.n, d=args.d, block_size=args.block_size, causal=args.causal, impls=args.impls,
+                       batch=args.batch, heads=heads, repeats=args.repeats, threads=args.threads,
+                       progress=lambda done, total, label: print(f"  [{done}/{total}] {label}", file=sys.stderr))
+        print(f"\n=== B={args.batch}, H={heads}, threads={df['threads'].iloc[0]} "
+              f"(sweep took {time.perf_counter() - t0:.0f} s) ===\n")
+        print(measurements(df))
+        if {"naive", "flash"} <= set(args.impls):
+            print("\nSeed's table: flash vs naive (speedup = naive time / flash time; saving = naive peak / flash)\n")
+            print(summary_table(df).to_string(index=False, na_rep="skipped", float_format=lambda x: f"{x:.4g}"))
+        if "naive" in args.impls:
+            print("\nNaive peak memory, measured vs formula\n")
+            print(naive_vs_formula(df, args.batch, heads, args.d))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

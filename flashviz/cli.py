@@ -1,0 +1,260 @@
+"""Command line: `python -m flashviz bench ...` measures and reports, `python -m flashviz check` verifies.
+
+    python -m flashviz bench --n 256 512 1024 2048 4096 --d 64 --block-size 128 --out results.csv --html report.html
+    python -m flashviz check
+
+`bench` runs flashviz.sweep.run_sweep with a progress bar on stderr, prints the measurements and the seed's summary
+table (speedup and memory saving of flash over naive), writes the tidy CSV and, with --html, a standalone report whose
+figures carry plotly.js inline (it opens offline). `check` runs a correctness matrix of the tiled kernels against
+PyTorch's SDPA in float64 and exits 1 if any error exceeds the bar. Bad arguments print a usage message and exit 2.
+The `flashviz` console script is this module's `main`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+import torch
+import torch.nn.functional as F
+
+from flashviz import plots
+from flashviz.flash import flash_attention_forward
+from flashviz.iomodel import hbm_vs_memory
+from flashviz.sweep import IMPLS, MAX_D, MAX_N, run_sweep
+from flashviz.tiling import visible_mask
+
+DEFAULT_NS = (256, 512, 1024, 2048, 4096)
+CHECK_NS = (1, 97, 128, 257)  # a single row, ragged (97, 257) and exact multiples of the 64-wide tiles
+CHECK_DS = (64, 128)
+CHECK_TOL = 1e-5  # max |O - O_sdpa_fp64| an fp32 kernel must stay under
+CHECK_BLOCK = 64
+CHECK_HEADS = 2
+CHECK_WINDOWS = ((32, 0), (16, 16))  # sliding windows checked at the largest N (with and without causal)
+M_SWEEP = tuple(2 ** k for k in range(10, 19))  # on-chip memory sizes (elements) for the Theorem 2 figure
+EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
+
+
+class ProgressBar:
+    """progress(done, total, label) drawn as a one-line text bar on a stream (stderr): no extra dependencies."""
+
+    def __init__(self, stream: TextIO | None = None, width: int = 30):
+        self.stream = stream if stream is not None else sys.stderr
+        self.width = width  # characters of the bar
+
+    def __call__(self, done: int, total: int, label: str) -> None:
+        filled = self.width * done // max(total, 1)
+        line = f"\r[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} {label}"
+        self.stream.write(f"{line:<80}")
+        if done >= total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# argument types: each raises argparse.ArgumentTypeError, which argparse turns into usage + exit 2
+
+
+def _int_in(low: int, high: int | None, what: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be an integer, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            bound = f">= {low}" if high is None else f"between {low} and {high}"
+            raise argparse.ArgumentTypeError(f"{what} must be {bound}, got {value}")
+        return value
+    return parse
+
+
+def _window_side(text: str) -> int | None:
+    if text.lower() in ("none", "inf", "-"):
+        return None
+    return _int_in(0, None, "a window side (or 'none' for unbounded)")(text)
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="flashviz", description="Measure and verify FlashAttention.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{bench,check}")
+
+    bench = sub.add_parser("bench", help="time and measure memory of attention implementations over N",
+                           description="Sweep N; print the summary table; write a CSV and an HTML report.")
+    bench.add_argument("--n", nargs="+", type=_int_in(1, MAX_N, "N"), default=list(DEFAULT_NS), metavar="N",
+                       help=f"sequence lengths (1..{MAX_N}; default: {' '.join(map(str, DEFAULT_NS))})")
+    bench.add_argument("--d", type=_int_in(1, MAX_D, "d"), default=64, help="head dimension (default 64)")
+    bench.add_argument("--block-size", type=_int_in(1, None, "block size"), default=128,
+                       help="tile size Br = Bc of the tiled kernels (default 128)")
+    bench.add_argument("--block-q", type=_int_in(1, None, "block_q"), default=None, help="Br, overrides --block-size")
+    bench.add_argument("--block-k", type=_int_in(1, None, "block_k"), default=None, help="Bc, overrides --block-size")
+    bench.add_argument("--causal", action="store_true", help="top-left causal mask")
+    bench.add_argument("--window", nargs=2, type=_window_side, metavar=("LEFT", "RIGHT"), default=None,
+                       help="sliding window: query i sees keys i-LEFT..i+RIGHT ('none' = unbounded side)")
+    bench.add_argument("--impls", nargs="+", choices=IMPLS, default=["naive", "flash", "sdpa"],
+                       help="implementations to measure (default: naive flash sdpa)")
+    bench.add_argument("--repeats", type=_int_in(1, None, "repeats"), default=5, help="timed calls per row")
+    bench.add_argument("--warmup", type=_int_in(0, None, "warmup"), default=1, help="untimed calls per row")
+    bench.add_argument("--batch", type=_int_in(1, None, "batch"), default=1, help="batch size B")
+    bench.add_argument("--heads", type=_int_in(1, None, "heads"), default=1, help="heads H")
+    bench.add_argument("--threads", type=_int_in(1, None, "threads"), default=None,
+                       help="torch intra-op threads (default: torch's current count)")
+    bench.add_argument("--dtype", choices=("float32", "float64", "float16", "bfloat16"), default="float32")
+    bench.add_argument("--device", default="cpu", help="cpu or cuda")
+    bench.add_argument("--training", action="store_true", help="time forward + backward instead of forward")
+    bench.add_argument("--memory-budget-mib", type=_int_in(1, None, "memory budget"), default=None,
+                       help="largest naive S and P to allocate, in MiB (default: half the available RAM)")
+    bench.add_argument("--out", required=True, type=Path, help="CSV file for the tidy results")
+    bench.add_argument("--html", type=Path, default=None, help="also write a standalone HTML report here")
+    bench.set_defaults(subparser=bench)
+
+    check = sub.add_parser("check", help="correctness matrix of the tiled kernels against SDPA",
+                           description="Compare flash_attention_forward (both loop orders) with SDPA in float64.")
+    check.add_argument("--n", nargs="+", type=_int_in(1, 1 << 14, "N"), default=list(CHECK_NS), metavar="N")
+    check.add_argument("--d", nargs="+", type=_int_in(1, MAX_D, "d"), default=list(CHECK_DS), metavar="D")
+    check.add_argument("--block-size", type=_int_in(1, None, "block size"), default=CHECK_BLOCK)
+    check.add_argument("--tol", type=float, default=CHECK_TOL, help=f"error bar (default {CHECK_TOL:g})")
+    return parser
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# bench
+
+
+def _measurements_text(df) -> str:
+    """The tidy rows, in readable units, as a text table."""
+    view = df.assign(**{
+        "time (ms)": df["time_s"] * 1e3, "IQR (ms)": df["time_iqr_s"] * 1e3, "peak (MiB)": df["peak_bytes"] / 2**20,
+        "GFLOP/s": df["gflops"], "HBM model (MiB)": df["hbm_bytes"] / 2**20, "max err": df["max_abs_err"]})
+    cols = ["impl", "N", "time (ms)", "IQR (ms)", "peak (MiB)", "GFLOP/s", "HBM model (MiB)", "max err", "status"]
+    return view[cols].to_string(index=False, na_rep="-", float_format=lambda x: f"{x:.4g}")
+
+
+def _bench(args: argparse.Namespace) -> int:
+    budget = None if args.memory_budget_mib is None else args.memory_budget_mib * 2**20
+    try:
+        df = run_sweep(args.n, d=args.d, block_size=args.block_size, block_q=args.block_q, block_k=args.block_k,
+                       causal=args.causal, window=None if args.window is None else tuple(args.window),
+                       impls=args.impls, batch=args.batch, heads=args.heads, dtype=args.dtype, device=args.device,
+                       threads=args.threads, repeats=args.repeats, warmup=args.warmup,
+                       mode="training" if args.training else "forward", memory_budget_bytes=budget,
+                       progress=ProgressBar())
+    except (ValueError, TypeError) as e:
+        args.subparser.error(str(e))  # usage + exit 2
+    flash_impl = next((i for i in ("flash", "flash2") if i in args.impls and (df["impl"].eq(i)
+                                                                               & df["status"].eq("ok")).any()), "flash")
+    table = plots.summary_table(df, flash_impl=flash_impl)
+    mode = "forward + backward" if args.training else "forward"
+    print(f"flashviz bench: {mode}, d={args.d}, B={args.batch}, H={args.heads}, {args.dtype}, "
+          f"device={df['device'].iloc[0]}, threads={df['threads'].iloc[0]}, causal={args.causal}, "
+          f"window={args.window}, repeats={args.repeats}\n")
+    print(_measurements_text(df))
+    print(f"\nSummary: {flash_impl} vs naive (speedup = naive time / {flash_impl} time; "
+          f"memory saving = naive peak / {flash_impl} peak)\n")
+    print(table.to_string(index=False, na_rep="skipped", float_format=lambda x: f"{x:.4g}"))
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(args.out, index=False)
+    print(f"\nwrote {args.out}")
+    if args.html is not None:
+        n_max = max(args.n)
+        theorem2 = hbm_vs_memory(M_SWEEP, n_max, args.d, causal=args.causal,
+                                 window=None if args.window is None else tuple(args.window))
+        figures = [plots.summary_table_figure(table, title=f"Summary: {flash_impl} vs naive"),
+                   plots.time_figure(df), plots.memory_figure(df), plots.gflops_figure(df), plots.hbm_figure(df),
+                   plots.hbm_vs_memory_figure(theorem2, n=n_max, d=args.d)]
+        intro = (f"{mode} pass, d={args.d}, B={args.batch}, H={args.heads}, {args.dtype}, "
+                 f"device {df['device'].iloc[0]}, {df['threads'].iloc[0]} threads, causal={args.causal}, "
+                 f"window={args.window}, block {args.block_q or args.block_size} x {args.block_k or args.block_size}, "
+                 f"median of {args.repeats} calls. Peak memory is exact (allocator events); HBM traffic is the IO "
+                 "model of flashviz.iomodel.")
+        args.html.parent.mkdir(parents=True, exist_ok=True)
+        args.html.write_text(plots.report_html(figures, title="flashviz benchmark report", intro=intro, table=df),
+                             encoding="utf-8")
+        print(f"wrote {args.html}")
+    return EXIT_OK
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# check
+
+
+def _flash_attention_or_none():
+    try:
+        from flashviz.backward import flash_attention  # lazy: the backward lands separately
+    except ImportError:
+        return None
+    return flash_attention
+
+
+def _check_cases(ds: Sequence[int], ns: Sequence[int], backward: bool) -> list[tuple]:
+    """(d, N, causal, window, kernel) for every combination; windows on the largest N; gradients if available."""
+    kernels = ("kv_outer", "q_outer") + (("grad",) if backward else ())
+    cases = [(d, n, causal, None, kernel) for d in ds for n in ns for causal in (False, True) for kernel in kernels]
+    for window in CHECK_WINDOWS:
+        cases += [(ds[0], max(ns), causal, window, kernel) for causal in (False, True) for kernel in kernels]
+    return cases
+
+
+def _check_error(d: int, n: int, causal: bool, window, kernel: str, block: int, gen: torch.Generator) -> float:
+    """max |x - x_sdpa_fp64| over O (forward kernels) or over dQ, dK, dV (kernel 'grad')."""
+    q, k, v, dO = (torch.randn(1, CHECK_HEADS, n, d, generator=gen) for _ in range(4))  # (B, H, N, d) fp32
+    idx = torch.arange(n)
+    mask = visible_mask(idx, idx, causal=causal, window=window) if window is not None else None  # (N, N) bool
+    q64, k64, v64 = (t.double().requires_grad_(kernel == "grad") for t in (q, k, v))
+    ref = F.scaled_dot_product_attention(q64, k64, v64, attn_mask=mask, is_causal=causal and mask is None)
+    if kernel != "grad":
+        out = flash_attention_forward(q, k, v, block, causal=causal, window=window, loop_order=kernel)
+        return float((out.double() - ref).abs().max())
+    flash_attention = _flash_attention_or_none()
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    grads = torch.autograd.grad(flash_attention(q, k, v, block_size=block, causal=causal, window=window),
+                                (q, k, v), dO)
+    refs = torch.autograd.grad(ref, (q64, k64, v64), dO.double())
+    return max(float((g.double() - r).abs().max()) for g, r in zip(grads, refs, strict=True))
+
+
+def _check(args: argparse.Namespace) -> int:
+    backward = _flash_attention_or_none() is not None
+    cases = _check_cases(args.d, args.n, backward)
+    print(f"flashviz check: tiled kernels in fp32 (B=1, H={CHECK_HEADS}, block {args.block_size}) against SDPA in "
+          f"float64; bar {args.tol:g}. kernel 'grad' = flash_attention's dQ, dK, dV"
+          f"{'' if backward else ' (skipped: flashviz.backward is not available)'}\n")
+    print(f"{'d':>4} {'N':>6} {'causal':>6} {'window':>10} {'kernel':>9} {'max |err|':>10}  result")
+    failures = 0
+    gen = torch.Generator().manual_seed(0)
+    for d, n, causal, window, kernel in cases:
+        err = _check_error(d, n, causal, window, kernel, args.block_size, gen)
+        ok = err <= args.tol
+        failures += not ok
+        shown = "-" if window is None else f"{window[0]},{window[1]}"
+        print(f"{d:>4} {n:>6} {causal!s:>6} {shown:>10} {kernel:>9} {err:>10.2e}  {'PASS' if ok else 'FAIL'}")
+    print(f"\n{len(cases) - failures}/{len(cases)} passed" + ("" if failures == 0 else f", {failures} FAILED"))
+    return EXIT_OK if failures == 0 else EXIT_FAIL
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `python -m flashviz` and the `flashviz` console script.
+
+    Args:
+        argv: arguments without the program name (default: sys.argv[1:]).
+    Returns:
+        exit code: 0 success, 1 a check failed, 2 bad arguments (usage printed on stderr).
+
+    Example:
+        >>> main(["check", "--n", "64", "--d", "16"])  # doctest: +SKIP
+        0
+    """
+    parser = _build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command == "bench":
+            return _bench(args)
+        return _check(args)
+    except SystemExit as e:  # argparse's usage errors (2) and --help (0): return the code, no traceback
+        return e.code if isinstance(e.code, int) else EXIT_USAGE
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130  # 128 + SIGINT

@@ -1,0 +1,514 @@
+"""Sweeps: run many attention configurations and collect one tidy pandas DataFrame, one row per (impl, config).
+
+Each row holds the time (median and IQR of repeated calls), the exact peak memory (`measure_memory`), the FLOPs and
+achieved GFLOP/s, the modelled HBM traffic (`io_cost`) and the error against PyTorch's SDPA computed in float64.
+Implementations, all called with the same (B, H, N, d) inputs:
+
+    naive   flashviz.reference.naive_attention: materialises S and P (FA1 Algorithm 0)
+    flash   flash_attention_forward(loop_order="kv_outer") (FA1 Algorithm 1)
+    flash2  flash_attention_forward(loop_order="q_outer") (FA2 Algorithm 1)
+    sdpa    torch.nn.functional.scaled_dot_product_attention (PyTorch's fused kernel)
+
+In training mode every implementation runs forward + backward (autograd.grad with a fixed random dO); the tiled ones
+use flashviz.backward.flash_attention (FA2 forward saving O and L, tiled backward by recomputation).
+
+A memory guard never runs naive attention whose S and P would not fit in a budget (default: half the available RAM):
+its row says "skipped: ..." with the bytes it would need, and the sweep goes on.
+
+Legend: B batch, H heads, N sequence length (N_q = N_k = N), d head dimension, Br = block_q, Bc = block_k.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from numbers import Integral
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from flashviz._validate import FLOAT_DTYPES, Window, validate_block, validate_causal, validate_window
+from flashviz.flash import flash_attention_forward
+from flashviz.iomodel import io_cost
+from flashviz.measure import (
+    TRAINING_FLOP_FACTOR,
+    attention_flops,
+    peak_memory_and_result,
+    threads_set_to,
+    time_calls,
+    visible_pairs,
+)
+from flashviz.reference import naive_attention
+from flashviz.tiling import visible_mask
+
+IMPLS = ("naive", "flash", "flash2", "sdpa")
+TILED_IMPLS = ("flash", "flash2")
+LOOP_ORDER = {"flash": "kv_outer", "flash2": "q_outer"}
+MODES = ("forward", "training")
+COLUMNS = ("impl", "N", "d", "block_q", "block_k", "causal", "window", "batch", "heads", "dtype", "device", "threads",
+           "time_s", "time_iqr_s", "peak_bytes", "flops", "gflops", "hbm_bytes", "max_abs_err", "status")
+MAX_N = 1 << 17  # 131072: beyond this even the tiled Python kernels take hours on a CPU
+MAX_D = 1024  # largest head dimension a sweep accepts (real models use 64-256)
+GIB = 1 << 30  # bytes per GiB
+FALLBACK_RAM_BYTES = 4 * GIB  # assumed available RAM when neither /proc/meminfo nor sysconf can tell
+NAIVE_SCORE_COPIES = {"forward": 2, "training": 4}  # N x N matrices naive holds at its peak: S, P (+ dP, dS)
+MASK_BYTES_PER_SCORE = 8 + 1 + 1  # visible_mask's int64 j - i, the bool mask and its negation, per (i, j)
+OK = "ok"
+MAX_REASON_CHARS = 160  # a failure's message is cut here in the status column
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One attention configuration that a sweep measures for each implementation."""
+
+    n: int  # sequence length N (N_q = N_k)
+    d: int  # head dimension
+    block_q: int  # Br, query rows per tile (tiled impls only)
+    block_k: int  # Bc, key columns per tile (tiled impls only)
+    causal: bool  # top-left causal mask
+    window: Window  # (left, right) sliding window or None
+    batch: int  # B
+    heads: int  # H
+    dtype: torch.dtype  # input dtype
+    device: torch.device  # where the tensors live
+    mode: str  # "forward" or "training" (forward + backward)
+
+    @property
+    def dtype_bytes(self) -> int:
+        return torch.empty((), dtype=self.dtype).element_size()  # bytes per element
+
+    @property
+    def masked(self) -> bool:
+        return self.causal or self.window is not None
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# validation
+
+
+def _validate_int(name: str, value: object, low: int, high: int | None = None, fix: str = "") -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__}).")
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"between {low} and {high}"
+        raise ValueError(f"{name} must be {bound}, got {value}. {fix}".rstrip())
+    return int(value)
+
+
+def validate_ns(ns: object) -> list[int]:
+    """The sequence lengths of a sweep: a non-empty list of ints in [1, MAX_N], duplicates dropped, order kept."""
+    if isinstance(ns, (int, str)) or not isinstance(ns, Iterable):
+        raise TypeError(f"ns must be a list of sequence lengths, e.g. [256, 512, 1024], got {ns!r}.")
+    out = [_validate_int("every N", n, 1, MAX_N, "Sequence lengths of 256 to 8192 show the N^2 story on a CPU.")
+           for n in ns]
+    if not out:
+        raise ValueError("ns must list at least one sequence length, e.g. [256, 512, 1024].")
+    return list(dict.fromkeys(out))
+
+
+def validate_impls(impls: object, allowed: Sequence[str] = IMPLS) -> list[str]:
+    if isinstance(impls, str) or not isinstance(impls, Iterable):
+        raise TypeError(f"impls must be a list of implementation names from {tuple(allowed)}, got {impls!r}.")
+    out = list(dict.fromkeys(impls))
+    bad = [i for i in out if i not in allowed]
+    if bad or not out:
+        raise ValueError(f"impls must be a non-empty list drawn from {tuple(allowed)}, got {list(impls)!r}"
+                         + (f" (unknown: {bad})." if bad else "."))
+    return out
+
+
+def resolve_dtype(dtype: object) -> torch.dtype:
+    """A floating torch.dtype, from a dtype or its name ("float32", "bfloat16", ...)."""
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype.removeprefix("torch."), dtype)
+    if dtype not in FLOAT_DTYPES:
+        names = [str(t).removeprefix("torch.") for t in FLOAT_DTYPES]
+        raise TypeError(f"dtype must be one of {names} (a torch.dtype or its name), got {dtype!r}.")
+    return dtype
+
+
+def resolve_device(device: object) -> torch.device:
+    try:
+        dev = torch.device(device)
+    except (TypeError, RuntimeError) as e:
+        raise ValueError(f"device must be 'cpu' or 'cuda' (or 'cuda:1', ...), got {device!r}.") from e
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} asked for, but torch.cuda.is_available() is False here. Use device='cpu'.")
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}.")
+    return dev
+
+
+def _validate_mode(mode: object) -> str:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES} ('training' times forward + backward), got {mode!r}.")
+    return str(mode)
+
+
+def _validate_progress(progress: object) -> Callable[[int, int, str], None] | None:
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be None or a callable progress(done, total, label), got {progress!r}.")
+    return progress
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# memory guard
+
+
+def available_memory_bytes(device: object = "cpu") -> int:
+    """Bytes of memory free for new tensors: MemAvailable from /proc/meminfo (or sysconf) on CPU, free GPU memory
+    (torch.cuda.mem_get_info) on CUDA."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return int(torch.cuda.mem_get_info(dev)[0])
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # the file says kB (KiB)
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return FALLBACK_RAM_BYTES
+
+
+def default_memory_budget(device: object = "cpu") -> int:
+    """Half of the available memory: the largest naive S and P a sweep will allocate by default."""
+    return available_memory_bytes(device) // 2
+
+
+def naive_bytes_needed(cfg: RunConfig) -> int:
+    """Bytes naive attention's N x N matrices need at their peak: S and P (forward) or S, P, dP, dS (training),
+    B H N^2 each, plus the (N, N) mask temporaries when a mask is set."""
+    scores = cfg.batch * cfg.heads * cfg.n * cfg.n  # elements of one N x N matrix over all heads
+    mask = MASK_BYTES_PER_SCORE * cfg.n * cfg.n if cfg.masked else 0
+    return NAIVE_SCORE_COPIES[cfg.mode] * scores * cfg.dtype_bytes + mask
+
+
+def dense_mask_bytes(cfg: RunConfig) -> int:
+    """Bytes of the dense (N, N) boolean mask (and its int64 construction) that SDPA needs for a window."""
+    return MASK_BYTES_PER_SCORE * cfg.n * cfg.n if cfg.window is not None else 0
+
+
+def format_bytes(nbytes: float) -> str:
+    """Bytes in binary units for people: 4194304 -> '4.0 MiB'."""
+    for unit, size in (("GiB", GIB), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(nbytes) >= size:
+            return f"{nbytes / size:.1f} {unit}"
+    return f"{nbytes:.0f} B"
+
+
+def _guard(impl: str, cfg: RunConfig, budget: int) -> str | None:
+    """Why this (impl, config) must not run, or None when it fits."""
+    if impl == "naive":
+        need = naive_bytes_needed(cfg)
+        if need > budget:
+            what = "S and P" if cfg.mode == "forward" else "S, P, dP and dS"
+            return (f"skipped: naive {what} would need {need} bytes ({format_bytes(need)}: "
+                    f"{NAIVE_SCORE_COPIES[cfg.mode]} x B x H x N^2 x {cfg.dtype_bytes} bytes"
+                    f"{' + the N x N mask' if cfg.masked else ''}), over the memory budget of {budget} bytes "
+                    f"({format_bytes(budget)}); lower N, or raise memory_budget_bytes")
+    need = dense_mask_bytes(cfg)
+    if impl == "sdpa" and need > budget:
+        return (f"skipped: sdpa with a window needs a dense N x N mask of {need} bytes ({format_bytes(need)}), "
+                f"over the memory budget of {budget} bytes ({format_bytes(budget)}); "
+                "lower N, or raise memory_budget_bytes")
+    return None
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# implementations
+
+
+def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: RunConfig) -> torch.Tensor:
+    if cfg.window is None:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=cfg.causal)
+    n = q.shape[2]
+    idx = torch.arange(n, device=q.device)
+    mask = visible_mask(idx, idx, causal=cfg.causal, window=cfg.window)  # (N, N) bool, True = visible
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def _flash_attention_or_none() -> Callable | None:
+    try:
+        from flashviz.backward import flash_attention  # lazy: the backward lands separately
+    except ImportError:
+        return None
+    return flash_attention
+
+
+def _forward_fn(impl: str, cfg: RunConfig) -> Callable[..., torch.Tensor]:
+    """q, k, v -> O for one implementation."""
+    mask = {"causal": cfg.causal, "window": cfg.window}
+    if impl == "naive":
+        return lambda q, k, v: naive_attention(q, k, v, **mask)
+    if impl == "sdpa":
+        return lambda q, k, v: _sdpa(q, k, v, cfg)
+    if cfg.mode == "training":
+        flash_attention = _flash_attention_or_none()
+        assert flash_attention is not None  # _training_skip checked it
+        extra = {"loop_order": LOOP_ORDER[impl]} if _accepts_loop_order(flash_attention) else {}
+        return lambda q, k, v: flash_attention(q, k, v, block_q=cfg.block_q, block_k=cfg.block_k, **mask, **extra)
+    return lambda q, k, v: flash_attention_forward(q, k, v, block_q=cfg.block_q, block_k=cfg.block_k,
+                                                   loop_order=LOOP_ORDER[impl], **mask)
+
+
+def _accepts_loop_order(fn: Callable) -> bool:
+    return "loop_order" in inspect.signature(fn).parameters
+
+
+def _training_skip(impl: str, cfg: RunConfig) -> str | None:
+    """Why a tiled impl cannot run in training mode here, or None."""
+    if cfg.mode != "training" or impl not in TILED_IMPLS:
+        return None
+    flash_attention = _flash_attention_or_none()
+    if flash_attention is None:
+        return "skipped: training mode needs flashviz.backward.flash_attention, which is not installed yet"
+    if impl == "flash" and not _accepts_loop_order(flash_attention):
+        return ("skipped: flash_attention (the differentiable kernel) runs FlashAttention-2's loop order only; "
+                "its training step is measured under impl 'flash2'")
+    return None
+
+
+def _call_fn(impl: str, cfg: RunConfig) -> Callable[..., tuple[torch.Tensor, ...]]:
+    """The timed callable: (q, k, v, dO) -> (O,) in forward mode, (O, dQ, dK, dV) in training mode."""
+    forward = _forward_fn(impl, cfg)
+    if cfg.mode == "forward":
+        def run_forward(q, k, v, dO):
+            with torch.no_grad():
+                return (forward(q, k, v),)
+        return run_forward
+
+    def run_training(q, k, v, dO):
+        O = forward(q, k, v)  # (B, H, N, d)
+        return (O.detach(), *torch.autograd.grad(O, (q, k, v), dO))  # dQ, dK, dV: (B, H, N, d) each
+    return run_training
+
+
+def _inputs(cfg: RunConfig, seed: int) -> tuple[torch.Tensor, ...]:
+    """q, k, v, dO of shape (B, H, N, d), drawn from a seeded generator on the CPU, then moved."""
+    gen = torch.Generator().manual_seed(seed)
+    shape = (cfg.batch, cfg.heads, cfg.n, cfg.d)
+    q, k, v, dO = (torch.randn(shape, generator=gen, dtype=torch.float32).to(cfg.device, cfg.dtype)
+                   for _ in range(4))
+    if cfg.mode == "training":
+        q, k, v = (t.requires_grad_() for t in (q, k, v))
+    return q, k, v, dO
+
+
+def _reference(q, k, v, dO, cfg: RunConfig) -> tuple[torch.Tensor, ...]:
+    """SDPA in float64 on the same inputs: (O,) or (O, dQ, dK, dV)."""
+    q64, k64, v64 = (t.detach().double().requires_grad_(cfg.mode == "training") for t in (q, k, v))
+    return _call_fn("sdpa", replace(cfg, dtype=torch.float64))(q64, k64, v64, dO.double())
+
+
+def _max_abs_err(out: tuple[torch.Tensor, ...], ref: tuple[torch.Tensor, ...] | None) -> float:
+    if ref is None:
+        return math.nan
+    return max(float((a.double() - b).abs().max()) if a.numel() else 0.0 for a, b in zip(out, ref, strict=True))
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the sweep
+
+
+def _flops(impl: str, cfg: RunConfig) -> int:
+    if impl == "naive":  # computes every score, masked or not
+        f = attention_flops(cfg.n, cfg.n, cfg.d, batch=cfg.batch, heads=cfg.heads)
+    elif impl == "sdpa":  # its own tiling is unknown to us: count the visible pairs, the work any exact kernel needs
+        f = 4 * visible_pairs(cfg.n, cfg.n, causal=cfg.causal, window=cfg.window) * cfg.d * cfg.batch * cfg.heads
+    else:
+        f = attention_flops(cfg.n, cfg.n, cfg.d, batch=cfg.batch, heads=cfg.heads, block_q=cfg.block_q,
+                            block_k=cfg.block_k, causal=cfg.causal, window=cfg.window)
+    return round(f * TRAINING_FLOP_FACTOR) if cfg.mode == "training" else f
+
+
+def _hbm_bytes(impl: str, cfg: RunConfig) -> float:
+    """Modelled forward HBM traffic in bytes; NaN for sdpa (a black box) and in training mode (no backward model)."""
+    if impl == "sdpa" or cfg.mode == "training":
+        return math.nan
+    algorithm = "naive" if impl == "naive" else LOOP_ORDER[impl]
+    return float(io_cost(algorithm, cfg.n, cfg.n, cfg.d, cfg.block_q, cfg.block_k, causal=cfg.causal,
+                         window=cfg.window, batch=cfg.batch, heads=cfg.heads, dtype_bytes=cfg.dtype_bytes).bytes)
+
+
+def _row(impl: str, cfg: RunConfig, threads: int, **values) -> dict:
+    tiled = impl in TILED_IMPLS
+    row = {"impl": impl, "N": cfg.n, "d": cfg.d, "block_q": cfg.block_q if tiled else pd.NA,
+           "block_k": cfg.block_k if tiled else pd.NA, "causal": cfg.causal,
+           "window": None if cfg.window is None else f"{cfg.window[0]},{cfg.window[1]}".replace("None", "inf"),
+           "batch": cfg.batch, "heads": cfg.heads, "dtype": str(cfg.dtype).removeprefix("torch."),
+           "device": str(cfg.device), "threads": threads, "time_s": math.nan, "time_iqr_s": math.nan,
+           "peak_bytes": math.nan, "flops": _flops(impl, cfg), "gflops": math.nan, "hbm_bytes": _hbm_bytes(impl, cfg),
+           "max_abs_err": math.nan, "status": OK}
+    row.update(values)
+    return row
+
+
+def _failure(e: BaseException) -> str:
+    first_line = str(e).strip().splitlines()[0][:MAX_REASON_CHARS] if str(e).strip() else ""
+    return f"skipped: failed with {type(e).__name__}: {first_line}"
+
+
+FAILURES = (RuntimeError, MemoryError)  # e.g. an allocation the guard did not foresee: the row says so, we go on
+
+
+def _measure_config(cfg: RunConfig, impls: list[str], *, budget: int, repeats: int, warmup: int, threads: int,
+                    seed: int, report: Callable[[str], None]) -> list[dict]:
+    """The rows of one configuration: guard, then peak memory and error of each impl in turn, then the times of
+    all that ran, interleaved call by call (measure.time_calls) so that noise hits them alike."""
+    inputs = _inputs(cfg, seed)
+    why = {impl: _guard(impl, cfg, budget) or _training_skip(impl, cfg) for impl in impls}
+    ref = None
+    if any(w is None for w in why.values()) and dense_mask_bytes(cfg) <= budget:
+        ref = _reference(*inputs, cfg)
+    fns, results = {}, {}
+    for impl in impls:
+        if why[impl] is not None:
+            continue
+        report(f"memory of {impl} at N={cfg.n}")
+        fn = _call_fn(impl, cfg)
+        try:
+            peak, out = peak_memory_and_result(fn, *inputs)
+        except FAILURES as e:
+            why[impl] = _failure(e)
+            continue
+        results[impl] = {"peak_bytes": peak, "max_abs_err": _max_abs_err(out, ref)}
+        fns[impl] = fn
+        del out
+    if fns:
+        report(f"timing {', '.join(fns)} at N={cfg.n}")
+        try:
+            timings = time_calls(fns, *inputs, warmup=warmup, repeats=repeats)
+        except FAILURES as e:
+            why.update(dict.fromkeys(fns, _failure(e)))
+            timings = {}
+        for impl, t in timings.items():
+            results[impl].update(time_s=t.median, time_iqr_s=t.iqr,
+                                 gflops=_flops(impl, cfg) / t.median / 1e9 if t.median > 0 else math.nan)
+    return [_row(impl, cfg, threads, status=why[impl]) if why[impl] is not None else
+            _row(impl, cfg, threads, **results[impl]) for impl in impls]
+
+
+def _run(configs: list[RunConfig], impls: list[str], *, repeats: int, warmup: int, threads: int | None,
+         memory_budget_bytes: int | None, seed: int, progress: Callable | None) -> pd.DataFrame:
+    repeats = _validate_int("repeats", repeats, 1, fix="Use 3-10; more only tightens the error bars.")
+    warmup = _validate_int("warmup", warmup, 0)
+    seed = _validate_int("seed", seed, 0)
+    progress = _validate_progress(progress)
+    budget = (default_memory_budget(configs[0].device) if memory_budget_bytes is None
+              else _validate_int("memory_budget_bytes", memory_budget_bytes, 1))
+    rows, total = [], len(configs) * len(impls)
+
+    def report(label: str) -> None:
+        if progress is not None:
+            progress(len(rows), total, label)
+
+    with threads_set_to(threads) as n_threads:
+        for cfg in configs:
+            rows += _measure_config(cfg, impls, budget=budget, repeats=repeats, warmup=warmup, threads=n_threads,
+                                    seed=seed, report=report)
+    report("done")
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    df["block_q"] = df["block_q"].astype("Int64")  # nullable: naive and sdpa have no tiles
+    df["block_k"] = df["block_k"].astype("Int64")
+    df.attrs.update(mode=configs[0].mode, memory_budget_bytes=budget, repeats=repeats, seed=seed)
+    return df
+
+
+def _configs(ns: list[int], block_pairs: list[tuple[int, int]], *, d, causal, window, batch, heads, dtype, device,
+             mode) -> list[RunConfig]:
+    d = _validate_int("d", d, 1, MAX_D, "Head dimensions are usually 64 or 128.")
+    batch = _validate_int("batch", batch, 1)
+    heads = _validate_int("heads", heads, 1)
+    causal, window = validate_causal(causal), validate_window(window)
+    dtype, device, mode = resolve_dtype(dtype), resolve_device(device), _validate_mode(mode)
+    return [RunConfig(n, d, bq, bk, causal, window, batch, heads, dtype, device, mode)
+            for n in ns for bq, bk in block_pairs]
+
+
+def run_sweep(ns: Iterable[int], *, d: int = 64, block_size: int = 128, causal: bool = False,
+              impls: Sequence[str] = ("naive", "flash", "sdpa"), batch: int = 1, heads: int = 1,
+              dtype: torch.dtype | str = torch.float32, repeats: int = 5, progress: Callable | None = None,
+              block_q: int | None = None, block_k: int | None = None, window: Window = None,
+              device: str | torch.device = "cpu", threads: int | None = None, mode: str = "forward",
+              memory_budget_bytes: int | None = None, warmup: int = 1, seed: int = 0) -> pd.DataFrame:
+    """Measure every implementation at every sequence length: one tidy row per (impl, N).
+
+    Args:
+        ns: sequence lengths N (N_q = N_k), each in [1, MAX_N].
+        d: head dimension.  batch, heads: B and H.  dtype: input dtype (torch.dtype or its name).
+        block_size: Br = Bc of the tiled impls, unless block_q / block_k are given.
+        causal, window: the mask (DESIGN.md conventions).
+        impls: any of "naive", "flash" (FA1 loop order), "flash2" (FA2 loop order), "sdpa".
+        repeats: timed calls per row (median and IQR reported); warmup: untimed calls before them.
+        progress: progress(done, total, label) with done = rows finished so far (non-decreasing), called before each
+            memory measurement and each timing phase, and once at the end with done == total and label "done".
+        device: "cpu" or "cuda".  threads: torch intra-op threads (None: torch's current count), reported per row.
+        mode: "forward", or "training" for forward + backward (needs flashviz.backward).
+        memory_budget_bytes: largest naive S and P allowed (default half the available memory); bigger naive rows
+            are skipped with a status that says how many bytes they would need.
+        seed: seeds the random q, k, v (and dO).
+    Returns:
+        DataFrame with columns COLUMNS: impl, N, d, block_q, block_k (<NA> for naive and sdpa), causal,
+        window ("left,right" or None), batch, heads, dtype, device, threads, time_s, time_iqr_s (seconds),
+        peak_bytes (bytes above the start level, output included), flops, gflops (GFLOP/s), hbm_bytes (modelled,
+        NaN for sdpa and in training mode), max_abs_err (max |x - x_sdpa_fp64| over O and, in training, dQ, dK,
+        dV), status ("ok" or "skipped: <why>"). df.attrs holds mode, memory_budget_bytes, repeats and seed.
+
+    Example:
+        >>> df = run_sweep([64, 128], d=16, block_size=32, repeats=1)
+        >>> list(df["impl"]), set(df["status"])
+        (['naive', 'flash', 'sdpa', 'naive', 'flash', 'sdpa'], {'ok'})
+    """
+    ns = validate_ns(ns)
+    impls = validate_impls(impls)
+    bq = validate_block("block_q", block_size if block_q is None else block_q)
+    bk = validate_block("block_k", block_size if block_k is None else block_k)
+    configs = _configs(ns, [(bq, bk)], d=d, causal=causal, window=window, batch=batch, heads=heads, dtype=dtype,
+                       device=device, mode=mode)
+    return _run(configs, impls, repeats=repeats, warmup=warmup, threads=threads,
+                memory_budget_bytes=memory_budget_bytes, seed=seed, progress=progress)
+
+
+def run_block_sweep(n: int, block_sizes: Iterable[int | tuple[int, int]], *, d: int = 64, causal: bool = False,
+                    window: Window = None, impls: Sequence[str] = TILED_IMPLS, batch: int = 1, heads: int = 1,
+                    dtype: torch.dtype | str = torch.float32, repeats: int = 5, progress: Callable | None = None,
+                    device: str | torch.device = "cpu", threads: int | None = None, mode: str = "forward",
+                    warmup: int = 1, seed: int = 0) -> pd.DataFrame:
+    """Time, peak memory and modelled HBM traffic of the tiled kernels against the tile size, at a fixed N.
+
+    Args:
+        n: sequence length.
+        block_sizes: square tile sizes (Br = Bc = b) or (Br, Bc) pairs.
+        impls: "flash" and/or "flash2" (naive and sdpa have no tiles: take them from run_sweep([n]) as references).
+        other arguments: as for run_sweep.
+    Returns:
+        DataFrame with run_sweep's columns, one row per (impl, block size), in the order given.
+
+    Example:
+        >>> df = run_block_sweep(128, [16, 64], d=16, repeats=1)
+        >>> df["block_q"].tolist(), df["impl"].tolist()
+        ([16, 16, 64, 64], ['flash', 'flash2', 'flash', 'flash2'])
+    """
+    n = validate_ns([n])[0]
+    impls = validate_impls(impls, TILED_IMPLS)
+    if isinstance(block_sizes, (int, str)) or not isinstance(block_sizes, Iterable):
+        raise TypeError(f"block_sizes must be a list of tile sizes or (Br, Bc) pairs, e.g. [16, 32, 64, 128], "
+                        f"got {block_sizes!r}.")
+    pairs = []
+    for b in block_sizes:
+        bq, bk = b if isinstance(b, tuple) else (b, b)
+        pairs.append((validate_block("block_q", bq), validate_block("block_k", bk)))
+    if not pairs:
+        raise ValueError("block_sizes must list at least one tile size, e.g. [16, 32, 64, 128].")
+    configs = _configs([n], list(dict.fromkeys(pairs)), d=d, causal=causal, window=window, batch=batch, heads=heads,
+                       dtype=dtype, device=device, mode=mode)
+    return _run(configs, impls, repeats=repeats, warmup=warmup, threads=threads, memory_budget_bytes=None,
+                seed=seed, progress=progress)
