@@ -5,6 +5,7 @@ Public API (names and meanings fixed by DESIGN.md):
     measure_memory, benchmark, run_sweep
 """
 
+from flashviz.backward import flash_attention, flash_attention_backward
 from flashviz.flash import TileEvent, flash_attention_forward
 from flashviz.iomodel import IOCost, fa1_block_sizes, hbm_vs_memory, io_cost, io_trace
 from flashviz.measure import Timing, attention_flops, benchmark, measure_memory, time_call, time_calls
@@ -24,6 +25,8 @@ __all__ = [
     "attention_flops",
     "benchmark",
     "fa1_block_sizes",
+    "flash_attention",
+    "flash_attention_backward",
     "flash_attention_forward",
     "hbm_vs_memory",
     "io_cost",

@@ -1,0 +1,150 @@
+"""Training-step benchmark: forward + backward time and peak memory of flash vs naive autograd vs SDPA autograd.
+
+A training step is what FlashAttention-2's Algorithm 2 is for: naive attention keeps P (N x N) alive from the forward
+to the backward and builds dP and dS (N x N) on the way back; flash_attention keeps only O and the logsumexp L and
+recomputes P tile by tile. Everything runs side by side in one process, interleaved repeat by repeat, and the figures
+are medians, so drift in the machine's load hits all candidates alike (DESIGN.md, "Measuring honestly"). Next to the
+wall-clock time (time.perf_counter) each candidate gets its process CPU time (time.process_time): at --threads 1 that
+is its compute time, which other processes on a shared machine cannot inflate; with more threads it also counts
+OpenMP spin-waiting, so read it as a cross-check only.
+
+Prints:
+  1. a block-size scan of flash's training step at --scan-n (time, causal/non-causal ratio), unless --block is given,
+  2. for each N: time and peak memory of flash (best tiles), naive and SDPA, non-causal and causal,
+  3. the targets of issue 3 at N = 2048, H = 2, each with PASS or MISS:
+     flash fwd+bwd peak <= 10% of naive's (aim 5%); causal fwd+bwd time <= 0.7x non-causal (aim 0.55).
+Run:  python benchmarks/bench_backward.py                  (N = 1024 2048 4096, d = 64, B = 1, H = 2, fp32)
+      python benchmarks/bench_backward.py --threads 1 --ns 2048 --block 256x256 --repeats 9
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from _common import device_sync, mib, print_table  # benchmarks/ is on sys.path when run
+
+from flashviz import flash_attention, naive_attention
+from flashviz.measure import measure_memory
+
+BLOCKS = [(64, 64), (128, 64), (128, 128), (128, 256), (256, 128), (256, 256)]  # (Br, Bc) candidates of the scan
+TARGET_N = 2048  # the issue's targets are stated at N = 2048, H = 2
+
+
+def interleaved_medians(candidates: dict[str, Callable[[], object]], *, repeats: int, sync: Callable[[], None],
+                        warmup: int = 1) -> tuple[dict[str, float], dict[str, float]]:
+    """Median wall-clock and median process-CPU seconds of each candidate, timed round-robin (as _common's)."""
+    for fn in candidates.values():
+        for _ in range(warmup):
+            fn()
+    sync()
+    wall: dict[str, list[float]] = {name: [] for name in candidates}
+    cpu: dict[str, list[float]] = {name: [] for name in candidates}
+    for _ in range(repeats):
+        for name, fn in candidates.items():
+            c0, t0 = time.process_time(), time.perf_counter()
+            fn()
+            sync()
+            wall[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.process_time() - c0)
+    return ({n: statistics.median(s) for n, s in wall.items()}, {n: statistics.median(s) for n, s in cpu.items()})
+
+
+def training_step(attn: Callable[..., torch.Tensor], q, k, v, dO, **kwargs) -> Callable[[], None]:
+    """One step: O = attn(q, k, v, **kwargs), then (dq, dk, dv) for the upstream gradient dO."""
+    return lambda: torch.autograd.grad(attn(q, k, v, **kwargs), (q, k, v), dO)
+
+
+def flash_step(q, k, v, dO, blocks: tuple[int, int], causal: bool) -> Callable[[], None]:
+    return training_step(flash_attention, q, k, v, dO, block_q=blocks[0], block_k=blocks[1], causal=causal)
+
+
+def parse_blocks(text: str) -> tuple[int, int]:
+    """'128x64' -> (block_q=128, block_k=64); '128' -> (128, 128)."""
+    parts = text.lower().split("x")
+    if len(parts) not in (1, 2) or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"a tile size is 'BQxBK' or 'B' with positive ints (128x64), got {text!r}")
+    return int(parts[0]), int(parts[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ns", type=int, nargs="+", default=[1024, 2048, 4096], help="sequence lengths N")
+    p.add_argument("--d", type=int, default=64, help="head dimension d")
+    p.add_argument("--batch", type=int, default=1, help="batch size B")
+    p.add_argument("--heads", type=int, default=2, help="number of heads H")
+    p.add_argument("--block", type=parse_blocks, default=None, help="flash tiles BQxBK; skips the block-size scan")
+    p.add_argument("--scan-n", type=int, default=TARGET_N, help="N of the block-size scan")
+    p.add_argument("--repeats", type=int, default=5, help="interleaved timed repeats per candidate")
+    p.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch intra-op threads")
+    p.add_argument("--device", default="cpu", help="cpu or cuda")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    sync = device_sync(device)
+    print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, B={args.batch} "
+          f"H={args.heads} d={args.d} fp32, forward + backward, median of {args.repeats} interleaved repeats")
+
+    def inputs(n: int):
+        g = torch.Generator().manual_seed(n)
+        q, k, v, dO = (torch.randn(args.batch, args.heads, n, args.d, generator=g).to(device) for _ in range(4))
+        return q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), dO
+
+    # 1. block-size scan of the training step, non-causal and causal in the same round-robin
+    blocks = args.block
+    if blocks is None:
+        q, k, v, dO = inputs(args.scan_n)
+        scan = {f"{bq}x{bk}{' causal' if c else ''}": flash_step(q, k, v, dO, (bq, bk), c)
+                for bq, bk in BLOCKS for c in (False, True)}
+        t, c = interleaved_medians(scan, repeats=args.repeats, sync=sync)
+        rows = [{"tiles": f"{bq}x{bk}", "time_s": f"{t[f'{bq}x{bk}']:.3f}", "causal_s": f"{t[f'{bq}x{bk} causal']:.3f}",
+                 "causal/full": f"{t[f'{bq}x{bk} causal'] / t[f'{bq}x{bk}']:.2f}",
+                 "cpu_s": f"{c[f'{bq}x{bk}']:.3f}", "causal_cpu_s": f"{c[f'{bq}x{bk} causal']:.3f}",
+                 "cpu causal/full": f"{c[f'{bq}x{bk} causal'] / c[f'{bq}x{bk}']:.2f}"} for bq, bk in BLOCKS]
+        print(f"\n1. block-size scan of flash's training step at N={args.scan_n} (fwd+bwd, seconds)")
+        print_table(rows, ["tiles", "time_s", "causal_s", "causal/full", "cpu_s", "causal_cpu_s", "cpu causal/full"])
+        blocks = min(BLOCKS, key=lambda b: c[f"{b[0]}x{b[1]}"] + c[f"{b[0]}x{b[1]} causal"])  # least compute
+    print(f"\n2. training step, flash with tiles Br={blocks[0]}, Bc={blocks[1]}; x_naive = relative to naive in the "
+          "same run")
+
+    results = {}  # (n, name) -> (wall seconds, cpu seconds, peak bytes)
+    for n in args.ns:
+        q, k, v, dO = inputs(n)
+        cands = {}
+        for causal in (False, True):
+            suffix = " causal" if causal else ""
+            cands["flash" + suffix] = flash_step(q, k, v, dO, blocks, causal)
+            cands["naive" + suffix] = training_step(naive_attention, q, k, v, dO, causal=causal)
+            cands["sdpa" + suffix] = training_step(F.scaled_dot_product_attention, q, k, v, dO, is_causal=causal)
+        t, c = interleaved_medians(cands, repeats=args.repeats, sync=sync)
+        peak = {name: measure_memory(fn) for name, fn in cands.items()}
+        rows = []
+        for name in cands:
+            naive = "naive causal" if name.endswith("causal") else "naive"
+            results[(n, name)] = (t[name], c[name], peak[name])
+            rows.append({"N": n, "impl": name, "time_s": f"{t[name]:.3f}", "x_naive": f"{t[name] / t[naive]:.2f}",
+                         "cpu_s": f"{c[name]:.3f}", "cpu_x_naive": f"{c[name] / c[naive]:.2f}",
+                         "peak_MiB": mib(peak[name]), "peak_%_naive": f"{100 * peak[name] / peak[naive]:.1f}"})
+        print_table(rows, ["N", "impl", "time_s", "x_naive", "cpu_s", "cpu_x_naive", "peak_MiB", "peak_%_naive"])
+
+    # 3. targets (stated at N = 2048, H = 2)
+    if TARGET_N in args.ns:
+        r = {name: results[(TARGET_N, name)] for name in cands}
+        checks = [
+            ("flash fwd+bwd peak <= 10% of naive's (aim 5%)", r["flash"][2] / r["naive"][2], 0.10),
+            ("flash causal fwd+bwd peak <= 10% of naive's", r["flash causal"][2] / r["naive causal"][2], 0.10),
+            ("flash causal fwd+bwd time <= 0.7x non-causal (aim 0.55)", r["flash causal"][0] / r["flash"][0], 0.7),
+            ("  the same in process CPU time", r["flash causal"][1] / r["flash"][1], 0.7),
+        ]
+        print(f"\n3. targets at N={TARGET_N}, H={args.heads}")
+        for label, ratio, bar in checks:
+            print(f"  {'PASS' if ratio <= bar else 'MISS'}  {label}: {ratio:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,232 @@
+"""Tiled FlashAttention backward by recomputation, and `flash_attention`, the differentiable entry point.
+
+References:
+    FlashAttention-2 (Dao, 2023), Algorithm 2: the backward pass. The forward saves only O and the logsumexp
+        L_i = m_i + log l_i, never P. The backward recomputes each tile's probabilities P_ij = exp(S_ij - L_i) from
+        Q_i, K_j and L_i, so no N x N matrix ever exists. With D_i = rowsum(dO_i * O_i):
+            dV_j += P_ij^T dO_i        dP_ij = dO_i V_j^T        dS_ij = P_ij * (dP_ij - D_i)
+            dQ_i += scale dS_ij K_j    dK_j += scale dS_ij^T Q_i
+        The outer loop runs over K/V blocks j ("kv_outer"), so dK_j and dV_j stay on chip for a whole column of tiles
+        and are written once; dQ_i is accumulated in HBM (atomic adds on a GPU).
+    FlashAttention (Dao et al., 2022), Appendix B.2: the same gradient derivation, in FA1's notation.
+
+Legend: B batch, H heads, N_q / N_k query / key lengths, d head dimension, Br = block_q, Bc = block_k.
+As in flash.py, batch and heads are merged into one axis BH = B * H inside the kernel, so every tile operation is
+one batched matmul over all heads. Only tiles that tile_schedule marks as computed are ever loaded; partial tiles are
+masked. The largest temporary is one (BH, Br, Bc) tile: memory stays O(N d).
+"""
+
+from __future__ import annotations
+
+from itertools import groupby
+from operator import attrgetter
+
+import torch
+
+from flashviz._validate import Window, validate_block, validate_causal, validate_qkv, validate_scale, validate_window
+from flashviz.flash import LOG2_E, _accumulator_dtype, flash_attention_forward
+from flashviz.tiling import PARTIAL, TileMasks, TileSchedule, tile_schedule
+
+NEG_INF = float("-inf")
+
+DOUBLE_BACKWARD_MESSAGE = (
+    "flash_attention supports first-order gradients only: its backward is the hand-written tiled kernel of "
+    "FlashAttention-2 Algorithm 2, which is not itself differentiable, so create_graph=True (double backward, "
+    "gradgradcheck, Hessian-vector products, gradient penalties) cannot go through it. "
+    "Fix: call backward without create_graph, or use naive_attention where you need higher-order gradients."
+)
+
+
+def _backward_kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor, dO: torch.Tensor,
+                       L: torch.Tensor, schedule: TileSchedule, scale: float,
+                       acc: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """FlashAttention-2, Algorithm 2, outer loop over K/V blocks.
+
+    q, O, dO: (BH, N_q, d); k, v: (BH, N_k, d), in the input dtype; L: (BH, N_q) in `acc`.
+    Returns dQ (BH, N_q, d), dK, dV (BH, N_k, d) in the accumulator dtype `acc`.
+
+    As in the forward (flash.py), the exponent is taken in base 2: S_ij and L_i are carried in log2 units
+    (times log2(e)), so P_ij = exp2(S_ij log2(e) - L_i log2(e)) = exp(S_ij - L_i), and exp2 is ~3x cheaper than exp.
+    """
+    BH, n_q, d = q.shape
+    n_k = k.shape[1]
+    dev = q.device
+    masks = TileMasks(schedule, dev)  # element masks of partial tiles, one per distinct (offset, shape)
+    qk_scale = scale * LOG2_E  # S_ij in log2 units
+    load = (lambda x: x) if q.dtype == acc else (lambda x: x.to(acc))  # a tile "load": fp16/bf16 -> fp32
+
+    # Row blocks i as views, sliced once rather than once per tile (torch.split makes all Tr views in one call).
+    Br = schedule.block_q
+    dQ = torch.zeros(BH, n_q, d, dtype=acc, device=dev)  # (BH, N_q, d) in HBM, accumulated tile by tile
+    Q_blocks, dO_blocks, dQ_blocks = q.split(Br, dim=1), dO.split(Br, dim=1), dQ.split(Br, dim=1)  # (BH, Br, d)
+    # -- D_i = rowsum(dO_i * O_i), block by block: no (BH, N_q, d) temporary (read 2 N_q d, write N_q)
+    neg_D = torch.empty(BH, n_q, 1, dtype=acc, device=dev)  # (BH, N_q, 1), negated for the fused subtraction
+    neg_D_blocks = neg_D.split(Br, dim=1)  # (BH, Br, 1) views
+    for dO_i, O_i, neg_D_i in zip(dO_blocks, O.split(Br, dim=1), neg_D_blocks, strict=True):
+        torch.sum(load(dO_i) * load(O_i), dim=-1, keepdim=True, out=neg_D_i).neg_()  # (BH, Br, d) -> (BH, Br, 1)
+    # -- -L_i in log2 units; rows that see no key (L_i = -inf) get -inf so that P_ij = exp2(-inf) = 0, never NaN
+    neg_L2 = (L * -LOG2_E).unsqueeze(-1)  # (BH, N_q, 1)
+    neg_L2.masked_fill_(neg_L2 == float("inf"), NEG_INF)
+    neg_L2_blocks = neg_L2.split(Br, dim=1)  # (BH, Br, 1) views
+
+    dK = torch.zeros(BH, n_k, d, dtype=acc, device=dev)  # (BH, N_k, d)
+    dV = torch.zeros(BH, n_k, d, dtype=acc, device=dev)  # (BH, N_k, d)
+    for _, column in groupby(schedule, key=attrgetter("k_block")):  # outer loop: K/V block j
+        tiles = [t for t in column if t.computed]
+        if not tiles:
+            continue  # no query sees these keys: K_j, V_j are never loaded, dK_j = dV_j = 0
+        cols = slice(tiles[0].k_start, tiles[0].k_end)
+        K_j, V_j = load(k[:, cols]), load(v[:, cols])  # (BH, Bc, d) each; read 2 Bc d
+        K_jT, V_jT = K_j.transpose(1, 2), V_j.transpose(1, 2)  # (BH, d, Bc) views
+        dK_j, dV_j = dK[:, cols], dV[:, cols]  # (BH, Bc, d) accumulators, on chip for the whole column
+        for t in tiles:  # inner loop: Q block i
+            i = t.q_block
+            Q_i, dO_i = load(Q_blocks[i]), load(dO_blocks[i])  # (BH, Br, d) each; read 2 Br d (+ 2 Br: L_i, D_i)
+            # -- recompute P_ij = exp(S_ij - L_i), S_ij = scale Q_i K_j^T; scale and subtraction fused into the matmul:
+            # (BH, Br, d) x (BH, d, Bc) -> (BH, Br, Bc), in log2 units
+            P_ij = torch.baddbmm(neg_L2_blocks[i], Q_i, K_jT, alpha=qk_scale)
+            if t.status == PARTIAL:
+                P_ij.masked_fill_(masks.hidden(t), NEG_INF)
+            P_ij.exp2_()  # (BH, Br, Bc), masked entries -> 0
+            # -- dV_j += P_ij^T dO_i
+            dV_j.baddbmm_(P_ij.transpose(1, 2), dO_i)  # (BH, Bc, Br) x (BH, Br, d) -> (BH, Bc, d)
+            # -- dS_ij = P_ij * (dP_ij - D_i), dP_ij = dO_i V_j^T: (BH, Br, d) x (BH, d, Bc) -> (BH, Br, Bc)
+            dS_ij = torch.baddbmm(neg_D_blocks[i], dO_i, V_jT).mul_(P_ij)
+            # -- dQ_i += scale dS_ij K_j (write Br d); dK_j += scale dS_ij^T Q_i
+            dQ_blocks[i].baddbmm_(dS_ij, K_j, alpha=scale)  # (BH, Br, Bc) x (BH, Bc, d) -> (BH, Br, d)
+            dK_j.baddbmm_(dS_ij.transpose(1, 2), Q_i, alpha=scale)  # (BH, Bc, Br) x (BH, Br, d) -> (BH, Bc, d)
+        # dK_j, dV_j were views into dK, dV: the column's single write of 2 Bc d happened in place
+    return dQ, dK, dV
+
+
+def _validate_saved(q: torch.Tensor, O: torch.Tensor, dO: torch.Tensor, L: torch.Tensor) -> None:
+    """Check that O, dO have q's shape and L is (B, H, N_q), with a message that says how to get them."""
+    for name, t in (("O", O), ("dO", dO)):
+        if not isinstance(t, torch.Tensor) or t.shape != q.shape or t.device != q.device:
+            got = f"shape {tuple(t.shape)} on {t.device}" if isinstance(t, torch.Tensor) else type(t).__name__
+            raise ValueError(
+                f"{name} must be a tensor of q's shape {tuple(q.shape)} on {q.device}, got {got}. "
+                "O is the forward output and dO the gradient of the loss with respect to it."
+            )
+    if not isinstance(L, torch.Tensor) or L.shape != q.shape[:3]:
+        got = f"shape {tuple(L.shape)}" if isinstance(L, torch.Tensor) else type(L).__name__
+        raise ValueError(
+            f"L must be the logsumexp of shape (B, H, N_q) = {tuple(q.shape[:3])}, got {got}. "
+            "Get it from flash_attention_forward(..., return_lse=True)."
+        )
+
+
+def flash_attention_backward(
+    dO: torch.Tensor,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    O: torch.Tensor,
+    L: torch.Tensor,
+    block_size: int = 64,
+    *,
+    block_q: int | None = None,
+    block_k: int | None = None,
+    causal: bool = False,
+    window: Window = None,
+    scale: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients of attention by tiled recomputation (FlashAttention-2, Algorithm 2); no N_q x N_k tensor is built.
+
+    Args:
+        dO: (B, H, N_q, d) gradient of the loss with respect to the output O.
+        q: (B, H, N_q, d) queries.  k: (B, H, N_k, d) keys.  v: (B, H, N_k, d) values.
+        O: (B, H, N_q, d) forward output.  L: (B, H, N_q) logsumexp from the forward (-inf for rows that see no key).
+        block_size, block_q, block_k, causal, window, scale: as in flash_attention_forward; they must match the
+            forward that produced O and L.
+    Returns:
+        (dq, dk, dv), shaped and typed like q, k, v (fp32 accumulation for fp16/bf16, fp64 stays fp64).
+
+    Example:
+        >>> q = k = v = torch.randn(1, 2, 100, 16)
+        >>> O, L = flash_attention_forward(q, k, v, 32, causal=True, loop_order="q_outer", return_lse=True)
+        >>> dq, dk, dv = flash_attention_backward(torch.ones_like(O), q, k, v, O, L, 32, causal=True)
+        >>> dq.shape
+        torch.Size([1, 2, 100, 16])
+    """
+    validate_qkv(q, k, v)
+    _validate_saved(q, O, dO, L)
+    block_q = validate_block("block_q", block_size if block_q is None else block_q)
+    block_k = validate_block("block_k", block_size if block_k is None else block_k)
+    causal = validate_causal(causal)
+    window = validate_window(window)
+    scale = validate_scale(scale, q.shape[-1], _accumulator_dtype(q.dtype))  # scores are computed in acc dtype
+
+    B, H, n_q, d = q.shape
+    n_k = k.shape[2]
+    acc = _accumulator_dtype(q.dtype)
+    schedule = tile_schedule(n_q, n_k, block_q, block_k, causal=causal, window=window, loop_order="kv_outer")
+
+    dQ, dK, dV = _backward_kv_outer(q.reshape(B * H, n_q, d), k.reshape(B * H, n_k, d), v.reshape(B * H, n_k, d),
+                                    O.reshape(B * H, n_q, d), dO.contiguous().view(B * H, n_q, d),
+                                    L.reshape(B * H, n_q).to(acc), schedule, scale, acc)
+    return (dQ.view(B, H, n_q, d).to(q.dtype), dK.view(B, H, n_k, d).to(k.dtype), dV.view(B, H, n_k, d).to(v.dtype))
+
+
+class _FlashAttention(torch.autograd.Function):
+    """Forward: FA2 Algorithm 1 (q_outer), saving q, k, v, O and L only. Backward: FA2 Algorithm 2."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, block_q, block_k, causal, window, scale):
+        O, L = flash_attention_forward(q, k, v, block_q=block_q, block_k=block_k, causal=causal, window=window,
+                                       scale=scale, loop_order="q_outer", return_lse=True)
+        ctx.save_for_backward(q, k, v, O, L)  # O(N d): never P
+        ctx.config = (block_q, block_k, causal, window, scale)
+        return O
+
+    @staticmethod
+    def backward(ctx, dO):
+        if torch.is_grad_enabled():  # the engine runs backward in grad mode only for create_graph=True
+            raise RuntimeError(DOUBLE_BACKWARD_MESSAGE)
+        q, k, v, O, L = ctx.saved_tensors
+        block_q, block_k, causal, window, scale = ctx.config
+        dq, dk, dv = flash_attention_backward(dO, q, k, v, O, L, block_q=block_q, block_k=block_k, causal=causal,
+                                              window=window, scale=scale)
+        return dq, dk, dv, None, None, None, None, None
+
+
+def flash_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    block_size: int = 64,
+    block_q: int | None = None,
+    block_k: int | None = None,
+    causal: bool = False,
+    window: Window = None,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """Differentiable tiled attention: FA2 forward that saves only O and L, FA2 backward by recomputation.
+
+    Neither the forward nor the backward ever holds an N_q x N_k tensor, so a training step needs O(N d) memory.
+    Only first-order gradients are supported: backward with create_graph=True raises a RuntimeError.
+
+    Args:
+        q: (B, H, N_q, d) queries.  k: (B, H, N_k, d) keys.  v: (B, H, N_k, d) values. Same dtype and device.
+        block_size: tile size used for both Br and Bc unless block_q / block_k are given.
+        block_q: Br, query rows per tile.  block_k: Bc, key columns per tile.
+        causal: top-left causal mask (query i sees keys j <= i), as SDPA's is_causal.
+        window: (left, right) sliding window: query i sees keys i-left..i+right; None on a side = unbounded.
+        scale: softmax scale, default 1/sqrt(d).
+    Returns:
+        O of shape (B, H, N_q, d) in q's dtype; rows that see no key are zeros and get zero gradients.
+
+    Example:
+        >>> q, k, v = (torch.randn(1, 2, 100, 16, requires_grad=True) for _ in range(3))
+        >>> flash_attention(q, k, v, block_size=32, causal=True).sum().backward()
+        >>> q.grad.shape
+        torch.Size([1, 2, 100, 16])
+    """
+    validate_qkv(q, k, v)
+    block_q = validate_block("block_q", block_size if block_q is None else block_q)
+    block_k = validate_block("block_k", block_size if block_k is None else block_k)
+    causal = validate_causal(causal)
+    window = validate_window(window)
+    scale = validate_scale(scale, q.shape[-1], _accumulator_dtype(q.dtype))  # scores are computed in acc dtype
+    return _FlashAttention.apply(q, k, v, block_q, block_k, causal, window, scale)
