@@ -23,7 +23,15 @@ from operator import attrgetter
 
 import torch
 
-from flashviz._validate import Window, validate_block, validate_causal, validate_qkv, validate_scale, validate_window
+from flashviz._validate import (
+    Window,
+    validate_block,
+    validate_causal,
+    validate_loop_order,
+    validate_qkv,
+    validate_scale,
+    validate_window,
+)
 from flashviz.flash import LOG2_E, _accumulator_dtype, flash_attention_forward
 from flashviz.tiling import PARTIAL, TileMasks, TileSchedule, tile_schedule
 
@@ -169,12 +177,12 @@ def flash_attention_backward(
 
 
 class _FlashAttention(torch.autograd.Function):
-    """Forward: FA2 Algorithm 1 (q_outer), saving q, k, v, O and L only. Backward: FA2 Algorithm 2."""
+    """Forward: the tiled forward in either loop order, saving q, k, v, O and L only. Backward: FA2 Algorithm 2."""
 
     @staticmethod
-    def forward(ctx, q, k, v, block_q, block_k, causal, window, scale):
+    def forward(ctx, q, k, v, block_q, block_k, causal, window, scale, loop_order):
         O, L = flash_attention_forward(q, k, v, block_q=block_q, block_k=block_k, causal=causal, window=window,
-                                       scale=scale, loop_order="q_outer", return_lse=True)
+                                       scale=scale, loop_order=loop_order, return_lse=True)
         ctx.save_for_backward(q, k, v, O, L)  # O(N d): never P
         ctx.config = (block_q, block_k, causal, window, scale)
         return O
@@ -187,7 +195,7 @@ class _FlashAttention(torch.autograd.Function):
         block_q, block_k, causal, window, scale = ctx.config
         dq, dk, dv = flash_attention_backward(dO, q, k, v, O, L, block_q=block_q, block_k=block_k, causal=causal,
                                               window=window, scale=scale)
-        return dq, dk, dv, None, None, None, None, None
+        return dq, dk, dv, None, None, None, None, None, None
 
 
 def flash_attention(
@@ -201,8 +209,9 @@ def flash_attention(
     causal: bool = False,
     window: Window = None,
     scale: float | None = None,
+    loop_order: str = "q_outer",
 ) -> torch.Tensor:
-    """Differentiable tiled attention: FA2 forward that saves only O and L, FA2 backward by recomputation.
+    """Differentiable tiled attention: a tiled forward that saves only O and L, FA2 backward by recomputation.
 
     Neither the forward nor the backward ever holds an N_q x N_k tensor, so a training step needs O(N d) memory.
     Only first-order gradients are supported: backward with create_graph=True raises a RuntimeError.
@@ -214,6 +223,8 @@ def flash_attention(
         causal: top-left causal mask (query i sees keys j <= i), as SDPA's is_causal.
         window: (left, right) sliding window: query i sees keys i-left..i+right; None on a side = unbounded.
         scale: softmax scale, default 1/sqrt(d).
+        loop_order: the forward's loop order, "q_outer" (FlashAttention-2, default) or "kv_outer" (FlashAttention-1);
+            both save the same O and L, and the backward is FlashAttention-2's Algorithm 2 either way.
     Returns:
         O of shape (B, H, N_q, d) in q's dtype; rows that see no key are zeros and get zero gradients.
 
@@ -229,4 +240,5 @@ def flash_attention(
     causal = validate_causal(causal)
     window = validate_window(window)
     scale = validate_scale(scale, q.shape[-1], _accumulator_dtype(q.dtype))  # scores are computed in acc dtype
-    return _FlashAttention.apply(q, k, v, block_q, block_k, causal, window, scale)
+    loop_order = validate_loop_order(loop_order)
+    return _FlashAttention.apply(q, k, v, block_q, block_k, causal, window, scale, loop_order)

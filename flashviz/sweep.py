@@ -20,7 +20,6 @@ Legend: B batch, H heads, N sequence length (N_q = N_k = N), d head dimension, B
 
 from __future__ import annotations
 
-import inspect
 import math
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -32,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from flashviz._validate import FLOAT_DTYPES, Window, validate_block, validate_causal, validate_window
+from flashviz.backward import flash_attention
 from flashviz.flash import flash_attention_forward
 from flashviz.iomodel import io_cost
 from flashviz.measure import (
@@ -235,14 +235,6 @@ def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: RunConfig) -> 
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
-def _flash_attention_or_none() -> Callable | None:
-    try:
-        from flashviz.backward import flash_attention  # lazy: the backward lands separately
-    except ImportError:
-        return None
-    return flash_attention
-
-
 def _forward_fn(impl: str, cfg: RunConfig) -> Callable[..., torch.Tensor]:
     """q, k, v -> O for one implementation."""
     mask = {"causal": cfg.causal, "window": cfg.window}
@@ -251,29 +243,10 @@ def _forward_fn(impl: str, cfg: RunConfig) -> Callable[..., torch.Tensor]:
     if impl == "sdpa":
         return lambda q, k, v: _sdpa(q, k, v, cfg)
     if cfg.mode == "training":
-        flash_attention = _flash_attention_or_none()
-        assert flash_attention is not None  # _training_skip checked it
-        extra = {"loop_order": LOOP_ORDER[impl]} if _accepts_loop_order(flash_attention) else {}
-        return lambda q, k, v: flash_attention(q, k, v, block_q=cfg.block_q, block_k=cfg.block_k, **mask, **extra)
+        return lambda q, k, v: flash_attention(q, k, v, block_q=cfg.block_q, block_k=cfg.block_k,
+                                               loop_order=LOOP_ORDER[impl], **mask)
     return lambda q, k, v: flash_attention_forward(q, k, v, block_q=cfg.block_q, block_k=cfg.block_k,
                                                    loop_order=LOOP_ORDER[impl], **mask)
-
-
-def _accepts_loop_order(fn: Callable) -> bool:
-    return "loop_order" in inspect.signature(fn).parameters
-
-
-def _training_skip(impl: str, cfg: RunConfig) -> str | None:
-    """Why a tiled impl cannot run in training mode here, or None."""
-    if cfg.mode != "training" or impl not in TILED_IMPLS:
-        return None
-    flash_attention = _flash_attention_or_none()
-    if flash_attention is None:
-        return "skipped: training mode needs flashviz.backward.flash_attention, which is not installed yet"
-    if impl == "flash" and not _accepts_loop_order(flash_attention):
-        return ("skipped: flash_attention (the differentiable kernel) runs FlashAttention-2's loop order only; "
-                "its training step is measured under impl 'flash2'")
-    return None
 
 
 def _call_fn(impl: str, cfg: RunConfig) -> Callable[..., tuple[torch.Tensor, ...]]:
@@ -364,7 +337,7 @@ def _measure_config(cfg: RunConfig, impls: list[str], *, budget: int, repeats: i
     """The rows of one configuration: guard, then peak memory and error of each impl in turn, then the times of
     all that ran, interleaved call by call (measure.time_calls) so that noise hits them alike."""
     inputs = _inputs(cfg, seed)
-    why = {impl: _guard(impl, cfg, budget) or _training_skip(impl, cfg) for impl in impls}
+    why = {impl: _guard(impl, cfg, budget) for impl in impls}
     ref = None
     if any(w is None for w in why.values()) and dense_mask_bytes(cfg) <= budget:
         ref = _reference(*inputs, cfg)

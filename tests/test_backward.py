@@ -222,6 +222,17 @@ def test_forward_matches_flash_forward_and_grads_keep_input_dtype_and_layout():
     assert [(g.dtype, g.shape) for g in grads] == [(x.dtype, x.shape) for x in (q, k, v)]
 
 
+@pytest.mark.parametrize("mask", [{}, {"causal": True}, {"window": (8, 3)}], ids=_mask_id)
+def test_both_forward_loop_orders_train_to_the_same_gradients(mask):
+    q, k, v, dO = _inputs(45, 38, 16, torch.float64)
+    fa1 = _grads(flash_attention, q, k, v, dO, block_q=16, block_k=8, loop_order="kv_outer", **mask)
+    fa2 = _grads(flash_attention, q, k, v, dO, block_q=16, block_k=8, loop_order="q_outer", **mask)
+    for g1, g2 in zip(fa1, fa2, strict=True):
+        torch.testing.assert_close(g1, g2, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="loop_order"):
+        flash_attention(q, k, v, loop_order="fa3")
+
+
 def test_only_q_k_v_o_and_logsumexp_are_saved():
     B, H, n, d = 1, 2, 96, 8
     q, k, v, _ = _inputs(n, n, d, torch.float32, B=B, H=H)

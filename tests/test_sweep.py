@@ -107,15 +107,12 @@ def test_masks_and_other_dtypes_run():
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_training_mode_measures_forward_and_backward(causal):
-    pytest.importorskip("flashviz.backward")
     df = run_sweep([64, 100], d=16, block_size=32, impls=IMPLS, repeats=1, mode="training", causal=causal)
     assert df.attrs["mode"] == "training"
     ran = df[df["status"] == "ok"]
-    assert set(ran["impl"]) >= {"naive", "flash2", "sdpa"}
+    assert set(ran["impl"]) == set(IMPLS)  # flash (FA1 forward order) and flash2 (FA2) both train
     assert (ran["max_abs_err"] < TOL).all()  # O and dQ, dK, dV against SDPA's autograd in float64
     assert ran["hbm_bytes"].isna().all()  # the IO model covers the forward pass only
-    flash = df[df["impl"] == "flash"]
-    assert ((flash["status"] == "ok") | flash["status"].str.contains("flash2")).all()
     # forward + backward: naive keeps P for the backward, flash keeps O and L only
     peak = ran.set_index(["impl", "N"])["peak_bytes"]
     assert peak["flash2", 100] < peak["naive", 100]
