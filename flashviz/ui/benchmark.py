@@ -1,0 +1,81 @@
+"""The "Benchmark" tab: a live sweep over N for naive / flash / flash2 / SDPA, on request.
+
+Widgets -> jobs.sweep (cached run_sweep under the timing lock) -> flashviz.plots figures. The result stays on the
+page while the settings that produced it are unchanged; any student asking for the same settings gets it at once.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from flashviz.plots import gflops_figure, hbm_figure, memory_figure, summary_table, time_figure
+from flashviz.ui import jobs
+from flashviz.ui.common import (
+    remember,
+    remembered,
+    run_with_progress,
+    show_figure,
+    skipped_ui,
+    summary_ui,
+    timing_lock,
+)
+from flashviz.ui.state import BENCH_N_OPTIONS, IMPLS, LIST_MAX, REPEATS_MAX, Settings
+
+IMPL_HELP = {
+    "naive": "standard attention: materialises S and P (N² each)",
+    "flash": "tiled, FA1 loop order (kv_outer)",
+    "flash2": "tiled, FA2 loop order (q_outer)",
+    "sdpa": "PyTorch's fused scaled_dot_product_attention",
+}
+
+
+def benchmark_ui(s: Settings) -> None:
+    """Draw the tab for settings s."""
+    st.markdown(
+        "Time and peak memory of four implementations on the same random Q, K, V (B, H, N, d from the sidebar). "
+        "Naive attention's memory grows with **N²**: it stores S and P. The tiled kernels grow with **N**. "
+        "Timings are medians of repeated calls; error bars span the interquartile range."
+    )
+    c1, c2, c3 = st.columns([3, 3, 2])
+    c1.multiselect("Sequence lengths N", sorted({*BENCH_N_OPTIONS, *st.session_state.get("ns", [])}), key="ns",
+                   max_selections=LIST_MAX, help=f"Up to {LIST_MAX} lengths; each one is measured for every "
+                                                 "implementation. Naive rows that would not fit in memory are "
+                                                 "refused and listed with the memory they would need.")
+    c2.multiselect("Implementations", IMPLS, key="impls",
+                   help="Which attention implementations to time: "
+                        + "; ".join(f"**{i}**: {what}" for i, what in IMPL_HELP.items()) + ".")
+    c3.slider("Repeats", 1, REPEATS_MAX, key="reps", help="Timed calls per point (after one warm-up call); the "
+                                                          "median is plotted, the interquartile range as error bars.")
+    if not s.ns or not s.impls:
+        st.error("Choose at least one sequence length and one implementation.")
+        return
+    args = jobs.sweep_args(s)
+    problem = jobs.work_guard(s.ns, d=s.d, br=s.br, bc=s.bc, batch=s.batch, heads=s.heads, reps=s.reps,
+                              n_impls=len(s.impls))
+    if problem:
+        st.error(problem)
+        return
+    if st.button("▶ Run benchmark", type="primary", key="bench_run",
+                 help="Runs the sweep now (results are cached: the same settings come back at once)."):
+        try:
+            remember("bench", args, run_with_progress("Benchmark sweep", jobs.sweep, *args, _lock=timing_lock()))
+        except (ValueError, TypeError, RuntimeError) as e:
+            st.error(f"The sweep could not run: {e}")
+            return
+    df = remembered("bench", args)
+    if df is None:
+        st.info("Press **Run benchmark** to measure these settings (about "
+                f"{len(s.ns) * len(s.impls)} measurements, {s.reps} repeats each).")
+        return
+    skipped_ui(df)
+    show_figure(memory_figure(df), key="bench_memory")  # full width: legible from the back of the room
+    show_figure(time_figure(df), key="bench_time")
+    show_figure(gflops_figure(df), key="bench_gflops")
+    show_figure(hbm_figure(df), key="bench_hbm")
+    for flash in ("flash", "flash2"):
+        if "naive" in s.impls and flash in s.impls:
+            summary_ui(summary_table(df, flash_impl=flash), f"Summary: {flash} vs naive")
+    st.download_button("Download the measurements (CSV)", df.to_csv(index=False).encode(), file_name="flashviz.csv",
+                       mime="text/csv", key="bench_csv", help="Every row of the sweep, one per (implementation, N).")
+    with st.expander("All measurements"):
+        st.dataframe(df, hide_index=True)

@@ -1,0 +1,72 @@
+"""The "Correctness" tab: the largest error of every implementation against SDPA computed in float64, across
+head dimensions d and sequence lengths N (odd sizes hit ragged tiles), with the 1e-5 bar of the seed's section 4.
+
+Widgets -> jobs.correctness (cached run_sweep, one repeat, under the timing lock) -> a table.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from flashviz.ui import jobs
+from flashviz.ui.common import remember, remembered, run_with_progress, skipped_ui, timing_lock
+from flashviz.ui.state import D_OPTIONS, LIST_MAX, N_OPTIONS, Settings
+
+TOLERANCE = 1e-5  # the seed's bar for fp32 outputs (max |O - O_ref|)
+
+
+def correctness_ui(s: Settings) -> None:
+    """Draw the tab for settings s."""
+    st.markdown(
+        "Is the tiled kernel exact? Every implementation runs on the same random Q, K, V; each output is compared "
+        "with PyTorch's SDPA computed in **float64** (the reference), and the largest absolute difference is shown. "
+        f"In float32 every implementation should stay under **{TOLERANCE:g}**; SDPA's own error is the yardstick "
+        "of what plain PyTorch achieves in this dtype."
+    )
+    c1, c2 = st.columns(2)
+    c1.multiselect("Head dimensions d", sorted({*D_OPTIONS, *st.session_state.get("cds", [])}), key="cds",
+                   max_selections=LIST_MAX, help="Odd values (59, 111) exercise code paths that powers of two hide.")
+    c2.multiselect("Sequence lengths N", sorted({*N_OPTIONS, *st.session_state.get("cns", [])}), key="cns",
+                   max_selections=LIST_MAX, help="Odd lengths (97, 257, 1000) make the last row and column of "
+                                                 "tiles ragged.")
+    if not s.cds or not s.cns:
+        st.error("Choose at least one head dimension and one sequence length.")
+        return
+    problem = jobs.work_guard(s.cns, d=max(s.cds), br=s.br, bc=s.bc, batch=1, heads=1, reps=1,
+                              n_impls=4 * len(s.cds))
+    if problem:
+        st.error(problem)
+        return
+    if s.dtype not in ("float32", "float64"):
+        st.warning(f"{s.dtype} keeps only 8-11 bits of mantissa: errors near 1e-3 are expected and the "
+                   f"{TOLERANCE:g} bar does not apply. Choose float32 in the sidebar for the seed's check.")
+    args = (s.cds, s.cns, s.br, s.bc, s.causal, s.window, s.dtype, s.device, s.threads)
+    if st.button("▶ Run correctness check", type="primary", key="correct_run",
+                 help="Runs every (d, N) once for naive, flash, flash2 and SDPA and compares with float64 SDPA."):
+        try:
+            remember("correct", args, run_with_progress("Correctness check", jobs.correctness, *args,
+                                                        _lock=timing_lock()))
+        except (ValueError, TypeError, RuntimeError) as e:
+            st.error(f"The check could not run: {e}")
+            return
+    df = remembered("correct", args)
+    if df is None:
+        st.info("Press **Run correctness check**.")
+        return
+    skipped_ui(df)
+    table = df.pivot_table(index=["d", "N"], columns="impl", values="max_abs_err", aggfunc="max")
+    table = table[[i for i in ("naive", "flash", "flash2", "sdpa") if i in table.columns]]
+    worst = float(table.max().max()) if table.size else float("nan")
+    passed = s.dtype not in ("float32", "float64") or worst <= TOLERANCE
+    (st.success if passed else st.error)(
+        f"Largest error over every (d, N, implementation): **{worst:.2e}** "
+        + (f"≤ {TOLERANCE:g}: pass." if worst <= TOLERANCE else f"> {TOLERANCE:g}.")
+    )
+    st.dataframe(_styled(table), column_config={i: st.column_config.NumberColumn(f"{i}: max |err|", format="%.2e")
+                                                for i in table.columns})
+
+
+def _styled(table: pd.DataFrame):
+    """Cells over the bar in bold red, so a failure is visible from the back of the room."""
+    return table.style.format("{:.2e}").map(lambda v: "color: #b00020; font-weight: bold" if v > TOLERANCE else "")

@@ -1,0 +1,175 @@
+"""The "How it works" tab: the animated tile map, the row inspector and the update equations.
+
+Widgets -> cached traces (flashviz.trace: the tile schedule, the IO model's counters, the real kernel's on_tile
+events) -> figures (flashviz.tileplots). Nothing is computed here.
+"""
+
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from flashviz.iomodel import io_cost
+from flashviz.tileplots import ORDER_NAME, fmt_bytes, fmt_flops, row_figure, tile_animation
+from flashviz.trace import RowTrace, ScheduleTrace, row_trace, schedule_trace
+from flashviz.ui.common import show_figure, timing_lock
+from flashviz.ui.state import Settings
+
+GRID_MAX = 64  # tiles per side the animation draws (64 x 64 = 4096 tiles, ~2 MB of frames)
+ROW_TRACE_FLOPS_MAX = 1e10  # the row inspector runs the real kernel; ~1-2 s of one CPU core at most
+DTYPE_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}  # bytes per element
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_schedule(n: int, br: int, bc: int, causal: bool, window: tuple[int, int] | None, loop_order: str,
+                    d: int, dtype_bytes: int) -> ScheduleTrace:
+    return schedule_trace(n, br, bc, causal=causal, window=window, loop_order=loop_order, d=d,
+                          dtype_bytes=dtype_bytes)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_row(n: int, d: int, br: int, bc: int, row: int, causal: bool, window: tuple[int, int] | None,
+               loop_order: str, dtype: str, threads: int | None) -> RowTrace:
+    return row_trace(n, d, br, bc, row=row, causal=causal, window=window, loop_order=loop_order, dtype=dtype,
+                     threads=threads)
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def cached_animation(n: int, br: int, bc: int, causal: bool, window: tuple[int, int] | None,
+                     loop_orders: tuple[str, ...], d: int, dtype_bytes: int, row: int) -> go.Figure:
+    """The tile-map Figure, built once per configuration for every session (building the frames is the slow
+    part of the default page). Shared and never mutated: st.plotly_chart only serialises it."""
+    traces = [cached_schedule(n, br, bc, causal, window, order, d, dtype_bytes) for order in loop_orders]
+    return tile_animation(traces, row=row)
+
+
+def _row_traces(s: Settings) -> list[RowTrace]:
+    """Run the kernel for the inspected row; one thread is fastest for these small tiles, but the thread count is
+    process-wide, so it is only changed while no timing run holds the lock."""
+    lock = timing_lock()
+    have_lock = lock.acquire(blocking=False)
+    try:
+        return [cached_row(s.n, s.d, s.br, s.bc, s.row, s.causal, s.window, order, s.dtype, 1 if have_lock else None)
+                for order in s.loop_orders]
+    finally:
+        if have_lock:
+            lock.release()
+
+
+def _grid_error(s: Settings) -> str | None:
+    tr, tc = -(-s.n // s.br), -(-s.n // s.bc)
+    if max(tr, tc) <= GRID_MAX:
+        return None
+    need = -(-s.n // GRID_MAX)
+    return (f"N = {s.n} with Br = {s.br}, Bc = {s.bc} makes a {tr} x {tc} grid of tiles; the animation draws at most "
+            f"{GRID_MAX} x {GRID_MAX}. Raise the block size to at least {need} or lower N.")
+
+
+def how_it_works_ui(s: Settings) -> None:
+    """Draw the tab for settings s."""
+    st.markdown(
+        "FlashAttention never builds the N × N score matrix S = QKᵀ. It cuts S into tiles of Br query rows × Bc key "
+        "columns and computes one tile at a time in fast on-chip memory (SRAM), keeping a running max **m** and a "
+        "running sum **l** per query row so the softmax comes out exact. Press **▶ Play**, or drag the slider."
+    )
+    error = _grid_error(s)
+    if error:
+        st.error(error)
+        return
+    dtype_bytes = DTYPE_BYTES[s.dtype]
+    try:
+        traces = [cached_schedule(s.n, s.br, s.bc, s.causal, s.window, order, s.d, dtype_bytes)
+                  for order in s.loop_orders]
+        figure = cached_animation(s.n, s.br, s.bc, s.causal, s.window, s.loop_orders, s.d, dtype_bytes, s.row)
+    except (ValueError, TypeError) as e:  # the core's validation speaks for itself
+        st.error(f"These settings cannot be drawn: {e}")
+        return
+    show_figure(figure, key="tile_map")
+    _totals_ui(s, traces, dtype_bytes)
+    _row_inspector_ui(s, traces[0].steps)
+    _concepts_ui()
+
+
+def _totals_ui(s: Settings, traces: list[ScheduleTrace], dtype_bytes: int) -> None:
+    naive = io_cost("naive", s.n, s.n, s.d, s.br, s.bc, causal=s.causal, window=s.window, dtype_bytes=dtype_bytes)
+    cols = st.columns(1 + len(traces))
+    cols[0].metric("Standard attention: HBM traffic per head", fmt_bytes(naive.bytes),
+                   help="FA1 Algorithm 0: writes S and P (N² each) to HBM and reads them back. IO model.")
+    cols[0].caption(f"{fmt_flops(naive.flops)} of matmuls; every one of the {s.n}² scores.")
+    for col, tr in zip(cols[1:], traces, strict=True):
+        total = tr.hbm_bytes[-1] if tr.hbm_bytes else 0.0
+        col.metric(f"{ORDER_NAME[tr.loop_order].split(' (')[0]}: HBM traffic per head", fmt_bytes(total),
+                   help="IO model, after the last tile of the animation (the counter above the grid).")
+        ratio = f"{total / naive.bytes:.2f}" if naive.bytes else "-"
+        col.caption(f"{ratio} x standard; {fmt_flops(tr.flops[-1] if tr.flops else 0)} of matmuls; "
+                    f"{len(tr.computed_steps())} of {tr.steps} tiles computed.")
+
+
+def _row_inspector_ui(s: Settings, n_steps: int) -> None:
+    st.subheader("Row inspector: the online softmax of one query row")
+    if st.session_state.get("row", 0) > s.n - 1:
+        st.session_state["row"] = s.n - 1
+    st.number_input("Query row r", min_value=0, max_value=s.n - 1, step=1, key="row",
+                    help="Which row of S to follow. Its m and l change only on the tiles of its Q block; the dotted "
+                         "line on the tile map marks it.")
+    flops = io_cost("kv_outer", s.n, s.n, s.d, s.br, s.bc, causal=s.causal, window=s.window).flops
+    if flops > ROW_TRACE_FLOPS_MAX:
+        st.info(f"The row inspector runs the real kernel, {flops / 1e9:.0f} GFLOP at these settings: too slow to "
+                f"run live. Lower N or d (at most {ROW_TRACE_FLOPS_MAX / 1e9:.0f} GFLOP).")
+        return
+    try:
+        rows = _row_traces(s)
+    except (ValueError, TypeError) as e:
+        st.error(f"The row inspector cannot run at these settings: {e}")
+        return
+    show_figure(row_figure(rows, n_steps=n_steps), key="row_inspector")
+    r = rows[0]
+    st.caption(
+        f"After the last tile the kernel's logsumexp is L = m + log l = {r.lse_kernel:.6f}; the exact value over the "
+        f"whole row is {_lse(r):.6f}. m only grows; l is rescaled by e^(m_old − m_new) whenever m grows, then the "
+        f"new tile's terms are added. Random Q, K, V (seed 0), batch 0, head 0, {s.dtype}."
+    )
+
+
+def _lse(r: RowTrace) -> float:
+    return r.m_exact + math.log(r.l_exact) if r.l_exact > 0 else float("-inf")
+
+
+def _concepts_ui() -> None:
+    st.subheader("The ideas, one at a time")
+    left, right = st.columns(2, gap="large")
+    with left:
+        st.markdown("**1. Tiling.** S = QKᵀ has N² entries, far too many for SRAM. A tile needs only Br rows of Q "
+                    "and Bc rows of K and V, so FlashAttention loads those blocks, computes the Br × Bc tile on "
+                    "chip, uses it, and throws it away. S and P never reach HBM.")
+        st.latex(r"S_{ij} = \tfrac{1}{\sqrt d}\, Q_i K_j^{\top} \in \mathbb{R}^{B_r \times B_c}")
+        st.markdown("**2. Online softmax.** Softmax needs the row max and the row sum over *all* keys, but a tile "
+                    "sees only Bc of them. Keep a running max m and a running sum l (relative to m). When a new "
+                    "tile raises the max, everything summed so far is rescaled by e^(m_old − m_new): exact, in one "
+                    "pass.")
+        st.latex(r"\tilde m_{ij} = \operatorname{rowmax}(S_{ij}),\quad \tilde P_{ij} = e^{S_{ij} - \tilde m_{ij}},"
+                 r"\quad \tilde \ell_{ij} = \operatorname{rowsum}(\tilde P_{ij})")
+        st.latex(r"m_i^{\mathrm{new}} = \max(m_i, \tilde m_{ij}),\quad \ell_i^{\mathrm{new}} = e^{m_i - "
+                 r"m_i^{\mathrm{new}}} \ell_i + e^{\tilde m_{ij} - m_i^{\mathrm{new}}} \tilde \ell_{ij}")
+        st.markdown("**3. Masks make tiles full, partial or skipped.** With a causal mask or a sliding window, a "
+                    "tile whose keys are all visible is *full* (no mask work), one that is cut by the mask is "
+                    "*partial* (masked inside the tile), and one that no query can see is *skipped*: never loaded, "
+                    "never computed. That is where causal attention saves half the work.")
+    with right:
+        st.markdown("**4. FA1 output update (kv_outer).** FlashAttention-1 loops over K/V blocks outside and Q blocks "
+                    "inside, so each tile must read O_i, l_i, m_i from HBM, rescale, and write them back.")
+        st.latex(r"O_i \leftarrow \operatorname{diag}(\ell_i^{\mathrm{new}})^{-1}\Big(\operatorname{diag}(\ell_i)\,"
+                 r"e^{m_i - m_i^{\mathrm{new}}} O_i + e^{\tilde m_{ij} - m_i^{\mathrm{new}}}\, \tilde P_{ij} V_j\Big)")
+        st.markdown("**5. FA2 defers the division (q_outer).** FlashAttention-2 swaps the loops: a Q block stays on "
+                    "chip for its whole row of tiles, O_i is accumulated unnormalised and divided by l once at the "
+                    "end, and only the logsumexp L_i is saved for the backward pass.")
+        st.latex(r"\tilde O_i \leftarrow \operatorname{diag}(e^{m_i^{\mathrm{old}} - m_i})\, \tilde O_i + "
+                 r"\tilde P_{ij} V_j, \qquad O_i = \operatorname{diag}(\ell_i)^{-1} \tilde O_i, \quad "
+                 r"L_i = m_i + \log \ell_i")
+        st.markdown("**6. Why it is faster: HBM traffic.** GPUs compute far faster than they move data. Standard "
+                    "attention writes S and P to HBM and reads them back; FlashAttention moves Q, K, V a few times "
+                    "instead. With SRAM of M elements (FA1, Theorem 2):")
+        st.latex(r"\text{standard: } \Theta(N d + N^2) \qquad \text{FlashAttention: } \Theta\!\left("
+                 r"\frac{N^2 d^2}{M}\right) \text{ HBM accesses}")

@@ -1,0 +1,73 @@
+"""The "Training" tab: forward + backward time and peak memory, and what each implementation saves for the
+backward pass versus recomputes.
+
+Widgets -> jobs.sweep(mode="training") (cached run_sweep under the timing lock) -> flashviz.plots figures.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from flashviz.plots import memory_figure, summary_table, time_figure
+from flashviz.ui import jobs
+from flashviz.ui.common import (
+    remember,
+    remembered,
+    run_with_progress,
+    show_figure,
+    skipped_ui,
+    summary_ui,
+    timing_lock,
+)
+from flashviz.ui.state import Settings
+
+SAVED = (
+    "| implementation | saved for the backward pass | recomputed in the backward pass | memory grows with |\n"
+    "|---|---|---|---|\n"
+    "| **naive** | P (B·H·N² elements), plus Q, K, V | nothing | **N²** |\n"
+    "| **flash**, **flash2** (FA1 / FA2 forward, FA2 backward) | O and the logsumexp L = m + log l "
+    "(B·H·N·(d + 1)), plus Q, K, V | S_ij and P_ij = exp(S_ij − L_i), one tile at a time | **N** |\n"
+    "| **SDPA** | PyTorch's fused kernel: O and its logsumexp | its own tiles | **N** |\n"
+)
+
+
+def training_ui(s: Settings) -> None:
+    """Draw the tab for settings s."""
+    st.markdown(
+        "Training needs gradients, and standard attention's backward pass needs the N × N probabilities P, so it "
+        "keeps them alive from forward to backward. FlashAttention keeps only the output O and one number per query "
+        "row, the logsumexp L, and **recomputes** each tile of P in the backward pass from Q, K and L: a little "
+        "more compute, far less memory. Sequence lengths, implementations and repeats come from the Benchmark tab."
+    )
+    st.markdown(SAVED)
+    st.latex(r"P_{ij} = e^{S_{ij} - L_i},\quad D_i = \operatorname{rowsum}(dO_i \circ O_i),\quad "
+             r"dS_{ij} = P_{ij} \circ (dP_{ij} - D_i)")
+    impls = s.impls
+    problem = jobs.work_guard(s.ns, d=s.d, br=s.br, bc=s.bc, batch=s.batch, heads=s.heads, reps=s.reps,
+                              n_impls=len(impls), training=True)
+    if problem:
+        st.error(problem)
+        return
+    args = jobs.sweep_args(s, impls=impls, mode="training")
+    if st.button("▶ Run training benchmark", type="primary", key="train_run",
+                 help="Times forward + backward (autograd) for each implementation and N."):
+        try:
+            remember("train", args, run_with_progress("Training sweep", jobs.sweep, *args, _lock=timing_lock()))
+        except (ValueError, TypeError, RuntimeError) as e:
+            st.error(f"The sweep could not run: {e}")
+            return
+    df = remembered("train", args)
+    if df is None:
+        st.info(f"Press **Run training benchmark** to time forward + backward at N = "
+                f"{', '.join(map(str, s.ns))} for {', '.join(impls)}.")
+        return
+    skipped_ui(df)
+    show_figure(memory_figure(df).update_layout(title_text="Forward + backward: peak memory vs N"),
+                key="train_memory")
+    show_figure(time_figure(df).update_layout(title_text="Forward + backward: time vs N (bars: interquartile range)"),
+                key="train_time")
+    for flash in ("flash", "flash2"):
+        if "naive" in impls and flash in impls:
+            summary_ui(summary_table(df, flash_impl=flash), f"Training summary: {flash} vs naive")
+    st.download_button("Download the measurements (CSV)", df.to_csv(index=False).encode(),
+                       file_name="flashviz-training.csv", mime="text/csv", key="train_csv")

@@ -1,0 +1,405 @@
+"""The dashboard under streamlit.testing (AppTest): every view and control, URL state, hostile links, the lock.
+
+Heavy tabs run with tiny sweeps (N <= 128, d = 16, one repeat) so the whole file stays well under a minute or two.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import string
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flashviz.tiling import tile_schedule
+from flashviz.ui import jobs
+from flashviz.ui.common import timing_lock
+from flashviz.ui.state import (
+    BLOCK_MAX,
+    D_MAX,
+    DTYPES,
+    IMPLS,
+    LIST_MAX,
+    N_MAX,
+    ORDERS,
+    PRESETS,
+    VIEWS,
+    Env,
+    Settings,
+    apply_preset,
+    default_settings,
+    parse_query,
+)
+
+TINY = {"ns": "32,64", "impls": "naive,flash,flash2,sdpa", "reps": "1", "d": "16", "n": "128", "br": "32",
+        "bc": "32", "blocks": "16,32", "cds": "16", "cns": "32,33"}  # every heavy tab in a second or two
+RUN_BUTTON = {"bench": "bench_run", "block": "block_run", "correct": "correct_run", "train": "train_run"}
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# helpers
+
+
+def charts(at) -> dict[str, dict]:
+    """Plotly figures on the page, by title text."""
+    out = {}
+    for el in at.get("plotly_chart"):
+        spec = json.loads(el.proto.spec)
+        out[spec["layout"].get("title", {}).get("text", "")] = spec
+    return out
+
+
+def tile_map(at) -> dict:
+    (spec,) = [s for title, s in charts(at).items() if title.startswith("Tile map")]
+    return spec
+
+
+def decode(z) -> np.ndarray:
+    """A plotly typed array ({"dtype", "bdata", "shape"}) or nested list -> numpy array."""
+    if isinstance(z, dict):
+        shape = tuple(int(x) for x in z["shape"].split(","))
+        return np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"])).reshape(shape)
+    return np.asarray(z)
+
+
+def assert_clean(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def run_heavy(make_app, view: str, **extra: str):
+    at = make_app(**{**TINY, **extra}, view=view)
+    assert_clean(at)
+    at.button(key=RUN_BUTTON[view]).click().run()
+    assert_clean(at)
+    return at
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the default view
+
+
+def test_default_page_shows_the_tile_map_row_inspector_and_equations(make_app):
+    at = make_app()
+    assert_clean(at)
+    assert not at.warning  # a clean link gets no notices
+    spec = tile_map(at)
+    heat = [t for t in spec["data"] if t["type"] == "heatmap"]
+    assert len(heat) == 1 and decode(heat[0]["z"]).shape == (16, 16)  # N = 1024, Br = Bc = 64
+    assert len(spec["frames"]) == 120  # 256 computed tiles, subsampled
+    names = {t.get("name") for t in spec["data"]}
+    assert {"Q_i in SRAM (block row)", "K_j, V_j in SRAM (block column)", "full: computed, no mask",
+            "skipped: never loaded", "in progress"} <= names
+    assert [b["label"] for b in spec["layout"]["updatemenus"][0]["buttons"]] == ["▶ Play", "❚❚ Pause"]
+    assert len(spec["layout"]["sliders"][0]["steps"]) == 120
+    assert spec["layout"]["xaxis"]["range"] == [-0.5, 15.5] and spec["layout"]["yaxis"]["range"] == [15.5, -0.5]
+    assert "HBM traffic so far" in spec["layout"]["annotations"][0]["text"]
+    (row,) = [s for title, s in charts(at).items() if title.startswith("Row inspector")]
+    assert {"FA1: m after each tile", "FA1: l after each tile", "exact value over the whole row"} <= {
+        t.get("name") for t in row["data"]}
+    assert len(at.get("latex")) >= 5
+    assert len(at.metric) == 2
+    assert at.query_params == default_settings(Env(max_threads=int(at.query_params["threads"]))).to_query()
+
+
+def test_animation_frames_change_with_causal_and_window(make_app):
+    def frames(**q):
+        spec = tile_map(make_app(n="256", br="32", bc="32", **q))
+        return len(spec["frames"]), decode(spec["frames"][-1]["data"][0]["z"])
+
+    n_full, last_full = frames()
+    n_causal, last_causal = frames(causal="1")
+    n_window, last_window = frames(causal="1", window="40,0")
+    computed = [tile_schedule(256, 256, 32, 32, causal=c, window=w).counts() for c, w in
+                ((False, None), (True, None), (True, (40, 0)))]
+    assert (n_full, n_causal, n_window) == tuple(c["full"] + c["partial"] for c in computed) == (64, 36, 21)
+    assert not np.array_equal(last_full, last_causal) and not np.array_equal(last_causal, last_window)
+    assert (last_causal == 3).sum() == 28  # skipped tiles above the diagonal (code 3) by the last frame
+
+
+def test_both_loop_orders_side_by_side_run_in_lockstep(make_app):
+    at = make_app(order="both", n="256", br="64", bc="64", causal="1")
+    assert_clean(at)
+    spec = tile_map(at)
+    assert sum(t["type"] == "heatmap" for t in spec["data"]) == 2
+    assert all(len(f["data"]) == 6 for f in spec["frames"])  # per panel: heatmap + two SRAM outlines
+    texts = spec["layout"]["annotations"]
+    assert texts[0]["text"].startswith("<b>FA1</b>") and texts[1]["text"].startswith("<b>FA2</b>")
+    (row,) = [s for title, s in charts(at).items() if title.startswith("Row inspector")]
+    assert {"FA1: m after each tile", "FA2: m after each tile"} <= {t.get("name") for t in row["data"]}
+    assert len(at.metric) == 3
+
+
+def test_a_grid_beyond_the_cap_is_refused_with_a_fix(make_app):
+    at = make_app(n="16384", br="16", bc="16")
+    assert not at.exception
+    assert "Raise the block size to at least 256" in at.error[0].value
+    assert not any(t.startswith("Tile map") for t in charts(at))
+
+
+def test_row_inspector_skips_runs_too_big_for_live(make_app):
+    at = make_app(n="16384", br="256", bc="256", d="128")
+    assert_clean(at)
+    assert tile_map(at)
+    assert any("too slow to run live" in i.value for i in at.info)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# every view
+
+
+@pytest.mark.parametrize("view", list(VIEWS))
+def test_every_view_renders_without_exception(make_app, view):
+    at = make_app(**TINY, view=view)
+    assert_clean(at)
+    assert [t.label for t in at.tabs] == list(VIEWS.values())
+    if view in RUN_BUTTON:
+        assert at.button(key=RUN_BUTTON[view]) is not None
+        assert any("Press" in i.value for i in at.info)
+
+
+def test_benchmark_runs_a_sweep_and_draws_every_figure(make_app):
+    at = run_heavy(make_app, "bench")
+    figs = charts(at)
+    expected = {"Peak memory vs sequence length", "Time vs sequence length (bars: interquartile range)",
+                "Achieved throughput vs sequence length", "Modelled HBM traffic vs sequence length"}
+    assert expected <= set(figs)
+    names = {t["name"] for t in figs["Peak memory vs sequence length"]["data"]}
+    assert names == {"naive (standard attention)", "flash (FA1 loop order)", "flash2 (FA2 loop order)",
+                     "PyTorch SDPA"}
+    time_traces = figs["Time vs sequence length (bars: interquartile range)"]["data"]
+    assert all(t["error_y"]["visible"] for t in time_traces)
+    assert figs["Peak memory vs sequence length"]["layout"]["xaxis"]["type"] == "log"
+    assert len(at.table) == 2  # summary: flash vs naive, flash2 vs naive
+    assert at.get("download_button")
+    at.run()  # a rerun keeps the results on the page without measuring again
+    assert expected <= set(charts(at))
+
+
+def test_benchmark_results_are_cached_across_sessions(make_app, monkeypatch):
+    calls = []
+    real = jobs.run_sweep
+    monkeypatch.setattr(jobs, "run_sweep", lambda *a, **k: calls.append(1) or real(*a, **k))
+    unique = {"ns": "48", "impls": "flash2", "d": "24"}  # a configuration no other test uses
+    run_heavy(make_app, "bench", **unique)
+    assert len(calls) == 1
+    other_student = run_heavy(make_app, "bench", **unique)
+    assert len(calls) == 1  # served from st.cache_data
+    assert "Peak memory vs sequence length" in charts(other_student)
+
+
+def test_memory_guard_refusals_show_the_memory_they_would_need(make_app, monkeypatch):
+    import flashviz.sweep
+
+    monkeypatch.setattr(flashviz.sweep, "default_memory_budget", lambda device="cpu": 1024)  # 1 KiB: naive refused
+    at = run_heavy(make_app, "bench", ns="40", impls="naive,flash2")
+    (warning,) = [w.value for w in at.warning]
+    assert "naive" in warning and "would need" in warning and "bytes" in warning
+    names = {t["name"] for t in charts(at)["Peak memory vs sequence length"]["data"]}
+    assert "naive: skipped" in names
+
+
+def test_a_run_waits_visibly_while_another_session_holds_the_lock(make_app):
+    lock = timing_lock()
+    assert lock.acquire(timeout=60)
+    timer = threading.Timer(2.0, lock.release)
+    timer.start()
+    try:
+        at = run_heavy(make_app, "bench", ns="56", impls="flash2", d="8")  # a cache miss: it must take the lock
+    finally:
+        timer.join()
+    texts = [i.value for i in at.info]
+    assert any(t.startswith("Waited") and "another run" in t for t in texts), texts
+
+
+def test_timing_runs_log_start_and_end_when_asked(make_app, monkeypatch, tmp_path):
+    log = tmp_path / "timing.jsonl"
+    monkeypatch.setenv("FLASHVIZ_TIMING_LOG", str(log))
+    run_heavy(make_app, "bench", ns="44", impls="sdpa", d="8")  # a cache miss: one timing run
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [e["event"] for e in events] == ["start", "end"] and events[0]["run"] == events[1]["run"]
+    assert events[0]["t"] <= events[1]["t"] and {"pid", "thread"} <= set(events[0])
+
+
+def test_row_is_clamped_when_n_shrinks(make_app):
+    at = make_app(n="1024", row="900")
+    at.select_slider(key="n").set_value(256).run()
+    assert_clean(at)
+    assert at.query_params["row"] == "255" and at.number_input(key="row").value == 255
+
+
+def test_block_size_tab_draws_time_and_traffic_against_tile_size(make_app):
+    at = run_heavy(make_app, "block")
+    fig = charts(at)["Tile size trade-off"]
+    assert {"flash (FA1 loop order)", "flash2 (FA2 loop order)"} <= {t["name"] for t in fig["data"]}
+    assert len(at.metric) == 2  # naive and sdpa at the same N
+
+
+def test_io_model_tab_draws_theorem_2_without_a_button(make_app):
+    at = make_app(view="io", n="512", d="32", causal="1")
+    assert_clean(at)
+    (fig,) = [s for t, s in charts(at).items() if t.startswith("HBM accesses vs on-chip memory")]
+    names = {t["name"] for t in fig["data"]}
+    assert {"naive (standard attention)", "FlashAttention-1 (kv_outer)", "FlashAttention-2 (q_outer)"} <= names
+    assert fig["layout"]["xaxis"]["type"] == "log" and fig["layout"]["yaxis"]["type"] == "log"
+    assert at.get("latex")
+
+
+def test_correctness_tab_passes_the_1e5_bar(make_app):
+    at = run_heavy(make_app, "correct")
+    assert "pass" in at.success[0].value
+    assert len(at.dataframe) == 1
+
+
+def test_training_tab_times_forward_and_backward(make_app):
+    at = run_heavy(make_app, "train", impls="naive,flash2")
+    figs = charts(at)
+    assert {"Forward + backward: peak memory vs N", "Forward + backward: time vs N (bars: interquartile range)"} \
+        <= set(figs)
+    assert len(at.table) == 1
+
+
+def test_empty_choices_and_oversized_sweeps_are_refused_with_a_message(make_app):
+    at = make_app(**TINY, view="bench")
+    at.multiselect(key="ns").set_value([]).run()
+    assert not at.exception and "at least one sequence length" in at.error[0].value
+    at = make_app(view="bench", ns="16384", batch="64", heads="64", impls="naive")
+    assert not at.exception and "TFLOP" in at.error[0].value
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# every sidebar control
+
+
+def test_every_sidebar_control_reruns_cleanly_and_lands_in_the_url(make_app):
+    at = make_app(n="256", br="32", bc="32")
+    steps = [
+        (lambda: at.select_slider(key="n").set_value(512), {"n": "512"}),
+        (lambda: at.select_slider(key="d").set_value(32), {"d": "32"}),
+        (lambda: at.select_slider(key="br").set_value(64), {"br": "64", "bc": "64"}),
+        (lambda: at.checkbox(key="link").uncheck(), {"link": "0"}),
+        (lambda: at.select_slider(key="bc").set_value(128), {"br": "64", "bc": "128"}),
+        (lambda: at.toggle(key="causal").set_value(True), {"causal": "1"}),
+        (lambda: at.toggle(key="win_on").set_value(True), {"window": "256,0"}),
+        (lambda: at.number_input(key="win_left").set_value(64), {"window": "64,0"}),
+        (lambda: at.number_input(key="win_right").set_value(8), {"window": "64,8"}),
+        (lambda: at.radio(key="order").set_value("both"), {"order": "both"}),
+        (lambda: at.selectbox(key="dtype").set_value("float64"), {"dtype": "float64"}),
+        (lambda: at.number_input(key="batch").set_value(2), {"batch": "2"}),
+        (lambda: at.number_input(key="heads").set_value(3), {"heads": "3"}),
+        (lambda: at.selectbox(key="device").set_value("cpu"), {"device": "cpu"}),
+        (lambda: at.select_slider(key="threads").set_value(1), {"threads": "1"}),
+        (lambda: at.number_input(key="row").set_value(300), {"row": "300"}),
+    ]
+    for change, expected in steps:
+        change().run()
+        assert_clean(at)
+        for key, value in expected.items():
+            assert at.query_params[key] == value, (key, at.query_params)
+    spec = tile_map(at)
+    assert "window (64, 8)" in spec["layout"]["title"]["subtitle"]["text"]
+    assert sum(t["type"] == "heatmap" for t in spec["data"]) == 2
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_classroom_preset_loads_its_settings(make_app, name):
+    at = make_app()
+    at.selectbox(key="preset").set_value(name).run()
+    assert_clean(at)
+    expected = apply_preset(default_settings(Env(max_threads=int(at.query_params["threads"]))), name).to_query()
+    for key in ("n", "d", "br", "bc", "causal", "window", "row"):
+        assert at.query_params[key] == expected[key], key
+    assert at.selectbox(key="preset").value is None  # ready for the next preset
+    assert tile_map(at)
+
+
+def test_switching_tabs_keeps_tab_widgets_and_the_view_in_the_url(make_app):
+    at = make_app(**TINY, view="bench")
+    at.slider(key="reps").set_value(3).run()
+    at.session_state["view"] = VIEWS["io"]
+    at.run()
+    assert_clean(at)
+    assert at.query_params["view"] == "io" and at.query_params["reps"] == "3"
+    at.session_state["view"] = VIEWS["bench"]
+    at.run()
+    assert at.slider(key="reps").value == 3
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# shareable state
+
+
+def test_query_parameters_round_trip(make_app):
+    wanted = Settings(n=1000, d=59, br=32, bc=128, link=False, causal=True, window=(100, 5), order="fa2",
+                      dtype="float64", batch=2, heads=3, device="cpu", threads=1, row=997, view="io",
+                      ns=(128, 1000), impls=("flash", "sdpa"), reps=2, blocks=(8, 64), cds=(59,), cns=(97,))
+    at = make_app(**wanted.to_query())
+    assert_clean(at)
+    assert not at.warning
+    assert at.query_params == wanted.to_query()
+    assert at.select_slider(key="n").value == 1000 and at.select_slider(key="bc").value == 128
+    assert at.number_input(key="win_left").value == 100 and at.radio(key="order").value == "fa2"
+
+
+HOSTILE = [
+    {"n": "-5"},
+    {"n": "99999999999999999999999"},
+    {"n": "１２３"},  # fullwidth digits: int() would take them, the parser does not
+    {"n": ["64", "128"]},  # a repeated key
+    {"d": "1e9", "br": "NaN", "causal": "maybe"},
+    {"device": "cuda"},
+    {"view": "<script>alert(1)</script>", "order": "fa3"},
+    {"window": "abc", "threads": "0"},
+    {"ns": ",".join(["99999"] * 20), "impls": "evil`code`"},
+    {"row": "123456789", "`]([x](javascript:alert(1))": "1"},
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE, ids=[",".join(q) for q in HOSTILE])
+def test_hostile_links_are_clamped_with_a_visible_notice(make_app, query):
+    at = make_app(**query)
+    assert_clean(at)
+    (warning,) = [w.value for w in at.warning]
+    assert warning.startswith("**Some settings in this link were adjusted:**")
+    parsed, _ = parse_query(query, Env(max_threads=int(at.query_params["threads"])))
+    assert at.query_params == parsed.to_query()
+    at.button(key="_fv_dismiss").click().run()
+    assert not at.warning
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(
+    st.sampled_from([*Settings().to_query(), "zz", ""]),
+    st.one_of(st.text(max_size=30), st.lists(st.text(max_size=12), max_size=3),
+              st.integers(-10**30, 10**30).map(str), st.sampled_from(["1", "0", "none", "64,0", "∞", "  7 "])),
+    max_size=12,
+))
+def test_parse_query_never_raises_and_always_gives_valid_settings(params):
+    s, notices = parse_query(params, Env(max_threads=4, devices=("cpu",)))
+    assert 1 <= s.n <= N_MAX and 1 <= s.d <= D_MAX and 1 <= s.br <= BLOCK_MAX and 1 <= s.bc <= BLOCK_MAX
+    assert 0 <= s.row < s.n and 1 <= s.threads <= 4 and s.device == "cpu"
+    assert s.order in ORDERS and s.dtype in DTYPES and s.view in VIEWS and set(s.impls) <= set(IMPLS)
+    assert s.window is None or all(0 <= w <= N_MAX for w in s.window)
+    assert all(1 <= len(xs) <= LIST_MAX for xs in (s.ns, s.blocks, s.cds, s.cns))
+    assert all(isinstance(n, str) for n in notices)
+    again, more = parse_query(s.to_query(), Env(max_threads=4, devices=("cpu",)))
+    assert again == s and more == []  # what the app writes back to the URL parses cleanly
+
+
+def test_a_fuzz_of_random_query_strings_never_breaks_the_parser():
+    rng = random.Random(5)
+    keys = [*Settings().to_query(), "x"]
+    alphabet = string.printable + "１２３é∞🙂\u202e\x00"
+    for _ in range(300):
+        params = {rng.choice(keys): [("".join(rng.choices(alphabet, k=rng.randint(0, 40))))
+                                     for _ in range(rng.randint(1, 3))] for _ in range(rng.randint(1, 8))}
+        s, notices = parse_query(params, Env(max_threads=2))
+        assert 1 <= s.n <= N_MAX and 0 <= s.row < s.n
+        for note in notices:
+            inline = note.split("`")[1::2]  # the raw values are quoted as inline code: printable ASCII only
+            assert all(all(" " <= c <= "~" for c in part) for part in inline)

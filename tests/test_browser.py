@@ -1,0 +1,124 @@
+"""The dashboard in a real browser: `streamlit run` + Debian's headless Chromium, driven by playwright.
+
+Checks what only a browser can: the page loads, plotly draws the charts, Play advances the animation, a control
+change redraws a chart, and no exception box appears. Screenshots go to artifacts/screenshots/ (CI artifacts).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+SHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
+IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+LOAD_MS = 180_000  # first load imports torch in the server: slow on a busy 2-core machine
+
+
+@pytest.fixture(scope="module")
+def browser():
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
+        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
+                              args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def open_page(browser, url: str, *, height: int = 1400):
+    page = browser.new_page(viewport={"width": 1500, "height": height})
+    page.goto(url)
+    page.wait_for_selector("[data-testid='stApp'][data-test-connection-state='CONNECTED']", timeout=LOAD_MS)
+    settle(page)
+    return page
+
+
+def settle(page) -> None:
+    """Wait until the script run finished and plotly drew."""
+    page.wait_for_timeout(300)
+    page.wait_for_selector(IDLE, timeout=LOAD_MS)
+    page.wait_for_timeout(1200)
+
+
+def wait_charts(page, n: int) -> None:
+    """Wait until plotly has drawn at least n charts (its bundle loads lazily after the script run)."""
+    page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {n}",
+                           timeout=LOAD_MS)
+    page.wait_for_timeout(500)
+
+
+def counter_text(page) -> str:
+    """The per-frame counter above the tile map ('FA1 tile k/K computed ...')."""
+    return page.locator(".js-plotly-plot .annotation-text").filter(has_text="computed").first.text_content()
+
+
+def test_page_loads_charts_render_and_play_runs_the_animation(browser, streamlit_server):
+    page = open_page(browser, streamlit_server)
+    try:
+        wait_charts(page, 2)  # tile map and row inspector
+        assert page.locator(".js-plotly-plot .heatmaplayer image").count() >= 1  # the heatmap is drawn
+        assert page.get_by_text("Tile map of S = QK").count() >= 1
+        before = counter_text(page)
+        assert re.search(r"tile 1/\d+ computed", before)
+        page.screenshot(path=str(SHOTS / "01-how-it-works.png"), full_page=True)
+        page.locator(".updatemenu-button").filter(has_text="Play").first.click()
+        page.wait_for_timeout(2500)
+        after = counter_text(page)
+        assert after != before and int(re.search(r"tile (\d+)/", after).group(1)) > 1
+        page.locator(".updatemenu-button").filter(has_text="Pause").first.click()
+        page.wait_for_timeout(800)
+        page.screenshot(path=str(SHOTS / "02-playing-paused.png"), full_page=True)
+        assert page.locator("[data-testid='stException']").count() == 0
+    finally:
+        page.close()
+
+
+def test_changing_controls_redraws_the_tile_map(browser, streamlit_server):
+    page = open_page(browser, streamlit_server + "/?n=256&br=32&bc=32")
+    try:
+        wait_charts(page, 2)
+        assert "no mask" in page.locator(".js-plotly-plot").first.text_content()
+        page.get_by_text("Causal mask", exact=True).click()  # the toggle's label
+        settle(page)
+        assert "causal" in page.locator(".js-plotly-plot").first.text_content()
+        assert re.search(r"tile 1/36 computed", counter_text(page))  # 8 x 8 tiles, 36 of them under the diagonal
+        slider = page.get_by_role("slider", name="Sequence length N")
+        slider.focus()
+        slider.press("ArrowRight")  # 256 -> 257: an odd size, a ragged last tile
+        settle(page)
+        assert "N = 257" in page.locator(".js-plotly-plot").first.text_content()
+        assert "n=257" in page.url and "causal=1" in page.url  # the link reproduces the view
+        page.screenshot(path=str(SHOTS / "03-causal-n257.png"), full_page=True)
+        assert page.locator("[data-testid='stException']").count() == 0
+    finally:
+        page.close()
+
+
+def test_every_tab_and_a_hostile_link_render_without_an_exception_box(browser, streamlit_server):
+    query = "n=-5&d=%F0%9F%99%82&causal=maybe&view=bench&ns=64,128&reps=1&impls=naive,flash2,sdpa&blocks=16,32"
+    page = open_page(browser, f"{streamlit_server}/?{query}", height=2400)
+    try:
+        assert page.get_by_text("Some settings in this link were adjusted").count() == 1
+        page.get_by_role("button", name="Run benchmark").click()
+        page.wait_for_selector("text=Benchmark sweep: done", timeout=LOAD_MS)
+        settle(page)
+        wait_charts(page, 4)
+        page.screenshot(path=str(SHOTS / "04-benchmark.png"), full_page=True)
+        for i, name in enumerate(["Block size", "IO model", "Correctness", "Training", "How it works"]):
+            page.get_by_role("tab", name=name).click()
+            settle(page)
+            page.screenshot(path=str(SHOTS / f"{5 + i:02d}-{name.lower().replace(' ', '-')}.png"), full_page=True)
+            assert page.locator("[data-testid='stException']").count() == 0, name
+        assert "view=how" in page.url
+    finally:
+        page.close()
