@@ -138,38 +138,37 @@ def _lse(r: RowTrace) -> float:
 
 
 def _concepts_ui() -> None:
+    """One paragraph and its equations per concept, full width so the equations fit on a projector."""
     st.subheader("The ideas, one at a time")
-    left, right = st.columns(2, gap="large")
-    with left:
-        st.markdown("**1. Tiling.** S = QKᵀ has N² entries, far too many for SRAM. A tile needs only Br rows of Q "
-                    "and Bc rows of K and V, so FlashAttention loads those blocks, computes the Br × Bc tile on "
-                    "chip, uses it, and throws it away. S and P never reach HBM.")
-        st.latex(r"S_{ij} = \tfrac{1}{\sqrt d}\, Q_i K_j^{\top} \in \mathbb{R}^{B_r \times B_c}")
-        st.markdown("**2. Online softmax.** Softmax needs the row max and the row sum over *all* keys, but a tile "
-                    "sees only Bc of them. Keep a running max m and a running sum l (relative to m). When a new "
-                    "tile raises the max, everything summed so far is rescaled by e^(m_old − m_new): exact, in one "
-                    "pass.")
-        st.latex(r"\tilde m_{ij} = \operatorname{rowmax}(S_{ij}),\quad \tilde P_{ij} = e^{S_{ij} - \tilde m_{ij}},"
-                 r"\quad \tilde \ell_{ij} = \operatorname{rowsum}(\tilde P_{ij})")
-        st.latex(r"m_i^{\mathrm{new}} = \max(m_i, \tilde m_{ij}),\quad \ell_i^{\mathrm{new}} = e^{m_i - "
-                 r"m_i^{\mathrm{new}}} \ell_i + e^{\tilde m_{ij} - m_i^{\mathrm{new}}} \tilde \ell_{ij}")
-        st.markdown("**3. Masks make tiles full, partial or skipped.** With a causal mask or a sliding window, a "
-                    "tile whose keys are all visible is *full* (no mask work), one that is cut by the mask is "
-                    "*partial* (masked inside the tile), and one that no query can see is *skipped*: never loaded, "
-                    "never computed. That is where causal attention saves half the work.")
-    with right:
-        st.markdown("**4. FA1 output update (kv_outer).** FlashAttention-1 loops over K/V blocks outside and Q blocks "
-                    "inside, so each tile must read O_i, l_i, m_i from HBM, rescale, and write them back.")
-        st.latex(r"O_i \leftarrow \operatorname{diag}(\ell_i^{\mathrm{new}})^{-1}\Big(\operatorname{diag}(\ell_i)\,"
-                 r"e^{m_i - m_i^{\mathrm{new}}} O_i + e^{\tilde m_{ij} - m_i^{\mathrm{new}}}\, \tilde P_{ij} V_j\Big)")
-        st.markdown("**5. FA2 defers the division (q_outer).** FlashAttention-2 swaps the loops: a Q block stays on "
-                    "chip for its whole row of tiles, O_i is accumulated unnormalised and divided by l once at the "
-                    "end, and only the logsumexp L_i is saved for the backward pass.")
-        st.latex(r"\tilde O_i \leftarrow \operatorname{diag}(e^{m_i^{\mathrm{old}} - m_i})\, \tilde O_i + "
-                 r"\tilde P_{ij} V_j, \qquad O_i = \operatorname{diag}(\ell_i)^{-1} \tilde O_i, \quad "
-                 r"L_i = m_i + \log \ell_i")
-        st.markdown("**6. Why it is faster: HBM traffic.** GPUs compute far faster than they move data. Standard "
-                    "attention writes S and P to HBM and reads them back; FlashAttention moves Q, K, V a few times "
-                    "instead. With SRAM of M elements (FA1, Theorem 2):")
-        st.latex(r"\text{standard: } \Theta(N d + N^2) \qquad \text{FlashAttention: } \Theta\!\left("
-                 r"\frac{N^2 d^2}{M}\right) \text{ HBM accesses}")
+    st.markdown("**1. Tiling.** S = QKᵀ has N² entries, far too many for SRAM. A tile needs only Br rows of Q "
+                "and Bc rows of K and V, so FlashAttention loads those blocks, computes the Br × Bc tile on "
+                "chip, uses it, and throws it away. S and P never reach HBM.")
+    st.latex(r"S_{ij} = \tfrac{1}{\sqrt d}\, Q_i K_j^{\top} \in \mathbb{R}^{B_r \times B_c}")
+    st.markdown("**2. Online softmax.** Softmax needs the row max and the row sum over *all* keys, but a tile "
+                "sees only Bc of them. Keep a running max m and a running sum l (relative to m). When a new "
+                "tile raises the max, everything summed so far is rescaled by e^(m_old − m_new): exact, in one "
+                "pass. (flashviz's kernels, like FlashAttention-2's and Triton's, compute the same numbers in base "
+                "2: exp2 with log₂e folded into the scale, because exp2 is cheaper than exp.)")
+    st.latex(r"\tilde m_{ij} = \operatorname{rowmax}(S_{ij}),\quad \tilde P_{ij} = e^{S_{ij} - \tilde m_{ij}},"
+             r"\quad \tilde \ell_{ij} = \operatorname{rowsum}(\tilde P_{ij})")
+    st.latex(r"m_i^{\mathrm{new}} = \max(m_i, \tilde m_{ij}),\quad \ell_i^{\mathrm{new}} = e^{m_i - "
+             r"m_i^{\mathrm{new}}} \ell_i + e^{\tilde m_{ij} - m_i^{\mathrm{new}}} \tilde \ell_{ij}")
+    st.markdown("**3. Masks make tiles full, partial or skipped.** With a causal mask or a sliding window, a "
+                "tile whose keys are all visible is *full* (no mask work), one that is cut by the mask is "
+                "*partial* (masked inside the tile), and one that no query can see is *skipped*: never loaded, "
+                "never computed. That is where causal attention saves half the work.")
+    st.markdown("**4. FA1 output update (kv_outer).** FlashAttention-1 loops over K/V blocks outside and Q blocks "
+                "inside, so each tile must read O_i, l_i, m_i from HBM, rescale, and write them back.")
+    st.latex(r"O_i \leftarrow \operatorname{diag}(\ell_i^{\mathrm{new}})^{-1}\Big(\operatorname{diag}(\ell_i)\,"
+             r"e^{m_i - m_i^{\mathrm{new}}} O_i + e^{\tilde m_{ij} - m_i^{\mathrm{new}}}\, \tilde P_{ij} V_j\Big)")
+    st.markdown("**5. FA2 defers the division (q_outer).** FlashAttention-2 swaps the loops: a Q block stays on "
+                "chip for its whole row of tiles, O_i is accumulated unnormalised and divided by l once at the "
+                "end, and only the logsumexp L_i is saved for the backward pass.")
+    st.latex(r"\tilde O_i \leftarrow \operatorname{diag}(e^{m_i^{\mathrm{old}} - m_i})\, \tilde O_i + "
+             r"\tilde P_{ij} V_j, \qquad O_i = \operatorname{diag}(\ell_i)^{-1} \tilde O_i, \quad "
+             r"L_i = m_i + \log \ell_i")
+    st.markdown("**6. Why it is faster: HBM traffic.** GPUs compute far faster than they move data. Standard "
+                "attention writes S and P to HBM and reads them back; FlashAttention moves Q, K, V a few times "
+                "instead. With SRAM of M elements (FA1, Theorem 2):")
+    st.latex(r"\text{standard: } \Theta(N d + N^2) \qquad \text{FlashAttention: } \Theta\!\left("
+             r"\frac{N^2 d^2}{M}\right) \text{ HBM accesses}")
