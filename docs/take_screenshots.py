@@ -1,0 +1,76 @@
+"""Take the README's screenshots: one PNG per dashboard view, in a real headless Chromium, into docs/screenshots/.
+
+Starts `streamlit run app.py` on a free 127.0.0.1 port (benchmarks/load.py's server helper), opens each view with
+small classroom settings in the URL, presses the view's run button where it has one, waits until plotly has drawn,
+and saves a 1440 x 1600 screenshot of the top of the page. Measured figures differ from machine to machine; the
+pictures show what each view looks like, not reference numbers.
+
+Run:  python docs/take_screenshots.py            (about a minute; overwrites docs/screenshots/*.png)
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from load import CHROMIUM, CHROMIUM_ARGS, CONNECTED, EXCEPTION, IDLE, own_server  # noqa: E402
+
+OUT = ROOT / "docs" / "screenshots"
+WAIT_MS = 240_000  # the slowest step: the first page load imports torch in the server
+COMMON = "d=64&threads=2&batch=1&heads=1&dtype=float32"
+VIEWS = [  # (file name, query, run button key or None, plotly charts to wait for)
+    ("01-how-it-works.png", f"view=how&n=256&br=32&bc=32&link=1&causal=1&order=fa1&row=150&{COMMON}", None, 2),
+    ("02-benchmark.png", f"view=bench&ns=256,512,1024,2048&impls=naive,flash,flash2,sdpa&reps=3&br=128&bc=128&"
+                         f"{COMMON}", "bench_run", 4),
+    ("03-block-size.png", f"view=block&n=1024&blocks=16,32,64,128,256&reps=3&{COMMON}", "block_run", 1),
+    ("04-io-model.png", f"view=io&n=4096&{COMMON}", None, 1),
+    ("05-correctness.png", f"view=correct&cds=16,59,64&cns=64,97,257&br=64&bc=64&{COMMON}", "correct_run", 0),
+    ("06-training.png", f"view=train&ns=128,256,512&impls=naive,flash2,sdpa&reps=2&br=64&bc=64&{COMMON}",
+     "train_run", 2),
+]
+
+
+def main() -> int:
+    from playwright.sync_api import sync_playwright
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
+    with tempfile.TemporaryDirectory() as tmp, own_server(Path(tmp) / "timing.jsonl", Path(tmp) / "server.log") as (
+            url, _), sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            for name, query, button, charts in VIEWS:
+                page = browser.new_page(viewport={"width": 1440, "height": 1600})
+                page.goto(f"{url}/?{query}")
+                page.wait_for_selector(CONNECTED, timeout=WAIT_MS)
+                page.wait_for_timeout(500)
+                page.wait_for_selector(IDLE, timeout=WAIT_MS)
+                if button:
+                    page.locator(f".st-key-{button} button:visible").click()
+                    page.wait_for_timeout(500)
+                    page.wait_for_selector(IDLE, timeout=WAIT_MS)
+                page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}",
+                                       timeout=WAIT_MS)
+                page.mouse.move(5, 5)  # no tooltip in the picture
+                if name.startswith("01"):  # a frame in the middle of the animation tells more than the first
+                    page.locator(".updatemenu-button").filter(has_text="Play").first.click()
+                    page.wait_for_timeout(4000)
+                    page.locator(".updatemenu-button").filter(has_text="Pause").first.click()
+                    page.mouse.move(5, 5)
+                page.wait_for_timeout(1500)  # plotly's transitions
+                if page.locator(EXCEPTION).count():
+                    raise RuntimeError(f"{name}: the page shows an exception box")
+                page.screenshot(path=str(OUT / name))
+                print(f"wrote {OUT / name}")
+                page.close()
+        finally:
+            browser.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
