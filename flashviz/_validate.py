@@ -60,13 +60,18 @@ def validate_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         )
 
 
-def validate_block(name: str, value: object) -> int:
-    """Return a block size as an int >= 1, or raise."""
+def validate_positive(name: str, value: object, hint: str = "") -> int:
+    """Return value as an int >= 1, or raise; `hint` ends the error message."""
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{name} must be a positive int, got {value!r} ({type(value).__name__}).")
     if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}. Typical tile sizes are 16 to 512.")
+        raise ValueError(f"{name} must be >= 1, got {value}.{' ' + hint if hint else ''}")
     return int(value)
+
+
+def validate_block(name: str, value: object) -> int:
+    """Return a block (tile) size as an int >= 1, or raise."""
+    return validate_positive(name, value, "Typical tile sizes are 16 to 512.")
 
 
 def validate_length(name: str, value: object) -> int:

@@ -64,7 +64,7 @@ def _backward_kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: tor
     load = (lambda x: x) if q.dtype == acc else (lambda x: x.to(acc))  # a tile "load": fp16/bf16 -> fp32
 
     # Row blocks i as views, sliced once rather than once per tile (torch.split makes all Tr views in one call).
-    Br = schedule.block_q
+    Br = min(schedule.block_q, max(n_q, 1))  # a block past N is one block of N rows (and split() needs int64)
     dQ = torch.zeros(BH, n_q, d, dtype=acc, device=dev)  # (BH, N_q, d) in HBM, accumulated tile by tile
     Q_blocks, dO_blocks, dQ_blocks = q.split(Br, dim=1), dO.split(Br, dim=1), dQ.split(Br, dim=1)  # (BH, Br, d)
     # -- D_i = rowsum(dO_i * O_i), block by block: no (BH, N_q, d) temporary (read 2 N_q d, write N_q)

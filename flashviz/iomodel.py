@@ -31,7 +31,14 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from flashviz._validate import Window, validate_block, validate_causal, validate_length, validate_window
+from flashviz._validate import (
+    Window,
+    validate_block,
+    validate_causal,
+    validate_length,
+    validate_positive,
+    validate_window,
+)
 from flashviz.tiling import FULL, TileSchedule, classify_tile, tile_schedule
 
 ALGORITHMS = ("naive", "kv_outer", "q_outer")
@@ -78,8 +85,8 @@ def resolve_algorithm(algorithm: object) -> str:
 
 
 def _validate_dims(d: object, batch: object, heads: object, dtype_bytes: object) -> tuple[int, int, int, int]:
-    return (validate_block("d", d), validate_block("batch", batch), validate_block("heads", heads),
-            validate_block("dtype_bytes", dtype_bytes))
+    return (validate_positive("d", d), validate_positive("batch", batch), validate_positive("heads", heads),
+            validate_positive("dtype_bytes", dtype_bytes, "Use 4 for fp32, 2 for fp16/bf16, 8 for fp64."))
 
 
 def _naive_steps(n_q: int, n_k: int, d: int) -> Iterator[tuple[int, int, str, int, int, int]]:
@@ -234,7 +241,8 @@ def fa1_block_sizes(M: int, d: int) -> tuple[int, int]:
         >>> fa1_block_sizes(100 * 1024 // 4, 64)  # 100 KiB of fp32 SRAM, d = 64
         (64, 100)
     """
-    M, d = validate_block("M", M), validate_block("d", d)
+    M = validate_positive("M", M, "M is on-chip memory in elements, e.g. 100 KiB of fp32 = 25600.")
+    d = validate_positive("d", d)
     Bc = math.ceil(M / (FA1_SRAM_SPLIT * d))
     return min(Bc, d), Bc
 

@@ -32,6 +32,7 @@ import contextlib
 import os
 import statistics
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -51,6 +52,7 @@ MATMULS_FORWARD = 2  # S = Q K^T and O = P V
 BACKWARD_FLOP_FACTOR = 2.5  # FA2 paper, Section 4: the backward pass has 2.5x the FLOPs of the forward
 TRAINING_FLOP_FACTOR = 1.0 + BACKWARD_FLOP_FACTOR  # forward + backward = 3.5 x forward
 MEMORY_EVENT = "[memory]"  # name of the profiler's allocator events (one per allocation or free)
+_PROFILER_LOCK = threading.Lock()  # one torch profiler at a time per process
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -99,14 +101,16 @@ def _peak_of_events(deltas: list[tuple[int, int, int]]) -> int:
 
 
 def _cpu_peak_and_result(fn: Callable, args: tuple, kwargs: dict) -> tuple[int, Any]:
-    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
-    with _quiet_stderr():
-        prof.__enter__()
-    try:
-        result = fn(*args, **kwargs)
-    finally:
+    # The profiler is process-wide: two at once (threads of one server) crash the process with SIGSEGV.
+    with _PROFILER_LOCK:
+        prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
         with _quiet_stderr():
-            prof.__exit__(None, None, None)
+            prof.__enter__()
+        try:
+            result = fn(*args, **kwargs)
+        finally:
+            with _quiet_stderr():
+                prof.__exit__(None, None, None)
     # The raw kineto events: every allocator call is one "[memory]" event with a signed size (+alloc, -free).
     # Do NOT use prof.events()/key_averages(): there an allocation made inside an op is folded into that op's
     # cpu_memory_usage (which also sums its children), and a running sum over ops double-counts.

@@ -233,3 +233,23 @@ def test_sdpa_has_no_flop_formula_on_cpu_so_we_count_analytically():
         F.scaled_dot_product_attention(q, k, v)
     assert counter.get_total_flops() in (0, attention_flops(64, 64, 16))
     assert not math.isnan(attention_flops(64, 64, 16))
+
+
+def test_concurrent_measurements_from_threads_are_serialised_and_exact():
+    """The profiler is process-wide: two at once used to crash the process (SIGSEGV); the lock makes them queue."""
+    import threading
+
+    x = torch.randn(256, 256)
+    expected = 256 * 256 * 4  # one fp32 (256, 256) result, bytes
+    readings: list[int] = []
+
+    def work():
+        for _ in range(10):
+            readings.append(measure_memory(torch.mm, x, x))
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert readings == [expected] * 30

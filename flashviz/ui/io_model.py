@@ -40,9 +40,11 @@ def io_model_ui(s: Settings) -> None:
     )
     st.latex(r"\text{standard attention: } \Theta(N d + N^2) \qquad "
              r"\text{FlashAttention: } \Theta\!\left(\frac{N^2 d^2}{M}\right) \text{ HBM accesses, } d \le M \le N d")
-    st.markdown("Standard attention writes S and P (N² each) and reads them back, whatever M is. FlashAttention "
-                "reads K and V once per Q block: N/Br passes of N·d each, and Br grows with M until one tile holds "
-                "every key, where the traffic flattens at the unavoidable N·d.")
+    st.markdown("Standard attention writes S and P (N² each) and reads them back, whatever M is. FlashAttention-1 "
+                "(kv_outer) streams Q and O once per K/V block: N/Bc passes of about N·d each, and Bc = ⌈M / 4d⌉ "
+                "grows with M, so its traffic falls as N²d²/M until one block holds every key. FlashAttention-2 "
+                "(q_outer) streams K and V once per Q block: N/Br passes; under FA1's rule Br = min(Bc, d) stops "
+                "growing at d, so its curve flattens at about 2N² here (FA2 itself picks larger Br on a GPU).")
     masked = s.causal or s.window is not None
     ms = tuple(2**e for e in M_EXPONENTS if not masked or _tiles(s.n, *fa1_block_sizes(2**e, s.d)) <= TILES_MAX)
     if not ms:
