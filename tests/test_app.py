@@ -175,7 +175,9 @@ def test_benchmark_runs_a_sweep_and_draws_every_figure(make_app):
     time_traces = figs["Time vs sequence length (bars: interquartile range)"]["data"]
     assert all(t["error_y"]["visible"] for t in time_traces)
     assert figs["Peak memory vs sequence length"]["layout"]["xaxis"]["type"] == "log"
-    assert len(at.table) == 2  # summary: flash vs naive, flash2 vs naive
+    for flash in ("flash", "flash2"):  # the summaries: plotly tables, every row of them
+        (table,) = figs[f"Summary: {flash} vs naive"]["data"]
+        assert table["type"] == "table" and table["cells"]["values"][0] == ["32", "64"]
     assert at.get("download_button")
     at.run()  # a rerun keeps the results on the page without measuring again
     assert expected <= set(charts(at))
@@ -236,8 +238,12 @@ def test_row_is_clamped_when_n_shrinks(make_app):
 def test_block_size_tab_draws_time_and_traffic_against_tile_size(make_app):
     at = run_heavy(make_app, "block")
     fig = charts(at)["Tile size trade-off"]
-    assert {"flash (FA1 loop order)", "flash2 (FA2 loop order)"} <= {t["name"] for t in fig["data"]}
-    assert len(at.metric) == 2  # naive and sdpa at the same N
+    names = {t["name"] for t in fig["data"]}
+    assert {"flash (FA1 loop order)", "flash2 (FA2 loop order)"} <= names
+    assert {"naive at N=128 (untiled reference)", "sdpa at N=128 (untiled reference)"} <= names  # reference lines
+    for axis in ("yaxis", "yaxis2"):
+        lo, hi = fig["layout"][axis]["range"]
+        assert -6 < lo < hi < 6  # log10 of ms / MiB: the reference lines no longer stretch the axis to 1e84
 
 
 def test_io_model_tab_draws_theorem_2_without_a_button(make_app):
@@ -254,6 +260,9 @@ def test_correctness_tab_passes_the_1e5_bar(make_app):
     at = run_heavy(make_app, "correct")
     assert "pass" in at.success[0].value
     assert len(at.dataframe) == 1
+    fig = charts(at)["Largest error vs float64 SDPA"]
+    assert {"d = 16", "1e-5 bar (pass below)"} <= {t.get("name") for t in fig["data"]}
+    assert fig["layout"]["yaxis"]["type"] == "log"
 
 
 def test_training_tab_times_forward_and_backward(make_app):

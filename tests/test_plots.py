@@ -1,4 +1,5 @@
-"""plots.py: expected traces, titles, units and fonts; skipped rows drawn; empty input survives; no torch inside."""
+"""plots.py: expected traces, titles, units and fonts; log axes with few labelled ticks and sane ranges; skipped rows
+drawn; empty input survives; no torch inside."""
 
 import ast
 import math
@@ -79,6 +80,16 @@ def test_time_figure_has_iqr_error_bars_in_milliseconds():
     assert "ms" in fig.layout.yaxis.title.text
 
 
+def test_error_bars_never_reach_below_zero_on_the_log_time_axis():
+    df = fake_sweep().assign(time_iqr_s=lambda d: d.time_s * 5)  # a noisy machine: IQR far above the median
+    fig = plots.time_figure(df)
+    for t in (t for t in fig.data if t.mode == "lines+markers"):
+        assert list(t.error_y.array) == pytest.approx([2.5 * y for y in t.y])  # the upper arm is the truth
+        assert all(y - m > 0 for y, m in zip(t.y, t.error_y.arrayminus, strict=True))
+        assert list(t.customdata) == pytest.approx([5 * y for y in t.y])  # hover: the real IQR
+    assert fig.layout.yaxis.range[0] > math.log10(min(df.time_s.dropna()) * 1e3) - 1.5
+
+
 def test_memory_figure_is_in_mib():
     fig = plots.memory_figure(fake_sweep())
     sdpa = next(t for t in fig.data if t.legendgroup == "sdpa" and t.mode == "lines+markers")
@@ -92,7 +103,7 @@ def test_hbm_figure_leaves_out_sdpa_and_keeps_the_model_of_skipped_rows():
     assert list(naive.x) == [256, 1024, 4096]
 
 
-@pytest.mark.parametrize("make", [*SWEEP_FIGURES, plots.block_sweep_figure])
+@pytest.mark.parametrize("make", [*SWEEP_FIGURES, plots.block_sweep_figure, plots.correctness_figure])
 @pytest.mark.parametrize("data", [None, pd.DataFrame(), pd.DataFrame(columns=list(COLUMNS))])
 def test_empty_input_gives_an_empty_labelled_figure(make, data):
     fig = make(data)
@@ -131,8 +142,25 @@ def test_summary_table_figure_shows_skipped_cells():
     cells = fig.data[0].cells.values
     assert "skipped" in cells[1]  # naive time at N=4096
     assert fig.layout.title.text
+    assert fig.data[0].cells.font.size >= 18 and fig.data[0].header.font.size >= 18
     empty = plots.summary_table_figure(plots.summary_table(pd.DataFrame()))
     assert empty.data[0].type == "table"
+
+
+def test_summary_table_figure_is_tall_enough_for_every_row():
+    heights = []
+    for k in range(1, 9):
+        ns = [128 * 2 ** i for i in range(k)]
+        table = plots.summary_table(pd.DataFrame({"impl": "naive", "N": ns, "time_s": 1e-3, "peak_bytes": 1e6,
+                                                  "status": "ok"}))
+        fig = plots.summary_table_figure(table)
+        header, cells = fig.data[0].header, fig.data[0].cells
+        assert all(v.count("<br>") == 1 for v in header.values)  # every header exactly two lines
+        margin = fig.layout.margin
+        room = fig.layout.height - margin.t - margin.b
+        assert room >= header.height + k * cells.height  # the header and every row fit: no scrolling, no cut
+        heights.append(fig.layout.height)
+    assert heights == sorted(heights) and heights[-1] - heights[0] == 7 * plots.TABLE_ROW_PX
 
 
 def test_hbm_vs_memory_figure_draws_theorem_2():
@@ -144,24 +172,189 @@ def test_hbm_vs_memory_figure_draws_theorem_2():
     assert "M" in fig.layout.xaxis.title.text and "elements" in fig.layout.xaxis.title.text
     names = [t.name for t in fig.data]
     assert len(names) == 4  # model and order term for naive and kv_outer
+    assert "N² d² / M" in names[3]
     flash = next(t for t in fig.data if t.legendgroup == "kv_outer" and t.mode == "lines+markers")
     assert list(flash.y) == sorted(flash.y, reverse=True)
     assert isinstance(plots.hbm_vs_memory_figure(pd.DataFrame()), go.Figure)
 
 
-def test_block_sweep_figure_has_two_panels_and_reference_lines():
+def fake_block_sweep():
     rows = []
     for b in (16, 32, 64, 128):
         for impl in ("flash", "flash2"):
             rows.append({"impl": impl, "N": 1024, "block_q": b, "block_k": b, "time_s": 1e-3 * 64 / b,
                          "time_iqr_s": 1e-5, "hbm_bytes": 1e8 / b, "status": "ok"})
-    df = pd.DataFrame(rows)
+    return pd.DataFrame(rows)
+
+
+def test_block_sweep_figure_has_two_panels_and_reference_lines():
     reference = fake_sweep(skip_naive_at=())
-    fig = plots.block_sweep_figure(df, reference=reference[reference.N == 1024])
+    reference = reference[(reference.N == 1024) & reference.impl.isin(["naive", "sdpa"])]  # as jobs.block_sweep
+    fig = plots.block_sweep_figure(fake_block_sweep(), reference=reference)
     _assert_readable(fig)
-    assert len(fig.data) == 4  # time and traffic for each impl
-    assert {t.xaxis for t in fig.data} == {"x", "x2"}
-    assert any(s.type == "line" for s in fig.layout.shapes)  # naive / sdpa reference lines
+    tiled = [t for t in fig.data if t.mode == "lines+markers"]
+    assert len(tiled) == 4  # time and traffic for each impl
+    assert {t.xaxis for t in tiled} == {"x", "x2"}
+    refs = {(t.name, t.yaxis): t.y for t in fig.data if t.mode == "lines"}
+    naive_ms = 1e-9 * 1024 * 1024 * 1e3
+    assert refs[("naive at N=1024 (untiled reference)", "y")] == pytest.approx((naive_ms, naive_ms))
+    assert refs[("naive at N=1024 (untiled reference)", "y2")] == pytest.approx((10.0 * 1024**2 / MIB,) * 2)
+    assert ("sdpa at N=1024 (untiled reference)", "y") in refs
+    assert ("sdpa at N=1024 (untiled reference)", "y2") not in refs  # no IO model for SDPA
+    assert sum(t.showlegend is not False for t in fig.data if t.mode == "lines") == 2  # one legend entry each
+    assert list(fig.layout.xaxis.ticktext) == ["16×16", "32×32", "64×64", "128×128"]
+
+
+def test_block_sweep_reference_lines_keep_the_y_axes_sane():
+    """Regression: add_hline put its label at 10^value on the log axes and stretched them to 1e84."""
+    reference = fake_sweep(skip_naive_at=())
+    fig = plots.block_sweep_figure(fake_block_sweep(), reference=reference[reference.N == 1024])
+    assert not [a for a in fig.layout.annotations if a.yref not in (None, "paper", "y domain", "y2 domain")]
+    for axis, ref in ((fig.layout.yaxis, "y"), (fig.layout.yaxis2, "y2")):
+        values = [v for t in fig.data if t.yaxis == ref for v in t.y]
+        lo, hi = axis.range
+        assert lo <= math.log10(min(values)) and math.log10(max(values)) <= hi  # everything drawn is on screen
+        assert hi - lo < math.log10(max(values) / min(values)) + 1.5  # and the axis is not stretched beyond it
+
+
+@pytest.mark.parametrize("make", [*SWEEP_FIGURES, plots.block_sweep_figure, plots.hbm_vs_memory_figure,
+                                  plots.correctness_figure])
+def test_every_log_axis_has_few_round_labelled_ticks(make):
+    data = {plots.block_sweep_figure: fake_block_sweep(),
+            plots.hbm_vs_memory_figure: hbm_vs_memory([2 ** k for k in range(10, 23)], 1024, 64),
+            plots.correctness_figure: fake_correctness()}.get(make, fake_sweep())
+    fig = make(data)
+    axes = [a for name, a in fig.layout.to_plotly_json().items() if name.startswith(("xaxis", "yaxis"))]
+    logs = [a for a in axes if a.get("type") == "log"]
+    assert logs
+    for axis in logs:
+        vals, text = axis["tickvals"], axis["ticktext"]
+        assert axis["tickmode"] == "array" and 1 <= len(vals) <= plots.MAX_LABELLED_TICKS
+        assert len(text) == len(vals) and all(text)
+        assert axis["range"][0] < math.log10(min(vals)) + 1e-9 and math.log10(max(vals)) < axis["range"][1] + 1e-9
+
+
+def test_log_ticks_are_decades_or_1_2_5_or_powers_of_two_with_units():
+    assert plots.log_axis([1e-8, 1e-5], "sci")["ticktext"] == ["1e-8", "1e-7", "1e-6", "1e-5"]
+    assert plots.log_axis([1e3, 4e6], "si")["ticktext"] == ["1k", "10k", "100k", "1M"]
+    assert plots.log_axis([0.01, 100], "ms")["ticktext"] == ["10 µs", "100 µs", "1 ms", "10 ms", "100 ms"]
+    assert plots.log_axis([2, 400], "ms")["ticktext"] == ["1 ms", "10 ms", "100 ms"]  # widened to 3 decades
+    assert plots.log_axis([0.3, 40], "ms")["ticktext"][:3] == ["500 µs", "1 ms", "2 ms"]  # 1-2-5
+    assert plots.log_axis([0.25, 512], "mib")["ticktext"] == ["256 KiB", "1 MiB", "4 MiB", "16 MiB", "64 MiB",
+                                                              "256 MiB"]
+    for lo, hi in ((1e-9, 1e-2), (0.5, 0.6), (3, 3), (1e2, 1e9)):
+        for unit in plots.UNIT_FORMATS:
+            ticks = plots.log_axis([lo, hi], unit)["tickvals"]
+            assert 2 <= len(ticks) <= plots.LOG_TICKS_MAX
+            if unit == "mib":
+                assert all(math.log2(t * MIB) == round(math.log2(t * MIB)) for t in ticks)
+            else:
+                assert all(round(t / 10 ** math.floor(math.log10(t) + 1e-9), 6) in (1, 2, 5) for t in ticks)
+    assert plots.log_axis([0, math.nan, -1]) == {"type": "log"}
+    assert plots.fmt_ms(1500) == "1.5 s" and plots.fmt_mib(2048) == "2 GiB" and plots.fmt_sci(2.5e-7) == "2.5e-7"
+
+
+def test_measured_axis_labels_each_n_and_thins_colliding_ones():
+    assert plots.measured_axis([256, 512, 1024])["ticktext"] == ["256", "512", "1024"]
+    crowded = plots.measured_axis([32, 33, 64, 97, 128])
+    assert "32" in crowded["ticktext"] and "33" not in crowded["ticktext"]  # 32 and 33 would overlap
+    assert len(plots.measured_axis(list(range(100, 2000, 100)))["tickvals"]) <= plots.LOG_TICKS_MAX
+
+
+def test_flash_and_flash2_stay_distinguishable_when_their_lines_coincide():
+    df = fake_sweep()
+    fig = plots.memory_figure(df)  # flash and flash2 have identical peak memory here
+    flash, flash2 = (next(t for t in fig.data if t.legendgroup == i and t.mode == "lines+markers")
+                     for i in ("flash", "flash2"))
+    assert list(flash.y) == list(flash2.y)
+    assert flash.line.dash != flash2.line.dash and flash.marker.symbol != flash2.marker.symbol
+    assert flash.line.color == plots.IMPL_COLORS["flash"] and flash2.line.color == plots.IMPL_COLORS["flash2"]
+    assert flash.marker.symbol.endswith("-open") and flash.marker.size > flash2.marker.size  # a ring around it
+    io = plots.hbm_vs_memory_figure(hbm_vs_memory([2 ** k for k in range(10, 17)], 1024, 64,
+                                                  algorithms=("kv_outer", "q_outer")))
+    kv, q = (next(t for t in io.data if t.legendgroup == a and t.mode == "lines+markers")
+             for a in ("kv_outer", "q_outer"))
+    assert (kv.line.dash, kv.marker.symbol) == (flash.line.dash, flash.marker.symbol)
+    assert (q.line.dash, q.marker.symbol) == (flash2.line.dash, flash2.marker.symbol)
+
+
+def test_figures_set_their_height_explicitly():
+    """plotly.js ignores a height given only in the template; a projector needs the taller figure."""
+    for fig in (plots.memory_figure(fake_sweep()), plots.correctness_figure(fake_correctness()),
+                plots.hbm_vs_memory_figure(None), plots.block_sweep_figure(fake_block_sweep())):
+        assert fig.layout.height >= plots.FIG_HEIGHT_PX
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# correctness
+
+
+def fake_correctness(zero_at=(), skip=()):
+    """The Correctness tab's rows: every impl at each (d, N), made-up errors."""
+    rows = []
+    for d in (16, 64):
+        for n in (64, 97, 1000):
+            for k, impl in enumerate(("naive", "flash", "flash2", "sdpa")):
+                err = 0.0 if (impl, d, n) in zero_at else (1 + k) * 1e-7 * (1 + d / 64)
+                status = "skipped: too big" if (impl, d, n) in skip else "ok"
+                rows.append({"impl": impl, "N": n, "d": d, "max_abs_err": math.nan if status != "ok" else err,
+                             "status": status})
+    return pd.DataFrame(rows)
+
+
+def test_correctness_figure_draws_each_impl_and_d_under_the_bar():
+    fig = plots.correctness_figure(fake_correctness(), tol=1e-5)
+    _assert_readable(fig)
+    assert fig.layout.yaxis.type == "log" and fig.layout.xaxis.type == "log"
+    assert "(" in fig.layout.xaxis.title.text and "error" in fig.layout.yaxis.title.text
+    lines = [t for t in fig.data if t.mode == "lines+markers" and t.showlegend is False]
+    assert sorted(t.name for t in lines) == sorted(f"{i}, d={d}" for i in ("naive", "flash", "flash2", "sdpa")
+                                                   for d in (16, 64))
+    flash64 = next(t for t in lines if t.name == "flash, d=64")
+    assert list(flash64.x) == [64, 97, 1000] and list(flash64.y) == pytest.approx([4e-7] * 3)
+    assert "%{customdata[0]}" in flash64.hovertemplate and flash64.customdata[0][0] == "4.00e-07"
+    assert flash64.line.color == plots.IMPL_COLORS["flash"]
+    legend = [t.name for t in fig.data if t.showlegend is not False]
+    assert {"d = 16", "d = 64", "flash (FA1 loop order)"} <= set(legend)
+
+
+def test_correctness_figure_draws_the_tolerance_line_labelled_1e5_bar():
+    fig = plots.correctness_figure(fake_correctness(), tol=1e-5)
+    (bar,) = [t for t in fig.data if t.mode == "lines+text"]
+    assert list(bar.y) == [1e-5, 1e-5] and "1e-5 bar" in bar.text and bar.name.startswith("1e-5 bar")
+    lo, hi = fig.layout.yaxis.range
+    assert lo < -5 < hi and "1e-5" in fig.layout.yaxis.ticktext
+    assert math.log10(bar.x[0]) <= fig.layout.xaxis.range[0] + 1e-9  # spans the whole plot
+    assert math.log10(bar.x[1]) >= fig.layout.xaxis.range[1] - 1e-9
+    other = plots.correctness_figure(fake_correctness(), tol=1e-3)
+    assert any("1e-3 bar" in (t.text or ()) for t in other.data)
+
+
+def test_correctness_figure_clips_zero_errors_to_a_floor_and_says_so():
+    fig = plots.correctness_figure(fake_correctness(zero_at={("sdpa", 16, 97)}))
+    sdpa16 = next(t for t in fig.data if t.name == "sdpa, d=16")
+    smallest = 1e-7 * (1 + 16 / 64)  # naive at d=16
+    assert sdpa16.y[1] == pytest.approx(smallest / 10) and all(y > 0 for y in sdpa16.y)
+    assert sdpa16.customdata[1][0].startswith("0 (exact; drawn at")
+    assert fig.layout.yaxis.range[0] <= math.log10(smallest / 10)
+    assert any("exactly 0" in a.text for a in fig.layout.annotations)
+    everything_exact = fake_correctness().assign(max_abs_err=0.0)
+    fig = plots.correctness_figure(everything_exact, tol=1e-5)
+    assert all(y == pytest.approx(1e-8) for t in fig.data if t.mode == "lines+markers" and t.showlegend is False
+               for y in t.y)  # tol / 1000 when nothing is non-zero
+
+
+def test_correctness_figure_survives_empty_and_skipped_input():
+    for data in (None, pd.DataFrame(), pd.DataFrame(columns=list(COLUMNS))):
+        fig = plots.correctness_figure(data)
+        assert fig.layout.title.text and any("No data" in a.text for a in fig.layout.annotations)
+    fig = plots.correctness_figure(fake_correctness(skip={("naive", 64, 1000)}))
+    (crosses,) = [t for t in fig.data if t.name == "naive: skipped"]
+    assert list(crosses.x) == [1000] and "too big" in crosses.text[0]
+    df = fake_correctness(skip={(i, d, n) for i in ("naive", "flash", "flash2", "sdpa") for d in (16, 64)
+                                for n in (64, 97, 1000)})
+    fig = plots.correctness_figure(df)
+    assert any("skipped" in a.text for a in fig.layout.annotations)
 
 
 def test_report_html_is_standalone_and_contains_the_figures_and_table():

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from flashviz.plots import gflops_figure, hbm_figure, memory_figure, summary_table, time_figure
+from flashviz.plots import (
+    gflops_figure,
+    hbm_figure,
+    memory_figure,
+    summary_table,
+    summary_table_figure,
+    time_figure,
+)
 from flashviz.ui import jobs
 from flashviz.ui.common import (
     remember,
@@ -16,7 +23,6 @@ from flashviz.ui.common import (
     run_with_progress,
     show_figure,
     skipped_ui,
-    summary_ui,
     timing_lock,
 )
 from flashviz.ui.state import BENCH_N_OPTIONS, IMPLS, LIST_MAX, REPEATS_MAX, Settings
@@ -72,9 +78,10 @@ def benchmark_ui(s: Settings) -> None:
     show_figure(time_figure(df), key="bench_time")
     show_figure(gflops_figure(df), key="bench_gflops")
     show_figure(hbm_figure(df), key="bench_hbm")
-    for flash in ("flash", "flash2"):
+    for flash in ("flash", "flash2"):  # a plotly table: its 20 px font reads on a projector, st.table's does not
         if "naive" in s.impls and flash in s.impls:
-            summary_ui(summary_table(df, flash_impl=flash), f"Summary: {flash} vs naive")
+            show_figure(summary_table_figure(summary_table(df, flash_impl=flash), title=f"Summary: {flash} vs naive"),
+                        key=f"bench_summary_{flash}")
     st.download_button("Download the measurements (CSV)", df.to_csv(index=False).encode(), file_name="flashviz.csv",
                        mime="text/csv", key="bench_csv", help="Every row of the sweep, one per (implementation, N).")
     with st.expander("All measurements"):

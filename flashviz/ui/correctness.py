@@ -1,7 +1,8 @@
 """The "Correctness" tab: the largest error of every implementation against SDPA computed in float64, across
 head dimensions d and sequence lengths N (odd sizes hit ragged tiles), with the 1e-5 bar of the seed's section 4.
 
-Widgets -> jobs.correctness (cached run_sweep, one repeat, under the timing lock) -> a table.
+Widgets -> jobs.correctness (cached run_sweep, one repeat, under the timing lock) -> plots.correctness_figure
+(error vs N against the bar) and a table.
 """
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from flashviz.plots import correctness_figure
 from flashviz.ui import jobs
-from flashviz.ui.common import remember, remembered, run_with_progress, skipped_ui, timing_lock
+from flashviz.ui.common import remember, remembered, run_with_progress, show_figure, skipped_ui, timing_lock
 from flashviz.ui.state import D_OPTIONS, LIST_MAX, N_OPTIONS, Settings
 
 TOLERANCE = 1e-5  # the seed's bar for fp32 outputs (max |O - O_ref|)
@@ -63,6 +65,7 @@ def correctness_ui(s: Settings) -> None:
         f"Largest error over every (d, N, implementation): **{worst:.2e}** "
         + (f"≤ {TOLERANCE:g}: pass." if worst <= TOLERANCE else f"> {TOLERANCE:g}.")
     )
+    show_figure(correctness_figure(df, tol=TOLERANCE), key="correct_figure")
     st.dataframe(_styled(table), column_config={i: st.column_config.NumberColumn(f"{i}: max |err|", format="%.2e")
                                                 for i in table.columns})
 
