@@ -7,12 +7,18 @@
 table (speedup and memory saving of flash over naive), writes the tidy CSV and, with --html, a standalone report whose
 figures carry plotly.js inline (it opens offline). `check` runs a correctness matrix of the tiled kernels against
 PyTorch's SDPA in float64 and exits 1 if any error exceeds the bar. Bad arguments print a usage message and exit 2.
+
+Resource guards (flashviz.limits, shared with the dashboard): at most LIST_MAX sequence lengths, REPEATS_MAX repeats
+and warm-up calls, BATCH_MAX x HEADS_MAX, TILES_MAX tiles per tiled call and BENCH_FLOP_MAX FLOPs per run, each
+refused up front with a usage message; rows whose inputs or naive S and P exceed the memory budget are skipped, and
+so are the rows still to come once --time-budget seconds have passed (the CSV and report keep what was measured).
 The `flashviz` console script is this module's `main`.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,10 +30,29 @@ import torch.nn.functional as F
 from flashviz import plots
 from flashviz.flash import flash_attention_forward
 from flashviz.iomodel import hbm_vs_memory
-from flashviz.sweep import IMPLS, MAX_D, MAX_N, run_sweep
+from flashviz.limits import (
+    BATCH_MAX,
+    BENCH_FLOP_MAX,
+    BENCH_TIME_BUDGET_S,
+    HEADS_MAX,
+    LIST_MAX,
+    REPEATS_MAX,
+    tile_problem,
+)
+from flashviz.sweep import (
+    IMPLS,
+    MAX_D,
+    MAX_N,
+    TILED_IMPLS,
+    calls_per_row,
+    cut_short,
+    request_flops,
+    run_sweep,
+)
 from flashviz.tiling import visible_mask
 
 DEFAULT_NS = (256, 512, 1024, 2048, 4096)
+CHECK_N_MAX = 1 << 14  # longest N `check` accepts (unchanged; named here for its help text)
 CHECK_NS = (1, 97, 128, 257)  # a single row, ragged (97, 257) and exact multiples of the 64-wide tiles
 CHECK_DS = (64, 128)
 CHECK_TOL = 1e-5  # max |O - O_sdpa_fp64| an fp32 kernel must stay under
@@ -71,6 +96,22 @@ def _int_in(low: int, high: int | None, what: str):
     return parse
 
 
+def _positive_float(what: str, unbounded: tuple[str, ...] = ()):
+    """A finite number > 0; the words in `unbounded` (e.g. "none") mean no limit and parse to None."""
+    def parse(text: str) -> float | None:
+        if text.strip().lower() in unbounded:
+            return None
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be a number, got {text!r}") from None
+        if not math.isfinite(value) or value <= 0:
+            words = f" (or {' / '.join(repr(u) for u in unbounded)} for no limit)" if unbounded else ""
+            raise argparse.ArgumentTypeError(f"{what} must be a finite number > 0{words}, got {text!r}")
+        return value
+    return parse
+
+
 def _window_side(text: str) -> int | None:
     if text.lower() in ("none", "inf", "-"):
         return None
@@ -84,7 +125,8 @@ def _build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="time and measure memory of attention implementations over N",
                            description="Sweep N; print the summary table; write a CSV and an HTML report.")
     bench.add_argument("--n", nargs="+", type=_int_in(1, MAX_N, "N"), default=list(DEFAULT_NS), metavar="N",
-                       help=f"sequence lengths (1..{MAX_N}; default: {' '.join(map(str, DEFAULT_NS))})")
+                       help=f"sequence lengths, at most {LIST_MAX} (1..{MAX_N}; default: "
+                            f"{' '.join(map(str, DEFAULT_NS))})")
     bench.add_argument("--d", type=_int_in(1, MAX_D, "d"), default=64, help="head dimension (default 64)")
     bench.add_argument("--block-size", type=_int_in(1, None, "block size"), default=128,
                        help="tile size Br = Bc of the tiled kernels (default 128)")
@@ -95,27 +137,38 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="sliding window: query i sees keys i-LEFT..i+RIGHT ('none' = unbounded side)")
     bench.add_argument("--impls", nargs="+", choices=IMPLS, default=["naive", "flash", "sdpa"],
                        help="implementations to measure (default: naive flash sdpa)")
-    bench.add_argument("--repeats", type=_int_in(1, None, "repeats"), default=5, help="timed calls per row")
-    bench.add_argument("--warmup", type=_int_in(0, None, "warmup"), default=1, help="untimed calls per row")
-    bench.add_argument("--batch", type=_int_in(1, None, "batch"), default=1, help="batch size B")
-    bench.add_argument("--heads", type=_int_in(1, None, "heads"), default=1, help="heads H")
+    bench.add_argument("--repeats", type=_int_in(1, REPEATS_MAX, "repeats"), default=5,
+                       help=f"timed calls per row (1..{REPEATS_MAX})")
+    bench.add_argument("--warmup", type=_int_in(0, REPEATS_MAX, "warmup"), default=1,
+                       help=f"untimed calls per row (0..{REPEATS_MAX})")
+    bench.add_argument("--batch", type=_int_in(1, BATCH_MAX, "batch"), default=1, help=f"batch size B (1..{BATCH_MAX})")
+    bench.add_argument("--heads", type=_int_in(1, HEADS_MAX, "heads"), default=1, help=f"heads H (1..{HEADS_MAX})")
     bench.add_argument("--threads", type=_int_in(1, None, "threads"), default=None,
                        help="torch intra-op threads (default: torch's current count)")
     bench.add_argument("--dtype", choices=("float32", "float64", "float16", "bfloat16"), default="float32")
     bench.add_argument("--device", default="cpu", help="cpu or cuda")
     bench.add_argument("--training", action="store_true", help="time forward + backward instead of forward")
     bench.add_argument("--memory-budget-mib", type=_int_in(1, None, "memory budget"), default=None,
-                       help="largest naive S and P to allocate, in MiB (default: half the available RAM)")
+                       help="memory one row may allocate, in MiB: its inputs, and naive's S and P on top "
+                            "(default: half the available RAM, container limit included)")
+    bench.add_argument("--time-budget", type=_positive_float("--time-budget", ("none", "inf")),
+                       default=BENCH_TIME_BUDGET_S, metavar="S",
+                       help=f"wall-clock seconds for the whole run; rows still to come when it is used up are "
+                            f"skipped (default {BENCH_TIME_BUDGET_S:g}; 'none' for no limit)")
     bench.add_argument("--out", required=True, type=Path, help="CSV file for the tidy results")
     bench.add_argument("--html", type=Path, default=None, help="also write a standalone HTML report here")
     bench.set_defaults(subparser=bench)
 
     check = sub.add_parser("check", help="correctness matrix of the tiled kernels against SDPA",
                            description="Compare flash_attention_forward (both loop orders) with SDPA in float64.")
-    check.add_argument("--n", nargs="+", type=_int_in(1, 1 << 14, "N"), default=list(CHECK_NS), metavar="N")
-    check.add_argument("--d", nargs="+", type=_int_in(1, MAX_D, "d"), default=list(CHECK_DS), metavar="D")
+    check.add_argument("--n", nargs="+", type=_int_in(1, CHECK_N_MAX, "N"), default=list(CHECK_NS), metavar="N",
+                       help=f"sequence lengths, at most {LIST_MAX} (1..{CHECK_N_MAX})")
+    check.add_argument("--d", nargs="+", type=_int_in(1, MAX_D, "d"), default=list(CHECK_DS), metavar="D",
+                       help=f"head dimensions, at most {LIST_MAX} (1..{MAX_D})")
     check.add_argument("--block-size", type=_int_in(1, None, "block size"), default=CHECK_BLOCK)
-    check.add_argument("--tol", type=float, default=CHECK_TOL, help=f"error bar (default {CHECK_TOL:g})")
+    check.add_argument("--tol", type=_positive_float("--tol"), default=CHECK_TOL,
+                       help=f"error bar, a finite number > 0 (default {CHECK_TOL:g})")
+    check.set_defaults(subparser=check)
     return parser
 
 
@@ -132,7 +185,33 @@ def _measurements_text(df) -> str:
     return view[cols].to_string(index=False, na_rep="-", float_format=lambda x: f"{x:.4g}")
 
 
+def _too_many(option: str, values: Sequence[int]) -> str | None:
+    count = len(set(values))
+    if count <= LIST_MAX:
+        return None
+    return (f"{option} lists {count} values; one run takes at most {LIST_MAX} (sweep size cap). "
+            "Split the sweep into several runs.")
+
+
+def _bench_problem(args: argparse.Namespace) -> str | None:
+    """Why this bench request is too big to run (a sentence that says how to fix it), or None."""
+    if problem := _too_many("--n", args.n):
+        return problem
+    block_q, block_k = args.block_q or args.block_size, args.block_k or args.block_size
+    if any(i in TILED_IMPLS for i in args.impls) and (problem := tile_problem(args.n, block_q, block_k)):
+        return problem.replace("Raise the block size", "Raise --block-size (or --block-q / --block-k)")
+    flops = request_flops(set(args.n), d=args.d, batch=args.batch, heads=args.heads, n_impls=len(set(args.impls)),
+                          calls=calls_per_row(args.repeats, args.warmup), training=args.training)
+    if flops > BENCH_FLOP_MAX:
+        return (f"this run would compute about {flops:.2g} FLOPs (dense attention at every N, for every "
+                f"implementation and call); the cap is {BENCH_FLOP_MAX:.0e} FLOPs, hours on a CPU. Lower the "
+                "largest N, --d, --batch, --heads or --repeats, or measure fewer --impls.")
+    return None
+
+
 def _bench(args: argparse.Namespace) -> int:
+    if problem := _bench_problem(args):
+        args.subparser.error(problem)  # usage + exit 2
     budget = None if args.memory_budget_mib is None else args.memory_budget_mib * 2**20
     try:
         df = run_sweep(args.n, d=args.d, block_size=args.block_size, block_q=args.block_q, block_k=args.block_k,
@@ -140,7 +219,7 @@ def _bench(args: argparse.Namespace) -> int:
                        impls=args.impls, batch=args.batch, heads=args.heads, dtype=args.dtype, device=args.device,
                        threads=args.threads, repeats=args.repeats, warmup=args.warmup,
                        mode="training" if args.training else "forward", memory_budget_bytes=budget,
-                       progress=ProgressBar())
+                       time_budget_s=args.time_budget, progress=ProgressBar())
     except (ValueError, TypeError) as e:
         args.subparser.error(str(e))  # usage + exit 2
     flash_impl = next((i for i in ("flash", "flash2") if i in args.impls and (df["impl"].eq(i)
@@ -154,6 +233,10 @@ def _bench(args: argparse.Namespace) -> int:
     print(f"\nSummary: {flash_impl} vs naive (speedup = naive time / {flash_impl} time; "
           f"memory saving = naive peak / {flash_impl} peak)\n")
     print(table.to_string(index=False, na_rep="skipped", float_format=lambda x: f"{x:.4g}"))
+    if cut_short(df):
+        print(f"\nnote: the time budget of {args.time_budget:g} s ran out; {int((df['status'] != 'ok').sum())} "
+              "row(s) were not measured. Raise --time-budget, or measure fewer or smaller configurations.",
+              file=sys.stderr)
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(args.out, index=False)
@@ -217,6 +300,8 @@ def _check_error(d: int, n: int, causal: bool, window, kernel: str, block: int, 
 
 
 def _check(args: argparse.Namespace) -> int:
+    if problem := _too_many("--n", args.n) or _too_many("--d", args.d):
+        args.subparser.error(problem)  # usage + exit 2
     backward = _flash_attention_or_none() is not None
     cases = _check_cases(args.d, args.n, backward)
     print(f"flashviz check: tiled kernels in fp32 (B=1, H={CHECK_HEADS}, block {args.block_size}) against SDPA in "

@@ -12,8 +12,11 @@ Implementations, all called with the same (B, H, N, d) inputs:
 In training mode every implementation runs forward + backward (autograd.grad with a fixed random dO); the tiled ones
 use flashviz.backward.flash_attention (FA2 forward saving O and L, tiled backward by recomputation).
 
-A memory guard never runs naive attention whose S and P would not fit in a budget (default: half the available RAM):
-its row says "skipped: ..." with the bytes it would need, and the sweep goes on.
+Guards keep one sweep from taking the machine down; a row they stop says "skipped: <why>" and the sweep goes on:
+- memory: no configuration whose inputs (q, k, v, dO, the outputs and their float64 reference copies) exceed the
+  memory budget (default: half the available memory, container limits included) is allocated, and naive attention
+  runs only if its S and P fit in the budget too; an allocation that fails anyway skips its row;
+- time: with `time_budget_s`, once the sweep has run that long the rows still to come are skipped.
 
 Legend: B batch, H heads, N sequence length (N_q = N_k = N), d head dimension, Br = block_q, Bc = block_k.
 """
@@ -22,9 +25,11 @@ from __future__ import annotations
 
 import math
 import os
+import statistics
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from numbers import Integral
+from numbers import Integral, Real
 
 import pandas as pd
 import torch
@@ -55,6 +60,14 @@ MAX_N = 1 << 17  # 131072: beyond this even the tiled Python kernels take hours 
 MAX_D = 1024  # largest head dimension a sweep accepts (real models use 64-256)
 GIB = 1 << 30  # bytes per GiB
 FALLBACK_RAM_BYTES = 4 * GIB  # assumed available RAM when neither /proc/meminfo nor sysconf can tell
+MEMINFO = "/proc/meminfo"  # MemAvailable: the host's (or VM's) free memory, blind to a container's limit
+CGROUP_V2_DIR = "/sys/fs/cgroup"  # cgroup v2: memory.max ("max" = no limit), memory.current, memory.stat
+CGROUP_V1_DIR = "/sys/fs/cgroup/memory"  # cgroup v1: memory.limit_in_bytes, memory.usage_in_bytes, memory.stat
+CGROUP_NO_LIMIT = 1 << 60  # bytes: cgroup v1 writes "no limit" as ~2^63 rounded down to a page; none is this large
+INPUT_TENSORS = 4  # q, k, v and dO, each (B, H, N, d); dO is drawn in forward mode too
+OUTPUT_TENSORS = {"forward": 1, "training": 4}  # (B, H, N, d) results per call: O; O, dQ, dK, dV
+FP64_BYTES = 8  # bytes per float64 element: the error check's reference runs in float64
+TIME_BUDGET_STATUS = "skipped: time budget"  # how every row that the time budget stopped starts its status
 NAIVE_SCORE_COPIES = {"forward": 2, "training": 4}  # N x N matrices naive holds at its peak: S, P (+ dP, dS)
 MASK_BYTES_PER_SCORE = 8 + 1 + 1  # visible_mask's int64 j - i, the bool mask and its negation, per (i, j)
 OK = "ok"
@@ -123,12 +136,33 @@ def validate_impls(impls: object, allowed: Sequence[str] = IMPLS) -> list[str]:
 
 def resolve_dtype(dtype: object) -> torch.dtype:
     """A floating torch.dtype, from a dtype or its name ("float32", "bfloat16", ...)."""
-    if isinstance(dtype, str):
-        dtype = getattr(torch, dtype.removeprefix("torch."), dtype)
-    if dtype not in FLOAT_DTYPES:
-        names = [str(t).removeprefix("torch.") for t in FLOAT_DTYPES]
-        raise TypeError(f"dtype must be one of {names} (a torch.dtype or its name), got {dtype!r}.")
-    return dtype
+    resolved = getattr(torch, dtype.strip().removeprefix("torch."), None) if isinstance(dtype, str) else dtype
+    if not isinstance(resolved, torch.dtype) or resolved not in FLOAT_DTYPES:
+        names = ", ".join(repr(str(t).removeprefix("torch.")) for t in FLOAT_DTYPES)
+        if dtype is None or isinstance(dtype, (str, torch.dtype)):
+            given = repr(dtype[:40]) if isinstance(dtype, str) else str(dtype)  # None, 'Tensor', torch.int8
+        elif isinstance(dtype, type):
+            given = f"the class {dtype.__module__}.{dtype.__qualname__}"
+        else:
+            given = f"an object of type {type(dtype).__name__}"
+        raise TypeError(f"dtype must be one of {names} (or the torch.dtype itself, e.g. torch.float32), "
+                        f"got {given}.")
+    return resolved
+
+
+def _validate_time_budget(seconds: object) -> float | None:
+    if seconds is None:
+        return None
+    if isinstance(seconds, bool) or not isinstance(seconds, Real):
+        raise TypeError(f"time_budget_s must be None (no limit) or a number of seconds, got {seconds!r} "
+                        f"({type(seconds).__name__}).")
+    try:
+        value = float(seconds)
+    except OverflowError:  # an int too large for a float: no limit in practice
+        value = math.inf
+    if math.isnan(value) or value < 0:
+        raise ValueError(f"time_budget_s must be None (no limit) or a number of seconds >= 0, got {seconds!r}.")
+    return value
 
 
 def resolve_device(device: object) -> torch.device:
@@ -159,23 +193,75 @@ def _validate_progress(progress: object) -> Callable[[int, int, str], None] | No
 # memory guard
 
 
+def _read_text(path: str) -> str | None:
+    """A small system file's text, or None if it is missing or unreadable."""
+    try:
+        with open(path) as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _read_int(path: str) -> int | None:
+    """The integer a cgroup file holds, or None (missing, unreadable, or "max": no limit)."""
+    text = _read_text(path)
+    try:
+        return int(text.strip()) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _stat_bytes(path: str, key: str) -> int:
+    """One "key value" line of a cgroup memory.stat file (0 if absent)."""
+    for line in (_read_text(path) or "").splitlines():
+        name, _, value = line.partition(" ")
+        if name == key and value.strip().isdigit():
+            return int(value)
+    return 0
+
+
+def _meminfo_available() -> int | None:
+    for line in (_read_text(MEMINFO) or "").splitlines():
+        if line.startswith("MemAvailable:"):
+            try:
+                return int(line.split()[1]) * 1024  # the file says kB (KiB)
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
+def cgroup_free_bytes() -> int | None:
+    """Bytes the memory cgroup (a container's limit) still lets this process allocate, or None without a limit.
+
+    limit - usage + inactive file cache (page cache the kernel reclaims before it kills anything), read from cgroup v2
+    (memory.max, memory.current) and v1 (memory.limit_in_bytes, memory.usage_in_bytes); the smaller one if both."""
+    free = []
+    for base, limit_file, usage_file, cache_key in (
+            (CGROUP_V2_DIR, "memory.max", "memory.current", "inactive_file"),
+            (CGROUP_V1_DIR, "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")):
+        limit = _read_int(os.path.join(base, limit_file))
+        if limit is None or limit >= CGROUP_NO_LIMIT:
+            continue
+        usage = _read_int(os.path.join(base, usage_file)) or 0
+        cache = min(_stat_bytes(os.path.join(base, "memory.stat"), cache_key), usage)
+        free.append(max(0, limit - usage + cache))
+    return min(free) if free else None
+
+
 def available_memory_bytes(device: object = "cpu") -> int:
-    """Bytes of memory free for new tensors: MemAvailable from /proc/meminfo (or sysconf) on CPU, free GPU memory
-    (torch.cuda.mem_get_info) on CUDA."""
+    """Bytes of memory free for new tensors: on CPU the smaller of MemAvailable (/proc/meminfo, or sysconf) and what
+    the container's memory cgroup still allows (cgroup_free_bytes); on CUDA free GPU memory (mem_get_info)."""
     dev = torch.device(device)
     if dev.type == "cuda":
         return int(torch.cuda.mem_get_info(dev)[0])
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024  # the file says kB (KiB)
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return FALLBACK_RAM_BYTES
+    host = _meminfo_available()
+    if host is None:
+        try:
+            host = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):
+            host = FALLBACK_RAM_BYTES
+    container = cgroup_free_bytes()
+    return host if container is None else min(host, container)
 
 
 def default_memory_budget(device: object = "cpu") -> int:
@@ -189,6 +275,45 @@ def naive_bytes_needed(cfg: RunConfig) -> int:
     scores = cfg.batch * cfg.heads * cfg.n * cfg.n  # elements of one N x N matrix over all heads
     mask = MASK_BYTES_PER_SCORE * cfg.n * cfg.n if cfg.masked else 0
     return NAIVE_SCORE_COPIES[cfg.mode] * scores * cfg.dtype_bytes + mask
+
+
+def input_bytes(n: int, d: int, *, batch: int = 1, heads: int = 1, dtype: torch.dtype | str = torch.float32,
+                mode: str = "forward") -> int:
+    """Bytes of the (B, H, N, d) tensors one row of a sweep holds whatever the implementation: q, k, v, dO and the
+    outputs in the input dtype, plus float64 copies of them all for the error check (float64 inputs are their own
+    copies). Naive attention's S and P come on top (naive_bytes_needed).
+
+    Example:
+        >>> input_bytes(1024, 64, dtype="float32")  # 65536 elements x (5 x 4 + 5 x 8) bytes
+        3932160
+    """
+    dtype, mode = resolve_dtype(dtype), _validate_mode(mode)
+    elements = batch * heads * n * d  # of one (B, H, N, d) tensor
+    tensors = INPUT_TENSORS + OUTPUT_TENSORS[mode]
+    fp64_copies = OUTPUT_TENSORS[mode] if dtype == torch.float64 else tensors
+    return elements * (tensors * torch.empty((), dtype=dtype).element_size() + fp64_copies * FP64_BYTES)
+
+
+def input_bytes_needed(cfg: RunConfig) -> int:
+    """input_bytes for one configuration."""
+    return input_bytes(cfg.n, cfg.d, batch=cfg.batch, heads=cfg.heads, dtype=cfg.dtype, mode=cfg.mode)
+
+
+def calls_per_row(repeats: int, warmup: int) -> int:
+    """Calls of one implementation per row: the warm-up and timed calls, one memory measurement, one reference."""
+    return repeats + warmup + 2
+
+
+def request_flops(ns: Iterable[int], *, d: int, batch: int = 1, heads: int = 1, n_impls: int = 1, calls: int = 1,
+                  training: bool = False) -> int:
+    """FLOPs a sweep request costs at most: dense attention at every N, for every implementation and call.
+
+    Example:
+        >>> request_flops([1024], d=64, n_impls=2, calls=3)  # 4 N^2 d x 2 x 3
+        1610612736
+    """
+    per_call = sum(attention_flops(n, n, d, batch=batch, heads=heads, training=training) for n in ns)
+    return per_call * n_impls * calls
 
 
 def dense_mask_bytes(cfg: RunConfig) -> int:
@@ -206,14 +331,19 @@ def format_bytes(nbytes: float) -> str:
 
 def _guard(impl: str, cfg: RunConfig, budget: int) -> str | None:
     """Why this (impl, config) must not run, or None when it fits."""
-    if impl == "naive":
-        need = naive_bytes_needed(cfg)
-        if need > budget:
-            what = "S and P" if cfg.mode == "forward" else "S, P, dP and dS"
-            return (f"skipped: naive {what} would need {need} bytes ({format_bytes(need)}: "
-                    f"{NAIVE_SCORE_COPIES[cfg.mode]} x B x H x N^2 x {cfg.dtype_bytes} bytes"
-                    f"{' + the N x N mask' if cfg.masked else ''}), over the memory budget of {budget} bytes "
-                    f"({format_bytes(budget)}); lower N, or raise memory_budget_bytes")
+    need = naive_bytes_needed(cfg)
+    if impl == "naive" and need > budget:
+        what = "S and P" if cfg.mode == "forward" else "S, P, dP and dS"
+        return (f"skipped: naive {what} would need {need} bytes ({format_bytes(need)}: "
+                f"{NAIVE_SCORE_COPIES[cfg.mode]} x B x H x N^2 x {cfg.dtype_bytes} bytes"
+                f"{' + the N x N mask' if cfg.masked else ''}), over the memory budget of {budget} bytes "
+                f"({format_bytes(budget)}); lower N, or raise memory_budget_bytes")
+    need = input_bytes_needed(cfg)
+    if need > budget:
+        elements = cfg.batch * cfg.heads * cfg.n * cfg.d  # of one (B, H, N, d) tensor
+        return (f"skipped: inputs need {format_bytes(need)}, budget {format_bytes(budget)} ({need} > {budget} "
+                f"bytes: q, k, v, dO and the outputs, plus float64 copies for the error check, "
+                f"B x H x N x d = {elements} elements each); lower batch, heads, N or d, or raise memory_budget_bytes")
     need = dense_mask_bytes(cfg)
     if impl == "sdpa" and need > budget:
         return (f"skipped: sdpa with a window needs a dense N x N mask of {need} bytes ({format_bytes(need)}), "
@@ -330,20 +460,69 @@ def _failure(e: BaseException) -> str:
 
 
 FAILURES = (RuntimeError, MemoryError)  # e.g. an allocation the guard did not foresee: the row says so, we go on
+_now = time.perf_counter  # the time budget's clock (tests replace it)
+
+
+class _TimeBudget:
+    """Wall-clock seconds a sweep may run, counted from its start; None = no limit. Checked between measurements:
+    a call already running finishes, so a sweep overruns its budget by at most one call of each implementation."""
+
+    def __init__(self, seconds: float | None):
+        self.seconds, self.start = seconds, _now()
+
+    def used_up(self) -> bool:
+        return self.seconds is not None and _now() - self.start >= self.seconds
+
+    def status(self, when: str = "before this row ran") -> str:
+        return (f"{TIME_BUDGET_STATUS} of {self.seconds:g} s used up {when}; lower N, the repeats or the number of "
+                "implementations, or raise the time budget")
+
+
+def _median_iqr(samples: list[float]) -> tuple[float, float]:
+    """Median and interquartile range in seconds, as measure.Timing reports them (IQR 0 below two samples)."""
+    if len(samples) < 2:
+        return samples[0], 0.0
+    q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+    return statistics.median(samples), q3 - q1
+
+
+def _time_rows(fns: dict[str, Callable], inputs: tuple, *, warmup: int, repeats: int,
+               clock: _TimeBudget) -> tuple[dict[str, tuple[float, float]], str | None]:
+    """Time fns side by side, one interleaved repeat at a time (measure.time_calls), checking the time budget
+    between repeats. Returns ({impl: (median, iqr)}, None), or ({}, why) if the budget ran out first."""
+    samples: dict[str, list[float]] = {impl: [] for impl in fns}
+    for r in range(repeats):
+        if clock.used_up():
+            return {}, clock.status(f"while timing ({r} of {repeats} repeats done)")
+        for impl, t in time_calls(fns, *inputs, warmup=warmup if r == 0 else 0, repeats=1).items():
+            samples[impl] += t.samples
+    return {impl: _median_iqr(s) for impl, s in samples.items()}, None
 
 
 def _measure_config(cfg: RunConfig, impls: list[str], *, budget: int, repeats: int, warmup: int, threads: int,
-                    seed: int, report: Callable[[str], None]) -> list[dict]:
-    """The rows of one configuration: guard, then peak memory and error of each impl in turn, then the times of
+                    seed: int, report: Callable[[str], None], clock: _TimeBudget) -> list[dict]:
+    """The rows of one configuration: guards, then peak memory and error of each impl in turn, then the times of
     all that ran, interleaved call by call (measure.time_calls) so that noise hits them alike."""
-    inputs = _inputs(cfg, seed)
+    if clock.used_up():
+        return [_row(impl, cfg, threads, status=clock.status()) for impl in impls]
     why = {impl: _guard(impl, cfg, budget) for impl in impls}
-    ref = None
-    if any(w is None for w in why.values()) and dense_mask_bytes(cfg) <= budget:
-        ref = _reference(*inputs, cfg)
+    inputs = ref = None
+    if any(w is None for w in why.values()):
+        try:
+            inputs = _inputs(cfg, seed)
+        except FAILURES as e:  # the input guard's estimate was too low, or the machine is short of memory right now
+            why = {impl: w or _failure(e) for impl, w in why.items()}
+    if inputs is not None and dense_mask_bytes(cfg) <= budget:
+        try:
+            ref = _reference(*inputs, cfg)
+        except FAILURES:
+            ref = None  # max_abs_err stays NaN; the measurements do not need the reference
     fns, results = {}, {}
     for impl in impls:
         if why[impl] is not None:
+            continue
+        if clock.used_up():
+            why[impl] = clock.status()
             continue
         report(f"memory of {impl} at N={cfg.n}")
         fn = _call_fn(impl, cfg)
@@ -358,23 +537,26 @@ def _measure_config(cfg: RunConfig, impls: list[str], *, budget: int, repeats: i
     if fns:
         report(f"timing {', '.join(fns)} at N={cfg.n}")
         try:
-            timings = time_calls(fns, *inputs, warmup=warmup, repeats=repeats)
+            timings, late = _time_rows(fns, inputs, warmup=warmup, repeats=repeats, clock=clock)
         except FAILURES as e:
-            why.update(dict.fromkeys(fns, _failure(e)))
-            timings = {}
-        for impl, t in timings.items():
-            results[impl].update(time_s=t.median, time_iqr_s=t.iqr,
-                                 gflops=_flops(impl, cfg) / t.median / 1e9 if t.median > 0 else math.nan)
+            timings, late = {}, _failure(e)
+        if late is not None:
+            why.update(dict.fromkeys(fns, late))
+        for impl, (median, iqr) in timings.items():
+            results[impl].update(time_s=median, time_iqr_s=iqr,
+                                 gflops=_flops(impl, cfg) / median / 1e9 if median > 0 else math.nan)
     return [_row(impl, cfg, threads, status=why[impl]) if why[impl] is not None else
             _row(impl, cfg, threads, **results[impl]) for impl in impls]
 
 
 def _run(configs: list[RunConfig], impls: list[str], *, repeats: int, warmup: int, threads: int | None,
-         memory_budget_bytes: int | None, seed: int, progress: Callable | None) -> pd.DataFrame:
+         memory_budget_bytes: int | None, seed: int, progress: Callable | None,
+         time_budget_s: float | None) -> pd.DataFrame:
     repeats = _validate_int("repeats", repeats, 1, fix="Use 3-10; more only tightens the error bars.")
     warmup = _validate_int("warmup", warmup, 0)
     seed = _validate_int("seed", seed, 0)
     progress = _validate_progress(progress)
+    time_budget_s = _validate_time_budget(time_budget_s)
     budget = (default_memory_budget(configs[0].device) if memory_budget_bytes is None
               else _validate_int("memory_budget_bytes", memory_budget_bytes, 1))
     rows, total = [], len(configs) * len(impls)
@@ -383,16 +565,23 @@ def _run(configs: list[RunConfig], impls: list[str], *, repeats: int, warmup: in
         if progress is not None:
             progress(len(rows), total, label)
 
+    clock = _TimeBudget(time_budget_s)
     with threads_set_to(threads) as n_threads:
         for cfg in configs:
             rows += _measure_config(cfg, impls, budget=budget, repeats=repeats, warmup=warmup, threads=n_threads,
-                                    seed=seed, report=report)
+                                    seed=seed, report=report, clock=clock)
     report("done")
     df = pd.DataFrame(rows, columns=list(COLUMNS))
     df["block_q"] = df["block_q"].astype("Int64")  # nullable: naive and sdpa have no tiles
     df["block_k"] = df["block_k"].astype("Int64")
-    df.attrs.update(mode=configs[0].mode, memory_budget_bytes=budget, repeats=repeats, seed=seed)
+    df.attrs.update(mode=configs[0].mode, memory_budget_bytes=budget, repeats=repeats, seed=seed,
+                    time_budget_s=time_budget_s)
     return df
+
+
+def cut_short(df: pd.DataFrame) -> bool:
+    """Whether the time budget stopped some rows of a sweep."""
+    return bool(df["status"].astype(str).str.startswith(TIME_BUDGET_STATUS).any())
 
 
 def _configs(ns: list[int], block_pairs: list[tuple[int, int]], *, d, causal, window, batch, heads, dtype, device,
@@ -411,7 +600,8 @@ def run_sweep(ns: Iterable[int], *, d: int = 64, block_size: int = 128, causal: 
               dtype: torch.dtype | str = torch.float32, repeats: int = 5, progress: Callable | None = None,
               block_q: int | None = None, block_k: int | None = None, window: Window = None,
               device: str | torch.device = "cpu", threads: int | None = None, mode: str = "forward",
-              memory_budget_bytes: int | None = None, warmup: int = 1, seed: int = 0) -> pd.DataFrame:
+              memory_budget_bytes: int | None = None, warmup: int = 1, seed: int = 0,
+              time_budget_s: float | None = None) -> pd.DataFrame:
     """Measure every implementation at every sequence length: one tidy row per (impl, N).
 
     Args:
@@ -425,15 +615,19 @@ def run_sweep(ns: Iterable[int], *, d: int = 64, block_size: int = 128, causal: 
             memory measurement and each timing phase, and once at the end with done == total and label "done".
         device: "cpu" or "cuda".  threads: torch intra-op threads (None: torch's current count), reported per row.
         mode: "forward", or "training" for forward + backward (needs flashviz.backward).
-        memory_budget_bytes: largest naive S and P allowed (default half the available memory); bigger naive rows
-            are skipped with a status that says how many bytes they would need.
+        memory_budget_bytes: the memory a row may allocate (default half the available memory, container limit
+            included): rows whose inputs (input_bytes) or whose naive S and P (naive_bytes_needed) exceed it are
+            skipped with a status that says how many bytes they would need.
         seed: seeds the random q, k, v (and dO).
+        time_budget_s: wall-clock seconds the sweep may run (None: no limit); once they are used up, the rows still
+            to come are skipped with a status that starts "skipped: time budget" (checked between calls).
     Returns:
         DataFrame with columns COLUMNS: impl, N, d, block_q, block_k (<NA> for naive and sdpa), causal,
         window ("left,right" or None), batch, heads, dtype, device, threads, time_s, time_iqr_s (seconds),
         peak_bytes (bytes above the start level, output included), flops, gflops (GFLOP/s), hbm_bytes (modelled,
         NaN for sdpa and in training mode), max_abs_err (max |x - x_sdpa_fp64| over O and, in training, dQ, dK,
-        dV), status ("ok" or "skipped: <why>"). df.attrs holds mode, memory_budget_bytes, repeats and seed.
+        dV), status ("ok" or "skipped: <why>"). df.attrs holds mode, memory_budget_bytes, repeats, seed and
+        time_budget_s.
 
     Example:
         >>> df = run_sweep([64, 128], d=16, block_size=32, repeats=1)
@@ -447,14 +641,15 @@ def run_sweep(ns: Iterable[int], *, d: int = 64, block_size: int = 128, causal: 
     configs = _configs(ns, [(bq, bk)], d=d, causal=causal, window=window, batch=batch, heads=heads, dtype=dtype,
                        device=device, mode=mode)
     return _run(configs, impls, repeats=repeats, warmup=warmup, threads=threads,
-                memory_budget_bytes=memory_budget_bytes, seed=seed, progress=progress)
+                memory_budget_bytes=memory_budget_bytes, seed=seed, progress=progress, time_budget_s=time_budget_s)
 
 
 def run_block_sweep(n: int, block_sizes: Iterable[int | tuple[int, int]], *, d: int = 64, causal: bool = False,
                     window: Window = None, impls: Sequence[str] = TILED_IMPLS, batch: int = 1, heads: int = 1,
                     dtype: torch.dtype | str = torch.float32, repeats: int = 5, progress: Callable | None = None,
                     device: str | torch.device = "cpu", threads: int | None = None, mode: str = "forward",
-                    warmup: int = 1, seed: int = 0) -> pd.DataFrame:
+                    warmup: int = 1, seed: int = 0, time_budget_s: float | None = None,
+                    memory_budget_bytes: int | None = None) -> pd.DataFrame:
     """Time, peak memory and modelled HBM traffic of the tiled kernels against the tile size, at a fixed N.
 
     Args:
@@ -483,5 +678,5 @@ def run_block_sweep(n: int, block_sizes: Iterable[int | tuple[int, int]], *, d: 
         raise ValueError("block_sizes must list at least one tile size, e.g. [16, 32, 64, 128].")
     configs = _configs([n], list(dict.fromkeys(pairs)), d=d, causal=causal, window=window, batch=batch, heads=heads,
                        dtype=dtype, device=device, mode=mode)
-    return _run(configs, impls, repeats=repeats, warmup=warmup, threads=threads, memory_budget_bytes=None,
-                seed=seed, progress=progress)
+    return _run(configs, impls, repeats=repeats, warmup=warmup, threads=threads,
+                memory_budget_bytes=memory_budget_bytes, seed=seed, progress=progress, time_budget_s=time_budget_s)

@@ -1,4 +1,5 @@
-"""cli.py: bench writes a CSV and an offline HTML report; check exits 0 or 1; bad arguments exit 2, no traceback."""
+"""cli.py: bench writes a CSV and an offline HTML report; check exits 0 or 1; bad arguments and requests over the
+resource caps exit 2, no traceback; the time budget cuts a run short but keeps its results."""
 
 import shutil
 import subprocess
@@ -8,6 +9,7 @@ import pandas as pd
 import pytest
 
 from flashviz.cli import ProgressBar, main
+from flashviz.limits import BENCH_TIME_BUDGET_S
 from flashviz.sweep import COLUMNS
 
 SMALL_BENCH = ["bench", "--n", "32", "64", "--d", "8", "--block-size", "16", "--repeats", "1", "--warmup", "0",
@@ -77,7 +79,7 @@ def test_check_passes_and_fails_on_the_bar(capsys):
     assert main(["check", "--n", "33", "--d", "16", "--block-size", "16"]) == 0
     out, _ = capsys.readouterr()
     assert "PASS" in out and "FAIL" not in out and "kv_outer" in out and "q_outer" in out
-    assert main(["check", "--n", "33", "--d", "16", "--tol", "0"]) == 1  # no fp32 kernel is exact
+    assert main(["check", "--n", "33", "--d", "16", "--tol", "1e-30"]) == 1  # no fp32 kernel is that close
     out, _ = capsys.readouterr()
     assert "FAIL" in out
 
@@ -108,3 +110,91 @@ def test_the_console_script_is_installed(tmp_path):
     res = subprocess.run(["flashviz", "bench", "--n", "-5", "--out", "x.csv"], capture_output=True, text=True,
                          timeout=300, cwd=tmp_path)
     assert res.returncode == 2 and "Traceback" not in res.stderr
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# resource guards: caps shared with the dashboard (flashviz.limits), the time budget, the error bar
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["bench", "--n", *map(str, range(1, 10)), "--out", "x.csv"], "at most 8 (sweep size cap)"),
+    (["bench", "--n", "128", "--repeats", "21", "--out", "x.csv"], "repeats must be between 1 and 20"),
+    (["bench", "--n", "128", "--warmup", "21", "--out", "x.csv"], "warmup must be between 0 and 20"),
+    (["bench", "--n", "1024", "--batch", "100000", "--heads", "64", "--impls", "flash", "--out", "x.csv"],
+     "batch must be between 1 and 64"),
+    (["bench", "--n", "128", "--heads", "65", "--out", "x.csv"], "heads must be between 1 and 64"),
+    (["bench", "--n", "131072", "--block-size", "1", "--out", "x.csv"], "17,179,869,184 tiles per call"),
+    (["bench", "--n", "4096", "--block-q", "1", "--block-k", "2", "--impls", "flash2", "--out", "x.csv"],
+     "Raise --block-size (or --block-q / --block-k) to at least 16"),
+    (["bench", "--n", "131072", "--block-size", "1024", "--batch", "64", "--heads", "64", "--impls", "flash",
+      "--out", "x.csv"], "the cap is 1e+14 FLOPs"),
+    (["bench", "--n", "128", "--time-budget", "0", "--out", "x.csv"], "--time-budget must be a finite number > 0"),
+    (["bench", "--n", "128", "--time-budget", "nan", "--out", "x.csv"], "--time-budget must be a finite number"),
+    (["bench", "--n", "128", "--time-budget", "soon", "--out", "x.csv"], "--time-budget must be a number"),
+    (["check", "--tol", "nan"], "--tol must be a finite number > 0"),
+    (["check", "--tol", "inf"], "--tol must be a finite number > 0"),
+    (["check", "--tol=-1e-5"], "--tol must be a finite number > 0"),
+    (["check", "--tol", "0"], "--tol must be a finite number > 0"),
+    (["check", "--d", *map(str, range(1, 10))], "--d lists 9 values"),
+])
+def test_oversized_or_odd_requests_are_usage_errors_that_say_why(argv, says, capsys, tmp_path, monkeypatch):
+    import flashviz.cli
+
+    def never(*args, **kwargs):
+        raise AssertionError("a refused request must not start measuring")
+
+    monkeypatch.setattr(flashviz.cli, "run_sweep", never)
+    monkeypatch.setattr(flashviz.cli, "_check_error", never)
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    _, err = capsys.readouterr()
+    assert "usage:" in err and says in err and "Traceback" not in err
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_tiles_are_only_capped_when_a_tiled_kernel_runs(tmp_path, capsys):
+    csv = tmp_path / "r.csv"
+    assert main(["bench", "--n", "300", "--d", "8", "--block-size", "1", "--impls", "sdpa", "--repeats", "1",
+                 "--out", str(csv)]) == 0  # 90,000 tiles, but sdpa has none
+    capsys.readouterr()
+    assert (pd.read_csv(csv)["status"] == "ok").all()
+
+
+def test_inputs_over_the_memory_budget_are_skipped_rows_not_a_traceback(tmp_path, capsys):
+    csv = tmp_path / "r.csv"
+    rc = main(["bench", "--n", "1024", "--batch", "64", "--heads", "64", "--impls", "flash", "sdpa", "--repeats",
+               "1", "--memory-budget-mib", "100", "--out", str(csv)])
+    out, err = capsys.readouterr()
+    assert rc == 0 and "Traceback" not in err
+    status = pd.read_csv(csv)["status"]
+    assert status.str.startswith("skipped: inputs need 15.0 GiB, budget 100.0 MiB").all()
+    assert "inputs need 15.0 GiB" in out
+
+
+def test_the_time_budget_cuts_the_run_short_and_still_writes_the_results(tmp_path, capsys, monkeypatch):
+    import flashviz.sweep
+
+    ticks = iter(range(10 ** 6))
+    monkeypatch.setattr(flashviz.sweep, "_now", lambda: float(next(ticks)))  # every look at the clock: +1 s
+    csv = tmp_path / "r.csv"
+    # the clock is read at the start (0 s), then at N=32 before the row (1), the memory (2) and the timing (3)
+    rc = main([*SMALL_BENCH, "--impls", "flash", "--time-budget", "3.5", "--out", str(csv)])
+    _, err = capsys.readouterr()
+    assert rc == 0
+    df = pd.read_csv(csv)
+    assert df.set_index("N").loc[32, "status"] == "ok"
+    assert df.set_index("N").loc[64, "status"].startswith("skipped: time budget of 3.5 s used up before this row")
+    assert "time budget of 3.5 s ran out; 1 row(s) were not measured. Raise --time-budget" in err
+
+
+def test_the_time_budget_reaches_the_sweep(tmp_path, capsys, monkeypatch):
+    import flashviz.cli
+
+    seen = {}
+    real = flashviz.cli.run_sweep
+    monkeypatch.setattr(flashviz.cli, "run_sweep", lambda *a, **k: seen.update(k) or real(*a, **k))
+    assert main([*SMALL_BENCH, "--impls", "flash", "--out", str(tmp_path / "a.csv")]) == 0
+    assert seen["time_budget_s"] == BENCH_TIME_BUDGET_S == 600
+    assert main([*SMALL_BENCH, "--impls", "flash", "--time-budget", "none", "--out", str(tmp_path / "b.csv")]) == 0
+    assert seen["time_budget_s"] is None
+    capsys.readouterr()

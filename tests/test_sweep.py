@@ -1,4 +1,4 @@
-"""sweep.py: tidy rows, the memory guard, progress, training mode, block-size sweeps and input validation."""
+"""sweep.py: tidy rows, the memory and time guards, progress, training mode, block-size sweeps and input validation."""
 
 import math
 
@@ -9,12 +9,17 @@ import torch
 from flashviz.iomodel import io_cost
 from flashviz.sweep import (
     COLUMNS,
+    GIB,
     IMPLS,
     MAX_N,
     RunConfig,
     available_memory_bytes,
+    cut_short,
     default_memory_budget,
+    input_bytes,
+    input_bytes_needed,
     naive_bytes_needed,
+    resolve_dtype,
     run_block_sweep,
     run_sweep,
 )
@@ -177,3 +182,145 @@ def test_a_row_that_fails_at_run_time_is_reported_and_the_sweep_goes_on(monkeypa
     status = df.set_index("impl")["status"]
     assert status["naive"].startswith("skipped: failed with RuntimeError: DefaultCPUAllocator")
     assert status["flash"] == "ok"
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# resource guards: inputs over the memory budget, failed allocations, the time budget, odd dtypes
+
+
+def test_inputs_over_the_budget_are_skipped_before_anything_is_allocated(monkeypatch):
+    import flashviz.sweep as sweep_module
+
+    def no_allocation(*args, **kwargs):
+        raise AssertionError("the input guard must skip the row before allocating q, k, v, dO")
+
+    monkeypatch.setattr(sweep_module, "_inputs", no_allocation)
+    df = run_sweep([1024], d=64, batch=100_000, heads=64, impls=("naive", "flash", "sdpa"), repeats=1,
+                   memory_budget_bytes=GIB)
+    status = df.set_index("impl")["status"]
+    assert status["naive"].startswith("skipped: naive S and P would need")  # the bigger problem is named first
+    for impl in ("flash", "sdpa"):
+        assert status[impl].startswith("skipped: inputs need ") and ", budget 1.0 GiB" in status[impl]
+        assert str(input_bytes(1024, 64, batch=100_000, heads=64)) in status[impl]
+    assert df["time_s"].isna().all() and df["peak_bytes"].isna().all()
+
+
+def test_input_bytes_counts_inputs_outputs_and_the_float64_reference():
+    elements = 2 * 3 * 100 * 16  # B H N d
+    assert input_bytes(100, 16, batch=2, heads=3) == elements * (5 * FP32 + 5 * 8)  # q k v dO O, + fp64 copies
+    assert input_bytes(100, 16, batch=2, heads=3, mode="training") == elements * (8 * FP32 + 8 * 8)  # + dQ dK dV
+    assert input_bytes(100, 16, batch=2, heads=3, dtype="float64") == elements * (5 * 8 + 1 * 8)  # shared inputs
+    cfg = RunConfig(100, 16, 32, 32, False, None, 2, 3, torch.float16, torch.device("cpu"), "forward")
+    assert input_bytes_needed(cfg) == elements * (5 * 2 + 5 * 8)
+
+
+def test_a_failed_input_allocation_skips_the_configuration_and_the_sweep_goes_on(monkeypatch):
+    import flashviz.sweep as sweep_module
+
+    real = sweep_module._inputs
+
+    def allocate(cfg, seed):
+        if cfg.n == 48:
+            raise RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 8 GiB.")
+        return real(cfg, seed)
+
+    monkeypatch.setattr(sweep_module, "_inputs", allocate)
+    df = run_sweep([32, 48, 64], d=8, block_size=16, impls=("flash", "sdpa"), repeats=1)
+    status = df.set_index(["impl", "N"])["status"]
+    assert status["flash", 48].startswith("skipped: failed with RuntimeError: DefaultCPUAllocator")
+    assert status["sdpa", 48] == status["flash", 48]
+    assert (df[df["N"] != 48]["status"] == "ok").all()
+
+
+def test_a_failed_reference_leaves_the_error_unknown_but_the_row_measured(monkeypatch):
+    import flashviz.sweep as sweep_module
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(sweep_module, "_reference", out_of_memory)
+    df = run_sweep([32], d=8, block_size=16, impls=("flash",), repeats=1)
+    assert (df["status"] == "ok").all() and df["max_abs_err"].isna().all() and (df["time_s"] > 0).all()
+
+
+class FakeClock:
+    """sweep._now replaced: time stands still until a test moves it."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_the_time_budget_skips_the_remaining_rows_and_returns_what_it_has(monkeypatch):
+    import flashviz.sweep as sweep_module
+
+    clock = FakeClock()
+    monkeypatch.setattr(sweep_module, "_now", clock)
+
+    def progress(done, total, label):
+        if label == "memory of flash at N=48":
+            clock.t = 31.0  # flash's memory measurement at N=48 runs past the 30 s budget
+
+    df = run_sweep([32, 48, 64], d=8, block_size=16, impls=("flash", "sdpa"), repeats=1, time_budget_s=30,
+                   progress=progress)
+    status = df.set_index(["impl", "N"])["status"]
+    assert status["flash", 32] == status["sdpa", 32] == "ok"
+    assert status["sdpa", 48] == status["flash", 64] == status["sdpa", 64] == (
+        "skipped: time budget of 30 s used up before this row ran; lower N, the repeats or the number of "
+        "implementations, or raise the time budget")
+    assert status["flash", 48].startswith("skipped: time budget of 30 s used up while timing (0 of 1 repeats done)")
+    assert df[df["N"] > 32]["time_s"].isna().all()
+    assert cut_short(df) and df.attrs["time_budget_s"] == 30
+
+
+def test_the_time_budget_is_checked_between_timed_repeats(monkeypatch):
+    import flashviz.sweep as sweep_module
+
+    clock = FakeClock()
+    monkeypatch.setattr(sweep_module, "_now", clock)
+    real = sweep_module.time_calls
+
+    def slow_time_calls(*args, **kwargs):
+        clock.t += 4.0  # every interleaved repeat takes 4 s of the 10 s budget
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sweep_module, "time_calls", slow_time_calls)
+    df = run_sweep([32], d=8, block_size=16, impls=("flash", "sdpa"), repeats=5, time_budget_s=10)
+    assert (df["status"].str.startswith("skipped: time budget of 10 s used up while timing (3 of 5 repeats")).all()
+    clock.t = 0.0
+    df = run_sweep([32], d=8, block_size=16, impls=("flash", "sdpa"), repeats=2, time_budget_s=10)
+    assert (df["status"] == "ok").all() and not cut_short(df)
+
+
+def test_a_zero_time_budget_runs_nothing_and_no_budget_runs_everything():
+    df = run_sweep([32, 64], d=8, block_size=16, impls=("flash",), repeats=1, time_budget_s=0)
+    assert df["status"].str.startswith("skipped: time budget of 0 s used up").all()
+    blocks = run_block_sweep(64, [16, 32], d=8, repeats=1, time_budget_s=0)
+    assert cut_short(blocks) and len(blocks) == 4
+    assert not cut_short(run_block_sweep(64, [16], d=8, repeats=1, time_budget_s=None))
+
+
+@pytest.mark.parametrize("budget,error", [(-1, ValueError), (math.nan, ValueError), ("10", TypeError),
+                                          (True, TypeError)])
+def test_a_bad_time_budget_is_rejected(budget, error):
+    with pytest.raises(error, match="time_budget_s must be None"):
+        run_sweep([32], d=8, block_size=16, repeats=1, time_budget_s=budget)
+    assert (run_sweep([32], d=8, block_size=16, repeats=1, time_budget_s=10 ** 400)["status"] == "ok").all()
+
+
+@pytest.mark.parametrize("dtype,shown", [
+    ("Tensor", "got 'Tensor'"),
+    (torch.Tensor, "got the class torch.Tensor"),
+    (torch.ones(2), "got an object of type Tensor"),
+    (torch.int32, "got torch.int32"),
+    (None, "got None"),
+])
+def test_an_odd_dtype_gets_a_message_that_names_the_allowed_dtypes(dtype, shown):
+    with pytest.raises(TypeError) as info:
+        resolve_dtype(dtype)
+    message = str(info.value)
+    assert shown in message and "<class" not in message
+    assert all(f"'{name}'" in message for name in ("float16", "bfloat16", "float32", "float64"))
+    assert resolve_dtype(" torch.float16 ") == torch.float16

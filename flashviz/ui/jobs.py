@@ -3,89 +3,138 @@ serialised by the process-wide timing lock, and the caps that refuse a run befor
 
 Every cached function takes hashable arguments only (tuples, ints, strings); `_progress` and `_lock` are
 unhashed (leading underscore) and carry the progress callback and the lock. Results are tidy DataFrames.
+
+Each run has a wall-clock budget (limits.LIVE_TIME_BUDGET_S, counted once it holds the lock): a run slower than
+work_guard estimated skips its remaining rows ("skipped: time budget ...", listed by common.skipped_ui) and lets
+the next user have the lock. A result cut short that way is not kept in the cache, so asking again measures again.
 """
 
 from __future__ import annotations
 
-import math
+import functools
 import threading
+import time
+from collections.abc import Callable
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-from flashviz.measure import attention_flops
-from flashviz.sweep import run_block_sweep, run_sweep
+from flashviz.limits import LIVE_INPUT_BYTES_MAX, LIVE_TIME_BUDGET_S, WORK_FLOP_MAX, tile_problem
+from flashviz.sweep import (
+    calls_per_row,
+    cut_short,
+    format_bytes,
+    input_bytes,
+    request_flops,
+    run_block_sweep,
+    run_sweep,
+)
 from flashviz.ui.common import Progress, holding
 from flashviz.ui.state import Settings
 
-WORK_FLOP_MAX = 1.5e12  # FLOPs one request may cost: about a minute or two on a 2-core laptop
-TILES_MAX = 1 << 16  # tiles per tiled-kernel call: the Python tile loop costs ~20-50 us per tile
-CALLS_PER_ROW = 3  # besides the timed repeats: one warm-up, one memory measurement, one fp64 reference
+WARMUP = 1  # untimed calls per row in the live sweeps (run_sweep's default)
 CACHE_ENTRIES = 32  # sweeps kept per cached function (a DataFrame of a few dozen rows each)
 
 Window = tuple[int, int] | None
 
 
-def _tiles(n: int, br: int, bc: int) -> int:
-    return -(-n // br) * -(-n // bc)
-
-
 def work_guard(ns: tuple[int, ...], *, d: int, br: int, bc: int, batch: int, heads: int, reps: int,
-               n_impls: int, training: bool = False) -> str | None:
-    """Why a sweep is too big to run live (a sentence that says how to fix it), or None."""
-    worst = max(ns)
-    if any(_tiles(n, br, bc) > TILES_MAX for n in ns):
-        need = math.ceil(worst / math.isqrt(TILES_MAX))
-        return (f"At N = {worst}, tiles of Br = {br} x Bc = {bc} give {_tiles(worst, br, bc):,} tiles per call; the "
-                f"Python tile loop allows {TILES_MAX:,}. Raise the block size to at least {need} or lower N.")
-    flops = sum(attention_flops(n, n, d, batch=batch, heads=heads, training=training) for n in ns)
-    total = flops * n_impls * (reps + CALLS_PER_ROW)
+               n_impls: int, training: bool = False, dtype: str = "float32") -> str | None:
+    """Why a sweep is too big to run live (a sentence that says how to fix it), or None.
+
+    Checks the tiles per call (limits.TILES_MAX), the FLOPs of the whole request (limits.WORK_FLOP_MAX) and the
+    memory of one row's inputs and outputs at the largest N (limits.LIVE_INPUT_BYTES_MAX). `dtype` defaults to
+    float32, the costliest for the input check (float64 inputs double as their own reference copies).
+    """
+    if problem := tile_problem(ns, br, bc):
+        return problem
+    total = request_flops(ns, d=d, batch=batch, heads=heads, n_impls=n_impls, calls=calls_per_row(reps, WARMUP),
+                          training=training)
     if total > WORK_FLOP_MAX:
         return (f"This request would compute about {total / 1e12:.1f} TFLOP; the live cap is "
                 f"{WORK_FLOP_MAX / 1e12:.1f} TFLOP (a minute or two on a laptop CPU). Lower the largest N, d, "
                 f"batch, heads or repeats, or run `python -m flashviz bench` from a terminal.")
+    worst = max(ns)
+    need = input_bytes(worst, d, batch=batch, heads=heads, dtype=dtype, mode="training" if training else "forward")
+    if need > LIVE_INPUT_BYTES_MAX:
+        return (f"At N = {worst} one run's tensors need {format_bytes(need)}: q, k, v, dO and the outputs "
+                f"(B x H x N x d = {batch} x {heads} x {worst} x {d} = {batch * heads * worst * d:,} elements each) "
+                f"and float64 copies of them for the error check. The live cap is "
+                f"{format_bytes(LIVE_INPUT_BYTES_MAX)} per run. Lower batch, heads, d or the largest N, or run "
+                "`python -m flashviz bench` from a terminal.")
     return None
 
 
+def _not_cached_if_cut_short(cached: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a st.cache_data function so that a result the time budget cut short is handed back once but dropped
+    from the cache: the next request for the same settings measures again instead of getting the partial rows."""
+    @functools.wraps(cached, updated=())
+    def call(*args: Any, **kwargs: Any) -> Any:
+        result = cached(*args, **kwargs)
+        frames = result if isinstance(result, tuple) else (result,)
+        if any(cut_short(df) for df in frames):
+            cached.clear(*args, **kwargs)
+        return result
+
+    call.clear = cached.clear  # type: ignore[attr-defined]
+    return call
+
+
+def _left(budget_s: float, start: float) -> float:
+    """Seconds of the run's budget still unused (>= 0)."""
+    return max(0.0, budget_s - (time.perf_counter() - start))
+
+
+@_not_cached_if_cut_short
 @st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
 def sweep(ns: tuple[int, ...], d: int, br: int, bc: int, causal: bool, window: Window, impls: tuple[str, ...],
           batch: int, heads: int, dtype: str, device: str, threads: int, reps: int, mode: str = "forward",
-          _progress: Progress | None = None, _lock: threading.Lock | None = None) -> pd.DataFrame:
-    """run_sweep over N, cached on every argument; timing runs take turns on `_lock`."""
+          time_budget_s: float = LIVE_TIME_BUDGET_S, _progress: Progress | None = None,
+          _lock: threading.Lock | None = None) -> pd.DataFrame:
+    """run_sweep over N, cached on every argument; timing runs take turns on `_lock`, each within time_budget_s."""
     with holding(_lock or threading.Lock(), _progress):
         return run_sweep(list(ns), d=d, block_q=br, block_k=bc, causal=causal, window=window, impls=impls,
                          batch=batch, heads=heads, dtype=dtype, device=device, threads=threads, repeats=reps,
-                         mode=mode, progress=_progress)
+                         mode=mode, warmup=WARMUP, progress=_progress, time_budget_s=time_budget_s)
 
 
+@_not_cached_if_cut_short
 @st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
 def block_sweep(n: int, blocks: tuple[int, ...], d: int, causal: bool, window: Window, batch: int, heads: int,
-                dtype: str, device: str, threads: int, reps: int, _progress: Progress | None = None,
+                dtype: str, device: str, threads: int, reps: int, time_budget_s: float = LIVE_TIME_BUDGET_S,
+                _progress: Progress | None = None,
                 _lock: threading.Lock | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """run_block_sweep of flash and flash2 at one N, plus naive and SDPA at that N as reference lines."""
+    """run_block_sweep of flash and flash2 at one N, plus naive and SDPA at that N as reference lines; both
+    share one time budget."""
     with holding(_lock or threading.Lock(), _progress):
+        start = time.perf_counter()
         tiled = run_block_sweep(n, list(blocks), d=d, causal=causal, window=window, impls=("flash", "flash2"),
                                 batch=batch, heads=heads, dtype=dtype, device=device, threads=threads,
-                                repeats=reps, progress=_progress)
+                                repeats=reps, warmup=WARMUP, progress=_progress, time_budget_s=time_budget_s)
         reference = run_sweep([n], d=d, causal=causal, window=window, impls=("naive", "sdpa"), batch=batch,
-                              heads=heads, dtype=dtype, device=device, threads=threads, repeats=reps)
+                              heads=heads, dtype=dtype, device=device, threads=threads, repeats=reps,
+                              warmup=WARMUP, time_budget_s=_left(time_budget_s, start))
     return tiled, reference
 
 
+@_not_cached_if_cut_short
 @st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
 def correctness(ds: tuple[int, ...], ns: tuple[int, ...], br: int, bc: int, causal: bool, window: Window,
-                dtype: str, device: str, threads: int, _progress: Progress | None = None,
-                _lock: threading.Lock | None = None) -> pd.DataFrame:
-    """max_abs_err of every implementation against SDPA in float64, for each (d, N): run_sweep with one repeat."""
+                dtype: str, device: str, threads: int, time_budget_s: float = LIVE_TIME_BUDGET_S,
+                _progress: Progress | None = None, _lock: threading.Lock | None = None) -> pd.DataFrame:
+    """max_abs_err of every implementation against SDPA in float64, for each (d, N): run_sweep with one repeat;
+    every d shares one time budget."""
     total = len(ds)
     frames = []
     with holding(_lock or threading.Lock(), _progress):
+        start = time.perf_counter()
         for i, d in enumerate(ds):
             if _progress is not None:
                 _progress(i, total, f"d = {d}")
             frames.append(run_sweep(list(ns), d=d, block_q=br, block_k=bc, causal=causal, window=window,
                                     impls=("naive", "flash", "flash2", "sdpa"), dtype=dtype, device=device,
-                                    threads=threads, repeats=1, warmup=0))
+                                    threads=threads, repeats=1, warmup=0, time_budget_s=_left(time_budget_s, start)))
         if _progress is not None:
             _progress(total, total, "done")
     return pd.concat(frames, ignore_index=True)

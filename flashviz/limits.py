@@ -1,0 +1,47 @@
+"""Resource caps that the dashboard and the command line share: how big one request may be and how long it may run.
+
+Pure (imports neither torch nor streamlit), so that the URL parser in flashviz.ui.state can take its caps from here
+too. flashviz.sweep enforces the per-row guards (memory budget, time budget); flashviz.ui.jobs and flashviz.cli
+refuse a request up front with these caps, each with a message that says how to fix it.
+
+Legend: N sequence length (N_q = N_k), Br = block_q, Bc = block_k, Tr = ceil(N / Br), Tc = ceil(N / Bc).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+LIST_MAX = 8  # entries in a sweep list (N values, d values, block sizes): caps sweep sizes
+REPEATS_MAX = 20  # timed calls per row (and untimed warm-up calls per row on the command line)
+BATCH_MAX = 64  # batch size B
+HEADS_MAX = 64  # heads H
+TILES_MAX = 1 << 16  # tiles per tiled-kernel call (Tr x Tc): the Python tile loop costs ~20-50 us per tile
+WORK_FLOP_MAX = 1.5e12  # FLOPs one dashboard request may cost: about a minute or two on a 2-core laptop
+BENCH_FLOP_MAX = 1e14  # FLOPs one `flashviz bench` run may cost: about 1.5 h at 20 GFLOP/s
+LIVE_INPUT_BYTES_MAX = 1 << 30  # bytes (1 GiB) of q, k, v, dO, outputs and fp64 reference copies of a dashboard run
+LIVE_TIME_BUDGET_S = 120.0  # seconds a dashboard run may hold the timing lock before its remaining rows are skipped
+BENCH_TIME_BUDGET_S = 600.0  # seconds: the default --time-budget of `flashviz bench`
+
+
+def tiles_per_call(n: int, block_q: int, block_k: int) -> int:
+    """Tiles of one (N x N) tiled-kernel call: Tr x Tc = ceil(N / Br) x ceil(N / Bc)."""
+    return -(-n // block_q) * -(-n // block_k)
+
+
+def tile_problem(ns: Iterable[int], block_q: int, block_k: int) -> str | None:
+    """Why these tiles are too many for the Python tile loop (a sentence that says how to fix it), or None.
+
+    Example:
+        >>> tile_problem([1024], 64, 64) is None
+        True
+        >>> tile_problem([131072], 1, 1).split(";")[0]
+        'At N = 131072, tiles of Br = 1 x Bc = 1 give 17,179,869,184 tiles per call'
+    """
+    worst = max(ns)
+    tiles = tiles_per_call(worst, block_q, block_k)
+    if tiles <= TILES_MAX:
+        return None
+    need = math.ceil(worst / math.isqrt(TILES_MAX))  # square tiles of this size give at most TILES_MAX
+    return (f"At N = {worst}, tiles of Br = {block_q} x Bc = {block_k} give {tiles:,} tiles per call; the Python "
+            f"tile loop allows {TILES_MAX:,}. Raise the block size to at least {need} or lower N.")
