@@ -57,7 +57,7 @@ def benchmark_ui(s: Settings) -> None:
         return
     args = jobs.sweep_args(s)
     problem = jobs.work_guard(s.ns, d=s.d, br=s.br, bc=s.bc, batch=s.batch, heads=s.heads, reps=s.reps,
-                              n_impls=len(s.impls))
+                              n_impls=len(s.impls), dtype=s.dtype)
     if problem:
         st.error(problem)
         return

@@ -30,7 +30,7 @@ def block_size_ui(s: Settings) -> None:
         return
     smallest = min(s.blocks)
     problem = jobs.work_guard((s.n,), d=s.d, br=smallest, bc=smallest, batch=s.batch, heads=s.heads, reps=s.reps,
-                              n_impls=2 * len(s.blocks) + 2)
+                              n_impls=2 * len(s.blocks) + 2, dtype=s.dtype)
     if problem:
         st.error(problem)
         return
@@ -49,6 +49,7 @@ def block_size_ui(s: Settings) -> None:
         return
     tiled, reference = result
     skipped_ui(tiled)
+    skipped_ui(reference)
     show_figure(block_sweep_figure(tiled, reference=reference), key="block_figure")
     with st.expander("All measurements"):
         st.dataframe(tiled, hide_index=True)

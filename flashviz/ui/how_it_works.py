@@ -15,11 +15,10 @@ from flashviz.iomodel import io_cost
 from flashviz.tileplots import ORDER_NAME, fmt_bytes, fmt_flops, row_figure, tile_animation
 from flashviz.trace import RowTrace, ScheduleTrace, row_trace, schedule_trace
 from flashviz.ui.common import show_figure, timing_lock
-from flashviz.ui.state import Settings
+from flashviz.ui.state import DTYPE_BYTES, Settings
 
 GRID_MAX = 64  # tiles per side the animation draws (64 x 64 = 4096 tiles, ~2 MB of frames)
 ROW_TRACE_FLOPS_MAX = 1e10  # the row inspector runs the real kernel; ~1-2 s of one CPU core at most
-DTYPE_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}  # bytes per element
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

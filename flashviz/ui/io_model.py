@@ -10,13 +10,12 @@ import pandas as pd
 import streamlit as st
 
 from flashviz.iomodel import fa1_block_sizes, hbm_vs_memory
+from flashviz.limits import TILES_MAX, tiles_per_call  # masked schedules are counted tile by tile
 from flashviz.plots import hbm_vs_memory_figure
 from flashviz.ui.common import show_figure
-from flashviz.ui.state import Settings
+from flashviz.ui.state import DTYPE_BYTES, Settings
 
 M_EXPONENTS = range(10, 23)  # on-chip memory M = 2^10 .. 2^22 elements (4 KiB .. 16 MiB of fp32)
-TILES_MAX = 1 << 16  # masked schedules are counted tile by tile: skip M values that would need more tiles
-DTYPE_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}  # bytes per element
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -24,10 +23,6 @@ def cached_hbm_vs_memory(ms: tuple[int, ...], n: int, d: int, causal: bool, wind
                          batch: int, heads: int, dtype_bytes: int) -> pd.DataFrame:
     return hbm_vs_memory(ms, n, d, algorithms=("naive", "kv_outer", "q_outer"), causal=causal, window=window,
                          batch=batch, heads=heads, dtype_bytes=dtype_bytes)
-
-
-def _tiles(n: int, br: int, bc: int) -> int:
-    return -(-n // br) * -(-n // bc)
 
 
 def io_model_ui(s: Settings) -> None:
@@ -46,7 +41,7 @@ def io_model_ui(s: Settings) -> None:
                 "(q_outer) streams K and V once per Q block: N/Br passes; under FA1's rule Br = min(Bc, d) stops "
                 "growing at d, so its curve flattens at about 2N² here (FA2 itself picks larger Br on a GPU).")
     masked = s.causal or s.window is not None
-    ms = tuple(2**e for e in M_EXPONENTS if not masked or _tiles(s.n, *fa1_block_sizes(2**e, s.d)) <= TILES_MAX)
+    ms = tuple(2**e for e in M_EXPONENTS if not masked or tiles_per_call(s.n, *fa1_block_sizes(2**e, s.d)) <= TILES_MAX)
     if not ms:
         st.error(f"N = {s.n} with a mask needs too many tiles at every M to count live; lower N.")
         return

@@ -13,13 +13,11 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 
+from flashviz.limits import BATCH_MAX, HEADS_MAX, LIST_MAX, REPEATS_MAX  # shared with the CLI
+
 N_MIN, N_MAX = 1, 16384  # sequence length N; 16384^2 fp32 scores = 1 GiB, the most a laptop survives naively
 D_MIN, D_MAX = 1, 512  # head dimension d
 BLOCK_MIN, BLOCK_MAX = 1, 1024  # tile sizes Br, Bc (rows / columns of S per tile)
-BATCH_MAX = 64  # batch size B
-HEADS_MAX = 64  # heads H
-REPEATS_MAX = 20  # timing repeats per configuration
-LIST_MAX = 8  # entries in a sweep list (N values, d values, block sizes): caps sweep sizes
 
 N_OPTIONS = (16, 32, 64, 97, 128, 256, 257, 512, 1000, 1024, 1025, 2048, 4096, 8192, 16384)  # powers of 2 + odd
 D_OPTIONS = (8, 16, 32, 59, 64, 111, 128, 256)
@@ -28,6 +26,7 @@ BENCH_N_OPTIONS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 ORDERS = {"fa1": "FA1 (kv_outer)", "fa2": "FA2 (q_outer)", "both": "FA1 and FA2 side by side"}
 LOOP_ORDER = {"fa1": "kv_outer", "fa2": "q_outer"}  # URL name -> tile_schedule loop_order
 DTYPES = ("float32", "float64", "float16", "bfloat16")
+DTYPE_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}  # bytes per element
 IMPLS = ("naive", "flash", "flash2", "sdpa")  # run_sweep implementation names
 VIEWS = {  # URL slug -> tab label
     "how": "How it works",

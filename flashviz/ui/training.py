@@ -44,7 +44,7 @@ def training_ui(s: Settings) -> None:
              r"dS_{ij} = P_{ij} \circ (dP_{ij} - D_i)")
     impls = s.impls
     problem = jobs.work_guard(s.ns, d=s.d, br=s.br, bc=s.bc, batch=s.batch, heads=s.heads, reps=s.reps,
-                              n_impls=len(impls), training=True)
+                              n_impls=len(impls), training=True, dtype=s.dtype)
     if problem:
         st.error(problem)
         return
