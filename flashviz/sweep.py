@@ -12,11 +12,11 @@ Implementations, all called with the same (B, H, N, d) inputs:
 In training mode every implementation runs forward + backward (autograd.grad with a fixed random dO); the tiled ones
 use flashviz.backward.flash_attention (FA2 forward saving O and L, tiled backward by recomputation).
 
-Guards keep one sweep from taking the machine down; a row they stop says "skipped: <why>" and the sweep goes on:
-- memory: no configuration whose inputs (q, k, v, dO, the outputs and their float64 reference copies) exceed the
-  memory budget (default: half the available memory, container limits included) is allocated, and naive attention
-  runs only if its S and P fit in the budget too; an allocation that fails anyway skips its row;
-- time: with `time_budget_s`, once the sweep has run that long the rows still to come are skipped.
+Guards (flashviz.guards) keep one sweep from taking the machine down; a row they stop says "skipped: <why>" and the
+sweep goes on: no configuration whose inputs exceed the memory budget (default: half the available memory, container
+limits included) is allocated, naive attention runs only if its S and P fit too, an allocation that fails anyway
+skips its row, and with `time_budget_s` the rows still to come once the sweep has run that long are skipped.
+Arguments are checked and RunConfigs built by flashviz.sweepconfig.
 
 Legend: B batch, H heads, N sequence length (N_q = N_k = N), d head dimension, Br = block_q, Bc = block_k.
 """
@@ -24,20 +24,34 @@ Legend: B batch, H heads, N sequence length (N_q = N_k = N), d head dimension, B
 from __future__ import annotations
 
 import math
-import os
 import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
-from numbers import Integral, Real
+from dataclasses import replace
 
 import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from flashviz._validate import FLOAT_DTYPES, Window, validate_block, validate_causal, validate_window
+from flashviz._validate import Window, validate_block
 from flashviz.backward import flash_attention
 from flashviz.flash import flash_attention_forward
+from flashviz.guards import (
+    GIB,
+    TIME_BUDGET_STATUS,
+    TimeBudget,
+    available_memory_bytes,
+    calls_per_row,
+    cgroup_free_bytes,
+    default_memory_budget,
+    dense_mask_bytes,
+    format_bytes,
+    guard,
+    input_bytes,
+    input_bytes_needed,
+    naive_bytes_needed,
+    request_flops,
+)
 from flashviz.iomodel import io_cost
 from flashviz.measure import (
     TRAINING_FLOP_FACTOR,
@@ -48,308 +62,36 @@ from flashviz.measure import (
     visible_pairs,
 )
 from flashviz.reference import naive_attention
+from flashviz.sweepconfig import (
+    IMPLS,
+    LOOP_ORDER,
+    MAX_D,
+    MAX_N,
+    MODES,
+    TILED_IMPLS,
+    RunConfig,
+    _validate_int,
+    _validate_progress,
+    _validate_time_budget,
+    build_configs,
+    resolve_device,
+    resolve_dtype,
+    validate_impls,
+    validate_ns,
+)
 from flashviz.tiling import visible_mask
 
-IMPLS = ("naive", "flash", "flash2", "sdpa")
-TILED_IMPLS = ("flash", "flash2")
-LOOP_ORDER = {"flash": "kv_outer", "flash2": "q_outer"}
-MODES = ("forward", "training")
+__all__ = [  # the public names of the sweep, its configuration and its guards, importable from here as before
+    "COLUMNS", "GIB", "IMPLS", "LOOP_ORDER", "MAX_D", "MAX_N", "MODES", "TILED_IMPLS", "TIME_BUDGET_STATUS",
+    "RunConfig", "available_memory_bytes", "calls_per_row", "cgroup_free_bytes", "cut_short", "default_memory_budget",
+    "dense_mask_bytes", "format_bytes", "input_bytes", "input_bytes_needed", "naive_bytes_needed", "request_flops",
+    "resolve_device", "resolve_dtype", "run_block_sweep", "run_sweep", "validate_impls", "validate_ns",
+]
+
 COLUMNS = ("impl", "N", "d", "block_q", "block_k", "causal", "window", "batch", "heads", "dtype", "device", "threads",
            "time_s", "time_iqr_s", "peak_bytes", "flops", "gflops", "hbm_bytes", "max_abs_err", "status")
-MAX_N = 1 << 17  # 131072: beyond this even the tiled Python kernels take hours on a CPU
-MAX_D = 1024  # largest head dimension a sweep accepts (real models use 64-256)
-GIB = 1 << 30  # bytes per GiB
-FALLBACK_RAM_BYTES = 4 * GIB  # assumed available RAM when neither /proc/meminfo nor sysconf can tell
-MEMINFO = "/proc/meminfo"  # MemAvailable: the host's (or VM's) free memory, blind to a container's limit
-CGROUP_V2_DIR = "/sys/fs/cgroup"  # cgroup v2: memory.max ("max" = no limit), memory.current, memory.stat
-CGROUP_V1_DIR = "/sys/fs/cgroup/memory"  # cgroup v1: memory.limit_in_bytes, memory.usage_in_bytes, memory.stat
-CGROUP_NO_LIMIT = 1 << 60  # bytes: cgroup v1 writes "no limit" as ~2^63 rounded down to a page; none is this large
-INPUT_TENSORS = 4  # q, k, v and dO, each (B, H, N, d); dO is drawn in forward mode too
-OUTPUT_TENSORS = {"forward": 1, "training": 4}  # (B, H, N, d) results per call: O; O, dQ, dK, dV
-FP64_BYTES = 8  # bytes per float64 element: the error check's reference runs in float64
-TIME_BUDGET_STATUS = "skipped: time budget"  # how every row that the time budget stopped starts its status
-NAIVE_SCORE_COPIES = {"forward": 2, "training": 4}  # N x N matrices naive holds at its peak: S, P (+ dP, dS)
-MASK_BYTES_PER_SCORE = 8 + 1 + 1  # visible_mask's int64 j - i, the bool mask and its negation, per (i, j)
 OK = "ok"
 MAX_REASON_CHARS = 160  # a failure's message is cut here in the status column
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """One attention configuration that a sweep measures for each implementation."""
-
-    n: int  # sequence length N (N_q = N_k)
-    d: int  # head dimension
-    block_q: int  # Br, query rows per tile (tiled impls only)
-    block_k: int  # Bc, key columns per tile (tiled impls only)
-    causal: bool  # top-left causal mask
-    window: Window  # (left, right) sliding window or None
-    batch: int  # B
-    heads: int  # H
-    dtype: torch.dtype  # input dtype
-    device: torch.device  # where the tensors live
-    mode: str  # "forward" or "training" (forward + backward)
-
-    @property
-    def dtype_bytes(self) -> int:
-        return torch.empty((), dtype=self.dtype).element_size()  # bytes per element
-
-    @property
-    def masked(self) -> bool:
-        return self.causal or self.window is not None
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# validation
-
-
-def _validate_int(name: str, value: object, low: int, high: int | None = None, fix: str = "") -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__}).")
-    if value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"between {low} and {high}"
-        raise ValueError(f"{name} must be {bound}, got {value}. {fix}".rstrip())
-    return int(value)
-
-
-def validate_ns(ns: object) -> list[int]:
-    """The sequence lengths of a sweep: a non-empty list of ints in [1, MAX_N], duplicates dropped, order kept."""
-    if isinstance(ns, (int, str)) or not isinstance(ns, Iterable):
-        raise TypeError(f"ns must be a list of sequence lengths, e.g. [256, 512, 1024], got {ns!r}.")
-    out = [_validate_int("every N", n, 1, MAX_N, "Sequence lengths of 256 to 8192 show the N^2 story on a CPU.")
-           for n in ns]
-    if not out:
-        raise ValueError("ns must list at least one sequence length, e.g. [256, 512, 1024].")
-    return list(dict.fromkeys(out))
-
-
-def validate_impls(impls: object, allowed: Sequence[str] = IMPLS) -> list[str]:
-    if isinstance(impls, str) or not isinstance(impls, Iterable):
-        raise TypeError(f"impls must be a list of implementation names from {tuple(allowed)}, got {impls!r}.")
-    out = list(dict.fromkeys(impls))
-    bad = [i for i in out if i not in allowed]
-    if bad or not out:
-        raise ValueError(f"impls must be a non-empty list drawn from {tuple(allowed)}, got {list(impls)!r}"
-                         + (f" (unknown: {bad})." if bad else "."))
-    return out
-
-
-def resolve_dtype(dtype: object) -> torch.dtype:
-    """A floating torch.dtype, from a dtype or its name ("float32", "bfloat16", ...)."""
-    resolved = getattr(torch, dtype.strip().removeprefix("torch."), None) if isinstance(dtype, str) else dtype
-    if not isinstance(resolved, torch.dtype) or resolved not in FLOAT_DTYPES:
-        names = ", ".join(repr(str(t).removeprefix("torch.")) for t in FLOAT_DTYPES)
-        if dtype is None or isinstance(dtype, (str, torch.dtype)):
-            given = repr(dtype[:40]) if isinstance(dtype, str) else str(dtype)  # None, 'Tensor', torch.int8
-        elif isinstance(dtype, type):
-            given = f"the class {dtype.__module__}.{dtype.__qualname__}"
-        else:
-            given = f"an object of type {type(dtype).__name__}"
-        raise TypeError(f"dtype must be one of {names} (or the torch.dtype itself, e.g. torch.float32), "
-                        f"got {given}.")
-    return resolved
-
-
-def _validate_time_budget(seconds: object) -> float | None:
-    if seconds is None:
-        return None
-    if isinstance(seconds, bool) or not isinstance(seconds, Real):
-        raise TypeError(f"time_budget_s must be None (no limit) or a number of seconds, got {seconds!r} "
-                        f"({type(seconds).__name__}).")
-    try:
-        value = float(seconds)
-    except OverflowError:  # an int too large for a float: no limit in practice
-        value = math.inf
-    if math.isnan(value) or value < 0:
-        raise ValueError(f"time_budget_s must be None (no limit) or a number of seconds >= 0, got {seconds!r}.")
-    return value
-
-
-def resolve_device(device: object) -> torch.device:
-    try:
-        dev = torch.device(device)
-    except (TypeError, RuntimeError) as e:
-        raise ValueError(f"device must be 'cpu' or 'cuda' (or 'cuda:1', ...), got {device!r}.") from e
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} asked for, but torch.cuda.is_available() is False here. Use device='cpu'.")
-    if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}.")
-    return dev
-
-
-def _validate_mode(mode: object) -> str:
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES} ('training' times forward + backward), got {mode!r}.")
-    return str(mode)
-
-
-def _validate_progress(progress: object) -> Callable[[int, int, str], None] | None:
-    if progress is not None and not callable(progress):
-        raise TypeError(f"progress must be None or a callable progress(done, total, label), got {progress!r}.")
-    return progress
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# memory guard
-
-
-def _read_text(path: str) -> str | None:
-    """A small system file's text, or None if it is missing or unreadable."""
-    try:
-        with open(path) as f:
-            return f.read()
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def _read_int(path: str) -> int | None:
-    """The integer a cgroup file holds, or None (missing, unreadable, or "max": no limit)."""
-    text = _read_text(path)
-    try:
-        return int(text.strip()) if text is not None else None
-    except ValueError:
-        return None
-
-
-def _stat_bytes(path: str, key: str) -> int:
-    """One "key value" line of a cgroup memory.stat file (0 if absent)."""
-    for line in (_read_text(path) or "").splitlines():
-        name, _, value = line.partition(" ")
-        if name == key and value.strip().isdigit():
-            return int(value)
-    return 0
-
-
-def _meminfo_available() -> int | None:
-    for line in (_read_text(MEMINFO) or "").splitlines():
-        if line.startswith("MemAvailable:"):
-            try:
-                return int(line.split()[1]) * 1024  # the file says kB (KiB)
-            except (IndexError, ValueError):
-                return None
-    return None
-
-
-def cgroup_free_bytes() -> int | None:
-    """Bytes the memory cgroup (a container's limit) still lets this process allocate, or None without a limit.
-
-    limit - usage + inactive file cache (page cache the kernel reclaims before it kills anything), read from cgroup v2
-    (memory.max, memory.current) and v1 (memory.limit_in_bytes, memory.usage_in_bytes); the smaller one if both."""
-    free = []
-    for base, limit_file, usage_file, cache_key in (
-            (CGROUP_V2_DIR, "memory.max", "memory.current", "inactive_file"),
-            (CGROUP_V1_DIR, "memory.limit_in_bytes", "memory.usage_in_bytes", "total_inactive_file")):
-        limit = _read_int(os.path.join(base, limit_file))
-        if limit is None or limit >= CGROUP_NO_LIMIT:
-            continue
-        usage = _read_int(os.path.join(base, usage_file)) or 0
-        cache = min(_stat_bytes(os.path.join(base, "memory.stat"), cache_key), usage)
-        free.append(max(0, limit - usage + cache))
-    return min(free) if free else None
-
-
-def available_memory_bytes(device: object = "cpu") -> int:
-    """Bytes of memory free for new tensors: on CPU the smaller of MemAvailable (/proc/meminfo, or sysconf) and what
-    the container's memory cgroup still allows (cgroup_free_bytes); on CUDA free GPU memory (mem_get_info)."""
-    dev = torch.device(device)
-    if dev.type == "cuda":
-        return int(torch.cuda.mem_get_info(dev)[0])
-    host = _meminfo_available()
-    if host is None:
-        try:
-            host = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):
-            host = FALLBACK_RAM_BYTES
-    container = cgroup_free_bytes()
-    return host if container is None else min(host, container)
-
-
-def default_memory_budget(device: object = "cpu") -> int:
-    """Half of the available memory: the largest naive S and P a sweep will allocate by default."""
-    return available_memory_bytes(device) // 2
-
-
-def naive_bytes_needed(cfg: RunConfig) -> int:
-    """Bytes naive attention's N x N matrices need at their peak: S and P (forward) or S, P, dP, dS (training),
-    B H N^2 each, plus the (N, N) mask temporaries when a mask is set."""
-    scores = cfg.batch * cfg.heads * cfg.n * cfg.n  # elements of one N x N matrix over all heads
-    mask = MASK_BYTES_PER_SCORE * cfg.n * cfg.n if cfg.masked else 0
-    return NAIVE_SCORE_COPIES[cfg.mode] * scores * cfg.dtype_bytes + mask
-
-
-def input_bytes(n: int, d: int, *, batch: int = 1, heads: int = 1, dtype: torch.dtype | str = torch.float32,
-                mode: str = "forward") -> int:
-    """Bytes of the (B, H, N, d) tensors one row of a sweep holds whatever the implementation: q, k, v, dO and the
-    outputs in the input dtype, plus float64 copies of them all for the error check (float64 inputs are their own
-    copies). Naive attention's S and P come on top (naive_bytes_needed).
-
-    Example:
-        >>> input_bytes(1024, 64, dtype="float32")  # 65536 elements x (5 x 4 + 5 x 8) bytes
-        3932160
-    """
-    dtype, mode = resolve_dtype(dtype), _validate_mode(mode)
-    elements = batch * heads * n * d  # of one (B, H, N, d) tensor
-    tensors = INPUT_TENSORS + OUTPUT_TENSORS[mode]
-    fp64_copies = OUTPUT_TENSORS[mode] if dtype == torch.float64 else tensors
-    return elements * (tensors * torch.empty((), dtype=dtype).element_size() + fp64_copies * FP64_BYTES)
-
-
-def input_bytes_needed(cfg: RunConfig) -> int:
-    """input_bytes for one configuration."""
-    return input_bytes(cfg.n, cfg.d, batch=cfg.batch, heads=cfg.heads, dtype=cfg.dtype, mode=cfg.mode)
-
-
-def calls_per_row(repeats: int, warmup: int) -> int:
-    """Calls of one implementation per row: the warm-up and timed calls, one memory measurement, one reference."""
-    return repeats + warmup + 2
-
-
-def request_flops(ns: Iterable[int], *, d: int, batch: int = 1, heads: int = 1, n_impls: int = 1, calls: int = 1,
-                  training: bool = False) -> int:
-    """FLOPs a sweep request costs at most: dense attention at every N, for every implementation and call.
-
-    Example:
-        >>> request_flops([1024], d=64, n_impls=2, calls=3)  # 4 N^2 d x 2 x 3
-        1610612736
-    """
-    per_call = sum(attention_flops(n, n, d, batch=batch, heads=heads, training=training) for n in ns)
-    return per_call * n_impls * calls
-
-
-def dense_mask_bytes(cfg: RunConfig) -> int:
-    """Bytes of the dense (N, N) boolean mask (and its int64 construction) that SDPA needs for a window."""
-    return MASK_BYTES_PER_SCORE * cfg.n * cfg.n if cfg.window is not None else 0
-
-
-def format_bytes(nbytes: float) -> str:
-    """Bytes in binary units for people: 4194304 -> '4.0 MiB'."""
-    for unit, size in (("GiB", GIB), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(nbytes) >= size:
-            return f"{nbytes / size:.1f} {unit}"
-    return f"{nbytes:.0f} B"
-
-
-def _guard(impl: str, cfg: RunConfig, budget: int) -> str | None:
-    """Why this (impl, config) must not run, or None when it fits."""
-    need = naive_bytes_needed(cfg)
-    if impl == "naive" and need > budget:
-        what = "S and P" if cfg.mode == "forward" else "S, P, dP and dS"
-        return (f"skipped: naive {what} would need {need} bytes ({format_bytes(need)}: "
-                f"{NAIVE_SCORE_COPIES[cfg.mode]} x B x H x N^2 x {cfg.dtype_bytes} bytes"
-                f"{' + the N x N mask' if cfg.masked else ''}), over the memory budget of {budget} bytes "
-                f"({format_bytes(budget)}); lower N, or raise memory_budget_bytes")
-    need = input_bytes_needed(cfg)
-    if need > budget:
-        elements = cfg.batch * cfg.heads * cfg.n * cfg.d  # of one (B, H, N, d) tensor
-        return (f"skipped: inputs need {format_bytes(need)}, budget {format_bytes(budget)} ({need} > {budget} "
-                f"bytes: q, k, v, dO and the outputs, plus float64 copies for the error check, "
-                f"B x H x N x d = {elements} elements each); lower batch, heads, N or d, or raise memory_budget_bytes")
-    need = dense_mask_bytes(cfg)
-    if impl == "sdpa" and need > budget:
-        return (f"skipped: sdpa with a window needs a dense N x N mask of {need} bytes ({format_bytes(need)}), "
-                f"over the memory budget of {budget} bytes ({format_bytes(budget)}); "
-                "lower N, or raise memory_budget_bytes")
-    return None
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -463,21 +205,6 @@ FAILURES = (RuntimeError, MemoryError)  # e.g. an allocation the guard did not f
 _now = time.perf_counter  # the time budget's clock (tests replace it)
 
 
-class _TimeBudget:
-    """Wall-clock seconds a sweep may run, counted from its start; None = no limit. Checked between measurements:
-    a call already running finishes, so a sweep overruns its budget by at most one call of each implementation."""
-
-    def __init__(self, seconds: float | None):
-        self.seconds, self.start = seconds, _now()
-
-    def used_up(self) -> bool:
-        return self.seconds is not None and _now() - self.start >= self.seconds
-
-    def status(self, when: str = "before this row ran") -> str:
-        return (f"{TIME_BUDGET_STATUS} of {self.seconds:g} s used up {when}; lower N, the repeats or the number of "
-                "implementations, or raise the time budget")
-
-
 def _median_iqr(samples: list[float]) -> tuple[float, float]:
     """Median and interquartile range in seconds, as measure.Timing reports them (IQR 0 below two samples)."""
     if len(samples) < 2:
@@ -487,7 +214,7 @@ def _median_iqr(samples: list[float]) -> tuple[float, float]:
 
 
 def _time_rows(fns: dict[str, Callable], inputs: tuple, *, warmup: int, repeats: int,
-               clock: _TimeBudget) -> tuple[dict[str, tuple[float, float]], str | None]:
+               clock: TimeBudget) -> tuple[dict[str, tuple[float, float]], str | None]:
     """Time fns side by side, one interleaved repeat at a time (measure.time_calls), checking the time budget
     between repeats. Returns ({impl: (median, iqr)}, None), or ({}, why) if the budget ran out first."""
     samples: dict[str, list[float]] = {impl: [] for impl in fns}
@@ -500,12 +227,12 @@ def _time_rows(fns: dict[str, Callable], inputs: tuple, *, warmup: int, repeats:
 
 
 def _measure_config(cfg: RunConfig, impls: list[str], *, budget: int, repeats: int, warmup: int, threads: int,
-                    seed: int, report: Callable[[str], None], clock: _TimeBudget) -> list[dict]:
+                    seed: int, report: Callable[[str], None], clock: TimeBudget) -> list[dict]:
     """The rows of one configuration: guards, then peak memory and error of each impl in turn, then the times of
     all that ran, interleaved call by call (measure.time_calls) so that noise hits them alike."""
     if clock.used_up():
         return [_row(impl, cfg, threads, status=clock.status()) for impl in impls]
-    why = {impl: _guard(impl, cfg, budget) for impl in impls}
+    why = {impl: guard(impl, cfg, budget) for impl in impls}
     inputs = ref = None
     if any(w is None for w in why.values()):
         try:
@@ -565,7 +292,7 @@ def _run(configs: list[RunConfig], impls: list[str], *, repeats: int, warmup: in
         if progress is not None:
             progress(len(rows), total, label)
 
-    clock = _TimeBudget(time_budget_s)
+    clock = TimeBudget(time_budget_s, lambda: _now())  # looks _now up at each call
     with threads_set_to(threads) as n_threads:
         for cfg in configs:
             rows += _measure_config(cfg, impls, budget=budget, repeats=repeats, warmup=warmup, threads=n_threads,
@@ -582,17 +309,6 @@ def _run(configs: list[RunConfig], impls: list[str], *, repeats: int, warmup: in
 def cut_short(df: pd.DataFrame) -> bool:
     """Whether the time budget stopped some rows of a sweep."""
     return bool(df["status"].astype(str).str.startswith(TIME_BUDGET_STATUS).any())
-
-
-def _configs(ns: list[int], block_pairs: list[tuple[int, int]], *, d, causal, window, batch, heads, dtype, device,
-             mode) -> list[RunConfig]:
-    d = _validate_int("d", d, 1, MAX_D, "Head dimensions are usually 64 or 128.")
-    batch = _validate_int("batch", batch, 1)
-    heads = _validate_int("heads", heads, 1)
-    causal, window = validate_causal(causal), validate_window(window)
-    dtype, device, mode = resolve_dtype(dtype), resolve_device(device), _validate_mode(mode)
-    return [RunConfig(n, d, bq, bk, causal, window, batch, heads, dtype, device, mode)
-            for n in ns for bq, bk in block_pairs]
 
 
 def run_sweep(ns: Iterable[int], *, d: int = 64, block_size: int = 128, causal: bool = False,
@@ -638,8 +354,8 @@ def run_sweep(ns: Iterable[int], *, d: int = 64, block_size: int = 128, causal: 
     impls = validate_impls(impls)
     bq = validate_block("block_q", block_size if block_q is None else block_q)
     bk = validate_block("block_k", block_size if block_k is None else block_k)
-    configs = _configs(ns, [(bq, bk)], d=d, causal=causal, window=window, batch=batch, heads=heads, dtype=dtype,
-                       device=device, mode=mode)
+    configs = build_configs(ns, [(bq, bk)], d=d, causal=causal, window=window, batch=batch, heads=heads,
+                            dtype=dtype, device=device, mode=mode)
     return _run(configs, impls, repeats=repeats, warmup=warmup, threads=threads,
                 memory_budget_bytes=memory_budget_bytes, seed=seed, progress=progress, time_budget_s=time_budget_s)
 
@@ -676,7 +392,7 @@ def run_block_sweep(n: int, block_sizes: Iterable[int | tuple[int, int]], *, d: 
         pairs.append((validate_block("block_q", bq), validate_block("block_k", bk)))
     if not pairs:
         raise ValueError("block_sizes must list at least one tile size, e.g. [16, 32, 64, 128].")
-    configs = _configs([n], list(dict.fromkeys(pairs)), d=d, causal=causal, window=window, batch=batch, heads=heads,
-                       dtype=dtype, device=device, mode=mode)
+    configs = build_configs([n], list(dict.fromkeys(pairs)), d=d, causal=causal, window=window, batch=batch,
+                            heads=heads, dtype=dtype, device=device, mode=mode)
     return _run(configs, impls, repeats=repeats, warmup=warmup, threads=threads,
                 memory_budget_bytes=memory_budget_bytes, seed=seed, progress=progress, time_budget_s=time_budget_s)

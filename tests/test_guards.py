@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 
 import flashviz.sweep as sweep_module
-from flashviz import limits
-from flashviz.sweep import COLUMNS, TIME_BUDGET_STATUS, available_memory_bytes, cgroup_free_bytes
+from flashviz import guards, limits
+from flashviz.guards import TIME_BUDGET_STATUS, available_memory_bytes, cgroup_free_bytes
+from flashviz.sweep import COLUMNS
 from flashviz.ui import jobs, state
 
 GIB = 1 << 30
@@ -21,12 +22,12 @@ MIB = 1 << 20
 
 @pytest.fixture
 def fake_system(tmp_path, monkeypatch):
-    """Point the sweep's /proc/meminfo and cgroup v1/v2 paths at files under tmp_path; returns a writer."""
+    """Point the guards' /proc/meminfo and cgroup v1/v2 paths at files under tmp_path; returns a writer."""
     v2, v1 = tmp_path / "cgroup", tmp_path / "cgroup" / "memory"
     v1.mkdir(parents=True)
-    monkeypatch.setattr(sweep_module, "MEMINFO", str(tmp_path / "meminfo"))
-    monkeypatch.setattr(sweep_module, "CGROUP_V2_DIR", str(v2))
-    monkeypatch.setattr(sweep_module, "CGROUP_V1_DIR", str(v1))
+    monkeypatch.setattr(guards, "MEMINFO", str(tmp_path / "meminfo"))
+    monkeypatch.setattr(guards, "CGROUP_V2_DIR", str(v2))
+    monkeypatch.setattr(guards, "CGROUP_V1_DIR", str(v1))
 
     def write(meminfo_kib: int | None = 64 * GIB // 1024, v2_files: dict | None = None, v1_files: dict | None = None):
         if meminfo_kib is not None:

@@ -3,6 +3,8 @@ drawn; empty input survives; no torch inside."""
 
 import ast
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -14,6 +16,7 @@ from flashviz.iomodel import hbm_vs_memory
 from flashviz.sweep import COLUMNS
 
 PLOTS_SOURCE = Path(plots.__file__)
+PURE_PLOT_MODULES = ("flashviz.plots", "flashviz.plotstyle", "flashviz.report")  # pandas and plotly only
 MIB = 1 << 20
 
 
@@ -369,12 +372,35 @@ def test_report_html_is_standalone_and_contains_the_figures_and_table():
     assert "<table" in page
 
 
-def test_plots_imports_neither_torch_nor_streamlit():
-    tree = ast.parse(PLOTS_SOURCE.read_text())
-    imported = set()
-    for node in ast.walk(tree):
+def _imported(source: Path) -> set[str]:
+    """Every module a source file imports, by full name ("from flashviz import x" counts as flashviz.x)."""
+    out = set()
+    for node in ast.walk(ast.parse(source.read_text())):
         if isinstance(node, ast.Import):
-            imported |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module.split(".")[0])
-    assert not imported & {"torch", "streamlit", "flashviz"}
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            module = "flashviz" + (f".{node.module}" if node.module else "") if node.level else node.module
+            out |= {f"{module}.{a.name}" for a in node.names} if module == "flashviz" else {module}
+    return out
+
+
+def test_plots_imports_neither_torch_nor_streamlit():
+    """plots.py and the modules it draws with (PURE_PLOT_MODULES) pull in neither torch nor streamlit, and of
+    flashviz only each other (flashviz/__init__.py imports torch). Checked twice: in their source, and by importing
+    flashviz.plots in a fresh interpreter where torch and streamlit cannot be imported and flashviz/__init__.py is
+    bypassed."""
+    package = PLOTS_SOURCE.parent
+    for name in PURE_PLOT_MODULES:
+        imported = _imported(package / f"{name.removeprefix('flashviz.')}.py")
+        assert not {m.split(".")[0] for m in imported} & {"torch", "streamlit"}, (name, imported)
+        assert {m for m in imported if m.split(".")[0] == "flashviz"} <= set(PURE_PLOT_MODULES), (name, imported)
+    code = ("import sys, types\n"
+            "sys.modules['torch'] = sys.modules['streamlit'] = None  # importing either now raises ImportError\n"
+            "package = types.ModuleType('flashviz')\n"
+            "package.__path__ = [sys.argv[1]]  # flashviz's modules, without running its __init__.py\n"
+            "sys.modules['flashviz'] = package\n"
+            "import flashviz.plots\n"
+            "print(sorted(m for m in sys.modules if m.startswith('flashviz.')))\n")
+    run = subprocess.run([sys.executable, "-c", code, str(package)], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert set(ast.literal_eval(run.stdout.strip())) <= set(PURE_PLOT_MODULES), run.stdout

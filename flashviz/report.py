@@ -1,0 +1,146 @@
+"""Results as tables and pages: the seed's summary table (flash against naive at each N, speedup and memory saving),
+its plotly table figure, and one standalone HTML report. No torch, no streamlit: only pandas and plotly.
+
+Inputs are the DataFrames of flashviz.sweep (a CSV read back with pandas works too); rows whose status is not "ok"
+show as "skipped". The report embeds plotly.js inline so that it opens offline.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from flashviz.plotstyle import BASE_FONT_PX, MIB, MS_PER_S, _note, _ok, flashviz_template
+
+TABLE_TITLE_PX = 100  # title, subtitle and top margin of a table figure
+TABLE_BOTTOM_PX = 8
+TABLE_HEADER_PX = 64  # two lines of header text (each column title is split over two lines)
+TABLE_ROW_PX = 40  # one line of cell text at TABLE_FONT_PX, with padding
+TABLE_FONT_PX = 20
+TABLE_SLACK_PX = 12  # below the last row: its bottom border and rounding, so plotly never adds a scroll bar
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the summary table
+
+
+def summary_table(df: pd.DataFrame | None, *, flash_impl: str = "flash", baseline: str = "naive") -> pd.DataFrame:
+    """The seed's table: at each N, time and peak memory of naive and flash, the speedup and the memory saving.
+
+    Args:
+        df: run_sweep output.  flash_impl: the tiled implementation to compare ("flash" or "flash2").
+        baseline: the implementation it is compared against.
+    Returns:
+        DataFrame indexed 0.., columns N, "<baseline> time (ms)", "<flash> time (ms)", "speedup (x)",
+        "<baseline> peak (MiB)", "<flash> peak (MiB)", "memory saving (x)"; NaN where a row was skipped.
+        speedup = baseline time / flash time; memory saving = baseline peak / flash peak.
+
+    Example:
+        >>> list(summary_table(pd.DataFrame()).columns)[:3]
+        ['N', 'naive time (ms)', 'flash time (ms)']
+    """
+    b, f = baseline, flash_impl
+    columns = ["N", f"{b} time (ms)", f"{f} time (ms)", "speedup (x)", f"{b} peak (MiB)", f"{f} peak (MiB)",
+               "memory saving (x)"]
+    if df is None or len(df) == 0 or not {"impl", "N"} <= set(df.columns):
+        return pd.DataFrame(columns=columns)
+    ok = df[_ok(df)]
+
+    def pick(impl: str, col: str, scale: float) -> pd.Series:
+        rows = ok[ok["impl"].astype(str).eq(impl)]
+        return (pd.to_numeric(rows[col], errors="coerce") * scale).groupby(rows["N"]).first()
+
+    ns = sorted(df["N"].unique())
+    table = pd.DataFrame({"N": ns})
+    tb, tf = pick(b, "time_s", MS_PER_S), pick(f, "time_s", MS_PER_S)
+    mb, mf = pick(b, "peak_bytes", 1 / MIB), pick(f, "peak_bytes", 1 / MIB)
+    table[columns[1]] = table["N"].map(tb)
+    table[columns[2]] = table["N"].map(tf)
+    table[columns[3]] = table[columns[1]] / table[columns[2]]
+    table[columns[4]] = table["N"].map(mb)
+    table[columns[5]] = table["N"].map(mf)
+    table[columns[6]] = table[columns[4]] / table[columns[5]]
+    return table.astype({c: "float64" for c in columns[1:]})
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "skipped"
+    if isinstance(value, float):
+        return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+def _two_lines(column: str) -> str:
+    """'naive time (ms)' -> 'naive<br>time (ms)': every header takes exactly two lines, so its height is known."""
+    head, _, tail = str(column).partition(" ")
+    return f"<b>{html.escape(head)}</b><br>{html.escape(tail)}" if tail else f"<b>{html.escape(head)}</b><br> "
+
+
+def table_height(rows: int) -> int:
+    """Height (px) of a summary_table_figure with `rows` rows: title, two-line header, one line per row."""
+    return TABLE_TITLE_PX + TABLE_HEADER_PX + TABLE_ROW_PX * max(rows, 1) + TABLE_SLACK_PX + TABLE_BOTTOM_PX
+
+
+def summary_table_figure(table: pd.DataFrame, *, title: str = "Summary: flash vs naive") -> go.Figure:
+    """A plotly table of `summary_table` (NaN shown as 'skipped'), tall enough for every row (no scrolling), in a
+    font readable from the back of the room; the subtitle defines speedup and memory saving.
+
+    Example:
+        >>> summary_table_figure(summary_table(None)).data[0].type
+        'table'
+    """
+    fig = go.Figure(go.Table(
+        header={"values": [_two_lines(c) for c in table.columns], "fill_color": "#DDE6F0",
+                "font": {"size": TABLE_FONT_PX}, "align": "right", "height": TABLE_HEADER_PX},
+        cells={"values": [[_fmt(v) for v in table[c].tolist()] for c in table.columns],
+               "fill_color": [["white", "#F4F6F9"] * (len(table) // 2 + 1)],  # zebra rows: easier to follow
+               "font": {"size": TABLE_FONT_PX}, "align": "right", "height": TABLE_ROW_PX}))
+    names = [str(c).split(" ")[0] for c in table.columns[1:3]]  # "naive time (ms)", "flash time (ms)"
+    b, f = names if len(names) == 2 else ("naive", "flash")
+    subtitle = f"speedup = {b} time / {f} time;  memory saving = {b} peak / {f} peak"
+    fig.update_layout(template=flashviz_template(),
+                      title={"text": title, "subtitle": {"text": subtitle, "font": {"size": BASE_FONT_PX}}},
+                      margin={"t": TABLE_TITLE_PX, "b": TABLE_BOTTOM_PX, "l": 20, "r": 20},
+                      height=table_height(len(table)))
+    if len(table) == 0:
+        _note(fig, "No data yet: run a sweep.", y=0.3)
+    return fig
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# a standalone report
+
+
+def report_html(figures: Sequence[go.Figure], *, title: str = "flashviz report", intro: str = "",
+                table: pd.DataFrame | None = None) -> str:
+    """One standalone HTML page: plotly.js embedded inline (opens offline), the figures, and an HTML table.
+
+    Args:
+        figures: plotly Figures, in page order.  title: page title.  intro: a paragraph of plain text.
+        table: an optional DataFrame appended as an HTML table (e.g. the full sweep).
+    Returns:
+        The HTML document as a string.
+
+    Example:
+        >>> "plotly" in report_html([summary_table_figure(summary_table(None))])
+        True
+    """
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+             "<style>body{font-family:Arial,Helvetica,sans-serif;font-size:18px;margin:2em;max-width:1200px}"
+             "table{border-collapse:collapse;font-size:15px}td,th{border:1px solid #ccc;padding:4px 8px;"
+             "text-align:right}</style></head><body>",
+             f"<h1>{html.escape(title)}</h1>"]
+    if intro:
+        parts.append(f"<p>{html.escape(intro)}</p>")
+    for i, fig in enumerate(figures):
+        parts.append(fig.to_html(full_html=False, include_plotlyjs=(i == 0)))  # True: the whole plotly.js inline
+    if table is not None:
+        parts.append("<h2>All measurements</h2>")
+        parts.append(table.to_html(index=False, na_rep="", float_format=lambda x: f"{x:.4g}"))
+    parts.append("</body></html>")
+    return "\n".join(parts)
