@@ -33,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=7, help="interleaved timed repeats per candidate")
     p.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch intra-op threads")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
+    p.add_argument("--max-tile", type=int, default=256 * 256,
+                   help="largest Br x Bc the best-block choice may use (scores per head per tile), like a kernel's "
+                        "on-chip budget: bigger tiles run about as fast but hold more memory and skip coarser")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -52,9 +55,15 @@ def main(argv: list[str] | None = None) -> int:
     print("\n1. block-size scan (time relative to SDPA in the same run)")
     print_table([{"kernel": name, "time_s": f"{s:.3f}", "x_sdpa": f"{s / t['sdpa']:.2f}"} for name, s in t.items()],
                 ["kernel", "time_s", "x_sdpa"])
-    best = min((n for n in t if n != "sdpa"), key=t.get)
-    order, blocks = best.split()
-    bq, bk = map(int, blocks.split("x"))
+    def tile_of(name):
+        return tuple(map(int, name.split()[1].split("x")))
+
+    fastest = min((n for n in t if n != "sdpa"), key=t.get)
+    best = min((n for n in t if n != "sdpa" and tile_of(n)[0] * tile_of(n)[1] <= args.max_tile), key=t.get)
+    print(f"fastest overall: {fastest} ({t[fastest] / t['sdpa']:.2f}x SDPA); best within the tile budget "
+          f"Br x Bc <= {args.max_tile}: {best} ({t[best] / t['sdpa']:.2f}x SDPA)")
+    order = best.split()[0]
+    bq, bk = tile_of(best)
 
     # 2. best tiled forward vs SDPA vs naive, time and peak memory, non-causal and causal
     def flash(causal):
