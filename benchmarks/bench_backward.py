@@ -11,7 +11,7 @@ OpenMP spin-waiting, so read it as a cross-check only.
 Prints:
   1. a block-size scan of flash's training step at --scan-n (time, causal/non-causal ratio), unless --block is given,
   2. for each N: time and peak memory of flash (best tiles), naive and SDPA, non-causal and causal,
-  3. the targets of issue 3 at N = 2048, H = 2, each with PASS or MISS:
+  3. the training-step targets at N = 2048, H = 2, each with PASS or MISS:
      flash fwd+bwd peak <= 10% of naive's (aim 5%); causal fwd+bwd time <= 0.7x non-causal (aim 0.55).
 Run:  python benchmarks/bench_backward.py                  (N = 1024 2048 4096, d = 64, B = 1, H = 2, fp32)
       python benchmarks/bench_backward.py --threads 1 --ns 2048 --block 256x256 --repeats 9
@@ -32,7 +32,7 @@ from flashviz import flash_attention, naive_attention
 from flashviz.measure import measure_memory
 
 BLOCKS = [(64, 64), (128, 64), (128, 128), (128, 256), (256, 128), (256, 256)]  # (Br, Bc) candidates of the scan
-TARGET_N = 2048  # the issue's targets are stated at N = 2048, H = 2
+TARGET_N = 2048  # the training-step targets are stated at N = 2048, H = 2
 
 
 def interleaved_medians(candidates: dict[str, Callable[[], object]], *, repeats: int, sync: Callable[[], None],

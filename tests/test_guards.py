@@ -1,4 +1,4 @@
-"""Resource guards (issue 6): the container-aware memory reading, the caps that the dashboard and the command line
+"""Resource guards: the container-aware memory reading, the caps that the dashboard and the command line
 share (flashviz.limits), the dashboard's input-memory cap and its per-run time budget."""
 
 from __future__ import annotations

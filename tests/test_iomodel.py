@@ -37,7 +37,7 @@ def dense_mask(n_q, n_k, causal, window):
 
 
 def brute_force(algorithm, n_q, n_k, d, bq, bk, causal, window):
-    """(reads, writes, flops) per (batch, head) from the dense mask and the issue's accounting rules."""
+    """(reads, writes, flops) per (batch, head) from the dense mask and the IO model's accounting rules."""
     mask = dense_mask(n_q, n_k, causal, window)
     Tr, Tc = -(-n_q // bq), -(-n_k // bk)
     rows = [min(bq, n_q - i * bq) for i in range(Tr)]
