@@ -74,8 +74,9 @@ def _emit(on_tile: TileCallback | None, tile: Tile, m_i: torch.Tensor, l_i: torc
 
 
 def _load_kt(k: torch.Tensor, tile: Tile, acc: torch.dtype) -> torch.Tensor:
-    """K_j^T as a contiguous (BH, d, Bc) tile: a contiguous right operand makes Q_i K_j^T ~15% faster on CPU."""
-    return k[:, tile.k_start:tile.k_end].to(acc).transpose(1, 2).contiguous()  # read Bc d
+    """K_j^T as a (BH, d, Bc) view: the matmul reads the transposed operand in place (BLAS's "T" flag), which is
+    faster than copying it into a contiguous tile first."""
+    return k[:, tile.k_start:tile.k_end].to(acc).transpose(1, 2)  # read Bc d
 
 
 def _kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSchedule, scale: float,
