@@ -17,14 +17,7 @@ from flashviz.plots import (
     time_figure,
 )
 from flashviz.ui import jobs
-from flashviz.ui.common import (
-    remember,
-    remembered,
-    run_with_progress,
-    show_figure,
-    skipped_ui,
-    timing_lock,
-)
+from flashviz.ui.common import run_button_ui, show_figure, skipped_ui
 from flashviz.ui.state import BENCH_N_OPTIONS, IMPLS, LIST_MAX, REPEATS_MAX, Settings
 
 IMPL_HELP = {
@@ -61,17 +54,11 @@ def benchmark_ui(s: Settings) -> None:
     if problem:
         st.error(problem)
         return
-    if st.button("▶ Run benchmark", type="primary", key="bench_run",
-                 help="Runs the sweep now (results are cached: the same settings come back at once)."):
-        try:
-            remember("bench", args, run_with_progress("Benchmark sweep", jobs.sweep, *args, _lock=timing_lock()))
-        except (ValueError, TypeError, RuntimeError) as e:
-            st.error(f"The sweep could not run: {e}")
-            return
-    df = remembered("bench", args)
+    df = run_button_ui("bench", jobs.sweep, args, label="Run benchmark", title="Benchmark sweep",
+                       help="Runs the sweep now (results are cached: the same settings come back at once).",
+                       idle=f"Press **Run benchmark** to measure these settings (about "
+                            f"{len(s.ns) * len(s.impls)} measurements, {s.reps} repeats each).")
     if df is None:
-        st.info("Press **Run benchmark** to measure these settings (about "
-                f"{len(s.ns) * len(s.impls)} measurements, {s.reps} repeats each).")
         return
     skipped_ui(df)
     show_figure(memory_figure(df), key="bench_memory")  # full width: legible from the back of the room

@@ -10,7 +10,7 @@ import streamlit as st
 
 from flashviz.plots import block_sweep_figure
 from flashviz.ui import jobs
-from flashviz.ui.common import remember, remembered, run_with_progress, show_figure, skipped_ui, timing_lock
+from flashviz.ui.common import run_button_ui, show_figure, skipped_ui
 from flashviz.ui.state import BLOCK_OPTIONS, LIST_MAX, Settings
 
 
@@ -35,17 +35,10 @@ def block_size_ui(s: Settings) -> None:
         st.error(problem)
         return
     args = (s.n, s.blocks, s.d, s.causal, s.window, s.batch, s.heads, s.dtype, s.device, s.threads, s.reps)
-    if st.button("▶ Run block-size sweep", type="primary", key="block_run",
-                 help=f"Times flash and flash2 at N = {s.n} for every block size ({s.reps} repeats each)."):
-        try:
-            remember("block", args, run_with_progress("Block-size sweep", jobs.block_sweep, *args,
-                                                      _lock=timing_lock()))
-        except (ValueError, TypeError, RuntimeError) as e:
-            st.error(f"The sweep could not run: {e}")
-            return
-    result = remembered("block", args)
+    result = run_button_ui("block", jobs.block_sweep, args, label="Run block-size sweep", title="Block-size sweep",
+                           help=f"Times flash and flash2 at N = {s.n} for every block size ({s.reps} repeats each).",
+                           idle="Press **Run block-size sweep** to measure these settings.")
     if result is None:
-        st.info("Press **Run block-size sweep** to measure these settings.")
         return
     tiled, reference = result
     skipped_ui(tiled)

@@ -143,6 +143,23 @@ def remembered(name: str, args: tuple) -> Any:
     return saved[1] if saved is not None and saved[0] == args else None
 
 
+def run_button_ui(name: str, fn: Callable[..., Any], args: tuple, *, label: str, help: str, title: str,
+                  idle: str) -> Any:
+    """A tab's run button: on press, run fn(*args) under the timing lock with a progress bar and keep the result
+    in this session. Returns the result for exactly these args, or None after saying what to press (or what
+    went wrong)."""
+    if st.button(f"▶ {label}", type="primary", key=f"{name}_run", help=help):
+        try:
+            remember(name, args, run_with_progress(title, fn, *args, _lock=timing_lock()))
+        except (ValueError, TypeError, RuntimeError) as e:
+            st.error(f"{title} could not run: {e}")
+            return None
+    result = remembered(name, args)
+    if result is None:
+        st.info(idle)
+    return result
+
+
 def skipped_ui(df: Any) -> None:
     """List the rows a sweep refused or could not run (memory guard: with the bytes they would need)."""
     if "status" not in df:

@@ -12,7 +12,7 @@ import streamlit as st
 
 from flashviz.plots import correctness_figure
 from flashviz.ui import jobs
-from flashviz.ui.common import remember, remembered, run_with_progress, show_figure, skipped_ui, timing_lock
+from flashviz.ui.common import run_button_ui, show_figure, skipped_ui
 from flashviz.ui.state import D_OPTIONS, LIST_MAX, N_OPTIONS, Settings
 
 TOLERANCE = 1e-5  # the seed's bar for fp32 outputs (max |O - O_ref|)
@@ -44,17 +44,10 @@ def correctness_ui(s: Settings) -> None:
         st.warning(f"{s.dtype} keeps only 8-11 bits of mantissa: errors near 1e-3 are expected and the "
                    f"{TOLERANCE:g} bar does not apply. Choose float32 in the sidebar for the seed's check.")
     args = (s.cds, s.cns, s.br, s.bc, s.causal, s.window, s.dtype, s.device, s.threads)
-    if st.button("▶ Run correctness check", type="primary", key="correct_run",
-                 help="Runs every (d, N) once for naive, flash, flash2 and SDPA and compares with float64 SDPA."):
-        try:
-            remember("correct", args, run_with_progress("Correctness check", jobs.correctness, *args,
-                                                        _lock=timing_lock()))
-        except (ValueError, TypeError, RuntimeError) as e:
-            st.error(f"The check could not run: {e}")
-            return
-    df = remembered("correct", args)
+    df = run_button_ui("correct", jobs.correctness, args, label="Run correctness check", title="Correctness check",
+                       help="Runs every (d, N) once for naive, flash, flash2 and SDPA and compares with float64 SDPA.",
+                       idle="Press **Run correctness check**.")
     if df is None:
-        st.info("Press **Run correctness check**.")
         return
     skipped_ui(df)
     table = df.pivot_table(index=["d", "N"], columns="impl", values="max_abs_err", aggfunc="max")

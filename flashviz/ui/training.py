@@ -10,15 +10,7 @@ import streamlit as st
 
 from flashviz.plots import memory_figure, summary_table, time_figure
 from flashviz.ui import jobs
-from flashviz.ui.common import (
-    remember,
-    remembered,
-    run_with_progress,
-    show_figure,
-    skipped_ui,
-    summary_ui,
-    timing_lock,
-)
+from flashviz.ui.common import run_button_ui, show_figure, skipped_ui, summary_ui
 from flashviz.ui.state import Settings
 
 SAVED = (
@@ -49,17 +41,11 @@ def training_ui(s: Settings) -> None:
         st.error(problem)
         return
     args = jobs.sweep_args(s, impls=impls, mode="training")
-    if st.button("▶ Run training benchmark", type="primary", key="train_run",
-                 help="Times forward + backward (autograd) for each implementation and N."):
-        try:
-            remember("train", args, run_with_progress("Training sweep", jobs.sweep, *args, _lock=timing_lock()))
-        except (ValueError, TypeError, RuntimeError) as e:
-            st.error(f"The sweep could not run: {e}")
-            return
-    df = remembered("train", args)
+    df = run_button_ui("train", jobs.sweep, args, label="Run training benchmark", title="Training sweep",
+                       help="Times forward + backward (autograd) for each implementation and N.",
+                       idle=f"Press **Run training benchmark** to time forward + backward at N = "
+                            f"{', '.join(map(str, s.ns))} for {', '.join(impls)}.")
     if df is None:
-        st.info(f"Press **Run training benchmark** to time forward + backward at N = "
-                f"{', '.join(map(str, s.ns))} for {', '.join(impls)}.")
         return
     skipped_ui(df)
     show_figure(memory_figure(df).update_layout(title_text="Forward + backward: peak memory vs N"),
