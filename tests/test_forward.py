@@ -116,3 +116,15 @@ def test_non_contiguous_inputs():
     qt, kt, vt = (t.transpose(0, 1).contiguous().transpose(0, 1) for t in (q, k, v))  # same values, odd strides
     assert not qt.is_contiguous()
     torch.testing.assert_close(flash_attention_forward(qt, kt, vt, 16), flash_attention_forward(q, k, v, 16))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("loop_order", LOOP_ORDERS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_cuda_matches_the_cpu_oracle(loop_order, dtype):
+    q, k, v = make_qkv(2, 3, 257, 300, 64, dtype=dtype, seed=4, device="cuda")
+    for mask in MASKS:
+        out, lse = flash_attention_forward(q, k, v, block_q=64, block_k=128, loop_order=loop_order,
+                                           return_lse=True, **mask)
+        assert out.device.type == lse.device.type == "cuda" and out.dtype == dtype
+        assert_within_oracle_bound(out.cpu(), q.cpu(), k.cpu(), v.cpu(), **mask)
