@@ -1,18 +1,12 @@
 """Shared fixtures: the dashboard under streamlit.testing's AppTest, and a real `streamlit run` server.
 
-The server fixture starts `streamlit run app.py` on a free port, waits for /_stcore/health and always stops the
-process it started (terminate, then kill), whatever the test did.
+The server fixture is benchmarks/load.py's own_server: `streamlit run app.py` on a free loopback port, waited for on
+/_stcore/health and always stopped (terminate, then kill), whatever the test did.
 """
 
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
-import tempfile
-import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -27,7 +21,6 @@ if os.environ.get("CI"):
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "app.py"
 APP_TIMEOUT_S = 240  # one AppTest script run; generous because the CI machine may be shared and slow
-SERVER_START_S = 120  # seconds to wait for /_stcore/health
 
 
 @pytest.fixture
@@ -43,41 +36,16 @@ def make_app() -> Callable[..., object]:
     return make
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
-def streamlit_server() -> Iterator[str]:
-    """Base URL of a dashboard served by `streamlit run` for this test session."""
-    port = free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    with tempfile.TemporaryFile("w+") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", str(APP), "--server.port", str(port), "--server.headless",
-             "true", "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env,
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + SERVER_START_S
-            while True:
-                try:
-                    if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                        break
-                except OSError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    pytest.fail(f"streamlit did not start (exit code {proc.poll()}):\n{log.read()[-3000:]}")
-                time.sleep(0.3)
+def streamlit_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Base URL of a dashboard served by `streamlit run` for this test session: the same server the load test and
+    the README screenshots start (benchmarks/load.py's own_server), stopped afterwards whatever the tests did."""
+    from load import own_server  # benchmarks/ is on pytest's pythonpath (pyproject.toml)
+
+    tmp = tmp_path_factory.mktemp("streamlit")
+    log = tmp / "server.log"
+    try:
+        with own_server(tmp / "timing.jsonl", log) as (url, _proc):
             yield url
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+    except RuntimeError as e:  # raised while starting: the server exited or never answered /_stcore/health
+        pytest.fail(f"streamlit did not start: {e}\n{log.read_text()[-3000:]}")
