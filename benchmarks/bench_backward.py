@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from _common import device_sync, mib, print_table  # benchmarks/ is on sys.path when run
 
 from flashviz import flash_attention, naive_attention
-from flashviz.measure import measure_memory
+from flashviz.measure.memory import measure_memory
 
 BLOCKS = [(64, 64), (128, 64), (128, 128), (128, 256), (256, 128), (256, 256)]  # (Br, Bc) candidates of the scan
 TARGET_N = 2048  # the training-step targets are stated at N = 2048, H = 2

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from _common import device_sync, interleaved_medians, mib, print_table  # benchmarks/ is on sys.path when run
 
 from flashviz import flash_attention_forward, naive_attention
-from flashviz.measure import measure_memory
+from flashviz.measure.memory import measure_memory
 
 BLOCKS = [(64, 64), (128, 128), (128, 512), (256, 256), (256, 512), (512, 512), (256, 1024)]
 LOOP_ORDERS = {"kv_outer": "FA1", "q_outer": "FA2"}

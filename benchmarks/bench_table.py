@@ -23,8 +23,9 @@ import time
 import pandas as pd
 import torch
 
-from flashviz.plots import summary_table
-from flashviz.sweep import IMPLS, run_sweep
+from flashviz.figures.report import summary_table
+from flashviz.measure.sweep import run_sweep
+from flashviz.measure.sweepconfig import IMPLS
 
 MIB = 2**20  # bytes per MiB
 FP32_BYTES = 4  # bytes per fp32 element

@@ -3,7 +3,7 @@
     python -m flashviz bench --n 256 512 1024 2048 4096 --d 64 --block-size 128 --out results.csv --html report.html
     python -m flashviz check
 
-`bench` runs flashviz.sweep.run_sweep with a progress bar on stderr, prints the measurements and the seed's summary
+`bench` runs run_sweep with a progress bar on stderr, prints the measurements and the seed's summary
 table (speedup and memory saving of flash over naive), writes the tidy CSV and, with --html, a standalone report whose
 figures carry plotly.js inline (it opens offline). `check` runs a correctness matrix of the tiled kernels against
 PyTorch's SDPA in float64 and exits 1 if any error exceeds the bar. Bad arguments print a usage message and exit 2.
@@ -27,9 +27,9 @@ from typing import TextIO
 import torch
 import torch.nn.functional as F
 
-from flashviz import plots
-from flashviz.flash import flash_attention_forward
-from flashviz.iomodel import hbm_vs_memory
+from flashviz.core.flash import flash_attention_forward
+from flashviz.core.tiling import visible_mask
+from flashviz.figures import plots
 from flashviz.limits import (
     BATCH_MAX,
     BENCH_FLOP_MAX,
@@ -39,17 +39,10 @@ from flashviz.limits import (
     REPEATS_MAX,
     tile_problem,
 )
-from flashviz.sweep import (
-    IMPLS,
-    MAX_D,
-    MAX_N,
-    TILED_IMPLS,
-    calls_per_row,
-    cut_short,
-    request_flops,
-    run_sweep,
-)
-from flashviz.tiling import visible_mask
+from flashviz.measure.guards import calls_per_row, request_flops
+from flashviz.measure.sweep import cut_short, run_sweep
+from flashviz.measure.sweepconfig import IMPLS, MAX_D, MAX_N, TILED_IMPLS
+from flashviz.model.iomodel import hbm_vs_memory
 
 DEFAULT_NS = (256, 512, 1024, 2048, 4096)
 CHECK_N_MAX = 1 << 14  # longest N `check` accepts (unchanged; named here for its help text)
@@ -252,7 +245,7 @@ def _bench(args: argparse.Namespace) -> int:
                  f"device {df['device'].iloc[0]}, {df['threads'].iloc[0]} threads, causal={args.causal}, "
                  f"window={args.window}, block {args.block_q or args.block_size} x {args.block_k or args.block_size}, "
                  f"median of {args.repeats} calls. Peak memory is exact (allocator events); HBM traffic is the IO "
-                 "model of flashviz.iomodel.")
+                 "model of flashviz.model.iomodel.")
         args.html.parent.mkdir(parents=True, exist_ok=True)
         args.html.write_text(plots.report_html(figures, title="flashviz benchmark report", intro=intro, table=df),
                              encoding="utf-8")
@@ -266,7 +259,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 def _flash_attention_or_none():
     try:
-        from flashviz.backward import flash_attention  # lazy: the backward lands separately
+        from flashviz.core.backward import flash_attention  # lazy: the backward lands separately
     except ImportError:
         return None
     return flash_attention
@@ -306,7 +299,7 @@ def _check(args: argparse.Namespace) -> int:
     cases = _check_cases(args.d, args.n, backward)
     print(f"flashviz check: tiled kernels in fp32 (B=1, H={CHECK_HEADS}, block {args.block_size}) against SDPA in "
           f"float64; bar {args.tol:g}. kernel 'grad' = flash_attention's dQ, dK, dV"
-          f"{'' if backward else ' (skipped: flashviz.backward is not available)'}\n")
+          f"{'' if backward else ' (skipped: flashviz.core.backward is not available)'}\n")
     print(f"{'d':>4} {'N':>6} {'causal':>6} {'window':>10} {'kernel':>9} {'max |err|':>10}  result")
     failures = 0
     gen = torch.Generator().manual_seed(0)

@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flashviz.tiling import tile_schedule
+from flashviz.core.tiling import tile_schedule
+from flashviz.limits import LIST_MAX
 from flashviz.ui import jobs
 from flashviz.ui.common import timing_lock
 from flashviz.ui.state import (
@@ -24,7 +25,6 @@ from flashviz.ui.state import (
     D_MAX,
     DTYPES,
     IMPLS,
-    LIST_MAX,
     N_MAX,
     ORDERS,
     PRESETS,
@@ -196,9 +196,9 @@ def test_benchmark_results_are_cached_across_sessions(make_app, monkeypatch):
 
 
 def test_memory_guard_refusals_show_the_memory_they_would_need(make_app, monkeypatch):
-    import flashviz.sweep
+    import flashviz.measure.sweep
 
-    monkeypatch.setattr(flashviz.sweep, "default_memory_budget", lambda device="cpu": 1024)  # 1 KiB: naive refused
+    monkeypatch.setattr(flashviz.measure.sweep, "default_memory_budget", lambda device="cpu": 1024)  # 1 KiB
     at = run_heavy(make_app, "bench", ns="40", impls="naive,flash2")
     (warning,) = [w.value for w in at.warning]
     assert "naive" in warning and "would need" in warning and "bytes" in warning

@@ -19,11 +19,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from flashviz.backward import DOUBLE_BACKWARD_MESSAGE, flash_attention, flash_attention_backward
-from flashviz.flash import flash_attention_forward
-from flashviz.measure import measure_memory
-from flashviz.reference import naive_attention
-from flashviz.tiling import tile_schedule
+from flashviz.core.backward import DOUBLE_BACKWARD_MESSAGE, flash_attention, flash_attention_backward
+from flashviz.core.flash import flash_attention_forward
+from flashviz.core.reference import naive_attention
+from flashviz.core.tiling import tile_schedule
+from flashviz.measure.memory import measure_memory
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 # Absolute slack on top of 2 x plain PyTorch's error, for gradients plain PyTorch gets exactly. A row with a single

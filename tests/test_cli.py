@@ -10,7 +10,7 @@ import pytest
 
 from flashviz.cli import ProgressBar, main
 from flashviz.limits import BENCH_TIME_BUDGET_S
-from flashviz.sweep import COLUMNS
+from flashviz.measure.sweep import COLUMNS
 
 SMALL_BENCH = ["bench", "--n", "32", "64", "--d", "8", "--block-size", "16", "--repeats", "1", "--warmup", "0",
                "--threads", "1"]
@@ -32,7 +32,7 @@ def test_bench_writes_csv_and_html_and_prints_the_summary(tmp_path, capsys):
 
 
 def test_bench_with_mask_heads_and_training(tmp_path, capsys):
-    pytest.importorskip("flashviz.backward")
+    pytest.importorskip("flashviz.core.backward")
     csv = tmp_path / "r.csv"
     rc = main([*SMALL_BENCH, "--window", "8", "none", "--heads", "2", "--batch", "2", "--training",
                "--impls", "flash2", "sdpa", "--out", str(csv)])
@@ -172,10 +172,10 @@ def test_inputs_over_the_memory_budget_are_skipped_rows_not_a_traceback(tmp_path
 
 
 def test_the_time_budget_cuts_the_run_short_and_still_writes_the_results(tmp_path, capsys, monkeypatch):
-    import flashviz.sweep
+    import flashviz.measure.sweep
 
     ticks = iter(range(10 ** 6))
-    monkeypatch.setattr(flashviz.sweep, "_now", lambda: float(next(ticks)))  # every look at the clock: +1 s
+    monkeypatch.setattr(flashviz.measure.sweep, "_now", lambda: float(next(ticks)))  # every look at the clock: +1 s
     csv = tmp_path / "r.csv"
     # the clock is read at the start (0 s), then at N=32 before the row (1), the memory (2) and the timing (3)
     rc = main([*SMALL_BENCH, "--impls", "flash", "--time-budget", "3.5", "--out", str(csv)])

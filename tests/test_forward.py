@@ -73,7 +73,7 @@ def test_lse_matches_logsumexp_of_masked_scores(loop_order):
         _, lse = flash_attention_forward(q, k, v, block_q=16, block_k=32, loop_order=loop_order, return_lse=True,
                                          **mask)
         scores = (q @ k.transpose(-2, -1)) / 32**0.5
-        from flashviz.tiling import visible_mask
+        from flashviz.core.tiling import visible_mask
 
         vis = visible_mask(torch.arange(70), torch.arange(90), **mask)
         if vis is not None:

@@ -23,10 +23,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from flashviz import flash_attention_forward, io_cost, naive_attention, run_sweep, tile_schedule, time_call
-from flashviz.tiling import STATUSES
+from flashviz.core.tiling import STATUSES
 
 try:
-    from flashviz.backward import flash_attention
+    from flashviz.core.backward import flash_attention
 except ImportError:  # the differentiable kernel lands separately
     flash_attention = None
 
@@ -140,7 +140,7 @@ def test_flash_agrees_with_naive_on_the_edges(data, block_q, block_k, causal, wi
     torch.testing.assert_close(out, ref, atol=1e-9, rtol=1e-7)
 
 
-@pytest.mark.skipif(flash_attention is None, reason="flashviz.backward.flash_attention is not there yet")
+@pytest.mark.skipif(flash_attention is None, reason="flashviz.core.backward.flash_attention is not there yet")
 @QUICK
 @given(data=qkv(dtypes=(torch.float32, torch.float64), max_n=12), block_q=blocks, block_k=blocks,
        causal=st.booleans(), window=windows, scale=scales)
@@ -155,7 +155,7 @@ def test_flash_attention_backward_valid_input(data, block_q, block_k, causal, wi
         assert g is None or not torch.isnan(g).any(), f"NaN in d{name}"
 
 
-@pytest.mark.skipif(flash_attention is None, reason="flashviz.backward.flash_attention is not there yet")
+@pytest.mark.skipif(flash_attention is None, reason="flashviz.core.backward.flash_attention is not there yet")
 def test_backward_block_size_past_int64():
     q, k, v = (torch.randn(1, 1, 4, 2, requires_grad=True) for _ in range(3))
     out = flash_attention(q, k, v, block_q=2**63)

@@ -6,10 +6,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-import flashviz.sweep as sweep_module
-from flashviz import guards, limits
-from flashviz.guards import TIME_BUDGET_STATUS, available_memory_bytes, cgroup_free_bytes
-from flashviz.sweep import COLUMNS
+import flashviz.measure.sweep as sweep_module
+from flashviz import limits
+from flashviz.measure.guards import TIME_BUDGET_STATUS, available_memory_bytes, cgroup_free_bytes
+from flashviz.measure import guards
+from flashviz.measure.sweep import COLUMNS
 from flashviz.ui import jobs, state
 
 GIB = 1 << 30

@@ -7,8 +7,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flashviz.flash import flash_attention_forward
-from flashviz.iomodel import (
+from flashviz.core.flash import flash_attention_forward
+from flashviz.core.tiling import tile_schedule
+from flashviz.model.iomodel import (
     FLOPS_PER_SCORE,
     IOCost,
     fa1_block_sizes,
@@ -17,7 +18,6 @@ from flashviz.iomodel import (
     io_trace,
     resolve_algorithm,
 )
-from flashviz.tiling import tile_schedule
 
 
 def dense_mask(n_q, n_k, causal, window):

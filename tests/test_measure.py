@@ -8,21 +8,11 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flashviz.flash import flash_attention_forward
-from flashviz.measure import (
-    TRAINING_FLOP_FACTOR,
-    Timing,
-    attention_flops,
-    benchmark,
-    measure_memory,
-    measure_memory_dispatch,
-    peak_memory_and_result,
-    threads_set_to,
-    time_call,
-    time_calls,
-    visible_pairs,
-)
-from flashviz.reference import naive_attention
+from flashviz.core.flash import flash_attention_forward
+from flashviz.core.reference import naive_attention
+from flashviz.measure.memory import measure_memory, measure_memory_dispatch, peak_memory_and_result
+from flashviz.measure.timing import Timing, benchmark, threads_set_to, time_call, time_calls
+from flashviz.model.flops import TRAINING_FLOP_FACTOR, attention_flops, visible_pairs
 
 MIB = 1 << 20  # bytes
 FP32 = 4  # bytes per fp32 element

@@ -11,12 +11,13 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from flashviz import plots
-from flashviz.iomodel import hbm_vs_memory
-from flashviz.sweep import COLUMNS
+from flashviz.figures import plots
+from flashviz.measure.sweep import COLUMNS
+from flashviz.model.iomodel import hbm_vs_memory
 
 PLOTS_SOURCE = Path(plots.__file__)
-PURE_PLOT_MODULES = ("flashviz.plots", "flashviz.plotstyle", "flashviz.report")  # pandas and plotly only
+PURE_PLOT_MODULES = ("flashviz.figures.plots", "flashviz.figures.style", "flashviz.figures.report")
+PURE_PACKAGES = {*PURE_PLOT_MODULES, "flashviz.figures"}  # what importing them may load of flashviz
 MIB = 1 << 20
 
 
@@ -387,20 +388,20 @@ def _imported(source: Path) -> set[str]:
 def test_plots_imports_neither_torch_nor_streamlit():
     """plots.py and the modules it draws with (PURE_PLOT_MODULES) pull in neither torch nor streamlit, and of
     flashviz only each other (flashviz/__init__.py imports torch). Checked twice: in their source, and by importing
-    flashviz.plots in a fresh interpreter where torch and streamlit cannot be imported and flashviz/__init__.py is
+    plots.py in a fresh interpreter where torch and streamlit cannot be imported and flashviz/__init__.py is
     bypassed."""
-    package = PLOTS_SOURCE.parent
+    package = PLOTS_SOURCE.parent.parent  # flashviz/
     for name in PURE_PLOT_MODULES:
-        imported = _imported(package / f"{name.removeprefix('flashviz.')}.py")
+        imported = _imported(package.parent / f"{name.replace('.', '/')}.py")
         assert not {m.split(".")[0] for m in imported} & {"torch", "streamlit"}, (name, imported)
-        assert {m for m in imported if m.split(".")[0] == "flashviz"} <= set(PURE_PLOT_MODULES), (name, imported)
+        assert {m for m in imported if m.split(".")[0] == "flashviz"} <= PURE_PACKAGES, (name, imported)
     code = ("import sys, types\n"
             "sys.modules['torch'] = sys.modules['streamlit'] = None  # importing either now raises ImportError\n"
             "package = types.ModuleType('flashviz')\n"
             "package.__path__ = [sys.argv[1]]  # flashviz's modules, without running its __init__.py\n"
             "sys.modules['flashviz'] = package\n"
-            "import flashviz.plots\n"
+            "import flashviz.figures.plots\n"
             "print(sorted(m for m in sys.modules if m.startswith('flashviz.')))\n")
     run = subprocess.run([sys.executable, "-c", code, str(package)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    assert set(ast.literal_eval(run.stdout.strip())) <= set(PURE_PLOT_MODULES), run.stdout
+    assert set(ast.literal_eval(run.stdout.strip())) <= PURE_PACKAGES, run.stdout

@@ -6,23 +6,17 @@ import pandas as pd
 import pytest
 import torch
 
-from flashviz.iomodel import io_cost
-from flashviz.sweep import (
-    COLUMNS,
+from flashviz.measure.guards import (
     GIB,
-    IMPLS,
-    MAX_N,
-    RunConfig,
     available_memory_bytes,
-    cut_short,
     default_memory_budget,
     input_bytes,
     input_bytes_needed,
     naive_bytes_needed,
-    resolve_dtype,
-    run_block_sweep,
-    run_sweep,
 )
+from flashviz.measure.sweep import COLUMNS, cut_short, run_block_sweep, run_sweep
+from flashviz.measure.sweepconfig import IMPLS, MAX_N, RunConfig, resolve_dtype
+from flashviz.model.iomodel import io_cost
 
 FP32 = 4  # bytes per element
 TOL = 1e-5  # fp32 kernels against SDPA in float64
@@ -172,7 +166,7 @@ def test_the_csv_round_trip_keeps_the_columns(tmp_path, sweep):
 
 
 def test_a_row_that_fails_at_run_time_is_reported_and_the_sweep_goes_on(monkeypatch):
-    import flashviz.sweep as sweep_module
+    import flashviz.measure.sweep as sweep_module
 
     def out_of_memory(*args, **kwargs):
         raise RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 1 bytes.")
@@ -189,7 +183,7 @@ def test_a_row_that_fails_at_run_time_is_reported_and_the_sweep_goes_on(monkeypa
 
 
 def test_inputs_over_the_budget_are_skipped_before_anything_is_allocated(monkeypatch):
-    import flashviz.sweep as sweep_module
+    import flashviz.measure.sweep as sweep_module
 
     def no_allocation(*args, **kwargs):
         raise AssertionError("the input guard must skip the row before allocating q, k, v, dO")
@@ -215,7 +209,7 @@ def test_input_bytes_counts_inputs_outputs_and_the_float64_reference():
 
 
 def test_a_failed_input_allocation_skips_the_configuration_and_the_sweep_goes_on(monkeypatch):
-    import flashviz.sweep as sweep_module
+    import flashviz.measure.sweep as sweep_module
 
     real = sweep_module._inputs
 
@@ -233,7 +227,7 @@ def test_a_failed_input_allocation_skips_the_configuration_and_the_sweep_goes_on
 
 
 def test_a_failed_reference_leaves_the_error_unknown_but_the_row_measured(monkeypatch):
-    import flashviz.sweep as sweep_module
+    import flashviz.measure.sweep as sweep_module
 
     def out_of_memory(*args, **kwargs):
         raise MemoryError
@@ -254,7 +248,7 @@ class FakeClock:
 
 
 def test_the_time_budget_skips_the_remaining_rows_and_returns_what_it_has(monkeypatch):
-    import flashviz.sweep as sweep_module
+    import flashviz.measure.sweep as sweep_module
 
     clock = FakeClock()
     monkeypatch.setattr(sweep_module, "_now", clock)
@@ -276,7 +270,7 @@ def test_the_time_budget_skips_the_remaining_rows_and_returns_what_it_has(monkey
 
 
 def test_the_time_budget_is_checked_between_timed_repeats(monkeypatch):
-    import flashviz.sweep as sweep_module
+    import flashviz.measure.sweep as sweep_module
 
     clock = FakeClock()
     monkeypatch.setattr(sweep_module, "_now", clock)

@@ -10,21 +10,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flashviz import tileplots
-from flashviz.tileplots import (
+from flashviz.core.tiling import FULL, PARTIAL, SKIPPED
+from flashviz.figures import tiles as tileplots
+from flashviz.figures.tiles import (
     CURRENT,
-    FULL,
     MAX_FRAMES,
-    PARTIAL,
     PENDING,
-    SKIPPED,
     fmt_bytes,
     fmt_flops,
     frame_indices,
     row_figure,
     tile_animation,
 )
-from flashviz.trace import row_trace, schedule_trace
+from flashviz.measure.trace import row_trace, schedule_trace
 
 CODE = {"full": FULL, "partial": PARTIAL, "skipped": SKIPPED}
 

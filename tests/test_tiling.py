@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from flashviz import FULL, PARTIAL, SKIPPED, flash_attention_forward, tile_schedule
-from flashviz.tiling import visible_mask
+from flashviz.core.tiling import visible_mask
 
 MASKS = [
     dict(causal=False, window=None),

@@ -8,9 +8,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flashviz.iomodel import io_cost
-from flashviz.tiling import tile_schedule
-from flashviz.trace import row_trace, schedule_trace
+from flashviz.core.tiling import tile_schedule
+from flashviz.measure.trace import row_trace, schedule_trace
+from flashviz.model.iomodel import io_cost
 
 
 @pytest.mark.parametrize("loop_order", ["kv_outer", "q_outer"])

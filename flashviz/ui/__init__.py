@@ -1,4 +1,4 @@
-"""The Streamlit dashboard, one module per tab: widgets -> cached calls -> figures from flashviz.tileplots/plots.
+"""The Streamlit dashboard, one module per tab: widgets -> cached calls -> figures from flashviz.figures.tiles/plots.
 
     sidebar        settings widgets, classroom presets, URL query parameters (state.py parses them, pure)
     how_it_works   animated tile map, row inspector, update equations

@@ -1,6 +1,6 @@
 """The "Benchmark" tab: a live sweep over N for naive / flash / flash2 / SDPA, on request.
 
-Widgets -> jobs.sweep (cached run_sweep under the timing lock) -> flashviz.plots figures. The result stays on the
+Widgets -> jobs.sweep (cached run_sweep under the timing lock) -> figures. The result stays on the
 page while the settings that produced it are unchanged; any student asking for the same settings gets it at once.
 """
 
@@ -8,17 +8,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from flashviz.plots import (
-    gflops_figure,
-    hbm_figure,
-    memory_figure,
-    summary_table,
-    summary_table_figure,
-    time_figure,
-)
+from flashviz.figures.plots import gflops_figure, hbm_figure, memory_figure, time_figure
+from flashviz.figures.report import summary_table, summary_table_figure
+from flashviz.limits import LIST_MAX, REPEATS_MAX
 from flashviz.ui import jobs
 from flashviz.ui.common import run_button_ui, show_figure, skipped_ui
-from flashviz.ui.state import BENCH_N_OPTIONS, IMPLS, LIST_MAX, REPEATS_MAX, Settings
+from flashviz.ui.state import BENCH_N_OPTIONS, IMPLS, Settings
 
 IMPL_HELP = {
     "naive": "standard attention: materialises S and P (N² each)",

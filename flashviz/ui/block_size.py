@@ -1,17 +1,18 @@
 """The "Block size" tab: measured time and modelled HBM traffic of the tiled kernels against the tile size at a
 fixed N, with naive attention and SDPA as reference lines (the counterpart of FA1's Figure 2, right).
 
-Widgets -> jobs.block_sweep (cached run_block_sweep under the timing lock) -> flashviz.plots.block_sweep_figure.
+Widgets -> jobs.block_sweep (cached run_block_sweep under the timing lock) -> flashviz.figures.plots.block_sweep_figure.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from flashviz.plots import block_sweep_figure
+from flashviz.figures.plots import block_sweep_figure
+from flashviz.limits import LIST_MAX
 from flashviz.ui import jobs
 from flashviz.ui.common import run_button_ui, show_figure, skipped_ui
-from flashviz.ui.state import BLOCK_OPTIONS, LIST_MAX, Settings
+from flashviz.ui.state import BLOCK_OPTIONS, Settings
 
 
 def block_size_ui(s: Settings) -> None:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from flashviz.plots import correctness_figure
+from flashviz.figures.plots import correctness_figure
+from flashviz.limits import LIST_MAX
 from flashviz.ui import jobs
 from flashviz.ui.common import run_button_ui, show_figure, skipped_ui
-from flashviz.ui.state import D_OPTIONS, LIST_MAX, N_OPTIONS, Settings
+from flashviz.ui.state import D_OPTIONS, N_OPTIONS, Settings
 
 TOLERANCE = 1e-5  # the seed's bar for fp32 outputs (max |O - O_ref|)
 

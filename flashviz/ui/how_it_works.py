@@ -1,7 +1,7 @@
 """The "How it works" tab: the animated tile map, the row inspector and the update equations.
 
-Widgets -> cached traces (flashviz.trace: the tile schedule, the IO model's counters, the real kernel's on_tile
-events) -> figures (flashviz.tileplots). Nothing is computed here.
+Widgets -> cached traces (flashviz.measure.trace: the tile schedule, the IO model's counters, the real kernel's on_tile
+events) -> figures (flashviz.figures.tiles). Nothing is computed here.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import math
 import plotly.graph_objects as go
 import streamlit as st
 
-from flashviz.iomodel import io_cost
-from flashviz.tileplots import ORDER_NAME, fmt_bytes, fmt_flops, row_figure, tile_animation
-from flashviz.trace import RowTrace, ScheduleTrace, row_trace, schedule_trace
+from flashviz.figures.tiles import ORDER_NAME, fmt_bytes, fmt_flops, row_figure, tile_animation
+from flashviz.measure.trace import RowTrace, ScheduleTrace, row_trace, schedule_trace
+from flashviz.model.iomodel import io_cost
 from flashviz.ui.common import show_figure, timing_lock
 from flashviz.ui.state import DTYPE_BYTES, Settings
 

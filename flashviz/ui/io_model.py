@@ -1,7 +1,7 @@
 """The "IO model" tab: HBM accesses against on-chip memory M for standard attention and both flash loop orders,
 with the formulas of FA1's Theorem 2. A model, not a measurement: it runs at once, no button.
 
-Widgets -> cached iomodel.hbm_vs_memory -> flashviz.plots.hbm_vs_memory_figure.
+Widgets -> cached iomodel.hbm_vs_memory -> flashviz.figures.plots.hbm_vs_memory_figure.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from flashviz.iomodel import fa1_block_sizes, hbm_vs_memory
+from flashviz.figures.plots import hbm_vs_memory_figure
 from flashviz.limits import TILES_MAX, tiles_per_call  # masked schedules are counted tile by tile
-from flashviz.plots import hbm_vs_memory_figure
+from flashviz.model.iomodel import fa1_block_sizes, hbm_vs_memory
 from flashviz.ui.common import show_figure
 from flashviz.ui.state import DTYPE_BYTES, Settings
 

@@ -1,4 +1,4 @@
-"""Heavy work behind the Benchmark, Block size, Correctness and Training tabs: cached calls into flashviz.sweep,
+"""Heavy work behind the Benchmark, Block size, Correctness and Training tabs: cached calls into flashviz.measure.sweep,
 serialised by the process-wide timing lock, and the caps that refuse a run before it starts.
 
 Every cached function takes hashable arguments only (tuples, ints, strings); `_progress` and `_lock` are
@@ -21,15 +21,8 @@ import pandas as pd
 import streamlit as st
 
 from flashviz.limits import LIVE_INPUT_BYTES_MAX, LIVE_TIME_BUDGET_S, WORK_FLOP_MAX, tile_problem
-from flashviz.sweep import (
-    calls_per_row,
-    cut_short,
-    format_bytes,
-    input_bytes,
-    request_flops,
-    run_block_sweep,
-    run_sweep,
-)
+from flashviz.measure.guards import calls_per_row, format_bytes, input_bytes, request_flops
+from flashviz.measure.sweep import cut_short, run_block_sweep, run_sweep
 from flashviz.ui.common import Progress, holding
 from flashviz.ui.state import Settings
 

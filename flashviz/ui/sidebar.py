@@ -11,12 +11,11 @@ from dataclasses import fields, replace
 
 import streamlit as st
 
+from flashviz.limits import BATCH_MAX, HEADS_MAX
 from flashviz.ui.state import (
-    BATCH_MAX,
     BLOCK_OPTIONS,
     D_OPTIONS,
     DTYPES,
-    HEADS_MAX,
     N_MAX,
     N_OPTIONS,
     ORDERS,

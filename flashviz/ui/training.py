@@ -1,14 +1,15 @@
 """The "Training" tab: forward + backward time and peak memory, and what each implementation saves for the
 backward pass versus recomputes.
 
-Widgets -> jobs.sweep(mode="training") (cached run_sweep under the timing lock) -> flashviz.plots figures.
+Widgets -> jobs.sweep(mode="training") (cached run_sweep under the timing lock) -> flashviz.figures.plots figures.
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from flashviz.plots import memory_figure, summary_table, time_figure
+from flashviz.figures.plots import memory_figure, time_figure
+from flashviz.figures.report import summary_table
 from flashviz.ui import jobs
 from flashviz.ui.common import run_button_ui, show_figure, skipped_ui, summary_ui
 from flashviz.ui.state import Settings

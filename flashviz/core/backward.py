@@ -23,7 +23,9 @@ from operator import attrgetter
 
 import torch
 
-from flashviz._validate import (
+from flashviz.core.flash import LOG2_E, _accumulator_dtype, flash_attention_forward
+from flashviz.core.tiling import PARTIAL, TileMasks, TileSchedule, tile_schedule
+from flashviz.core.validate import (
     Window,
     validate_block,
     validate_causal,
@@ -32,8 +34,6 @@ from flashviz._validate import (
     validate_scale,
     validate_window,
 )
-from flashviz.flash import LOG2_E, _accumulator_dtype, flash_attention_forward
-from flashviz.tiling import PARTIAL, TileMasks, TileSchedule, tile_schedule
 
 NEG_INF = float("-inf")
 

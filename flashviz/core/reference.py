@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from flashviz._validate import Window, validate_causal, validate_qkv, validate_scale, validate_window
-from flashviz.tiling import visible_mask
+from flashviz.core.tiling import visible_mask
+from flashviz.core.validate import Window, validate_causal, validate_qkv, validate_scale, validate_window
 
 
 def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-from flashviz.measure import attention_flops
-from flashviz.sweepconfig import RunConfig, _validate_mode, resolve_dtype
+from flashviz.measure.sweepconfig import RunConfig, _validate_mode, resolve_dtype
+from flashviz.model.flops import attention_flops
 
 GIB = 1 << 30  # bytes per GiB
 FALLBACK_RAM_BYTES = 4 * GIB  # assumed available RAM when neither /proc/meminfo nor sysconf can tell

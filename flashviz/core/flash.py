@@ -24,7 +24,8 @@ from operator import attrgetter
 
 import torch
 
-from flashviz._validate import (
+from flashviz.core.tiling import PARTIAL, Tile, TileMasks, TileSchedule, tile_schedule
+from flashviz.core.validate import (
     Window,
     validate_block,
     validate_causal,
@@ -33,7 +34,6 @@ from flashviz._validate import (
     validate_scale,
     validate_window,
 )
-from flashviz.tiling import PARTIAL, Tile, TileMasks, TileSchedule, tile_schedule
 
 NEG_INF = float("-inf")
 LOG2_E = 1.4426950408889634  # 1/ln(2): e^x = 2^(x log2 e), and exp2 is ~3x cheaper than exp on CPU

@@ -1,7 +1,7 @@
 """Results as tables and pages: the seed's summary table (flash against naive at each N, speedup and memory saving),
 its plotly table figure, and one standalone HTML report. No torch, no streamlit: only pandas and plotly.
 
-Inputs are the DataFrames of flashviz.sweep (a CSV read back with pandas works too); rows whose status is not "ok"
+Inputs are the DataFrames of run_sweep (a CSV read back with pandas works too); rows whose status is not "ok"
 show as "skipped". The report embeds plotly.js inline so that it opens offline.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from flashviz.plotstyle import BASE_FONT_PX, MIB, MS_PER_S, _note, _ok, flashviz_template
+from flashviz.figures.style import BASE_FONT_PX, MIB, MS_PER_S, _note, _ok, flashviz_template
 
 TABLE_TITLE_PX = 100  # title, subtitle and top margin of a table figure
 TABLE_BOTTOM_PX = 8

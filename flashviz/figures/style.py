@@ -3,7 +3,7 @@ formatting with units, and log axes with a few round, labelled ticks. No torch, 
 
 Large fonts for a projector and hover text carrying the numbers (STYLE item 14); "flash" looks the same in every
 figure and stays visible where it coincides with "flash2". Log axes get a fixed range and a few round ticks labelled
-with their unit ("1 ms", "256 KiB", "1M", "1e-5"), never the 2..9 minor labels. flashviz.plots and flashviz.report
+with their unit ("1 ms", "256 KiB", "1M", "1e-5"), never the 2..9 minor labels. plots.py and report.py
 build their figures from these pieces; the small `_` helpers (notes, the implementations present, the rows that ran,
 an axis's extent, reference lines) are shared by both.
 """

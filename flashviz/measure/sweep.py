@@ -4,19 +4,19 @@ Each row holds the time (median and IQR of repeated calls), the exact peak memor
 achieved GFLOP/s, the modelled HBM traffic (`io_cost`) and the error against PyTorch's SDPA computed in float64.
 Implementations, all called with the same (B, H, N, d) inputs:
 
-    naive   flashviz.reference.naive_attention: materialises S and P (FA1 Algorithm 0)
+    naive   flashviz.core.reference.naive_attention: materialises S and P (FA1 Algorithm 0)
     flash   flash_attention_forward(loop_order="kv_outer") (FA1 Algorithm 1)
     flash2  flash_attention_forward(loop_order="q_outer") (FA2 Algorithm 1)
     sdpa    torch.nn.functional.scaled_dot_product_attention (PyTorch's fused kernel)
 
 In training mode every implementation runs forward + backward (autograd.grad with a fixed random dO); the tiled ones
-use flashviz.backward.flash_attention (FA2 forward saving O and L, tiled backward by recomputation).
+use flashviz.core.backward.flash_attention (FA2 forward saving O and L, tiled backward by recomputation).
 
-Guards (flashviz.guards) keep one sweep from taking the machine down; a row they stop says "skipped: <why>" and the
+Guards (guards.py) keep one sweep from taking the machine down; a row they stop says "skipped: <why>" and the
 sweep goes on: no configuration whose inputs exceed the memory budget (default: half the available memory, container
 limits included) is allocated, naive attention runs only if its S and P fit too, an allocation that fails anyway
 skips its row, and with `time_budget_s` the rows still to come once the sweep has run that long are skipped.
-Arguments are checked and RunConfigs built by flashviz.sweepconfig.
+Arguments are checked and RunConfigs built by flashviz.measure.sweepconfig.
 
 Legend: B batch, H heads, N sequence length (N_q = N_k = N), d head dimension, Br = block_q, Bc = block_k.
 """
@@ -33,10 +33,12 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from flashviz._validate import Window, validate_block
-from flashviz.backward import flash_attention
-from flashviz.flash import flash_attention_forward
-from flashviz.guards import (
+from flashviz.core.backward import flash_attention
+from flashviz.core.flash import flash_attention_forward
+from flashviz.core.reference import naive_attention
+from flashviz.core.tiling import visible_mask
+from flashviz.core.validate import Window, validate_block
+from flashviz.measure.guards import (
     GIB,
     TIME_BUDGET_STATUS,
     TimeBudget,
@@ -52,17 +54,8 @@ from flashviz.guards import (
     naive_bytes_needed,
     request_flops,
 )
-from flashviz.iomodel import io_cost
-from flashviz.measure import (
-    TRAINING_FLOP_FACTOR,
-    attention_flops,
-    peak_memory_and_result,
-    threads_set_to,
-    time_calls,
-    visible_pairs,
-)
-from flashviz.reference import naive_attention
-from flashviz.sweepconfig import (
+from flashviz.measure.memory import peak_memory_and_result
+from flashviz.measure.sweepconfig import (
     IMPLS,
     LOOP_ORDER,
     MAX_D,
@@ -79,7 +72,9 @@ from flashviz.sweepconfig import (
     validate_impls,
     validate_ns,
 )
-from flashviz.tiling import visible_mask
+from flashviz.measure.timing import threads_set_to, time_calls
+from flashviz.model.flops import TRAINING_FLOP_FACTOR, attention_flops, visible_pairs
+from flashviz.model.iomodel import io_cost
 
 __all__ = [  # the public names of the sweep, its configuration and its guards, importable from here as before
     "COLUMNS", "GIB", "IMPLS", "LOOP_ORDER", "MAX_D", "MAX_N", "MODES", "TILED_IMPLS", "TIME_BUDGET_STATUS",
@@ -330,7 +325,7 @@ def run_sweep(ns: Iterable[int], *, d: int = 64, block_size: int = 128, causal: 
         progress: progress(done, total, label) with done = rows finished so far (non-decreasing), called before each
             memory measurement and each timing phase, and once at the end with done == total and label "done".
         device: "cpu" or "cuda".  threads: torch intra-op threads (None: torch's current count), reported per row.
-        mode: "forward", or "training" for forward + backward (needs flashviz.backward).
+        mode: "forward", or "training" for forward + backward (needs flashviz.core.backward).
         memory_budget_bytes: the memory a row may allocate (default half the available memory, container limit
             included): rows whose inputs (input_bytes) or whose naive S and P (naive_bytes_needed) exceed it are
             skipped with a status that says how many bytes they would need.

@@ -24,7 +24,7 @@ from typing import overload
 
 import torch
 
-from flashviz._validate import (
+from flashviz.core.validate import (
     Window,
     validate_block,
     validate_causal,

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 import torch
 
-from flashviz._validate import Window
-from flashviz.flash import TileEvent, flash_attention_forward
-from flashviz.iomodel import io_trace
-from flashviz.tiling import tile_schedule, visible_mask
+from flashviz.core.flash import TileEvent, flash_attention_forward
+from flashviz.core.tiling import tile_schedule, visible_mask
+from flashviz.core.validate import Window
+from flashviz.model.iomodel import io_trace
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
 

@@ -3,12 +3,12 @@
 The sweep figures reproduce the seed's sections 4-7 (max error against the 1e-5 bar, memory vs N, time vs N, the
 summary table) and add what the FlashAttention paper argues with: achieved GFLOP/s, modelled HBM traffic, HBM
 accesses against on-chip memory M (FA1 Theorem 2) and the block-size trade-off. Every figure shares the look of
-flashviz.plotstyle (template, colours, dashes and markers, unit-labelled log axes); the summary table and the HTML
-report live in flashviz.report. Both modules' public names are re-exported here, so `from flashviz.plots import ...`
+flashviz.figures.style (template, colours, dashes and markers, unit-labelled log axes); the summary table and the HTML
+report live in flashviz.figures.report. Both modules' public names are re-exported here, so one import
 reaches every figure, table and style helper.
 
-Inputs are the DataFrames of flashviz.sweep (columns impl, N, ..., time_s, time_iqr_s, peak_bytes, gflops,
-hbm_bytes, status) and flashviz.iomodel.hbm_vs_memory; a CSV read back with pandas works too. Rows whose status is
+Inputs are the DataFrames of flashviz.measure.sweep (columns impl, N, ..., time_s, time_iqr_s, peak_bytes, gflops,
+hbm_bytes, status) and flashviz.model.iomodel.hbm_vs_memory; a CSV read back with pandas works too. Rows whose status is
 not "ok" are drawn as grey-edged crosses along the bottom of the plot, with the reason in their hover text; an empty
 or all-skipped DataFrame gives a labelled, empty figure with a note, never an exception.
 
@@ -23,7 +23,19 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from flashviz.plotstyle import (
+from flashviz.figures.report import (
+    TABLE_BOTTOM_PX,
+    TABLE_FONT_PX,
+    TABLE_HEADER_PX,
+    TABLE_ROW_PX,
+    TABLE_SLACK_PX,
+    TABLE_TITLE_PX,
+    report_html,
+    summary_table,
+    summary_table_figure,
+    table_height,
+)
+from flashviz.figures.style import (
     AXIS_TITLE_FONT_PX,
     BASE_FONT_PX,
     BLOCK_FIG_HEIGHT_PX,
@@ -70,18 +82,6 @@ from flashviz.plotstyle import (
     log_axis,
     measured_axis,
     style_figure,
-)
-from flashviz.report import (
-    TABLE_BOTTOM_PX,
-    TABLE_FONT_PX,
-    TABLE_HEADER_PX,
-    TABLE_ROW_PX,
-    TABLE_SLACK_PX,
-    TABLE_TITLE_PX,
-    report_html,
-    summary_table,
-    summary_table_figure,
-    table_height,
 )
 
 __all__ = [  # the figures below, and the style and table names re-exported from plotstyle and report

@@ -1,6 +1,6 @@
 """Figures for the "How it works" view: the animated tile map and the row inspector. Plotly only.
 
-Input is the plain data of flashviz.trace (ScheduleTrace, RowTrace); nothing here imports torch or streamlit.
+Input is the plain data of flashviz.measure.trace (ScheduleTrace, RowTrace); nothing here imports torch or streamlit.
 The tile map is a grid of Q blocks (rows, i) x K/V blocks (columns, j) of the score matrix S = Q K^T, one frame per
 computed tile (FlashAttention-1 Algorithm 1 visits them column by column, "kv_outer"; FlashAttention-2 row by row,
 "q_outer"). Frames are subsampled to at most `max_frames`, so a 64 x 64 grid stays a few MB.
@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 if TYPE_CHECKING:  # plain dataclasses; imported for type hints only, so this module never loads torch
-    from flashviz.trace import RowTrace, ScheduleTrace
+    from flashviz.measure.trace import RowTrace, ScheduleTrace
 
 # -- projector-readable sizes (px)
 FONT = 18  # base font
@@ -165,7 +165,7 @@ def tile_animation(traces: Sequence[ScheduleTrace], *, row: int | None = None, m
         A Figure with a heatmap per panel, SRAM outlines, frames, a slider and Play/Pause buttons.
 
     Example:
-        >>> from flashviz.trace import schedule_trace
+        >>> from flashviz.measure.trace import schedule_trace
         >>> fig = tile_animation([schedule_trace(256, 64, 64, causal=True)])
         >>> len(fig.frames)
         10
@@ -311,7 +311,7 @@ def row_figure(rows: Sequence[RowTrace], *, n_steps: int) -> go.Figure:
         A two-panel Figure (m on top, l below) with the exact values as dashed lines.
 
     Example:
-        >>> from flashviz.trace import row_trace
+        >>> from flashviz.measure.trace import row_trace
         >>> fig = row_figure([row_trace(16, 8, 4, 4, row=9, causal=True)], n_steps=16)
         >>> [t.name for t in fig.data][:2]
         ['FA1: m after each tile', 'FA1: l after each tile']

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from flashviz._validate import (
+from flashviz.core.tiling import FULL, TileSchedule, classify_tile, tile_schedule
+from flashviz.core.validate import (
     Window,
     validate_block,
     validate_causal,
@@ -39,7 +40,6 @@ from flashviz._validate import (
     validate_positive,
     validate_window,
 )
-from flashviz.tiling import FULL, TileSchedule, classify_tile, tile_schedule
 
 ALGORITHMS = ("naive", "kv_outer", "q_outer")
 ALIASES = {"flash": "kv_outer", "flash1": "kv_outer", "flash2": "q_outer", "standard": "naive"}

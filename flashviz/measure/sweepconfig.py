@@ -1,8 +1,8 @@
 """Sweep configuration: what one measured row is (RunConfig) and the checks every sweep argument passes first.
 
 The sweep's names for its implementations and modes, the largest N and d it accepts, and one small `validate_*` /
-`resolve_*` helper per argument, each raising an error that says how to fix the call (STYLE item 9). flashviz.sweep
-builds its RunConfigs with `build_configs`; flashviz.guards sizes them.
+`resolve_*` helper per argument, each raising an error that says how to fix the call (STYLE item 9). sweep.py
+builds its RunConfigs with `build_configs`; flashviz.measure.guards sizes them.
 
 Legend: B batch, H heads, N sequence length (N_q = N_k = N), d head dimension, Br = block_q, Bc = block_k.
 """
@@ -16,7 +16,7 @@ from numbers import Integral, Real
 
 import torch
 
-from flashviz._validate import FLOAT_DTYPES, Window, validate_causal, validate_window
+from flashviz.core.validate import FLOAT_DTYPES, Window, validate_causal, validate_window
 
 IMPLS = ("naive", "flash", "flash2", "sdpa")
 TILED_IMPLS = ("flash", "flash2")

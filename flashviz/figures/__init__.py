@@ -1,0 +1,1 @@
+"""Figures: DataFrames and traces -> plotly Figures and HTML reports. Imports neither torch nor streamlit."""

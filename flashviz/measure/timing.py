@@ -1,0 +1,160 @@
+"""Honest timing: warm-up calls, then the median (and interquartile range) of timed calls.
+
+Each call is timed with `time.perf_counter`, with the intra-op thread count set explicitly and reported, and CUDA
+synchronised around every call. `time_calls` interleaves several implementations call by call, so machine noise hits
+them alike: compare implementations as ratios measured side by side in one run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from flashviz.measure.memory import device_of
+
+# ----------------------------------------------------------------------------------------------------------------------
+# time
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Wall-clock time of repeated calls."""
+
+    median: float  # seconds, median of the timed calls
+    iqr: float  # seconds, interquartile range (75th - 25th percentile); 0 with fewer than 2 samples
+    samples: tuple[float, ...]  # seconds, every timed call in order (warm-up calls excluded)
+    threads: int  # torch intra-op threads the calls ran with
+    device: str  # "cpu" or "cuda:0", ...
+
+
+@contextlib.contextmanager
+def threads_set_to(threads: int | None) -> Iterator[int]:
+    """Run the block with `threads` intra-op threads (None: keep the current count); restore the count after.
+
+    Yields:
+        the thread count in force inside the block.
+    """
+    before = torch.get_num_threads()
+    if threads is None:
+        threads = before
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be an int >= 1 or None (keep torch's current {before}), got {threads!r}.")
+    torch.set_num_threads(threads)
+    try:
+        yield threads
+    finally:
+        torch.set_num_threads(before)
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_call(fn: Callable, *args: Any, warmup: int = 2, repeats: int = 10, threads: int | None = None,
+              **kwargs: Any) -> Timing:
+    """Time fn(*args, **kwargs): `warmup` untimed calls, then `repeats` timed ones.
+
+    Args:
+        fn: the callable to time.  *args, **kwargs: passed to fn (a kwarg named `threads` is taken by this function).
+        warmup: untimed calls first (>= 0): page faults, lazy init, allocator warm-up.
+        repeats: timed calls (>= 1).
+        threads: intra-op threads to run with; None keeps torch's current count. Always reported in the result.
+    Returns:
+        Timing(median, iqr, samples, threads, device), seconds.
+
+    Example:
+        >>> t = time_call(torch.mm, torch.randn(64, 64), torch.randn(64, 64), repeats=5, threads=1)
+        >>> t.threads, len(t.samples)
+        (1, 5)
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}.")
+    for name, value, low in (("warmup", warmup, 0), ("repeats", repeats, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {value!r}.")
+    device = device_of(args, kwargs)
+    with threads_set_to(threads) as n_threads:
+        for _ in range(warmup):
+            fn(*args, **kwargs)
+        _sync(device)
+        samples = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn(*args, **kwargs)
+            _sync(device)
+            samples.append(time.perf_counter() - t0)
+    return _timing(samples, n_threads, device)
+
+
+def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats: int = 10,
+               threads: int | None = None, **kwargs: Any) -> dict[str, Timing]:
+    """Time several callables on the same arguments side by side, interleaved call by call.
+
+    Repeat r calls every function once before repeat r + 1 starts, so a burst of machine noise (another process,
+    frequency scaling) lands on all of them alike and their ratios stay honest (DESIGN.md, "Measuring honestly").
+
+    Args:
+        fns: name -> callable, each called as fn(*args, **kwargs).
+        warmup, repeats, threads: as for `time_call`.
+    Returns:
+        name -> Timing, in the order of fns.
+
+    Example:
+        >>> a, b = torch.randn(64, 64), torch.randn(64, 64)
+        >>> sorted(time_calls({"mm": torch.mm, "add": torch.add}, a, b, repeats=3, threads=1))
+        ['add', 'mm']
+    """
+    if not fns or not all(callable(f) for f in fns.values()):
+        raise TypeError(f"fns must map names to callables, got {fns!r}.")
+    for name, value, low in (("warmup", warmup, 0), ("repeats", repeats, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {value!r}.")
+    device = device_of(args, kwargs)
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    with threads_set_to(threads) as n_threads:
+        for fn in fns.values():
+            for _ in range(warmup):
+                fn(*args, **kwargs)
+        _sync(device)
+        for _ in range(repeats):
+            for name, fn in fns.items():
+                t0 = time.perf_counter()
+                fn(*args, **kwargs)
+                _sync(device)
+                samples[name].append(time.perf_counter() - t0)
+    return {name: _timing(s, n_threads, device) for name, s in samples.items()}
+
+
+def _timing(samples: list[float], threads: int, device: torch.device) -> Timing:
+    if len(samples) >= 2:
+        q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+        iqr = q3 - q1
+    else:
+        iqr = 0.0
+    return Timing(statistics.median(samples), iqr, tuple(samples), threads, str(device))
+
+
+def benchmark(fn: Callable, *args: Any, warmup: int = 2, repeats: int = 10, **kwargs: Any) -> float:
+    """Median seconds of fn(*args, **kwargs) over `repeats` calls after `warmup` calls, at torch's current thread
+    count (set explicitly; see `time_call` for the IQR, the samples and a chosen thread count).
+
+    Args:
+        fn: the callable to time.  *args, **kwargs: passed to fn.
+        warmup: untimed calls first.  repeats: timed calls.
+    Returns:
+        float, seconds.
+
+    Example:
+        >>> benchmark(torch.mm, torch.randn(64, 64), torch.randn(64, 64), repeats=3) > 0
+        True
+    """
+    return time_call(fn, *args, warmup=warmup, repeats=repeats, **kwargs).median
+
+

@@ -1,0 +1,1 @@
+"""Analytic models: FLOPs and HBM traffic of each algorithm, derived from the tile schedule."""
