@@ -25,7 +25,7 @@ import torch
 
 from flashviz.figures.report import summary_table
 from flashviz.measure.sweep import run_sweep
-from flashviz.measure.sweepconfig import IMPLS
+from flashviz.vocab import IMPLS
 
 MIB = 2**20  # bytes per MiB
 FP32_BYTES = 4  # bytes per fp32 element
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         print(measurements(df))
         if {"naive", "flash"} <= set(args.impls):
             print("\nSeed's table: flash vs naive (speedup = naive time / flash time; saving = naive peak / flash)\n")
-            print(summary_table(df).to_string(index=False, na_rep="skipped", float_format=lambda x: f"{x:.4g}"))
+            print(summary_table(df).to_string(index=False, na_rep="not run", float_format=lambda x: f"{x:.4g}"))
         if "naive" in args.impls:
             print("\nNaive peak memory, measured vs formula\n")
             print(naive_vs_formula(df, args.batch, heads, args.d))

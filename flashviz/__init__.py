@@ -8,12 +8,13 @@ Public API (names and meanings fixed by DESIGN.md):
 from flashviz.core.backward import flash_attention, flash_attention_backward
 from flashviz.core.flash import TileEvent, flash_attention_forward
 from flashviz.core.reference import naive_attention
-from flashviz.core.tiling import FULL, PARTIAL, SKIPPED, Tile, TileSchedule, tile_schedule
+from flashviz.core.tiling import Tile, TileSchedule, tile_schedule
 from flashviz.measure.memory import measure_memory
 from flashviz.measure.sweep import run_block_sweep, run_sweep
 from flashviz.measure.timing import Timing, benchmark, time_call, time_calls
 from flashviz.model.flops import attention_flops
 from flashviz.model.iomodel import IOCost, fa1_block_sizes, hbm_vs_memory, io_cost, io_trace
+from flashviz.vocab import FULL, PARTIAL, SKIPPED
 
 __all__ = [
     "FULL",

@@ -10,7 +10,7 @@ PyTorch's SDPA in float64 and exits 1 if any error exceeds the bar. Bad argument
 
 Resource guards (flashviz.limits, shared with the dashboard): at most LIST_MAX sequence lengths, REPEATS_MAX repeats
 and warm-up calls, BATCH_MAX x HEADS_MAX, TILES_MAX tiles per tiled call and BENCH_FLOP_MAX FLOPs per run, each
-refused up front with a usage message; rows whose inputs or naive S and P exceed the memory budget are skipped, and
+refused up front with a usage message; rows whose inputs or naive S and P exceed the memory budget are not run, and
 so are the rows still to come once --time-budget seconds have passed (the CSV and report keep what was measured).
 The `flashviz` console script is this module's `main`.
 """
@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from flashviz.core.flash import flash_attention_forward
 from flashviz.core.tiling import visible_mask
-from flashviz.figures import plots
+from flashviz.figures import plots, report
 from flashviz.limits import (
     BATCH_MAX,
     BENCH_FLOP_MAX,
@@ -41,8 +41,9 @@ from flashviz.limits import (
 )
 from flashviz.measure.guards import calls_per_row, request_flops
 from flashviz.measure.sweep import cut_short, run_sweep
-from flashviz.measure.sweepconfig import IMPLS, MAX_D, MAX_N, TILED_IMPLS
+from flashviz.measure.sweepconfig import MAX_D, MAX_N
 from flashviz.model.iomodel import hbm_vs_memory
+from flashviz.vocab import IMPLS, TILED_IMPLS
 
 DEFAULT_NS = (256, 512, 1024, 2048, 4096)
 CHECK_N_MAX = 1 << 14  # longest N `check` accepts (unchanged; named here for its help text)
@@ -147,7 +148,7 @@ def _build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--time-budget", type=_positive_float("--time-budget", ("none", "inf")),
                        default=BENCH_TIME_BUDGET_S, metavar="S",
                        help=f"wall-clock seconds for the whole run; rows still to come when it is used up are "
-                            f"skipped (default {BENCH_TIME_BUDGET_S:g}; 'none' for no limit)")
+                            f"not run (default {BENCH_TIME_BUDGET_S:g}; 'none' for no limit)")
     bench.add_argument("--out", required=True, type=Path, help="CSV file for the tidy results")
     bench.add_argument("--html", type=Path, default=None, help="also write a standalone HTML report here")
     bench.set_defaults(subparser=bench)
@@ -217,7 +218,7 @@ def _bench(args: argparse.Namespace) -> int:
         args.subparser.error(str(e))  # usage + exit 2
     flash_impl = next((i for i in ("flash", "flash2") if i in args.impls and (df["impl"].eq(i)
                                                                                & df["status"].eq("ok")).any()), "flash")
-    table = plots.summary_table(df, flash_impl=flash_impl)
+    table = report.summary_table(df, flash_impl=flash_impl)
     mode = "forward + backward" if args.training else "forward"
     print(f"flashviz bench: {mode}, d={args.d}, B={args.batch}, H={args.heads}, {args.dtype}, "
           f"device={df['device'].iloc[0]}, threads={df['threads'].iloc[0]}, causal={args.causal}, "
@@ -225,7 +226,7 @@ def _bench(args: argparse.Namespace) -> int:
     print(_measurements_text(df))
     print(f"\nSummary: {flash_impl} vs naive (speedup = naive time / {flash_impl} time; "
           f"memory saving = naive peak / {flash_impl} peak)\n")
-    print(table.to_string(index=False, na_rep="skipped", float_format=lambda x: f"{x:.4g}"))
+    print(table.to_string(index=False, na_rep="not run", float_format=lambda x: f"{x:.4g}"))
     if cut_short(df):
         print(f"\nnote: the time budget of {args.time_budget:g} s ran out; {int((df['status'] != 'ok').sum())} "
               "row(s) were not measured. Raise --time-budget, or measure fewer or smaller configurations.",
@@ -238,7 +239,7 @@ def _bench(args: argparse.Namespace) -> int:
         n_max = max(args.n)
         theorem2 = hbm_vs_memory(M_SWEEP, n_max, args.d, causal=args.causal,
                                  window=None if args.window is None else tuple(args.window))
-        figures = [plots.summary_table_figure(table, title=f"Summary: {flash_impl} vs naive"),
+        figures = [report.summary_table_figure(table, title=f"Summary: {flash_impl} vs naive"),
                    plots.time_figure(df), plots.memory_figure(df), plots.gflops_figure(df), plots.hbm_figure(df),
                    plots.hbm_vs_memory_figure(theorem2, n=n_max, d=args.d)]
         intro = (f"{mode} pass, d={args.d}, B={args.batch}, H={args.heads}, {args.dtype}, "
@@ -247,7 +248,7 @@ def _bench(args: argparse.Namespace) -> int:
                  f"median of {args.repeats} calls. Peak memory is exact (allocator events); HBM traffic is the IO "
                  "model of flashviz.model.iomodel.")
         args.html.parent.mkdir(parents=True, exist_ok=True)
-        args.html.write_text(plots.report_html(figures, title="flashviz benchmark report", intro=intro, table=df),
+        args.html.write_text(report.report_html(figures, title="flashviz benchmark report", intro=intro, table=df),
                              encoding="utf-8")
         print(f"wrote {args.html}")
     return EXIT_OK
@@ -299,7 +300,7 @@ def _check(args: argparse.Namespace) -> int:
     cases = _check_cases(args.d, args.n, backward)
     print(f"flashviz check: tiled kernels in fp32 (B=1, H={CHECK_HEADS}, block {args.block_size}) against SDPA in "
           f"float64; bar {args.tol:g}. kernel 'grad' = flash_attention's dQ, dK, dV"
-          f"{'' if backward else ' (skipped: flashviz.core.backward is not available)'}\n")
+          f"{'' if backward else ' (not run: flashviz.core.backward is not available)'}\n")
     print(f"{'d':>4} {'N':>6} {'causal':>6} {'window':>10} {'kernel':>9} {'max |err|':>10}  result")
     failures = 0
     gen = torch.Generator().manual_seed(0)

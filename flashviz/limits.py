@@ -20,7 +20,7 @@ TILES_MAX = 1 << 16  # tiles per tiled-kernel call (Tr x Tc): the Python tile lo
 WORK_FLOP_MAX = 1.5e12  # FLOPs one dashboard request may cost: about a minute or two on a 2-core laptop
 BENCH_FLOP_MAX = 1e14  # FLOPs one `flashviz bench` run may cost: about 1.5 h at 20 GFLOP/s
 LIVE_INPUT_BYTES_MAX = 1 << 30  # bytes (1 GiB) of q, k, v, dO, outputs and fp64 reference copies of a dashboard run
-LIVE_TIME_BUDGET_S = 120.0  # seconds a dashboard run may hold the timing lock before its remaining rows are skipped
+LIVE_TIME_BUDGET_S = 120.0  # seconds a dashboard run may hold the timing lock before its remaining rows are not run
 BENCH_TIME_BUDGET_S = 600.0  # seconds: the default --time-budget of `flashviz bench`
 
 

@@ -23,8 +23,6 @@ from flashviz.ui.common import timing_lock
 from flashviz.ui.state import (
     BLOCK_MAX,
     D_MAX,
-    DTYPES,
-    IMPLS,
     N_MAX,
     ORDERS,
     PRESETS,
@@ -35,6 +33,7 @@ from flashviz.ui.state import (
     default_settings,
     parse_query,
 )
+from flashviz.vocab import DTYPES, IMPLS
 
 TINY = {"ns": "32,64", "impls": "naive,flash,flash2,sdpa", "reps": "1", "d": "16", "n": "128", "br": "32",
         "bc": "32", "blocks": "16,32", "cds": "16", "cns": "32,33"}  # every heavy tab in a second or two
@@ -203,7 +202,7 @@ def test_memory_guard_refusals_show_the_memory_they_would_need(make_app, monkeyp
     (warning,) = [w.value for w in at.warning]
     assert "naive" in warning and "would need" in warning and "bytes" in warning
     names = {t["name"] for t in charts(at)["Peak memory vs sequence length"]["data"]}
-    assert "naive: skipped" in names
+    assert "naive: not run" in names
 
 
 def test_a_run_waits_visibly_while_another_session_holds_the_lock(make_app):

@@ -50,8 +50,8 @@ def test_bench_memory_budget_skips_naive_but_still_reports(tmp_path, capsys):
     out, _ = capsys.readouterr()
     assert rc == 0
     df = pd.read_csv(csv).set_index(["impl", "N"])
-    assert df.loc[("naive", 512), "status"].startswith("skipped:")  # S and P: 2 MiB
-    assert "skipped" in out
+    assert df.loc[("naive", 512), "status"].startswith("not run:")  # S and P: 2 MiB
+    assert "not run" in out
 
 
 @pytest.mark.parametrize("argv", [
@@ -160,14 +160,14 @@ def test_tiles_are_only_capped_when_a_tiled_kernel_runs(tmp_path, capsys):
     assert (pd.read_csv(csv)["status"] == "ok").all()
 
 
-def test_inputs_over_the_memory_budget_are_skipped_rows_not_a_traceback(tmp_path, capsys):
+def test_inputs_over_the_memory_budget_are_not_run_rows_not_a_traceback(tmp_path, capsys):
     csv = tmp_path / "r.csv"
     rc = main(["bench", "--n", "1024", "--batch", "64", "--heads", "64", "--impls", "flash", "sdpa", "--repeats",
                "1", "--memory-budget-mib", "100", "--out", str(csv)])
     out, err = capsys.readouterr()
     assert rc == 0 and "Traceback" not in err
     status = pd.read_csv(csv)["status"]
-    assert status.str.startswith("skipped: inputs need 15.0 GiB, budget 100.0 MiB").all()
+    assert status.str.startswith("not run: inputs need 15.0 GiB, budget 100.0 MiB").all()
     assert "inputs need 15.0 GiB" in out
 
 
@@ -183,7 +183,7 @@ def test_the_time_budget_cuts_the_run_short_and_still_writes_the_results(tmp_pat
     assert rc == 0
     df = pd.read_csv(csv)
     assert df.set_index("N").loc[32, "status"] == "ok"
-    assert df.set_index("N").loc[64, "status"].startswith("skipped: time budget of 3.5 s used up before this row")
+    assert df.set_index("N").loc[64, "status"].startswith("not run: time budget of 3.5 s used up before this row")
     assert "time budget of 3.5 s ran out; 1 row(s) were not measured. Raise --time-budget" in err
 
 

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from flashviz import flash_attention_forward, io_cost, naive_attention, run_sweep, tile_schedule, time_call
-from flashviz.core.tiling import STATUSES
+from flashviz.vocab import TILE_STATUSES as STATUSES
 
 try:
     from flashviz.core.backward import flash_attention

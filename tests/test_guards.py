@@ -8,8 +8,8 @@ import pytest
 
 import flashviz.measure.sweep as sweep_module
 from flashviz import limits
-from flashviz.measure.guards import TIME_BUDGET_STATUS, available_memory_bytes, cgroup_free_bytes
 from flashviz.measure import guards
+from flashviz.measure.guards import TIME_BUDGET_STATUS, available_memory_bytes, cgroup_free_bytes
 from flashviz.measure.sweep import COLUMNS
 from flashviz.ui import jobs, state
 
@@ -155,7 +155,7 @@ def test_the_review_url_is_refused_with_the_input_memory_message(make_app):
     assert "bench_run" not in {b.key for b in at.button}  # nothing to run
 
 
-def test_rows_the_time_budget_skipped_are_listed_on_the_page(make_app, monkeypatch):
+def test_rows_the_time_budget_stopped_are_listed_on_the_page(make_app, monkeypatch):
     ticks = iter(range(10 ** 6))
     monkeypatch.setattr(sweep_module, "_now", lambda: 1000.0 * next(ticks))  # every look: +1000 s, over 120 s
     at = make_app(view="bench", ns="24", impls="flash2", d="5", reps="1")  # a configuration no other test uses

@@ -1,4 +1,4 @@
-"""plots.py: expected traces, titles, units and fonts; log axes with few labelled ticks and sane ranges; skipped rows
+"""plots.py: expected traces, titles, units and fonts; log axes with few labelled ticks and sane ranges; rows not run
 drawn; empty input survives; no torch inside."""
 
 import ast
@@ -11,13 +11,13 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from flashviz.figures import plots
+from flashviz.figures import plots, report, style
 from flashviz.measure.sweep import COLUMNS
 from flashviz.model.iomodel import hbm_vs_memory
 
 PLOTS_SOURCE = Path(plots.__file__)
 PURE_PLOT_MODULES = ("flashviz.figures.plots", "flashviz.figures.style", "flashviz.figures.report")
-PURE_PACKAGES = {*PURE_PLOT_MODULES, "flashviz.figures"}  # what importing them may load of flashviz
+PURE_PACKAGES = {*PURE_PLOT_MODULES, "flashviz.figures", "flashviz.vocab"}  # what importing them may load of flashviz
 MIB = 1 << 20
 
 
@@ -36,7 +36,7 @@ def fake_sweep(skip_naive_at=(4096,)):
                 "gflops": math.nan if skipped else 4 * n * n * 64 / t / 1e9,
                 "hbm_bytes": math.nan if impl == "sdpa" else 10.0 * n * n,
                 "max_abs_err": math.nan if skipped else 1e-7,
-                "status": "skipped: naive S and P would need 134217728 bytes" if skipped else "ok"})
+                "status": "not run: naive S and P would need 134217728 bytes" if skipped else "ok"})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
@@ -59,16 +59,16 @@ def test_sweep_figures_have_titles_units_log_axes_and_one_colour_per_impl(make):
     lines = [t for t in fig.data if t.mode == "lines+markers"]
     for trace in lines:
         impl = trace.legendgroup
-        assert trace.line.color == plots.IMPL_COLORS[impl]  # the same colour in every figure
+        assert trace.line.color == style.IMPL_COLORS[impl]  # the same colour in every figure
         assert trace.hovertemplate and "%{y" in trace.hovertemplate  # hover carries the number
 
 
-def test_memory_and_time_figures_carry_every_impl_and_the_skipped_rows():
+def test_memory_and_time_figures_carry_every_impl_and_the_rows_that_did_not_run():
     for make in (plots.memory_figure, plots.time_figure):
         fig = make(fake_sweep())
         groups = [t.legendgroup for t in fig.data if t.mode == "lines+markers"]
         assert groups == ["naive", "flash", "flash2", "sdpa"]
-        skipped = [t for t in fig.data if t.name == "naive: skipped"]
+        skipped = [t for t in fig.data if t.name == "naive: not run"]
         assert len(skipped) == 1 and list(skipped[0].x) == [4096]
         assert "134217728 bytes" in skipped[0].text[0]
         assert fig.layout.yaxis.type == "log"
@@ -123,31 +123,31 @@ def test_all_skipped_rows_do_not_crash(make):
         assert len(make(df).data) == 1
         return
     fig = make(df)
-    assert [t.name for t in fig.data] == ["naive: skipped"]
-    assert any("skipped" in a.text for a in fig.layout.annotations)
+    assert [t.name for t in fig.data] == ["naive: not run"]
+    assert any("No row ran" in a.text for a in fig.layout.annotations)
 
 
 def test_summary_table_speedup_and_memory_saving():
-    table = plots.summary_table(fake_sweep())
+    table = report.summary_table(fake_sweep())
     assert list(table.columns) == ["N", "naive time (ms)", "flash time (ms)", "speedup (x)", "naive peak (MiB)",
                                    "flash peak (MiB)", "memory saving (x)"]
     assert list(table["N"]) == [256, 1024, 4096]
     row = table.set_index("N").loc[1024]
     assert row["speedup (x)"] == pytest.approx(0.5)  # naive 1e-9 N^2 s, flash 2e-9 N^2 s
     assert row["memory saving (x)"] == pytest.approx(8 * 1024 / 4096)
-    assert math.isnan(table.set_index("N").loc[4096, "speedup (x)"])  # naive skipped there
-    other = plots.summary_table(fake_sweep(), flash_impl="flash2")
+    assert math.isnan(table.set_index("N").loc[4096, "speedup (x)"])  # naive did not run there
+    other = report.summary_table(fake_sweep(), flash_impl="flash2")
     assert "flash2 time (ms)" in other.columns
 
 
 def test_summary_table_figure_shows_skipped_cells():
-    fig = plots.summary_table_figure(plots.summary_table(fake_sweep()))
+    fig = report.summary_table_figure(report.summary_table(fake_sweep()))
     assert fig.data[0].type == "table"
     cells = fig.data[0].cells.values
-    assert "skipped" in cells[1]  # naive time at N=4096
+    assert "not run" in cells[1]  # naive time at N=4096
     assert fig.layout.title.text
     assert fig.data[0].cells.font.size >= 18 and fig.data[0].header.font.size >= 18
-    empty = plots.summary_table_figure(plots.summary_table(pd.DataFrame()))
+    empty = report.summary_table_figure(report.summary_table(pd.DataFrame()))
     assert empty.data[0].type == "table"
 
 
@@ -155,16 +155,16 @@ def test_summary_table_figure_is_tall_enough_for_every_row():
     heights = []
     for k in range(1, 9):
         ns = [128 * 2 ** i for i in range(k)]
-        table = plots.summary_table(pd.DataFrame({"impl": "naive", "N": ns, "time_s": 1e-3, "peak_bytes": 1e6,
+        table = report.summary_table(pd.DataFrame({"impl": "naive", "N": ns, "time_s": 1e-3, "peak_bytes": 1e6,
                                                   "status": "ok"}))
-        fig = plots.summary_table_figure(table)
+        fig = report.summary_table_figure(table)
         header, cells = fig.data[0].header, fig.data[0].cells
         assert all(v.count("<br>") == 1 for v in header.values)  # every header exactly two lines
         margin = fig.layout.margin
         room = fig.layout.height - margin.t - margin.b
         assert room >= header.height + k * cells.height  # the header and every row fit: no scrolling, no cut
         heights.append(fig.layout.height)
-    assert heights == sorted(heights) and heights[-1] - heights[0] == 7 * plots.TABLE_ROW_PX
+    assert heights == sorted(heights) and heights[-1] - heights[0] == 7 * report.TABLE_ROW_PX
 
 
 def test_hbm_vs_memory_figure_draws_theorem_2():
@@ -233,36 +233,36 @@ def test_every_log_axis_has_few_round_labelled_ticks(make):
     assert logs
     for axis in logs:
         vals, text = axis["tickvals"], axis["ticktext"]
-        assert axis["tickmode"] == "array" and 1 <= len(vals) <= plots.MAX_LABELLED_TICKS
+        assert axis["tickmode"] == "array" and 1 <= len(vals) <= style.MAX_LABELLED_TICKS
         assert len(text) == len(vals) and all(text)
         assert axis["range"][0] < math.log10(min(vals)) + 1e-9 and math.log10(max(vals)) < axis["range"][1] + 1e-9
 
 
 def test_log_ticks_are_decades_or_1_2_5_or_powers_of_two_with_units():
-    assert plots.log_axis([1e-8, 1e-5], "sci")["ticktext"] == ["1e-8", "1e-7", "1e-6", "1e-5"]
-    assert plots.log_axis([1e3, 4e6], "si")["ticktext"] == ["1k", "10k", "100k", "1M"]
-    assert plots.log_axis([0.01, 100], "ms")["ticktext"] == ["10 µs", "100 µs", "1 ms", "10 ms", "100 ms"]
-    assert plots.log_axis([2, 400], "ms")["ticktext"] == ["1 ms", "10 ms", "100 ms"]  # widened to 3 decades
-    assert plots.log_axis([0.3, 40], "ms")["ticktext"][:3] == ["500 µs", "1 ms", "2 ms"]  # 1-2-5
-    assert plots.log_axis([0.25, 512], "mib")["ticktext"] == ["256 KiB", "1 MiB", "4 MiB", "16 MiB", "64 MiB",
+    assert style.log_axis([1e-8, 1e-5], "sci")["ticktext"] == ["1e-8", "1e-7", "1e-6", "1e-5"]
+    assert style.log_axis([1e3, 4e6], "si")["ticktext"] == ["1k", "10k", "100k", "1M"]
+    assert style.log_axis([0.01, 100], "ms")["ticktext"] == ["10 µs", "100 µs", "1 ms", "10 ms", "100 ms"]
+    assert style.log_axis([2, 400], "ms")["ticktext"] == ["1 ms", "10 ms", "100 ms"]  # widened to 3 decades
+    assert style.log_axis([0.3, 40], "ms")["ticktext"][:3] == ["500 µs", "1 ms", "2 ms"]  # 1-2-5
+    assert style.log_axis([0.25, 512], "mib")["ticktext"] == ["256 KiB", "1 MiB", "4 MiB", "16 MiB", "64 MiB",
                                                               "256 MiB"]
     for lo, hi in ((1e-9, 1e-2), (0.5, 0.6), (3, 3), (1e2, 1e9)):
-        for unit in plots.UNIT_FORMATS:
-            ticks = plots.log_axis([lo, hi], unit)["tickvals"]
-            assert 2 <= len(ticks) <= plots.LOG_TICKS_MAX
+        for unit in style.UNIT_FORMATS:
+            ticks = style.log_axis([lo, hi], unit)["tickvals"]
+            assert 2 <= len(ticks) <= style.LOG_TICKS_MAX
             if unit == "mib":
                 assert all(math.log2(t * MIB) == round(math.log2(t * MIB)) for t in ticks)
             else:
                 assert all(round(t / 10 ** math.floor(math.log10(t) + 1e-9), 6) in (1, 2, 5) for t in ticks)
-    assert plots.log_axis([0, math.nan, -1]) == {"type": "log"}
-    assert plots.fmt_ms(1500) == "1.5 s" and plots.fmt_mib(2048) == "2 GiB" and plots.fmt_sci(2.5e-7) == "2.5e-7"
+    assert style.log_axis([0, math.nan, -1]) == {"type": "log"}
+    assert style.fmt_ms(1500) == "1.5 s" and style.fmt_mib(2048) == "2 GiB" and style.fmt_sci(2.5e-7) == "2.5e-7"
 
 
 def test_measured_axis_labels_each_n_and_thins_colliding_ones():
-    assert plots.measured_axis([256, 512, 1024])["ticktext"] == ["256", "512", "1024"]
-    crowded = plots.measured_axis([32, 33, 64, 97, 128])
+    assert style.measured_axis([256, 512, 1024])["ticktext"] == ["256", "512", "1024"]
+    crowded = style.measured_axis([32, 33, 64, 97, 128])
     assert "32" in crowded["ticktext"] and "33" not in crowded["ticktext"]  # 32 and 33 would overlap
-    assert len(plots.measured_axis(list(range(100, 2000, 100)))["tickvals"]) <= plots.LOG_TICKS_MAX
+    assert len(style.measured_axis(list(range(100, 2000, 100)))["tickvals"]) <= style.LOG_TICKS_MAX
 
 
 def test_flash_and_flash2_stay_distinguishable_when_their_lines_coincide():
@@ -272,7 +272,7 @@ def test_flash_and_flash2_stay_distinguishable_when_their_lines_coincide():
                      for i in ("flash", "flash2"))
     assert list(flash.y) == list(flash2.y)
     assert flash.line.dash != flash2.line.dash and flash.marker.symbol != flash2.marker.symbol
-    assert flash.line.color == plots.IMPL_COLORS["flash"] and flash2.line.color == plots.IMPL_COLORS["flash2"]
+    assert flash.line.color == style.IMPL_COLORS["flash"] and flash2.line.color == style.IMPL_COLORS["flash2"]
     assert flash.marker.symbol.endswith("-open") and flash.marker.size > flash2.marker.size  # a ring around it
     io = plots.hbm_vs_memory_figure(hbm_vs_memory([2 ** k for k in range(10, 17)], 1024, 64,
                                                   algorithms=("kv_outer", "q_outer")))
@@ -286,7 +286,7 @@ def test_figures_set_their_height_explicitly():
     """plotly.js ignores a height given only in the template; a projector needs the taller figure."""
     for fig in (plots.memory_figure(fake_sweep()), plots.correctness_figure(fake_correctness()),
                 plots.hbm_vs_memory_figure(None), plots.block_sweep_figure(fake_block_sweep())):
-        assert fig.layout.height >= plots.FIG_HEIGHT_PX
+        assert fig.layout.height >= style.FIG_HEIGHT_PX
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -300,7 +300,7 @@ def fake_correctness(zero_at=(), skip=()):
         for n in (64, 97, 1000):
             for k, impl in enumerate(("naive", "flash", "flash2", "sdpa")):
                 err = 0.0 if (impl, d, n) in zero_at else (1 + k) * 1e-7 * (1 + d / 64)
-                status = "skipped: too big" if (impl, d, n) in skip else "ok"
+                status = "not run: too big" if (impl, d, n) in skip else "ok"
                 rows.append({"impl": impl, "N": n, "d": d, "max_abs_err": math.nan if status != "ok" else err,
                              "status": status})
     return pd.DataFrame(rows)
@@ -317,7 +317,7 @@ def test_correctness_figure_draws_each_impl_and_d_under_the_bar():
     flash64 = next(t for t in lines if t.name == "flash, d=64")
     assert list(flash64.x) == [64, 97, 1000] and list(flash64.y) == pytest.approx([4e-7] * 3)
     assert "%{customdata[0]}" in flash64.hovertemplate and flash64.customdata[0][0] == "4.00e-07"
-    assert flash64.line.color == plots.IMPL_COLORS["flash"]
+    assert flash64.line.color == style.IMPL_COLORS["flash"]
     legend = [t.name for t in fig.data if t.showlegend is not False]
     assert {"d = 16", "d = 64", "flash (FA1 loop order)"} <= set(legend)
 
@@ -353,17 +353,17 @@ def test_correctness_figure_survives_empty_and_skipped_input():
         fig = plots.correctness_figure(data)
         assert fig.layout.title.text and any("No data" in a.text for a in fig.layout.annotations)
     fig = plots.correctness_figure(fake_correctness(skip={("naive", 64, 1000)}))
-    (crosses,) = [t for t in fig.data if t.name == "naive: skipped"]
+    (crosses,) = [t for t in fig.data if t.name == "naive: not run"]
     assert list(crosses.x) == [1000] and "too big" in crosses.text[0]
     df = fake_correctness(skip={(i, d, n) for i in ("naive", "flash", "flash2", "sdpa") for d in (16, 64)
                                 for n in (64, 97, 1000)})
     fig = plots.correctness_figure(df)
-    assert any("skipped" in a.text for a in fig.layout.annotations)
+    assert any("No row ran" in a.text for a in fig.layout.annotations)
 
 
 def test_report_html_is_standalone_and_contains_the_figures_and_table():
     table = fake_sweep()
-    page = plots.report_html([plots.memory_figure(table), plots.time_figure(table)], title="t <1>",
+    page = report.report_html([plots.memory_figure(table), plots.time_figure(table)], title="t <1>",
                              intro="hello", table=table)
     assert page.startswith("<!DOCTYPE html>") and "t &lt;1&gt;" in page
     assert "plotly" in page.lower()

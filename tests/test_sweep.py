@@ -15,8 +15,9 @@ from flashviz.measure.guards import (
     naive_bytes_needed,
 )
 from flashviz.measure.sweep import COLUMNS, cut_short, run_block_sweep, run_sweep
-from flashviz.measure.sweepconfig import IMPLS, MAX_N, RunConfig, resolve_dtype
+from flashviz.measure.sweepconfig import MAX_N, RunConfig, resolve_dtype
 from flashviz.model.iomodel import io_cost
+from flashviz.vocab import IMPLS
 
 FP32 = 4  # bytes per element
 TOL = 1e-5  # fp32 kernels against SDPA in float64
@@ -65,7 +66,7 @@ def test_the_memory_guard_skips_naive_and_says_how_many_bytes_it_needs():
     assert naive.loc[16, "status"] == "ok"
     status = naive.loc[128, "status"]
     need = 2 * 128 * 128 * FP32
-    assert status.startswith("skipped:") and str(need) in status and str(budget) in status
+    assert status.startswith("not run:") and str(need) in status and str(budget) in status
     assert math.isnan(naive.loc[128, "time_s"]) and math.isnan(naive.loc[128, "peak_bytes"])
     assert not math.isnan(naive.loc[128, "hbm_bytes"])  # the model needs no run
     assert (df[df["impl"] != "naive"]["status"] == "ok").all()  # the process lived and the others ran
@@ -174,7 +175,7 @@ def test_a_row_that_fails_at_run_time_is_reported_and_the_sweep_goes_on(monkeypa
     monkeypatch.setattr(sweep_module, "naive_attention", out_of_memory)
     df = run_sweep([32], d=8, block_size=16, impls=("naive", "flash"), repeats=1)
     status = df.set_index("impl")["status"]
-    assert status["naive"].startswith("skipped: failed with RuntimeError: DefaultCPUAllocator")
+    assert status["naive"].startswith("failed with RuntimeError: DefaultCPUAllocator")
     assert status["flash"] == "ok"
 
 
@@ -182,7 +183,7 @@ def test_a_row_that_fails_at_run_time_is_reported_and_the_sweep_goes_on(monkeypa
 # resource guards: inputs over the memory budget, failed allocations, the time budget, odd dtypes
 
 
-def test_inputs_over_the_budget_are_skipped_before_anything_is_allocated(monkeypatch):
+def test_inputs_over_the_budget_are_not_run_before_anything_is_allocated(monkeypatch):
     import flashviz.measure.sweep as sweep_module
 
     def no_allocation(*args, **kwargs):
@@ -192,9 +193,9 @@ def test_inputs_over_the_budget_are_skipped_before_anything_is_allocated(monkeyp
     df = run_sweep([1024], d=64, batch=100_000, heads=64, impls=("naive", "flash", "sdpa"), repeats=1,
                    memory_budget_bytes=GIB)
     status = df.set_index("impl")["status"]
-    assert status["naive"].startswith("skipped: naive S and P would need")  # the bigger problem is named first
+    assert status["naive"].startswith("not run: naive S and P would need")  # the bigger problem is named first
     for impl in ("flash", "sdpa"):
-        assert status[impl].startswith("skipped: inputs need ") and ", budget 1.0 GiB" in status[impl]
+        assert status[impl].startswith("not run: inputs need ") and ", budget 1.0 GiB" in status[impl]
         assert str(input_bytes(1024, 64, batch=100_000, heads=64)) in status[impl]
     assert df["time_s"].isna().all() and df["peak_bytes"].isna().all()
 
@@ -221,7 +222,7 @@ def test_a_failed_input_allocation_skips_the_configuration_and_the_sweep_goes_on
     monkeypatch.setattr(sweep_module, "_inputs", allocate)
     df = run_sweep([32, 48, 64], d=8, block_size=16, impls=("flash", "sdpa"), repeats=1)
     status = df.set_index(["impl", "N"])["status"]
-    assert status["flash", 48].startswith("skipped: failed with RuntimeError: DefaultCPUAllocator")
+    assert status["flash", 48].startswith("failed with RuntimeError: DefaultCPUAllocator")
     assert status["sdpa", 48] == status["flash", 48]
     assert (df[df["N"] != 48]["status"] == "ok").all()
 
@@ -262,9 +263,9 @@ def test_the_time_budget_skips_the_remaining_rows_and_returns_what_it_has(monkey
     status = df.set_index(["impl", "N"])["status"]
     assert status["flash", 32] == status["sdpa", 32] == "ok"
     assert status["sdpa", 48] == status["flash", 64] == status["sdpa", 64] == (
-        "skipped: time budget of 30 s used up before this row ran; lower N, the repeats or the number of "
+        "not run: time budget of 30 s used up before this row ran; lower N, the repeats or the number of "
         "implementations, or raise the time budget")
-    assert status["flash", 48].startswith("skipped: time budget of 30 s used up while timing (0 of 1 repeats done)")
+    assert status["flash", 48].startswith("not run: time budget of 30 s used up while timing (0 of 1 repeats done)")
     assert df[df["N"] > 32]["time_s"].isna().all()
     assert cut_short(df) and df.attrs["time_budget_s"] == 30
 
@@ -282,7 +283,7 @@ def test_the_time_budget_is_checked_between_timed_repeats(monkeypatch):
 
     monkeypatch.setattr(sweep_module, "time_calls", slow_time_calls)
     df = run_sweep([32], d=8, block_size=16, impls=("flash", "sdpa"), repeats=5, time_budget_s=10)
-    assert (df["status"].str.startswith("skipped: time budget of 10 s used up while timing (3 of 5 repeats")).all()
+    assert (df["status"].str.startswith("not run: time budget of 10 s used up while timing (3 of 5 repeats")).all()
     clock.t = 0.0
     df = run_sweep([32], d=8, block_size=16, impls=("flash", "sdpa"), repeats=2, time_budget_s=10)
     assert (df["status"] == "ok").all() and not cut_short(df)
@@ -290,7 +291,7 @@ def test_the_time_budget_is_checked_between_timed_repeats(monkeypatch):
 
 def test_a_zero_time_budget_runs_nothing_and_no_budget_runs_everything():
     df = run_sweep([32, 64], d=8, block_size=16, impls=("flash",), repeats=1, time_budget_s=0)
-    assert df["status"].str.startswith("skipped: time budget of 0 s used up").all()
+    assert df["status"].str.startswith("not run: time budget of 0 s used up").all()
     blocks = run_block_sweep(64, [16, 32], d=8, repeats=1, time_budget_s=0)
     assert cut_short(blocks) and len(blocks) == 4
     assert not cut_short(run_block_sweep(64, [16], d=8, repeats=1, time_budget_s=None))

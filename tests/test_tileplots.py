@@ -10,12 +10,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flashviz.core.tiling import FULL, PARTIAL, SKIPPED
 from flashviz.figures import tiles as tileplots
 from flashviz.figures.tiles import (
     CURRENT,
+    FULL,
     MAX_FRAMES,
+    PARTIAL,
     PENDING,
+    SKIPPED,
     fmt_bytes,
     fmt_flops,
     frame_indices,

@@ -24,7 +24,7 @@ from operator import attrgetter
 import torch
 
 from flashviz.core.flash import LOG2_E, _accumulator_dtype, flash_attention_forward
-from flashviz.core.tiling import PARTIAL, TileMasks, TileSchedule, tile_schedule
+from flashviz.core.tiling import TileMasks, TileSchedule, tile_schedule
 from flashviz.core.validate import (
     Window,
     validate_block,
@@ -34,6 +34,7 @@ from flashviz.core.validate import (
     validate_scale,
     validate_window,
 )
+from flashviz.vocab import PARTIAL
 
 NEG_INF = float("-inf")
 

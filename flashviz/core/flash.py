@@ -24,7 +24,7 @@ from operator import attrgetter
 
 import torch
 
-from flashviz.core.tiling import PARTIAL, Tile, TileMasks, TileSchedule, tile_schedule
+from flashviz.core.tiling import Tile, TileMasks, TileSchedule, tile_schedule
 from flashviz.core.validate import (
     Window,
     validate_block,
@@ -34,6 +34,7 @@ from flashviz.core.validate import (
     validate_scale,
     validate_window,
 )
+from flashviz.vocab import PARTIAL
 
 NEG_INF = float("-inf")
 LOG2_E = 1.4426950408889634  # 1/ln(2): e^x = 2^(x log2 e), and exp2 is ~3x cheaper than exp on CPU

@@ -32,11 +32,8 @@ from flashviz.core.validate import (
     validate_loop_order,
     validate_window,
 )
+from flashviz.vocab import FULL, PARTIAL, SKIPPED, TILE_STATUSES
 
-FULL = "full"
-PARTIAL = "partial"
-SKIPPED = "skipped"
-STATUSES = (FULL, PARTIAL, SKIPPED)
 INT64_MAX = torch.iinfo(torch.int64).max  # largest position an index tensor holds
 
 
@@ -217,7 +214,7 @@ class TileSchedule(Sequence):
 
     def counts(self) -> dict[str, int]:
         """Number of tiles of each status."""
-        out = dict.fromkeys(STATUSES, 0)
+        out = dict.fromkeys(TILE_STATUSES, 0)
         for row in self.status_grid():
             for s in row:
                 out[s] += 1

@@ -11,8 +11,9 @@ from numbers import Integral, Real
 
 import torch
 
-LOOP_ORDERS = ("kv_outer", "q_outer")  # FA1 Algorithm 1, FA2 Algorithm 1
-FLOAT_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+from flashviz.vocab import DTYPES, LOOP_ORDERS
+
+FLOAT_DTYPES = tuple(getattr(torch, name) for name in DTYPES)  # the floating dtypes every kernel accepts
 
 Window = tuple[int | None, int | None] | None
 

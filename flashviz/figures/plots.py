@@ -10,7 +10,7 @@ reaches every figure, table and style helper.
 Inputs are the DataFrames of flashviz.measure.sweep (columns impl, N, ..., time_s, time_iqr_s, peak_bytes, gflops,
 hbm_bytes, status) and flashviz.model.iomodel.hbm_vs_memory; a CSV read back with pandas works too. Rows whose status is
 not "ok" are drawn as grey-edged crosses along the bottom of the plot, with the reason in their hover text; an empty
-or all-skipped DataFrame gives a labelled, empty figure with a note, never an exception.
+or DataFrame where no row ran gives a labelled, empty figure with a note, never an exception.
 
 References: Dao et al., FlashAttention (2022), Figure 2 (speed and memory vs N) and Theorem 2 (HBM accesses vs M).
 """
@@ -23,58 +23,22 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from flashviz.figures.report import (
-    TABLE_BOTTOM_PX,
-    TABLE_FONT_PX,
-    TABLE_HEADER_PX,
-    TABLE_ROW_PX,
-    TABLE_SLACK_PX,
-    TABLE_TITLE_PX,
-    report_html,
-    summary_table,
-    summary_table_figure,
-    table_height,
-)
 from flashviz.figures.style import (
     AXIS_TITLE_FONT_PX,
-    BASE_FONT_PX,
     BLOCK_FIG_HEIGHT_PX,
     D_SYMBOLS,
-    FALLBACK_COLOR,
-    FIG_HEIGHT_PX,
-    GB,
-    IMPL_COLORS,
-    IMPL_DASHES,
-    IMPL_LABELS,
-    IMPL_ORDER,
-    IMPL_SYMBOLS,
-    LEGEND_FONT_PX,
-    LINE_PX,
-    LOG_PAD_DECADES,
-    LOG_TICKS_MAX,
     MARKER_PX,
-    MAX_LABELLED_TICKS,
     MIB,
     MS_PER_S,
-    OK,
-    OPEN_MARKER_PX,
     REFERENCE_COLOR,
     SKIPPED_SYMBOL,
-    TICK_FONT_PX,
-    TICK_GAP_FRACTION,
-    TITLE_FONT_PX,
-    UNIT_FORMATS,
     _extent,
     _hline,
     _impls_in,
     _note,
     _ok,
     flashviz_template,
-    fmt_int,
-    fmt_mib,
-    fmt_ms,
     fmt_sci,
-    fmt_si,
     impl_color,
     impl_line,
     impl_marker,
@@ -83,18 +47,7 @@ from flashviz.figures.style import (
     measured_axis,
     style_figure,
 )
-
-__all__ = [  # the figures below, and the style and table names re-exported from plotstyle and report
-    "AXIS_TITLE_FONT_PX", "BASE_FONT_PX", "BLOCK_FIG_HEIGHT_PX", "D_SYMBOLS", "FALLBACK_COLOR", "FIG_HEIGHT_PX", "GB",
-    "IMPL_COLORS", "IMPL_DASHES", "IMPL_LABELS", "IMPL_ORDER", "IMPL_SYMBOLS", "LEGEND_FONT_PX", "LINE_PX",
-    "LOG_PAD_DECADES", "LOG_TICKS_MAX", "MARKER_PX", "MAX_LABELLED_TICKS", "MIB", "MS_PER_S", "OK", "OPEN_MARKER_PX",
-    "REFERENCE_COLOR", "SKIPPED_SYMBOL", "TABLE_BOTTOM_PX", "TABLE_FONT_PX", "TABLE_HEADER_PX", "TABLE_ROW_PX",
-    "TABLE_SLACK_PX", "TABLE_TITLE_PX", "TICK_FONT_PX", "TICK_GAP_FRACTION", "TITLE_FONT_PX", "UNIT_FORMATS",
-    "block_sweep_figure", "correctness_figure", "flashviz_template", "fmt_int", "fmt_mib", "fmt_ms", "fmt_sci",
-    "fmt_si", "gflops_figure", "hbm_figure", "hbm_vs_memory_figure", "impl_color", "impl_line", "impl_marker",
-    "iqr_bars", "log_axis", "measured_axis", "memory_figure", "report_html", "style_figure", "summary_table",
-    "summary_table_figure", "table_height", "time_figure",
-]
+from flashviz.vocab import IMPL_LABELS, OK
 
 # ----------------------------------------------------------------------------------------------------------------------
 # curves against N
@@ -102,7 +55,7 @@ __all__ = [  # the figures below, and the style and table names re-exported from
 
 def _sweep_lines(df: pd.DataFrame | None, *, x: str, y: str, scale: float, title: str, x_title: str, y_title: str,
                  hover_value: str, unit: str, log_y: bool = True, error: str | None = None) -> go.Figure:
-    """One line per implementation of y * scale against x (log x); skipped rows as crosses on the bottom edge."""
+    """One line per implementation of y * scale against x (log x); rows not run as crosses at the bottom."""
     fig = go.Figure()
     style_figure(fig, title=title, x_title=x_title, y_title=y_title, log_x=True, log_y=log_y)
     if df is None or len(df) == 0 or x not in df or y not in df:
@@ -111,7 +64,7 @@ def _sweep_lines(df: pd.DataFrame | None, *, x: str, y: str, scale: float, title
     df = df.sort_values(x)
     values = pd.to_numeric(df[y], errors="coerce") * scale
     drawn = _ok(df) & values.notna() & (values > 0 if log_y else True)
-    floor = float(values[drawn].min()) / 2 if drawn.any() else 1.0  # where skipped rows sit on a log axis
+    floor = float(values[drawn].min()) / 2 if drawn.any() else 1.0  # where rows that did not run sit on a log axis
     if not log_y:
         floor = 0.0
     for impl in _impls_in(df):
@@ -127,21 +80,21 @@ def _sweep_lines(df: pd.DataFrame | None, *, x: str, y: str, scale: float, title
                 line=impl_line(impl), marker=impl_marker(impl), error_y=err,
                 customdata=None if err is None else [2 * h for h in err["array"]],  # the IQR, in y's unit
                 hovertemplate=f"<b>{impl}</b><br>{x}=%{{x}}<br>{hover_value}<extra></extra>"))
-        skipped = df[mine & ~drawn]
-        if len(skipped):
+        not_run = df[mine & ~drawn]
+        if len(not_run):
             fig.add_trace(go.Scatter(
-                x=skipped[x], y=[floor] * len(skipped), mode="markers", name=f"{impl}: skipped",
+                x=not_run[x], y=[floor] * len(not_run), mode="markers", name=f"{impl}: not run",
                 legendgroup=impl, marker={"symbol": SKIPPED_SYMBOL, "size": 14, "color": impl_color(impl),
                                           "line": {"width": 2, "color": "#444"}},
-                text=skipped["status"].astype(str) if "status" in skipped else None,
+                text=not_run["status"].astype(str) if "status" in not_run else None,
                 hovertemplate=f"<b>{impl}</b> {x}=%{{x}}<br>%{{text}}<extra></extra>"))
     fig.update_xaxes(**measured_axis(pd.to_numeric(df[x], errors="coerce").dropna().tolist()))
     if log_y:
         fig.update_yaxes(**log_axis(_extent(fig, "y", "y"), unit))
     if not drawn.any():
-        _note(fig, "Every row was skipped: hover the crosses for the reasons.", y=0.9)
+        _note(fig, "No row ran: hover the crosses for the reasons.", y=0.9)
     elif (~drawn).any():
-        _note(fig, "× = skipped (hover for why)", y=1.04)
+        _note(fig, "× = not run (hover for why)", y=1.04)
     return fig
 
 
@@ -151,7 +104,7 @@ def memory_figure(df: pd.DataFrame | None) -> go.Figure:
     Args:
         df: run_sweep output (columns impl, N, peak_bytes, status).
     Returns:
-        plotly Figure, one trace per implementation (+ one per implementation with skipped rows); y in MiB, ticks
+        plotly Figure, one trace per implementation (+ one per implementation with rows not run); y in MiB, ticks
         at powers of two labelled KiB / MiB / GiB.
 
     Example:
@@ -200,7 +153,7 @@ def hbm_figure(df: pd.DataFrame | None) -> go.Figure:
         >>> hbm_figure(pd.DataFrame()).layout.xaxis.type
         'log'
     """
-    if df is not None and "impl" in df:  # a model needs no run: skipped rows still have their modelled traffic
+    if df is not None and "impl" in df:  # a model needs no run: rows that did not run still have their modelled traffic
         df = df[~df["impl"].astype(str).eq("sdpa")].assign(status=OK)
     return _sweep_lines(df, x="N", y="hbm_bytes", scale=1 / MIB, title="Modelled HBM traffic vs sequence length",
                         x_title="sequence length N (tokens)", y_title="HBM traffic (bytes, IO model)",
@@ -325,7 +278,7 @@ def block_sweep_figure(df: pd.DataFrame | None, *, reference: pd.DataFrame | Non
         fig.update_yaxes(**log_axis(_extent(fig, "y", "y"), "ms"), row=1, col=1)
         fig.update_yaxes(**log_axis(_extent(fig, "y", "y2"), "mib"), row=1, col=2)
     else:
-        _note(fig, "Every row was skipped.", y=0.9)
+        _note(fig, "No row ran.", y=0.9)
     return fig
 
 
@@ -385,13 +338,13 @@ def correctness_figure(df: pd.DataFrame | None, *, tol: float = 1e-5) -> go.Figu
                 customdata=list(zip(notes, verdict, strict=True)),
                 hovertemplate=(f"<b>{impl}</b>, d={d:g}, N=%{{x}}<br>max |err| = %{{customdata[0]}}<br>"
                                f"%{{customdata[1]}} ({fmt_sci(tol)})<extra></extra>")))
-        skipped = df[mine & ~drawn]
-        if len(skipped):
+        not_run = df[mine & ~drawn]
+        if len(not_run):
             fig.add_trace(go.Scatter(
-                x=skipped["N"], y=[floor] * len(skipped), mode="markers", name=f"{impl}: skipped",
+                x=not_run["N"], y=[floor] * len(not_run), mode="markers", name=f"{impl}: not run",
                 legendgroup=impl, marker={"symbol": SKIPPED_SYMBOL, "size": 14, "color": impl_color(impl),
                                           "line": {"width": 2, "color": "#444"}},
-                text=skipped["status"].astype(str) if "status" in skipped else None,
+                text=not_run["status"].astype(str) if "status" in not_run else None,
                 hovertemplate=f"<b>{impl}</b> N=%{{x}}<br>%{{text}}<extra></extra>"))
     for d in ds:  # one legend entry per d, showing its marker
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"d = {d:g}", legendgroup=f"d={d:g}",
@@ -405,7 +358,7 @@ def correctness_figure(df: pd.DataFrame | None, *, tol: float = 1e-5) -> go.Figu
     if (drawn & df["err"].eq(0)).any():
         _note(fig, f"errors of exactly 0 are drawn at {fmt_sci(floor)} (hover says so)", y=1.04)
     if not drawn.any():
-        _note(fig, "Every row was skipped: hover the crosses for the reasons.", y=0.9)
+        _note(fig, "No row ran: hover the crosses for the reasons.", y=0.9)
     return fig
 
 

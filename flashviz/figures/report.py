@@ -2,7 +2,7 @@
 its plotly table figure, and one standalone HTML report. No torch, no streamlit: only pandas and plotly.
 
 Inputs are the DataFrames of run_sweep (a CSV read back with pandas works too); rows whose status is not "ok"
-show as "skipped". The report embeds plotly.js inline so that it opens offline.
+show as "not run". The report embeds plotly.js inline so that it opens offline.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def summary_table(df: pd.DataFrame | None, *, flash_impl: str = "flash", baselin
         baseline: the implementation it is compared against.
     Returns:
         DataFrame indexed 0.., columns N, "<baseline> time (ms)", "<flash> time (ms)", "speedup (x)",
-        "<baseline> peak (MiB)", "<flash> peak (MiB)", "memory saving (x)"; NaN where a row was skipped.
+        "<baseline> peak (MiB)", "<flash> peak (MiB)", "memory saving (x)"; NaN where a row did not run.
         speedup = baseline time / flash time; memory saving = baseline peak / flash peak.
 
     Example:
@@ -69,7 +69,7 @@ def summary_table(df: pd.DataFrame | None, *, flash_impl: str = "flash", baselin
 
 def _fmt(value: object) -> str:
     if isinstance(value, float) and math.isnan(value):
-        return "skipped"
+        return "not run"
     if isinstance(value, float):
         return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
     return str(value)
@@ -87,7 +87,7 @@ def table_height(rows: int) -> int:
 
 
 def summary_table_figure(table: pd.DataFrame, *, title: str = "Summary: flash vs naive") -> go.Figure:
-    """A plotly table of `summary_table` (NaN shown as 'skipped'), tall enough for every row (no scrolling), in a
+    """A plotly table of `summary_table` (NaN shown as 'not run'), tall enough for every row (no scrolling), in a
     font readable from the back of the room; the subtitle defines speedup and memory saving.
 
     Example:

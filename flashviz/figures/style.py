@@ -16,7 +16,8 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-IMPL_ORDER = ("naive", "flash", "flash2", "sdpa")
+from flashviz.vocab import IMPLS, OK
+
 IMPL_COLORS = {  # fixed colour per implementation, shared by every figure (Okabe-Ito, colour-blind safe)
     "naive": "#D55E00",  # vermillion
     "flash": "#0072B2",  # blue
@@ -31,14 +32,6 @@ IMPL_DASHES = {  # line style per implementation: flash and flash2 often coincid
 IMPL_SYMBOLS = {  # marker per implementation: flash's large open square rings flash2's diamond where they coincide
     "naive": "circle", "flash": "square-open", "flash2": "diamond", "sdpa": "triangle-up",
     "kv_outer": "square-open", "q_outer": "diamond",
-}
-IMPL_LABELS = {
-    "naive": "naive (standard attention)",
-    "flash": "flash (FA1 loop order)",
-    "flash2": "flash2 (FA2 loop order)",
-    "sdpa": "PyTorch SDPA",
-    "kv_outer": "FlashAttention-1 (kv_outer)",
-    "q_outer": "FlashAttention-2 (q_outer)",
 }
 FALLBACK_COLOR = "#555555"  # implementations not in the map
 REFERENCE_COLOR = "#B00020"  # a pass/fail bar (dark red)
@@ -63,7 +56,6 @@ MS_PER_S = 1e3
 GB = 1e9  # bytes per GB (decimal, as bandwidths are quoted)
 LOG10_2 = math.log10(2)
 LOWER_ARM_MAX = 0.9  # an error bar's lower arm on a log axis stops at (1 - 0.9) x the value
-OK = "ok"
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -127,7 +119,7 @@ def _note(fig: go.Figure, text: str, *, y: float = 0.5) -> None:
 
 def _impls_in(df: pd.DataFrame) -> list[str]:
     present = list(dict.fromkeys(df["impl"].astype(str))) if "impl" in df else []
-    return [i for i in IMPL_ORDER if i in present] + [i for i in present if i not in IMPL_ORDER]
+    return [i for i in IMPLS if i in present] + [i for i in present if i not in IMPLS]
 
 
 def _ok(df: pd.DataFrame) -> pd.Series:

@@ -18,6 +18,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from flashviz import vocab
+from flashviz.vocab import LOOP_ORDER_LABELS, LOOP_ORDER_SHORT
+
 if TYPE_CHECKING:  # plain dataclasses; imported for type hints only, so this module never loads torch
     from flashviz.measure.trace import RowTrace, ScheduleTrace
 
@@ -29,7 +32,7 @@ LEGEND_FONT = 17  # legend entries
 
 # -- tile codes in the heatmap, and their colours (Okabe-Ito-like: distinguishable with colour-blindness)
 PENDING, FULL, PARTIAL, SKIPPED, CURRENT = 0, 1, 2, 3, 4
-STATUS_CODE = {"full": FULL, "partial": PARTIAL, "skipped": SKIPPED}
+STATUS_CODE = {vocab.FULL: FULL, vocab.PARTIAL: PARTIAL, vocab.SKIPPED: SKIPPED}
 COLORS = {
     PENDING: "#f4f4f4",  # not visited yet (near white)
     FULL: "#0072b2",  # computed, no mask (blue)
@@ -38,14 +41,10 @@ COLORS = {
     CURRENT: "#cc2f8f",  # the tile being computed now (magenta)
 }
 LABELS = {
-    FULL: "full: computed, no mask",
-    PARTIAL: "partial: computed, masked",
-    SKIPPED: "skipped: never loaded",
+    **{code: vocab.TILE_STATUS_LABELS[status] for status, code in STATUS_CODE.items()},
     PENDING: "not visited yet",
     CURRENT: "in progress",
 }
-ORDER_NAME = {"kv_outer": "FA1 (kv_outer: outer loop over K/V)", "q_outer": "FA2 (q_outer: outer loop over Q)"}
-ORDER_SHORT = {"kv_outer": "FA1", "q_outer": "FA2"}
 ORDER_COLOR = {"kv_outer": "#0072b2", "q_outer": "#d55e00"}
 MAX_FRAMES = 120  # frames per animation: 64 x 64 grid x 2 panels x 120 frames ~ 2 MB of JSON
 TOP = 150  # px above the grid: title, subtitle and the per-frame counters
@@ -135,7 +134,7 @@ def _band(tr: ScheduleTrace, step: int, axis: str) -> tuple[list[float], list[fl
 def _counter(tr: ScheduleTrace, computed: list[int], f: int) -> str:
     n_computed = len(computed)
     step = computed[f] if n_computed else 0
-    text = (f"<b>{ORDER_SHORT[tr.loop_order]}</b>  tile {f + 1}/{n_computed} computed "
+    text = (f"<b>{LOOP_ORDER_SHORT[tr.loop_order]}</b>  tile {f + 1}/{n_computed} computed "
             f"(step {step + 1}/{tr.steps}: i={tr.q_block[step]}, j={tr.k_block[step]})")
     if tr.hbm_bytes is not None and tr.flops is not None:
         text += f"<br>HBM traffic so far {fmt_bytes(tr.hbm_bytes[step])} · {fmt_flops(tr.flops[step])}"
@@ -144,7 +143,7 @@ def _counter(tr: ScheduleTrace, computed: list[int], f: int) -> str:
 
 def _annotations(traces: Sequence[ScheduleTrace], computed: list[list[int]], f: int) -> list[dict]:
     return [
-        dict(text=_counter(tr, computed[p], f) if computed[p] else f"<b>{ORDER_SHORT[tr.loop_order]}</b>: "
+        dict(text=_counter(tr, computed[p], f) if computed[p] else f"<b>{LOOP_ORDER_SHORT[tr.loop_order]}</b>: "
              "every tile is masked, nothing is computed",
              xref=f"x{'' if p == 0 else p + 1} domain", yref="paper", x=0.5, y=1.0, yanchor="bottom",
              showarrow=False, font=dict(size=FONT), align="center")
@@ -193,7 +192,7 @@ def tile_animation(traces: Sequence[ScheduleTrace], *, row: int | None = None, m
             hovertemplate=("Q block i=%{y} (rows %{customdata[0]}-%{customdata[1]})<br>"
                            "K/V block j=%{x} (keys %{customdata[2]}-%{customdata[3]})<br>"
                            "%{text} tile, visited at step %{customdata[4]}<extra></extra>"),
-            name=ORDER_NAME[tr.loop_order],
+            name=LOOP_ORDER_LABELS[tr.loop_order],
         ), row=1, col=col)
         for axis, dash, label in (("q", "solid", "Q_i in SRAM (block row)"),
                                   ("k", "dash", "K_j, V_j in SRAM (block column)")):
@@ -322,7 +321,7 @@ def row_figure(rows: Sequence[RowTrace], *, n_steps: int) -> go.Figure:
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
                         subplot_titles=("running max m (score units)", "running sum l = Σ e^(s − m) (unitless)"))
     for tr in rows:
-        short, color = ORDER_SHORT[tr.loop_order], ORDER_COLOR[tr.loop_order]
+        short, color = LOOP_ORDER_SHORT[tr.loop_order], ORDER_COLOR[tr.loop_order]
         x = [s + 1 for s in tr.step]
         for panel, (name, ys) in enumerate((("m", tr.m), ("l", tr.l)), start=1):
             fig.add_trace(go.Scatter(

@@ -1,4 +1,4 @@
-"""Sweep guards: keep one sweep from taking the machine down. A row they stop says "skipped: <why>" and the sweep
+"""Sweep guards: keep one sweep from taking the machine down. A row they stop says "not run: <why>" and the sweep
 goes on.
 
 - memory: how much memory is free (MemAvailable and the container's cgroup limit, or free GPU memory), what one
@@ -32,7 +32,7 @@ CGROUP_NO_LIMIT = 1 << 60  # bytes: cgroup v1 writes "no limit" as ~2^63 rounded
 INPUT_TENSORS = 4  # q, k, v and dO, each (B, H, N, d); dO is drawn in forward mode too
 OUTPUT_TENSORS = {"forward": 1, "training": 4}  # (B, H, N, d) results per call: O; O, dQ, dK, dV
 FP64_BYTES = 8  # bytes per float64 element: the error check's reference runs in float64
-TIME_BUDGET_STATUS = "skipped: time budget"  # how every row that the time budget stopped starts its status
+TIME_BUDGET_STATUS = "not run: time budget"  # how every row that the time budget stopped starts its status
 NAIVE_SCORE_COPIES = {"forward": 2, "training": 4}  # N x N matrices naive holds at its peak: S, P (+ dP, dS)
 MASK_BYTES_PER_SCORE = 8 + 1 + 1  # visible_mask's int64 j - i, the bool mask and its negation, per (i, j)
 
@@ -182,19 +182,19 @@ def guard(impl: str, cfg: RunConfig, budget: int) -> str | None:
     need = naive_bytes_needed(cfg)
     if impl == "naive" and need > budget:
         what = "S and P" if cfg.mode == "forward" else "S, P, dP and dS"
-        return (f"skipped: naive {what} would need {need} bytes ({format_bytes(need)}: "
+        return (f"not run: naive {what} would need {need} bytes ({format_bytes(need)}: "
                 f"{NAIVE_SCORE_COPIES[cfg.mode]} x B x H x N^2 x {cfg.dtype_bytes} bytes"
                 f"{' + the N x N mask' if cfg.masked else ''}), over the memory budget of {budget} bytes "
                 f"({format_bytes(budget)}); lower N, or raise memory_budget_bytes")
     need = input_bytes_needed(cfg)
     if need > budget:
         elements = cfg.batch * cfg.heads * cfg.n * cfg.d  # of one (B, H, N, d) tensor
-        return (f"skipped: inputs need {format_bytes(need)}, budget {format_bytes(budget)} ({need} > {budget} "
+        return (f"not run: inputs need {format_bytes(need)}, budget {format_bytes(budget)} ({need} > {budget} "
                 f"bytes: q, k, v, dO and the outputs, plus float64 copies for the error check, "
                 f"B x H x N x d = {elements} elements each); lower batch, heads, N or d, or raise memory_budget_bytes")
     need = dense_mask_bytes(cfg)
     if impl == "sdpa" and need > budget:
-        return (f"skipped: sdpa with a window needs a dense N x N mask of {need} bytes ({format_bytes(need)}), "
+        return (f"not run: sdpa with a window needs a dense N x N mask of {need} bytes ({format_bytes(need)}), "
                 f"over the memory budget of {budget} bytes ({format_bytes(budget)}); "
                 "lower N, or raise memory_budget_bytes")
     return None

@@ -12,10 +12,10 @@ Implementations, all called with the same (B, H, N, d) inputs:
 In training mode every implementation runs forward + backward (autograd.grad with a fixed random dO); the tiled ones
 use flashviz.core.backward.flash_attention (FA2 forward saving O and L, tiled backward by recomputation).
 
-Guards (guards.py) keep one sweep from taking the machine down; a row they stop says "skipped: <why>" and the
+Guards (guards.py) keep one sweep from taking the machine down; a row they stop says "not run: <why>" and the
 sweep goes on: no configuration whose inputs exceed the memory budget (default: half the available memory, container
 limits included) is allocated, naive attention runs only if its S and P fit too, an allocation that fails anyway
-skips its row, and with `time_budget_s` the rows still to come once the sweep has run that long are skipped.
+refuses its row, and with `time_budget_s` the rows still to come once the sweep has run that long are not run.
 Arguments are checked and RunConfigs built by flashviz.measure.sweepconfig.
 
 Legend: B batch, H heads, N sequence length (N_q = N_k = N), d head dimension, Br = block_q, Bc = block_k.
@@ -39,53 +39,29 @@ from flashviz.core.reference import naive_attention
 from flashviz.core.tiling import visible_mask
 from flashviz.core.validate import Window, validate_block
 from flashviz.measure.guards import (
-    GIB,
     TIME_BUDGET_STATUS,
     TimeBudget,
-    available_memory_bytes,
-    calls_per_row,
-    cgroup_free_bytes,
     default_memory_budget,
     dense_mask_bytes,
-    format_bytes,
     guard,
-    input_bytes,
-    input_bytes_needed,
-    naive_bytes_needed,
-    request_flops,
 )
 from flashviz.measure.memory import peak_memory_and_result
 from flashviz.measure.sweepconfig import (
-    IMPLS,
-    LOOP_ORDER,
-    MAX_D,
-    MAX_N,
-    MODES,
-    TILED_IMPLS,
     RunConfig,
     _validate_int,
     _validate_progress,
     _validate_time_budget,
     build_configs,
-    resolve_device,
-    resolve_dtype,
     validate_impls,
     validate_ns,
 )
 from flashviz.measure.timing import threads_set_to, time_calls
 from flashviz.model.flops import TRAINING_FLOP_FACTOR, attention_flops, visible_pairs
 from flashviz.model.iomodel import io_cost
-
-__all__ = [  # the public names of the sweep, its configuration and its guards, importable from here as before
-    "COLUMNS", "GIB", "IMPLS", "LOOP_ORDER", "MAX_D", "MAX_N", "MODES", "TILED_IMPLS", "TIME_BUDGET_STATUS",
-    "RunConfig", "available_memory_bytes", "calls_per_row", "cgroup_free_bytes", "cut_short", "default_memory_budget",
-    "dense_mask_bytes", "format_bytes", "input_bytes", "input_bytes_needed", "naive_bytes_needed", "request_flops",
-    "resolve_device", "resolve_dtype", "run_block_sweep", "run_sweep", "validate_impls", "validate_ns",
-]
+from flashviz.vocab import IMPL_LOOP_ORDER, OK, TILED_IMPLS
 
 COLUMNS = ("impl", "N", "d", "block_q", "block_k", "causal", "window", "batch", "heads", "dtype", "device", "threads",
            "time_s", "time_iqr_s", "peak_bytes", "flops", "gflops", "hbm_bytes", "max_abs_err", "status")
-OK = "ok"
 MAX_REASON_CHARS = 160  # a failure's message is cut here in the status column
 
 
@@ -111,9 +87,9 @@ def _forward_fn(impl: str, cfg: RunConfig) -> Callable[..., torch.Tensor]:
         return lambda q, k, v: _sdpa(q, k, v, cfg)
     if cfg.mode == "training":
         return lambda q, k, v: flash_attention(q, k, v, block_q=cfg.block_q, block_k=cfg.block_k,
-                                               loop_order=LOOP_ORDER[impl], **mask)
+                                               loop_order=IMPL_LOOP_ORDER[impl], **mask)
     return lambda q, k, v: flash_attention_forward(q, k, v, block_q=cfg.block_q, block_k=cfg.block_k,
-                                                   loop_order=LOOP_ORDER[impl], **mask)
+                                                   loop_order=IMPL_LOOP_ORDER[impl], **mask)
 
 
 def _call_fn(impl: str, cfg: RunConfig) -> Callable[..., tuple[torch.Tensor, ...]]:
@@ -173,7 +149,7 @@ def _hbm_bytes(impl: str, cfg: RunConfig) -> float:
     """Modelled forward HBM traffic in bytes; NaN for sdpa (a black box) and in training mode (no backward model)."""
     if impl == "sdpa" or cfg.mode == "training":
         return math.nan
-    algorithm = "naive" if impl == "naive" else LOOP_ORDER[impl]
+    algorithm = "naive" if impl == "naive" else IMPL_LOOP_ORDER[impl]
     return float(io_cost(algorithm, cfg.n, cfg.n, cfg.d, cfg.block_q, cfg.block_k, causal=cfg.causal,
                          window=cfg.window, batch=cfg.batch, heads=cfg.heads, dtype_bytes=cfg.dtype_bytes).bytes)
 
@@ -193,7 +169,7 @@ def _row(impl: str, cfg: RunConfig, threads: int, **values) -> dict:
 
 def _failure(e: BaseException) -> str:
     first_line = str(e).strip().splitlines()[0][:MAX_REASON_CHARS] if str(e).strip() else ""
-    return f"skipped: failed with {type(e).__name__}: {first_line}"
+    return f"failed with {type(e).__name__}: {first_line}"
 
 
 FAILURES = (RuntimeError, MemoryError)  # e.g. an allocation the guard did not foresee: the row says so, we go on
@@ -328,16 +304,16 @@ def run_sweep(ns: Iterable[int], *, d: int = 64, block_size: int = 128, causal: 
         mode: "forward", or "training" for forward + backward (needs flashviz.core.backward).
         memory_budget_bytes: the memory a row may allocate (default half the available memory, container limit
             included): rows whose inputs (input_bytes) or whose naive S and P (naive_bytes_needed) exceed it are
-            skipped with a status that says how many bytes they would need.
+            not run, with a status that says how many bytes they would need.
         seed: seeds the random q, k, v (and dO).
         time_budget_s: wall-clock seconds the sweep may run (None: no limit); once they are used up, the rows still
-            to come are skipped with a status that starts "skipped: time budget" (checked between calls).
+            to come are not run, with a status that starts "not run: time budget" (checked between calls).
     Returns:
         DataFrame with columns COLUMNS: impl, N, d, block_q, block_k (<NA> for naive and sdpa), causal,
         window ("left,right" or None), batch, heads, dtype, device, threads, time_s, time_iqr_s (seconds),
         peak_bytes (bytes above the start level, output included), flops, gflops (GFLOP/s), hbm_bytes (modelled,
         NaN for sdpa and in training mode), max_abs_err (max |x - x_sdpa_fp64| over O and, in training, dQ, dK,
-        dV), status ("ok" or "skipped: <why>"). df.attrs holds mode, memory_budget_bytes, repeats, seed and
+        dV), status ("ok" or "not run: <why>"). df.attrs holds mode, memory_budget_bytes, repeats, seed and
         time_budget_s.
 
     Example:

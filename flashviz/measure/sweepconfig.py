@@ -17,11 +17,8 @@ from numbers import Integral, Real
 import torch
 
 from flashviz.core.validate import FLOAT_DTYPES, Window, validate_causal, validate_window
+from flashviz.vocab import IMPLS, MODES
 
-IMPLS = ("naive", "flash", "flash2", "sdpa")
-TILED_IMPLS = ("flash", "flash2")
-LOOP_ORDER = {"flash": "kv_outer", "flash2": "q_outer"}
-MODES = ("forward", "training")
 MAX_N = 1 << 17  # 131072: beyond this even the tiled Python kernels take hours on a CPU
 MAX_D = 1024  # largest head dimension a sweep accepts (real models use 64-256)
 

@@ -24,8 +24,7 @@ from flashviz.core.flash import TileEvent, flash_attention_forward
 from flashviz.core.tiling import tile_schedule, visible_mask
 from flashviz.core.validate import Window
 from flashviz.model.iomodel import io_trace
-
-DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
+from flashviz.vocab import DTYPES
 
 
 @dataclass(frozen=True)
@@ -132,7 +131,7 @@ def row_trace(n: int, d: int, block_q: int, block_k: int, *, row: int, causal: b
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {dtype!r}.")
     gen = torch.Generator().manual_seed(seed)
-    q, k, v = (torch.randn(1, 1, n, d, generator=gen).to(DTYPES[dtype]) for _ in range(3))  # (1, 1, N, d) each
+    q, k, v = (torch.randn(1, 1, n, d, generator=gen).to(getattr(torch, dtype)) for _ in range(3))  # (1, 1, N, d) each
     events: list[TileEvent] = []
 
     def record(ev: TileEvent) -> None:

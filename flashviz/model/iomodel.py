@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from flashviz.core.tiling import FULL, TileSchedule, classify_tile, tile_schedule
+from flashviz.core.tiling import TileSchedule, classify_tile, tile_schedule
 from flashviz.core.validate import (
     Window,
     validate_block,
@@ -40,9 +40,8 @@ from flashviz.core.validate import (
     validate_positive,
     validate_window,
 )
+from flashviz.vocab import ALGORITHM_ALIASES, ALGORITHMS, FULL
 
-ALGORITHMS = ("naive", "kv_outer", "q_outer")
-ALIASES = {"flash": "kv_outer", "flash1": "kv_outer", "flash2": "q_outer", "standard": "naive"}
 FLOPS_PER_SCORE = 4  # per (query, key) pair and head-dim element: 2 for Q K^T (multiply + add), 2 for P V
 FA1_SRAM_SPLIT = 4  # FA1 Algorithm 1 line 1: Bc = ceil(M / 4d), room for K_j, V_j, Q_i, O_i in M elements
 TRACE_COLUMNS = ("step", "q_block", "k_block", "status", "reads", "writes", "flops", "hbm_bytes")
@@ -77,11 +76,11 @@ class IOCost:
 def resolve_algorithm(algorithm: object) -> str:
     """Canonical algorithm name: "naive", "kv_outer" or "q_outer" (aliases: flash -> kv_outer, flash2 -> q_outer)."""
     if isinstance(algorithm, str):
-        name = ALIASES.get(algorithm, algorithm)
+        name = ALGORITHM_ALIASES.get(algorithm, algorithm)
         if name in ALGORITHMS:
             return name
-    raise ValueError(f"algorithm must be one of {ALGORITHMS} or an alias {sorted(ALIASES)}, got {algorithm!r}. "
-                     "'kv_outer' is FlashAttention-1's loop order, 'q_outer' FlashAttention-2's.")
+    raise ValueError(f"algorithm must be one of {ALGORITHMS} or an alias {sorted(ALGORITHM_ALIASES)}, "
+                     f"got {algorithm!r}. 'kv_outer' is FlashAttention-1's loop order, 'q_outer' FlashAttention-2's.")
 
 
 def _validate_dims(d: object, batch: object, heads: object, dtype_bytes: object) -> tuple[int, int, int, int]:

@@ -12,8 +12,9 @@ from flashviz.figures.plots import gflops_figure, hbm_figure, memory_figure, tim
 from flashviz.figures.report import summary_table, summary_table_figure
 from flashviz.limits import LIST_MAX, REPEATS_MAX
 from flashviz.ui import jobs
-from flashviz.ui.common import run_button_ui, show_figure, skipped_ui
-from flashviz.ui.state import BENCH_N_OPTIONS, IMPLS, Settings
+from flashviz.ui.common import not_run_ui, run_button_ui, show_figure
+from flashviz.ui.state import BENCH_N_OPTIONS, Settings
+from flashviz.vocab import IMPLS
 
 IMPL_HELP = {
     "naive": "standard attention: materialises S and P (N² each)",
@@ -55,7 +56,7 @@ def benchmark_ui(s: Settings) -> None:
                             f"{len(s.ns) * len(s.impls)} measurements, {s.reps} repeats each).")
     if df is None:
         return
-    skipped_ui(df)
+    not_run_ui(df)
     show_figure(memory_figure(df), key="bench_memory")  # full width: legible from the back of the room
     show_figure(time_figure(df), key="bench_time")
     show_figure(gflops_figure(df), key="bench_gflops")

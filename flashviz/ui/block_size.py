@@ -11,7 +11,7 @@ import streamlit as st
 from flashviz.figures.plots import block_sweep_figure
 from flashviz.limits import LIST_MAX
 from flashviz.ui import jobs
-from flashviz.ui.common import run_button_ui, show_figure, skipped_ui
+from flashviz.ui.common import not_run_ui, run_button_ui, show_figure
 from flashviz.ui.state import BLOCK_OPTIONS, Settings
 
 
@@ -42,8 +42,8 @@ def block_size_ui(s: Settings) -> None:
     if result is None:
         return
     tiled, reference = result
-    skipped_ui(tiled)
-    skipped_ui(reference)
+    not_run_ui(tiled)
+    not_run_ui(reference)
     show_figure(block_sweep_figure(tiled, reference=reference), key="block_figure")
     with st.expander("All measurements"):
         st.dataframe(tiled, hide_index=True)

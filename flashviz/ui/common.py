@@ -160,7 +160,7 @@ def run_button_ui(name: str, fn: Callable[..., Any], args: tuple, *, label: str,
     return result
 
 
-def skipped_ui(df: Any) -> None:
+def not_run_ui(df: Any) -> None:
     """List the rows a sweep refused or could not run (memory guard: with the bytes they would need)."""
     if "status" not in df:
         return
@@ -168,11 +168,11 @@ def skipped_ui(df: Any) -> None:
     if len(bad) == 0:
         return
     lines = "\n".join(f"- **{r['impl']}** at N = {r['N']}" + (f", d = {r['d']}" if "d" in r else "")
-                      + f": {str(r['status']).removeprefix('skipped: ')}" for _, r in bad.iterrows())
+                      + f": {str(r['status']).removeprefix('not run: ')}" for _, r in bad.iterrows())
     st.warning(f"**{len(bad)} configuration(s) did not run** (crosses on the plots):\n{lines}", icon="🛑")
 
 
 def summary_ui(table: Any, title: str) -> None:
-    """The seed's summary table (plots.summary_table) as a static table in the page font; NaN reads 'skipped'."""
+    """The seed's summary table (plots.summary_table) as a static table in the page font; NaN reads 'not run'."""
     st.markdown(f"**{title}**: speedup = naive time / tiled time; memory saving = naive peak / tiled peak.")
-    st.table(table.style.format("{:,.3g}", na_rep="skipped").format("{:d}", subset=["N"]).hide(axis="index"))
+    st.table(table.style.format("{:,.3g}", na_rep="not run").format("{:d}", subset=["N"]).hide(axis="index"))

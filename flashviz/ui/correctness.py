@@ -13,7 +13,7 @@ import streamlit as st
 from flashviz.figures.plots import correctness_figure
 from flashviz.limits import LIST_MAX
 from flashviz.ui import jobs
-from flashviz.ui.common import run_button_ui, show_figure, skipped_ui
+from flashviz.ui.common import not_run_ui, run_button_ui, show_figure
 from flashviz.ui.state import D_OPTIONS, N_OPTIONS, Settings
 
 TOLERANCE = 1e-5  # the seed's bar for fp32 outputs (max |O - O_ref|)
@@ -50,7 +50,7 @@ def correctness_ui(s: Settings) -> None:
                        idle="Press **Run correctness check**.")
     if df is None:
         return
-    skipped_ui(df)
+    not_run_ui(df)
     table = df.pivot_table(index=["d", "N"], columns="impl", values="max_abs_err", aggfunc="max")
     table = table[[i for i in ("naive", "flash", "flash2", "sdpa") if i in table.columns]]
     worst = float(table.max().max()) if table.size else float("nan")

@@ -11,11 +11,12 @@ import math
 import plotly.graph_objects as go
 import streamlit as st
 
-from flashviz.figures.tiles import ORDER_NAME, fmt_bytes, fmt_flops, row_figure, tile_animation
+from flashviz.figures.tiles import fmt_bytes, fmt_flops, row_figure, tile_animation
 from flashviz.measure.trace import RowTrace, ScheduleTrace, row_trace, schedule_trace
 from flashviz.model.iomodel import io_cost
 from flashviz.ui.common import show_figure, timing_lock
-from flashviz.ui.state import DTYPE_BYTES, Settings
+from flashviz.ui.state import Settings
+from flashviz.vocab import DTYPE_BYTES, LOOP_ORDER_LABELS
 
 GRID_MAX = 64  # tiles per side the animation draws (64 x 64 = 4096 tiles, ~2 MB of frames)
 ROW_TRACE_FLOPS_MAX = 1e10  # the row inspector runs the real kernel; ~1-2 s of one CPU core at most
@@ -99,7 +100,7 @@ def _totals_ui(s: Settings, traces: list[ScheduleTrace], dtype_bytes: int) -> No
     cols[0].caption(f"{fmt_flops(naive.flops)} of matmuls; every one of the {s.n}² scores.")
     for col, tr in zip(cols[1:], traces, strict=True):
         total = tr.hbm_bytes[-1] if tr.hbm_bytes else 0.0
-        col.metric(f"{ORDER_NAME[tr.loop_order].split(' (')[0]}: HBM traffic per head", fmt_bytes(total),
+        col.metric(f"{LOOP_ORDER_LABELS[tr.loop_order].split(' (')[0]}: HBM traffic per head", fmt_bytes(total),
                    help="IO model, after the last tile of the animation (the counter above the grid).")
         ratio = f"{total / naive.bytes:.2f}" if naive.bytes else "-"
         col.caption(f"{ratio} x standard; {fmt_flops(tr.flops[-1] if tr.flops else 0)} of matmuls; "

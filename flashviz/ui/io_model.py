@@ -13,7 +13,8 @@ from flashviz.figures.plots import hbm_vs_memory_figure
 from flashviz.limits import TILES_MAX, tiles_per_call  # masked schedules are counted tile by tile
 from flashviz.model.iomodel import fa1_block_sizes, hbm_vs_memory
 from flashviz.ui.common import show_figure
-from flashviz.ui.state import DTYPE_BYTES, Settings
+from flashviz.ui.state import Settings
+from flashviz.vocab import DTYPE_BYTES
 
 M_EXPONENTS = range(10, 23)  # on-chip memory M = 2^10 .. 2^22 elements (4 KiB .. 16 MiB of fp32)
 

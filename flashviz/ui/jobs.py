@@ -5,7 +5,7 @@ Every cached function takes hashable arguments only (tuples, ints, strings); `_p
 unhashed (leading underscore) and carry the progress callback and the lock. Results are tidy DataFrames.
 
 Each run has a wall-clock budget (limits.LIVE_TIME_BUDGET_S, counted once it holds the lock): a run slower than
-work_guard estimated skips its remaining rows ("skipped: time budget ...", listed by common.skipped_ui) and lets
+work_guard estimated skips its remaining rows ("not run: time budget ...", listed by common.not_run_ui) and lets
 the next user have the lock. A result cut short that way is not kept in the cache, so asking again measures again.
 """
 

@@ -15,7 +15,6 @@ from flashviz.limits import BATCH_MAX, HEADS_MAX
 from flashviz.ui.state import (
     BLOCK_OPTIONS,
     D_OPTIONS,
-    DTYPES,
     N_MAX,
     N_OPTIONS,
     ORDERS,
@@ -27,6 +26,7 @@ from flashviz.ui.state import (
     clamp_row,
     parse_query,
 )
+from flashviz.vocab import DTYPES
 
 INIT_KEY = "_fv_initialised"  # session flag: the URL has been read
 NOTICES_KEY = "_fv_notices"  # notices about clamped URL values, shown until dismissed

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 
 from flashviz.limits import BATCH_MAX, HEADS_MAX, LIST_MAX, REPEATS_MAX  # shared with the CLI
+from flashviz.vocab import DTYPES, IMPLS, KV_OUTER, Q_OUTER
 
 N_MIN, N_MAX = 1, 16384  # sequence length N; 16384^2 fp32 scores = 1 GiB, the most a laptop survives naively
 D_MIN, D_MAX = 1, 512  # head dimension d
@@ -23,11 +24,8 @@ N_OPTIONS = (16, 32, 64, 97, 128, 256, 257, 512, 1000, 1024, 1025, 2048, 4096, 8
 D_OPTIONS = (8, 16, 32, 59, 64, 111, 128, 256)
 BLOCK_OPTIONS = (4, 8, 16, 32, 64, 128, 256, 512)
 BENCH_N_OPTIONS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
-ORDERS = {"fa1": "FA1 (kv_outer)", "fa2": "FA2 (q_outer)", "both": "FA1 and FA2 side by side"}
-LOOP_ORDER = {"fa1": "kv_outer", "fa2": "q_outer"}  # URL name -> tile_schedule loop_order
-DTYPES = ("float32", "float64", "float16", "bfloat16")
-DTYPE_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}  # bytes per element
-IMPLS = ("naive", "flash", "flash2", "sdpa")  # run_sweep implementation names
+ORDERS = {"fa1": "FA1 (kv_outer)", "fa2": "FA2 (q_outer)", "both": "FA1 and FA2 side by side"}  # URL name -> label
+LOOP_ORDER = {"fa1": KV_OUTER, "fa2": Q_OUTER}  # URL name -> tile_schedule loop_order
 VIEWS = {  # URL slug -> tab label
     "how": "How it works",
     "bench": "Benchmark",

@@ -11,7 +11,7 @@ import streamlit as st
 from flashviz.figures.plots import memory_figure, time_figure
 from flashviz.figures.report import summary_table
 from flashviz.ui import jobs
-from flashviz.ui.common import run_button_ui, show_figure, skipped_ui, summary_ui
+from flashviz.ui.common import not_run_ui, run_button_ui, show_figure, summary_ui
 from flashviz.ui.state import Settings
 
 SAVED = (
@@ -48,7 +48,7 @@ def training_ui(s: Settings) -> None:
                             f"{', '.join(map(str, s.ns))} for {', '.join(impls)}.")
     if df is None:
         return
-    skipped_ui(df)
+    not_run_ui(df)
     show_figure(memory_figure(df).update_layout(title_text="Forward + backward: peak memory vs N"),
                 key="train_memory")
     show_figure(time_figure(df).update_layout(title_text="Forward + backward: time vs N (bars: interquartile range)"),

@@ -1,0 +1,65 @@
+"""The project's vocabulary, each word defined once: every layer imports its names and labels from here.
+
+Torch-free on purpose, so the figure builders and the dashboard's URL parsing can use it without importing torch.
+
+    loop order      how a tiled kernel walks the tiles: "kv_outer" (FlashAttention-1, Algorithm 1: outer loop over
+                    K/V blocks) or "q_outer" (FlashAttention-2: outer loop over Q blocks). Shown as FA1 / FA2.
+    implementation  what a sweep runs and times: "naive" (materialises S and P), "flash" (the tiled kernel in the
+                    kv_outer order), "flash2" (the tiled kernel in the q_outer order) and "sdpa" (PyTorch's fused
+                    scaled_dot_product_attention). "flash" and "flash2" are the two loop orders under the names the
+                    sweep, the CLI and the dashboard's links use.
+    algorithm       what the IO model counts: "naive" or a loop order.
+    tile status     "full" (every element visible: no mask work), "partial" (masked inside the tile) or "skipped"
+                    (nothing visible: never loaded, never computed). Only tiles are ever "skipped".
+    row status      a sweep row either ran ("ok") or was refused by a guard before it ran ("not run: <why>").
+"""
+
+from __future__ import annotations
+
+# -- loop orders of the tiled kernels
+KV_OUTER = "kv_outer"  # FlashAttention-1, Algorithm 1: outer loop over K/V blocks, O, l, m rescaled in HBM
+Q_OUTER = "q_outer"  # FlashAttention-2: outer loop over Q blocks, one normalisation at the end
+LOOP_ORDERS = (KV_OUTER, Q_OUTER)
+LOOP_ORDER_SHORT = {KV_OUTER: "FA1", Q_OUTER: "FA2"}
+LOOP_ORDER_LABELS = {KV_OUTER: "FA1 (kv_outer: outer loop over K/V)", Q_OUTER: "FA2 (q_outer: outer loop over Q)"}
+
+# -- implementations a sweep runs
+NAIVE, FLASH, FLASH2, SDPA = "naive", "flash", "flash2", "sdpa"
+IMPLS = (NAIVE, FLASH, FLASH2, SDPA)
+IMPL_LOOP_ORDER = {FLASH: KV_OUTER, FLASH2: Q_OUTER}  # the tiled implementations and the loop order each runs
+TILED_IMPLS = tuple(IMPL_LOOP_ORDER)
+IMPL_LABELS = {
+    NAIVE: "naive (standard attention)",
+    FLASH: "flash (FA1 loop order)",
+    FLASH2: "flash2 (FA2 loop order)",
+    SDPA: "PyTorch SDPA",
+    KV_OUTER: "FlashAttention-1 (kv_outer)",  # the IO model's names for the same two kernels
+    Q_OUTER: "FlashAttention-2 (q_outer)",
+}
+
+# -- algorithms the IO model counts
+ALGORITHMS = (NAIVE, KV_OUTER, Q_OUTER)
+ALGORITHM_ALIASES = {FLASH: KV_OUTER, "flash1": KV_OUTER, FLASH2: Q_OUTER, "standard": NAIVE}
+
+# -- sweep modes
+FORWARD, TRAINING = "forward", "training"
+MODES = (FORWARD, TRAINING)
+
+# -- floating dtypes, by name, and their size
+DTYPE_BYTES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}  # bytes per element
+DTYPES = tuple(DTYPE_BYTES)  # the names torch gives them (torch.float32, ...)
+
+# -- tile statuses
+FULL = "full"  # every in-bounds element visible: computed with no mask work
+PARTIAL = "partial"  # some elements visible: computed, with an element mask inside the tile
+SKIPPED = "skipped"  # nothing visible: never loaded, never computed
+TILE_STATUSES = (FULL, PARTIAL, SKIPPED)
+TILE_STATUS_LABELS = {
+    FULL: "full: computed, no mask",
+    PARTIAL: "partial: computed, masked",
+    SKIPPED: "skipped: never loaded",
+}
+
+# -- sweep row statuses
+OK = "ok"  # the row ran and was measured
+NOT_RUN = "not run"  # a guard refused the row before it ran; its status reads "not run: <why>"
