@@ -40,8 +40,7 @@ from flashviz.limits import (
     tile_problem,
 )
 from flashviz.measure.guards import calls_per_row, request_flops
-from flashviz.measure.sweep import cut_short, run_sweep
-from flashviz.measure.sweepconfig import MAX_D, MAX_N
+from flashviz.measure.sweep import MAX_D, MAX_N, cut_short, run_sweep
 from flashviz.model.iomodel import hbm_vs_memory
 from flashviz.vocab import IMPLS, TILED_IMPLS
 

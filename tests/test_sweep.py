@@ -14,8 +14,8 @@ from flashviz.measure.guards import (
     input_bytes_needed,
     naive_bytes_needed,
 )
-from flashviz.measure.sweep import COLUMNS, cut_short, run_block_sweep, run_sweep
-from flashviz.measure.sweepconfig import MAX_N, RunConfig, resolve_dtype
+from flashviz.measure.impls import RunConfig, resolve_dtype
+from flashviz.measure.sweep import COLUMNS, MAX_N, cut_short, run_block_sweep, run_sweep
 from flashviz.model.iomodel import io_cost
 from flashviz.vocab import IMPLS
 
@@ -167,12 +167,12 @@ def test_the_csv_round_trip_keeps_the_columns(tmp_path, sweep):
 
 
 def test_a_row_that_fails_at_run_time_is_reported_and_the_sweep_goes_on(monkeypatch):
-    import flashviz.measure.sweep as sweep_module
+    import flashviz.measure.impls as impls_module
 
     def out_of_memory(*args, **kwargs):
         raise RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 1 bytes.")
 
-    monkeypatch.setattr(sweep_module, "naive_attention", out_of_memory)
+    monkeypatch.setattr(impls_module, "naive_attention", out_of_memory)
     df = run_sweep([32], d=8, block_size=16, impls=("naive", "flash"), repeats=1)
     status = df.set_index("impl")["status"]
     assert status["naive"].startswith("failed with RuntimeError: DefaultCPUAllocator")
@@ -184,12 +184,12 @@ def test_a_row_that_fails_at_run_time_is_reported_and_the_sweep_goes_on(monkeypa
 
 
 def test_inputs_over_the_budget_are_not_run_before_anything_is_allocated(monkeypatch):
-    import flashviz.measure.sweep as sweep_module
+    import flashviz.measure.impls as impls_module
 
     def no_allocation(*args, **kwargs):
         raise AssertionError("the input guard must skip the row before allocating q, k, v, dO")
 
-    monkeypatch.setattr(sweep_module, "_inputs", no_allocation)
+    monkeypatch.setattr(impls_module, "make_inputs", no_allocation)
     df = run_sweep([1024], d=64, batch=100_000, heads=64, impls=("naive", "flash", "sdpa"), repeats=1,
                    memory_budget_bytes=GIB)
     status = df.set_index("impl")["status"]
@@ -210,16 +210,16 @@ def test_input_bytes_counts_inputs_outputs_and_the_float64_reference():
 
 
 def test_a_failed_input_allocation_skips_the_configuration_and_the_sweep_goes_on(monkeypatch):
-    import flashviz.measure.sweep as sweep_module
+    import flashviz.measure.impls as impls_module
 
-    real = sweep_module._inputs
+    real = impls_module.make_inputs
 
     def allocate(cfg, seed):
         if cfg.n == 48:
             raise RuntimeError("DefaultCPUAllocator: not enough memory: you tried to allocate 8 GiB.")
         return real(cfg, seed)
 
-    monkeypatch.setattr(sweep_module, "_inputs", allocate)
+    monkeypatch.setattr(impls_module, "make_inputs", allocate)
     df = run_sweep([32, 48, 64], d=8, block_size=16, impls=("flash", "sdpa"), repeats=1)
     status = df.set_index(["impl", "N"])["status"]
     assert status["flash", 48].startswith("failed with RuntimeError: DefaultCPUAllocator")
@@ -228,12 +228,12 @@ def test_a_failed_input_allocation_skips_the_configuration_and_the_sweep_goes_on
 
 
 def test_a_failed_reference_leaves_the_error_unknown_but_the_row_measured(monkeypatch):
-    import flashviz.measure.sweep as sweep_module
+    import flashviz.measure.impls as impls_module
 
     def out_of_memory(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr(sweep_module, "_reference", out_of_memory)
+    monkeypatch.setattr(impls_module, "reference", out_of_memory)
     df = run_sweep([32], d=8, block_size=16, impls=("flash",), repeats=1)
     assert (df["status"] == "ok").all() and df["max_abs_err"].isna().all() and (df["time_s"] > 0).all()
 

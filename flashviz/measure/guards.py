@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-from flashviz.measure.sweepconfig import RunConfig, _validate_mode, resolve_dtype
+from flashviz.measure.impls import RunConfig, dtype_bytes, validate_mode
 from flashviz.model.flops import attention_flops
 
 GIB = 1 << 30  # bytes per GiB
@@ -135,11 +135,11 @@ def input_bytes(n: int, d: int, *, batch: int = 1, heads: int = 1, dtype: torch.
         >>> input_bytes(1024, 64, dtype="float32")  # 65536 elements x (5 x 4 + 5 x 8) bytes
         3932160
     """
-    dtype, mode = resolve_dtype(dtype), _validate_mode(mode)
+    elem, mode = dtype_bytes(dtype), validate_mode(mode)
     elements = batch * heads * n * d  # of one (B, H, N, d) tensor
     tensors = INPUT_TENSORS + OUTPUT_TENSORS[mode]
-    fp64_copies = OUTPUT_TENSORS[mode] if dtype == torch.float64 else tensors
-    return elements * (tensors * torch.empty((), dtype=dtype).element_size() + fp64_copies * FP64_BYTES)
+    fp64_copies = OUTPUT_TENSORS[mode] if elem == FP64_BYTES else tensors  # float64 inputs are their own copies
+    return elements * (tensors * elem + fp64_copies * FP64_BYTES)
 
 
 def input_bytes_needed(cfg: RunConfig) -> int:

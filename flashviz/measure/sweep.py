@@ -1,22 +1,14 @@
 """Sweeps: run many attention configurations and collect one tidy pandas DataFrame, one row per (impl, config).
 
 Each row holds the time (median and IQR of repeated calls), the exact peak memory (`measure_memory`), the FLOPs and
-achieved GFLOP/s, the modelled HBM traffic (`io_cost`) and the error against PyTorch's SDPA computed in float64.
-Implementations, all called with the same (B, H, N, d) inputs:
-
-    naive   flashviz.core.reference.naive_attention: materialises S and P (FA1 Algorithm 0)
-    flash   flash_attention_forward(loop_order="kv_outer") (FA1 Algorithm 1)
-    flash2  flash_attention_forward(loop_order="q_outer") (FA2 Algorithm 1)
-    sdpa    torch.nn.functional.scaled_dot_product_attention (PyTorch's fused kernel)
-
-In training mode every implementation runs forward + backward (autograd.grad with a fixed random dO); the tiled ones
-use flashviz.core.backward.flash_attention (FA2 forward saving O and L, tiled backward by recomputation).
+achieved GFLOP/s (flashviz.model.flops), the modelled HBM traffic (`io_cost`) and the error against PyTorch's SDPA
+computed in float64. What each implementation runs, and the RunConfig of one row, are in flashviz.measure.impls.
 
 Guards (guards.py) keep one sweep from taking the machine down; a row they stop says "not run: <why>" and the
 sweep goes on: no configuration whose inputs exceed the memory budget (default: half the available memory, container
 limits included) is allocated, naive attention runs only if its S and P fit too, an allocation that fails anyway
 refuses its row, and with `time_budget_s` the rows still to come once the sweep has run that long are not run.
-Arguments are checked and RunConfigs built by flashviz.measure.sweepconfig.
+Every argument is checked once here, by a small `validate_*` helper that says how to fix the call.
 
 Legend: B batch, H heads, N sequence length (N_q = N_k = N), d head dimension, Br = block_q, Bc = block_k.
 """
@@ -24,20 +16,15 @@ Legend: B batch, H heads, N sequence length (N_q = N_k = N), d head dimension, B
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from numbers import Integral, Real
 
 import pandas as pd
 import torch
-import torch.nn.functional as F
 
-from flashviz.core.backward import flash_attention
-from flashviz.core.flash import flash_attention_forward
-from flashviz.core.reference import naive_attention
-from flashviz.core.tiling import visible_mask
-from flashviz.core.validate import Window, validate_block
+from flashviz.core.validate import Window, validate_block, validate_causal, validate_window
+from flashviz.measure import impls as runs
 from flashviz.measure.guards import (
     TIME_BUDGET_STATUS,
     TimeBudget,
@@ -45,89 +32,90 @@ from flashviz.measure.guards import (
     dense_mask_bytes,
     guard,
 )
+from flashviz.measure.impls import RunConfig, resolve_device, resolve_dtype, validate_mode
 from flashviz.measure.memory import peak_memory_and_result
-from flashviz.measure.sweepconfig import (
-    RunConfig,
-    _validate_int,
-    _validate_progress,
-    _validate_time_budget,
-    build_configs,
-    validate_impls,
-    validate_ns,
-)
-from flashviz.measure.timing import threads_set_to, time_calls
-from flashviz.model.flops import TRAINING_FLOP_FACTOR, attention_flops, visible_pairs
+from flashviz.measure.timing import median_iqr, threads_set_to, time_calls
+from flashviz.model.flops import impl_flops
 from flashviz.model.iomodel import io_cost
-from flashviz.vocab import IMPL_LOOP_ORDER, OK, TILED_IMPLS
+from flashviz.vocab import IMPL_LOOP_ORDER, IMPLS, NAIVE, OK, SDPA, TILED_IMPLS, TRAINING
 
+MAX_N = 1 << 17  # 131072: beyond this even the tiled Python kernels take hours on a CPU
+MAX_D = 1024  # largest head dimension a sweep accepts (real models use 64-256)
 COLUMNS = ("impl", "N", "d", "block_q", "block_k", "causal", "window", "batch", "heads", "dtype", "device", "threads",
            "time_s", "time_iqr_s", "peak_bytes", "flops", "gflops", "hbm_bytes", "max_abs_err", "status")
 MAX_REASON_CHARS = 160  # a failure's message is cut here in the status column
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# implementations
+# arguments, checked once per public call
 
 
-def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cfg: RunConfig) -> torch.Tensor:
-    if cfg.window is None:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=cfg.causal)
-    n = q.shape[2]
-    idx = torch.arange(n, device=q.device)
-    mask = visible_mask(idx, idx, causal=cfg.causal, window=cfg.window)  # (N, N) bool, True = visible
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+def validate_int(name: str, value: object, low: int, high: int | None = None, fix: str = "") -> int:
+    """An int (not a bool) in [low, high]; `fix` says how to get one."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__}).")
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"between {low} and {high}"
+        raise ValueError(f"{name} must be {bound}, got {value}. {fix}".rstrip())
+    return int(value)
 
 
-def _forward_fn(impl: str, cfg: RunConfig) -> Callable[..., torch.Tensor]:
-    """q, k, v -> O for one implementation."""
-    mask = {"causal": cfg.causal, "window": cfg.window}
-    if impl == "naive":
-        return lambda q, k, v: naive_attention(q, k, v, **mask)
-    if impl == "sdpa":
-        return lambda q, k, v: _sdpa(q, k, v, cfg)
-    if cfg.mode == "training":
-        return lambda q, k, v: flash_attention(q, k, v, block_q=cfg.block_q, block_k=cfg.block_k,
-                                               loop_order=IMPL_LOOP_ORDER[impl], **mask)
-    return lambda q, k, v: flash_attention_forward(q, k, v, block_q=cfg.block_q, block_k=cfg.block_k,
-                                                   loop_order=IMPL_LOOP_ORDER[impl], **mask)
+def validate_ns(ns: object) -> list[int]:
+    """The sequence lengths of a sweep: a non-empty list of ints in [1, MAX_N], duplicates dropped, order kept."""
+    if isinstance(ns, (int, str)) or not isinstance(ns, Iterable):
+        raise TypeError(f"ns must be a list of sequence lengths, e.g. [256, 512, 1024], got {ns!r}.")
+    out = [validate_int("every N", n, 1, MAX_N, "Sequence lengths of 256 to 8192 show the N^2 story on a CPU.")
+           for n in ns]
+    if not out:
+        raise ValueError("ns must list at least one sequence length, e.g. [256, 512, 1024].")
+    return list(dict.fromkeys(out))
 
 
-def _call_fn(impl: str, cfg: RunConfig) -> Callable[..., tuple[torch.Tensor, ...]]:
-    """The timed callable: (q, k, v, dO) -> (O,) in forward mode, (O, dQ, dK, dV) in training mode."""
-    forward = _forward_fn(impl, cfg)
-    if cfg.mode == "forward":
-        def run_forward(q, k, v, dO):
-            with torch.no_grad():
-                return (forward(q, k, v),)
-        return run_forward
-
-    def run_training(q, k, v, dO):
-        O = forward(q, k, v)  # (B, H, N, d)
-        return (O.detach(), *torch.autograd.grad(O, (q, k, v), dO))  # dQ, dK, dV: (B, H, N, d) each
-    return run_training
+def validate_impls(impls: object, allowed: Sequence[str] = IMPLS) -> list[str]:
+    """A non-empty list of implementation names drawn from `allowed`, duplicates dropped, order kept."""
+    if isinstance(impls, str) or not isinstance(impls, Iterable):
+        raise TypeError(f"impls must be a list of implementation names from {tuple(allowed)}, got {impls!r}.")
+    out = list(dict.fromkeys(impls))
+    bad = [i for i in out if i not in allowed]
+    if bad or not out:
+        raise ValueError(f"impls must be a non-empty list drawn from {tuple(allowed)}, got {list(impls)!r}"
+                         + (f" (unknown: {bad})." if bad else "."))
+    return out
 
 
-def _inputs(cfg: RunConfig, seed: int) -> tuple[torch.Tensor, ...]:
-    """q, k, v, dO of shape (B, H, N, d), drawn from a seeded generator on the CPU, then moved."""
-    gen = torch.Generator().manual_seed(seed)
-    shape = (cfg.batch, cfg.heads, cfg.n, cfg.d)
-    q, k, v, dO = (torch.randn(shape, generator=gen, dtype=torch.float32).to(cfg.device, cfg.dtype)
-                   for _ in range(4))
-    if cfg.mode == "training":
-        q, k, v = (t.requires_grad_() for t in (q, k, v))
-    return q, k, v, dO
+def validate_time_budget(seconds: object) -> float | None:
+    """None (no limit) or a number of seconds >= 0 (an int too large for a float means no limit in practice)."""
+    if seconds is None:
+        return None
+    if isinstance(seconds, bool) or not isinstance(seconds, Real):
+        raise TypeError(f"time_budget_s must be None (no limit) or a number of seconds, got {seconds!r} "
+                        f"({type(seconds).__name__}).")
+    try:
+        value = float(seconds)
+    except OverflowError:
+        value = math.inf
+    if math.isnan(value) or value < 0:
+        raise ValueError(f"time_budget_s must be None (no limit) or a number of seconds >= 0, got {seconds!r}.")
+    return value
 
 
-def _reference(q, k, v, dO, cfg: RunConfig) -> tuple[torch.Tensor, ...]:
-    """SDPA in float64 on the same inputs: (O,) or (O, dQ, dK, dV)."""
-    q64, k64, v64 = (t.detach().double().requires_grad_(cfg.mode == "training") for t in (q, k, v))
-    return _call_fn("sdpa", replace(cfg, dtype=torch.float64))(q64, k64, v64, dO.double())
+def validate_progress(progress: object) -> Callable[[int, int, str], None] | None:
+    """None or a callable progress(done, total, label)."""
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be None or a callable progress(done, total, label), got {progress!r}.")
+    return progress
 
 
-def _max_abs_err(out: tuple[torch.Tensor, ...], ref: tuple[torch.Tensor, ...] | None) -> float:
-    if ref is None:
-        return math.nan
-    return max(float((a.double() - b).abs().max()) if a.numel() else 0.0 for a, b in zip(out, ref, strict=True))
+def build_configs(ns: list[int], block_pairs: list[tuple[int, int]], *, d, causal, window, batch, heads, dtype,
+                  device, mode) -> list[RunConfig]:
+    """One RunConfig per (N, (Br, Bc)), N outermost, after validating the arguments the configurations share."""
+    d = validate_int("d", d, 1, MAX_D, "Head dimensions are usually 64 or 128.")
+    batch = validate_int("batch", batch, 1)
+    heads = validate_int("heads", heads, 1)
+    causal, window = validate_causal(causal), validate_window(window)
+    dtype, device, mode = resolve_dtype(dtype), resolve_device(device), validate_mode(mode)
+    return [RunConfig(n, d, bq, bk, causal, window, batch, heads, dtype, device, mode)
+            for n in ns for bq, bk in block_pairs]
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -135,21 +123,15 @@ def _max_abs_err(out: tuple[torch.Tensor, ...], ref: tuple[torch.Tensor, ...] | 
 
 
 def _flops(impl: str, cfg: RunConfig) -> int:
-    if impl == "naive":  # computes every score, masked or not
-        f = attention_flops(cfg.n, cfg.n, cfg.d, batch=cfg.batch, heads=cfg.heads)
-    elif impl == "sdpa":  # its own tiling is unknown to us: count the visible pairs, the work any exact kernel needs
-        f = 4 * visible_pairs(cfg.n, cfg.n, causal=cfg.causal, window=cfg.window) * cfg.d * cfg.batch * cfg.heads
-    else:
-        f = attention_flops(cfg.n, cfg.n, cfg.d, batch=cfg.batch, heads=cfg.heads, block_q=cfg.block_q,
-                            block_k=cfg.block_k, causal=cfg.causal, window=cfg.window)
-    return round(f * TRAINING_FLOP_FACTOR) if cfg.mode == "training" else f
+    return impl_flops(impl, cfg.n, cfg.d, batch=cfg.batch, heads=cfg.heads, block_q=cfg.block_q,
+                      block_k=cfg.block_k, causal=cfg.causal, window=cfg.window, training=cfg.mode == TRAINING)
 
 
 def _hbm_bytes(impl: str, cfg: RunConfig) -> float:
     """Modelled forward HBM traffic in bytes; NaN for sdpa (a black box) and in training mode (no backward model)."""
-    if impl == "sdpa" or cfg.mode == "training":
+    if impl == SDPA or cfg.mode == TRAINING:
         return math.nan
-    algorithm = "naive" if impl == "naive" else IMPL_LOOP_ORDER[impl]
+    algorithm = NAIVE if impl == NAIVE else IMPL_LOOP_ORDER[impl]
     return float(io_cost(algorithm, cfg.n, cfg.n, cfg.d, cfg.block_q, cfg.block_k, causal=cfg.causal,
                          window=cfg.window, batch=cfg.batch, heads=cfg.heads, dtype_bytes=cfg.dtype_bytes).bytes)
 
@@ -176,14 +158,6 @@ FAILURES = (RuntimeError, MemoryError)  # e.g. an allocation the guard did not f
 _now = time.perf_counter  # the time budget's clock (tests replace it)
 
 
-def _median_iqr(samples: list[float]) -> tuple[float, float]:
-    """Median and interquartile range in seconds, as measure.Timing reports them (IQR 0 below two samples)."""
-    if len(samples) < 2:
-        return samples[0], 0.0
-    q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
-    return statistics.median(samples), q3 - q1
-
-
 def _time_rows(fns: dict[str, Callable], inputs: tuple, *, warmup: int, repeats: int,
                clock: TimeBudget) -> tuple[dict[str, tuple[float, float]], str | None]:
     """Time fns side by side, one interleaved repeat at a time (measure.time_calls), checking the time budget
@@ -194,7 +168,7 @@ def _time_rows(fns: dict[str, Callable], inputs: tuple, *, warmup: int, repeats:
             return {}, clock.status(f"while timing ({r} of {repeats} repeats done)")
         for impl, t in time_calls(fns, *inputs, warmup=warmup if r == 0 else 0, repeats=1).items():
             samples[impl] += t.samples
-    return {impl: _median_iqr(s) for impl, s in samples.items()}, None
+    return {impl: median_iqr(s) for impl, s in samples.items()}, None
 
 
 def _measure_config(cfg: RunConfig, impls: list[str], *, budget: int, repeats: int, warmup: int, threads: int,
@@ -207,12 +181,12 @@ def _measure_config(cfg: RunConfig, impls: list[str], *, budget: int, repeats: i
     inputs = ref = None
     if any(w is None for w in why.values()):
         try:
-            inputs = _inputs(cfg, seed)
+            inputs = runs.make_inputs(cfg, seed)
         except FAILURES as e:  # the input guard's estimate was too low, or the machine is short of memory right now
             why = {impl: w or _failure(e) for impl, w in why.items()}
     if inputs is not None and dense_mask_bytes(cfg) <= budget:
         try:
-            ref = _reference(*inputs, cfg)
+            ref = runs.reference(*inputs, cfg)
         except FAILURES:
             ref = None  # max_abs_err stays NaN; the measurements do not need the reference
     fns, results = {}, {}
@@ -223,13 +197,13 @@ def _measure_config(cfg: RunConfig, impls: list[str], *, budget: int, repeats: i
             why[impl] = clock.status()
             continue
         report(f"memory of {impl} at N={cfg.n}")
-        fn = _call_fn(impl, cfg)
+        fn = runs.call_fn(impl, cfg)
         try:
             peak, out = peak_memory_and_result(fn, *inputs)
         except FAILURES as e:
             why[impl] = _failure(e)
             continue
-        results[impl] = {"peak_bytes": peak, "max_abs_err": _max_abs_err(out, ref)}
+        results[impl] = {"peak_bytes": peak, "max_abs_err": runs.max_abs_err(out, ref)}
         fns[impl] = fn
         del out
     if fns:
@@ -250,13 +224,13 @@ def _measure_config(cfg: RunConfig, impls: list[str], *, budget: int, repeats: i
 def _run(configs: list[RunConfig], impls: list[str], *, repeats: int, warmup: int, threads: int | None,
          memory_budget_bytes: int | None, seed: int, progress: Callable | None,
          time_budget_s: float | None) -> pd.DataFrame:
-    repeats = _validate_int("repeats", repeats, 1, fix="Use 3-10; more only tightens the error bars.")
-    warmup = _validate_int("warmup", warmup, 0)
-    seed = _validate_int("seed", seed, 0)
-    progress = _validate_progress(progress)
-    time_budget_s = _validate_time_budget(time_budget_s)
+    repeats = validate_int("repeats", repeats, 1, fix="Use 3-10; more only tightens the error bars.")
+    warmup = validate_int("warmup", warmup, 0)
+    seed = validate_int("seed", seed, 0)
+    progress = validate_progress(progress)
+    time_budget_s = validate_time_budget(time_budget_s)
     budget = (default_memory_budget(configs[0].device) if memory_budget_bytes is None
-              else _validate_int("memory_budget_bytes", memory_budget_bytes, 1))
+              else validate_int("memory_budget_bytes", memory_budget_bytes, 1))
     rows, total = [], len(configs) * len(impls)
 
     def report(label: str) -> None:
@@ -295,7 +269,7 @@ def run_sweep(ns: Iterable[int], *, d: int = 64, block_size: int = 128, causal: 
         ns: sequence lengths N (N_q = N_k), each in [1, MAX_N].
         d: head dimension.  batch, heads: B and H.  dtype: input dtype (torch.dtype or its name).
         block_size: Br = Bc of the tiled impls, unless block_q / block_k are given.
-        causal, window: the mask (DESIGN.md conventions).
+        causal, window: the mask: top-left causal and/or a (left, right) sliding window.
         impls: any of "naive", "flash" (FA1 loop order), "flash2" (FA2 loop order), "sdpa".
         repeats: timed calls per row (median and IQR reported); warmup: untimed calls before them.
         progress: progress(done, total, label) with done = rows finished so far (non-decreasing), called before each

@@ -98,7 +98,7 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
     """Time several callables on the same arguments side by side, interleaved call by call.
 
     Repeat r calls every function once before repeat r + 1 starts, so a burst of machine noise (another process,
-    frequency scaling) lands on all of them alike and their ratios stay honest (DESIGN.md, "Measuring honestly").
+    frequency scaling) lands on all of them alike and their ratios stay honest.
 
     Args:
         fns: name -> callable, each called as fn(*args, **kwargs).
@@ -132,13 +132,22 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
     return {name: _timing(s, n_threads, device) for name, s in samples.items()}
 
 
+def median_iqr(samples: list[float]) -> tuple[float, float]:
+    """Median and interquartile range (75th - 25th percentile) of timed calls, in seconds; IQR 0 below two samples.
+
+    Example:
+        >>> median_iqr([1.0, 2.0, 3.0, 4.0, 5.0])
+        (3.0, 2.0)
+    """
+    if len(samples) < 2:
+        return samples[0], 0.0
+    q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+    return statistics.median(samples), q3 - q1
+
+
 def _timing(samples: list[float], threads: int, device: torch.device) -> Timing:
-    if len(samples) >= 2:
-        q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
-        iqr = q3 - q1
-    else:
-        iqr = 0.0
-    return Timing(statistics.median(samples), iqr, tuple(samples), threads, str(device))
+    median, iqr = median_iqr(samples)
+    return Timing(median, iqr, tuple(samples), threads, str(device))
 
 
 def benchmark(fn: Callable, *args: Any, warmup: int = 2, repeats: int = 10, **kwargs: Any) -> float:

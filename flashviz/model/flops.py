@@ -1,4 +1,5 @@
-"""FLOPs of attention, counted analytically.
+"""FLOPs of attention, counted analytically: the one place the project counts them (the IO model, the sweep, the
+guards, the roofline and the training model all call these functions).
 
 Forward attention costs 4 N_q N_k d per (batch, head): 2 N_q N_k d for S = Q K^T and 2 N_q N_k d for P V
 (FlashAttention-1, Section 3.2; softmax and masking are not counted). A tiled kernel does that work only on the
@@ -7,7 +8,7 @@ formula unless one passes a custom mapping), so we count analytically instead.
 
 References:
     Dao et al., FlashAttention (2022), Section 3.2 and Appendix B (FLOP counts); Dao, FlashAttention-2 (2023), Section 4
-    (backward = 2.5 x forward FLOPs).
+    (backward = 2.5 x forward FLOPs: five matmuls against the forward's two, one of them the recomputation of S).
 
 Legend: B batch, H heads, N_q / N_k query / key lengths, d head dimension, Br = block_q, Bc = block_k.
 """
@@ -18,15 +19,39 @@ import torch
 
 from flashviz.core.tiling import tile_schedule
 from flashviz.core.validate import Window, validate_block, validate_causal, validate_length, validate_window
+from flashviz.vocab import IMPLS, NAIVE, SDPA, TILED_IMPLS
 
 FLOPS_PER_MAC = 2  # one multiply-accumulate = one multiply + one add
 MATMULS_FORWARD = 2  # S = Q K^T and O = P V
-BACKWARD_FLOP_FACTOR = 2.5  # FA2 paper, Section 4: the backward pass has 2.5x the FLOPs of the forward
+FLOPS_PER_SCORE = MATMULS_FORWARD * FLOPS_PER_MAC  # 4 FLOPs per (query, key) pair per head-dim element
+MATMULS_BACKWARD = 5  # recompute S = Q K^T, then dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q
+MATMULS_BACKWARD_STORED_P = MATMULS_BACKWARD - 1  # standard attention keeps P from the forward: no recomputation
+BACKWARD_FLOP_FACTOR = MATMULS_BACKWARD / MATMULS_FORWARD  # 2.5, as FA2 Section 4 states
 TRAINING_FLOP_FACTOR = 1.0 + BACKWARD_FLOP_FACTOR  # forward + backward = 3.5 x forward
 
 
 # ----------------------------------------------------------------------------------------------------------------------
 # FLOPs
+
+
+def matmul_flops(m: int, n: int, k: int) -> int:
+    """FLOPs of an (m x k) by (k x n) matrix product: 2 m n k (one multiply and one add per multiply-accumulate).
+
+    Example:
+        >>> matmul_flops(1024, 1024, 64)  # S = Q K^T at N = 1024, d = 64
+        134217728
+    """
+    return FLOPS_PER_MAC * m * n * k
+
+
+def score_flops(pairs: int, d: int) -> int:
+    """Forward FLOPs of `pairs` (query, key) scores at head dimension d: 4 pairs d (Q K^T and P V, 2 per MAC).
+
+    Example:
+        >>> score_flops(16 * 16, 64)  # one 16 x 16 tile
+        65536
+    """
+    return MATMULS_FORWARD * matmul_flops(pairs, 1, d)  # S_ij = Q_i K_j^T and O_i += P_ij V_j
 
 
 def attention_flops(n_q: int, n_k: int, d: int, *, batch: int = 1, heads: int = 1, block_q: int | None = None,
@@ -60,8 +85,33 @@ def attention_flops(n_q: int, n_k: int, d: int, *, batch: int = 1, heads: int = 
     else:
         schedule = tile_schedule(n_q, n_k, block_q, block_k, causal=causal, window=window)
         pairs = sum(t.rows * t.cols for t in schedule.computed())
-    forward = MATMULS_FORWARD * FLOPS_PER_MAC * pairs * d * batch * heads  # 4 pairs d per (batch, head)
+    forward = score_flops(pairs, d) * batch * heads  # 4 pairs d per (batch, head)
     return round(forward * TRAINING_FLOP_FACTOR) if training else forward
+
+
+def impl_flops(impl: str, n: int, d: int, *, batch: int = 1, heads: int = 1, block_q: int = 64, block_k: int = 64,
+               causal: bool = False, window: Window = None, training: bool = False) -> int:
+    """FLOPs one implementation of a sweep spends on an (N x N) attention call, by what it computes.
+
+    naive computes every score, masked or not; a tiled kernel ("flash", "flash2") computes its schedule's tiles;
+    "sdpa" is a black box whose tiling we do not know, so it is charged the visible pairs, the least any exact
+    kernel must compute.
+
+    Example:
+        >>> impl_flops("naive", 256, 64, causal=True) == 4 * 256 * 256 * 64
+        True
+        >>> impl_flops("sdpa", 4, 1, causal=True)  # 10 visible pairs x 4
+        40
+    """
+    if impl == NAIVE:
+        return attention_flops(n, n, d, batch=batch, heads=heads, training=training)
+    if impl == SDPA:
+        forward = score_flops(visible_pairs(n, n, causal=causal, window=window), d) * batch * heads
+        return round(forward * TRAINING_FLOP_FACTOR) if training else forward
+    if impl in TILED_IMPLS:
+        return attention_flops(n, n, d, batch=batch, heads=heads, block_q=block_q, block_k=block_k, causal=causal,
+                               window=window, training=training)
+    raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}.")
 
 
 def visible_pairs(n_q: int, n_k: int, *, causal: bool = False, window: Window = None) -> int:
