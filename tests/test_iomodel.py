@@ -2,6 +2,7 @@
 
 import math
 
+import pandas as pd
 import pytest
 import torch
 from hypothesis import given, settings
@@ -9,10 +10,12 @@ from hypothesis import strategies as st
 
 from flashviz.core.flash import flash_attention_forward
 from flashviz.core.tiling import tile_schedule
+from flashviz.model.flops import FLOPS_PER_SCORE
 from flashviz.model.iomodel import (
-    FLOPS_PER_SCORE,
     IOCost,
+    block_sizes,
     fa1_block_sizes,
+    fa2_block_sizes,
     hbm_vs_memory,
     io_cost,
     io_trace,
@@ -21,7 +24,8 @@ from flashviz.model.iomodel import (
 
 
 def dense_mask(n_q, n_k, causal, window):
-    """(N_q, N_k) bool, True = visible, written straight from DESIGN.md's definitions (not from tiling.py)."""
+    """(N_q, N_k) bool, True = visible, written straight from the mask conventions (not from tiling.py): query i
+    sees keys j <= i under causal and i - left <= j <= i + right under a window."""
     i = torch.arange(n_q)[:, None]
     j = torch.arange(n_k)[None, :]
     mask = torch.ones(n_q, n_k, dtype=torch.bool)
@@ -38,6 +42,12 @@ def dense_mask(n_q, n_k, causal, window):
 
 def brute_force(algorithm, n_q, n_k, d, bq, bk, causal, window):
     """(reads, writes, flops) per (batch, head) from the dense mask and the IO model's accounting rules."""
+    reads_q, reads_kv, writes, flops = brute_force_split(algorithm, n_q, n_k, d, bq, bk, causal, window)
+    return reads_q + reads_kv, writes, flops
+
+
+def brute_force_split(algorithm, n_q, n_k, d, bq, bk, causal, window):
+    """(reads of Q/O/l/m/S/P, reads of K/V, writes, flops) per (batch, head)."""
     mask = dense_mask(n_q, n_k, causal, window)
     Tr, Tc = -(-n_q // bq), -(-n_k // bk)
     rows = [min(bq, n_q - i * bq) for i in range(Tr)]
@@ -45,16 +55,16 @@ def brute_force(algorithm, n_q, n_k, d, bq, bk, causal, window):
     computed = [[bool(mask[i * bq:(i + 1) * bq, j * bk:(j + 1) * bk].any()) for j in range(Tc)] for i in range(Tr)]
     flops = sum(4 * rows[i] * cols[j] * d for i in range(Tr) for j in range(Tc) if computed[i][j])
     if algorithm == "naive":
-        return n_q * d + 2 * n_k * d + 2 * n_q * n_k, 2 * n_q * n_k + n_q * d, 4 * n_q * n_k * d
+        return n_q * d + 2 * n_q * n_k, 2 * n_k * d, 2 * n_q * n_k + n_q * d, 4 * n_q * n_k * d
     if algorithm == "kv_outer":
-        reads = sum(2 * cols[j] * d for j in range(Tc) if any(computed[i][j] for i in range(Tr)))
-        reads += sum(2 * rows[i] * d + 2 * rows[i] for i in range(Tr) for j in range(Tc) if computed[i][j])
+        reads_kv = sum(2 * cols[j] * d for j in range(Tc) if any(computed[i][j] for i in range(Tr)))
+        reads_q = sum(2 * rows[i] * d + 2 * rows[i] for i in range(Tr) for j in range(Tc) if computed[i][j])
         writes = n_q * d + 2 * n_q
         writes += sum(rows[i] * d + 2 * rows[i] for i in range(Tr) for j in range(Tc) if computed[i][j])
-        return reads, writes, flops
-    reads = sum(rows[i] * d for i in range(Tr) if any(computed[i]))
-    reads += sum(2 * cols[j] * d for i in range(Tr) for j in range(Tc) if computed[i][j])
-    return reads, n_q * d + n_q, flops
+        return reads_q, reads_kv, writes, flops
+    reads_q = sum(rows[i] * d for i in range(Tr) if any(computed[i]))
+    reads_kv = sum(2 * cols[j] * d for i in range(Tr) for j in range(Tc) if computed[i][j])
+    return reads_q, reads_kv, n_q * d + n_q, flops
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -179,6 +189,17 @@ def test_fa1_block_sizes_follow_algorithm_1():
         fa1_block_sizes(0, 64)
 
 
+def test_fa2_block_sizes_swap_fa1s_so_the_outer_block_is_the_large_one():
+    assert fa2_block_sizes(4 * 64 * 100, 64) == (100, 64)  # Br = M / 4d, Bc = min(Br, d)
+    assert fa2_block_sizes(1000, 64) == (4, 4)
+    assert block_sizes("q_outer", 2**20, 64) == (4096, 64) and block_sizes("flash", 2**20, 64) == (64, 4096)
+    for M in (2**10, 2**14, 2**18, 12345):
+        Br, Bc = fa2_block_sizes(M, 64)
+        # FA1's occupancy: Q_i, O_i ~ M/2 (rounded up by less than one row each), K_j, V_j no more, S_ij <= Br d
+        assert M / 2 <= 2 * Br * 64 < M / 2 + 2 * 64 and Bc <= Br and Bc <= 64
+        assert (Bc, Br) == fa1_block_sizes(M, 64)
+
+
 def test_flash_traffic_falls_as_m_grows_and_naive_does_not_move():
     n, d = 1024, 64
     ms = [2 ** k for k in range(12, 19)]  # Bc = 16 .. 1024 = N
@@ -194,13 +215,90 @@ def test_flash_traffic_falls_as_m_grows_and_naive_does_not_move():
     assert flash.loc[ms[-1], "accesses"] < naive.loc[ms[-1], "accesses"]
 
 
+IO_DEFAULT_MS = [2 ** k for k in range(10, 23)]  # the dashboard's IO-model axis: M = 2^10 .. 2^22 elements
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_curves_at_the_dashboard_defaults_do_what_the_text_says(causal):
+    n, d = 4096, 64
+    df = hbm_vs_memory(IO_DEFAULT_MS, n, d, algorithms=("naive", "kv_outer", "q_outer"), causal=causal,
+                       dtype_bytes=4)
+    acc = df.pivot(index="M", columns="algorithm", values="accesses")
+    naive, fa1, fa2 = acc["naive"], acc["kv_outer"], acc["q_outer"]
+    assert naive.nunique() == 1 and naive.iloc[0] == 4 * n * d + 4 * n * n  # flat: no tiles, masks change nothing
+    flat_from = 4 * d * n  # M at which one block holds every key
+    for curve in (fa1, fa2):
+        assert curve.is_monotonic_decreasing  # never rises on this grid
+        falling = curve[curve.index <= flat_from]
+        assert falling.is_unique  # strictly falls until one block holds every key...
+        assert curve[curve.index >= flat_from].nunique() == 1  # ...then flattens
+        halves = (falling.iloc[:-1].to_numpy() / falling.iloc[1:].to_numpy())[:5]
+        assert all(1.85 < h <= 2.0 for h in halves)  # like 1 / M: about halves when M doubles
+    assert fa1.iloc[-1] == 6 * n * d + 6 * n and fa2.iloc[-1] == 4 * n * d + n  # the flat values
+    assert (fa2 < fa1).all()  # each with its own rule, FA2 moves less than FA1 at every M
+    crossing = {name: acc.index[acc[name] < naive].min() for name in ("kv_outer", "q_outer")}
+    assert crossing == ({"kv_outer": 2**13, "q_outer": 2**12} if causal else {"kv_outer": 2**14, "q_outer": 2**13})
+
+
+def test_causal_halves_the_tiled_traffic_at_small_m_and_stops_saving_once_one_block_holds_every_key():
+    n, d = 4096, 64
+    cols = {}
+    for causal in (False, True):
+        df = hbm_vs_memory(IO_DEFAULT_MS, n, d, algorithms=("kv_outer", "q_outer"), causal=causal)
+        cols[causal] = df.pivot(index="M", columns="algorithm", values="accesses")
+    ratio = cols[True] / cols[False]
+    assert ratio.loc[2**10].to_numpy() == pytest.approx([0.5, 0.5], abs=0.01)  # (T + 1) / 2 of T passes
+    for name in ("kv_outer", "q_outer"):
+        assert ratio[name].is_monotonic_increasing  # the saving shrinks as the blocks grow
+    assert (ratio.loc[ratio.index >= 4 * d * n] == 1.0).all().all()  # one block holds every key: no saving
+
+
+def test_fa2_with_causal_can_rise_between_powers_of_two_and_fa1s_rule_made_it_rise_for_good():
+    n, d = 4096, 64
+    # between grid points: M = 16460 gives Br = 65, Bc = 64, so each row block loads K/V up to the next multiple of
+    # 64 past the diagonal, more than at M = 16233 (Br = Bc = 64)
+    a, b = (io_cost("q_outer", n, n, d, *fa2_block_sizes(M, d), causal=True).accesses for M in (16233, 16460))
+    assert b > a
+    # FA1's rule applied to q_outer (Br = min(Bc, d) stays at d while Bc grows): the traffic rises with M
+    misapplied = [io_cost("q_outer", n, n, d, *fa1_block_sizes(M, d), causal=True).accesses
+                  for M in IO_DEFAULT_MS[-6:]]
+    assert misapplied == sorted(misapplied) and misapplied[-1] > 1.5 * misapplied[0]
+
+
 def test_hbm_vs_memory_with_a_causal_mask_and_bad_input():
     df = hbm_vs_memory([4096, 16384], 512, 32, causal=True, algorithms=("flash", "flash2", "naive"))
     assert set(df.algorithm) == {"kv_outer", "q_outer", "naive"}
     assert list(df.columns) == ["algorithm", "M", "block_q", "block_k", "reads", "writes", "accesses", "hbm_bytes",
                                 "flops", "bound"]
+    rows = df.set_index(["algorithm", "M"])
+    assert (rows.loc[("q_outer", 16384), "block_q"], rows.loc[("q_outer", 16384), "block_k"]) == (128, 32)
+    assert pd.isna(rows.loc[("naive", 4096), "block_q"])  # no tiles
     with pytest.raises(ValueError, match="at least one"):
         hbm_vs_memory([], 512, 32)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# grouped-query attention: K/V traffic counts per K/V head
+
+
+@pytest.mark.parametrize("algorithm", ["naive", "kv_outer", "q_outer"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_gqa_counts_kv_traffic_once_per_kv_head(algorithm, causal):
+    n_q, n_k, d, bq, bk, heads, heads_kv, batch = 90, 130, 16, 32, 24, 8, 2, 3
+    reads_q, reads_kv, writes, flops = brute_force_split(algorithm, n_q, n_k, d, bq, bk, causal, None)
+    c = io_cost(algorithm, n_q, n_k, d, bq, bk, causal=causal, batch=batch, heads=heads, heads_kv=heads_kv)
+    assert c.reads == batch * (heads * reads_q + heads_kv * reads_kv)
+    assert (c.writes, c.flops) == (batch * heads * writes, batch * heads * flops)
+    mha = io_cost(algorithm, n_q, n_k, d, bq, bk, causal=causal, batch=batch, heads=heads)
+    assert mha == io_cost(algorithm, n_q, n_k, d, bq, bk, causal=causal, batch=batch, heads=heads, heads_kv=heads)
+    assert mha.reads - c.reads == batch * (heads - heads_kv) * reads_kv  # the saved K/V traffic
+    trace = io_trace(algorithm, n_q, n_k, d, bq, bk, causal=causal, batch=batch, heads=heads, heads_kv=heads_kv)
+    assert trace["reads"].iloc[-1] == c.reads
+
+
+def test_a_kv_head_count_that_does_not_divide_is_refused_with_the_divisors():
+    with pytest.raises(ValueError, match=r"Divisors of 12: \[1, 2, 3, 4, 6, 12\]"):
+        io_cost("q_outer", 64, 64, 8, 16, 16, heads=12, heads_kv=5)
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """The IO model: how many elements each attention algorithm moves between HBM and on-chip memory (SRAM).
 
 FlashAttention's argument is about memory traffic, not FLOPs: standard attention writes and re-reads the N x N
-matrices S and P, the tiled algorithms never do. This module counts that traffic, tile by tile, from the same
-`tile_schedule` the kernels run, so the model, the kernels and the animation cannot disagree about which tiles exist.
+matrices S and P, the tiled algorithms never do. This module counts that traffic, tile by tile, with the tile rules
+of `tile_schedule` (which tiles a mask skips), so the model, the kernels and the animation cannot disagree.
 
 References:
     Dao et al., FlashAttention (2022): Algorithm 0 (standard attention), Algorithm 1 (tiled, "kv_outer"), Theorem 2
@@ -10,17 +10,23 @@ References:
         tile sizes Bc = ceil(M / 4d), Br = min(Bc, d) from on-chip memory M).
     Dao, FlashAttention-2 (2023), Algorithm 1 ("q_outer": Q_i loaded once per row of tiles, O and L written once).
 
-Accounting rules, per (batch, head), in elements (multiply by dtype_bytes for bytes):
+Accounting rules, per (batch, query head), in elements (multiply by dtype_bytes for bytes):
     naive     reads N_q d + 2 N_k d + 2 N_q N_k, writes 2 N_q N_k + N_q d, flops 4 N_q N_k d (masking saves nothing).
     kv_outer  writes the initial O, l, m (N_q d + 2 N_q); each K/V block with >= 1 computed tile reads K_j, V_j once
               (2 cols_j d); each computed tile reads Q_i, O_i, l_i, m_i (2 rows_i d + 2 rows_i) and writes O_i, l_i,
               m_i (rows_i d + 2 rows_i).
     q_outer   each Q block with >= 1 computed tile reads Q_i once (rows_i d); each computed tile reads K_j, V_j
               (2 cols_j d); O and L are written once (N_q d + N_q), rows that see no key included (zeros, -inf).
-    tiled flops: 4 rows_i cols_j d summed over computed tiles.
+    tiled flops: 4 rows_i cols_j d summed over computed tiles (flashviz.model.flops.score_flops).
+Grouped-query attention (heads_kv < heads): the H / H_kv query heads of a group share one K/V head, and a kernel
+that processes the group together loads each K_j, V_j once for all of them, so K/V reads count B H_kv times and
+everything else (Q, O, l, m, L, S, P) B H times.
+
+Tile sizes from on-chip memory M (`block_sizes`, used by `hbm_vs_memory`): see `fa1_block_sizes` and
+`fa2_block_sizes`; the shapes of the resulting curves are worked out in `hbm_vs_memory`.
 
 Legend: N_q, N_k sequence lengths; d head dimension; Br = block_q, Bc = block_k; Tr = ceil(N_q / Br),
-Tc = ceil(N_k / Bc); M on-chip memory in elements.
+Tc = ceil(N_k / Bc); M on-chip memory in elements; B batch; H query heads, H_kv key/value heads.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from flashviz.core.tiling import TileSchedule, classify_tile, tile_schedule
+from flashviz.core.tiling import TileSchedule, tile_schedule
 from flashviz.core.validate import (
     Window,
     validate_block,
@@ -40,11 +46,15 @@ from flashviz.core.validate import (
     validate_positive,
     validate_window,
 )
-from flashviz.vocab import ALGORITHM_ALIASES, ALGORITHMS, FULL
+from flashviz.model.flops import matmul_flops, score_flops
+from flashviz.vocab import ALGORITHM_ALIASES, ALGORITHMS, KV_OUTER, NAIVE, Q_OUTER
 
-FLOPS_PER_SCORE = 4  # per (query, key) pair and head-dim element: 2 for Q K^T (multiply + add), 2 for P V
-FA1_SRAM_SPLIT = 4  # FA1 Algorithm 1 line 1: Bc = ceil(M / 4d), room for K_j, V_j, Q_i, O_i in M elements
+SRAM_OPERAND_BLOCKS = 4  # FA1 Algorithm 1 line 1: Bc = ceil(M / 4d), room for K_j, V_j, Q_i, O_i in M elements
 TRACE_COLUMNS = ("step", "q_block", "k_block", "status", "reads", "writes", "flops", "hbm_bytes")
+
+# One step's traffic per (batch, query head): (q_block, k_block, label, reads of Q/O/l/m/S/P, reads of K/V, writes,
+# flops); -1 for "no tile".
+Step = tuple[int, int, str, int, int, int, int]
 
 
 @dataclass(frozen=True)
@@ -83,59 +93,110 @@ def resolve_algorithm(algorithm: object) -> str:
                      f"got {algorithm!r}. 'kv_outer' is FlashAttention-1's loop order, 'q_outer' FlashAttention-2's.")
 
 
-def _validate_dims(d: object, batch: object, heads: object, dtype_bytes: object) -> tuple[int, int, int, int]:
-    return (validate_positive("d", d), validate_positive("batch", batch), validate_positive("heads", heads),
+def validate_heads(heads: object, heads_kv: object) -> tuple[int, int]:
+    """(H, H_kv) with H_kv dividing H; heads_kv None means H_kv = H (multi-head attention).
+
+    Example:
+        >>> validate_heads(32, 8), validate_heads(4, None)
+        ((32, 8), (4, 4))
+    """
+    heads = validate_positive("heads", heads)
+    if heads_kv is None:
+        return heads, heads
+    heads_kv = validate_positive("heads_kv", heads_kv, "Use heads_kv = heads for MHA, 1 for MQA.")
+    if heads % heads_kv:
+        divisors = [h for h in range(1, heads + 1) if heads % h == 0]
+        raise ValueError(f"heads_kv must divide heads (each K/V head serves heads / heads_kv query heads), got "
+                         f"heads={heads}, heads_kv={heads_kv}. Divisors of {heads}: {divisors}.")
+    return heads, heads_kv
+
+
+def _validate_dims(d: object, batch: object, dtype_bytes: object) -> tuple[int, int, int]:
+    return (validate_positive("d", d), validate_positive("batch", batch),
             validate_positive("dtype_bytes", dtype_bytes, "Use 4 for fp32, 2 for fp16/bf16, 8 for fp64."))
 
 
-def _naive_steps(n_q: int, n_k: int, d: int) -> Iterator[tuple[int, int, str, int, int, int]]:
-    """Algorithm 0 as three phases: (q_block, k_block, label, reads, writes, flops), -1 for 'no tile'."""
-    yield -1, -1, "S = QK^T", n_q * d + n_k * d, n_q * n_k, 2 * n_q * n_k * d  # read Q, K; write S
-    yield -1, -1, "P = softmax(S)", n_q * n_k, n_q * n_k, 0  # read S; write P
-    yield -1, -1, "O = PV", n_q * n_k + n_k * d, n_q * d, 2 * n_q * n_k * d  # read P, V; write O
+def _naive_steps(n_q: int, n_k: int, d: int) -> Iterator[Step]:
+    """Algorithm 0 as three phases."""
+    yield -1, -1, "S = QK^T", n_q * d, n_k * d, n_q * n_k, matmul_flops(n_q, n_k, d)  # read Q, K; write S
+    yield -1, -1, "P = softmax(S)", n_q * n_k, 0, n_q * n_k, 0  # read S; write P
+    yield -1, -1, "O = PV", n_q * n_k, n_k * d, n_q * d, matmul_flops(n_q, d, n_k)  # read P, V; write O
 
 
-def _tiled_steps(schedule: TileSchedule, d: int) -> Iterator[tuple[int, int, str, int, int, int]]:
-    """A start row (-1, -1, "start", ...), then one (q_block, k_block, status, reads, writes, flops) per tile of
-    the schedule, in visiting order.
+def _tiled_steps(schedule: TileSchedule, d: int) -> Iterator[Step]:
+    """A start row (-1, -1, "start", ...), then one row per tile of the schedule, in visiting order.
 
     The start row holds kv_outer's initial write of O, l, m (nothing for q_outer). K_j/V_j (kv_outer) or Q_i
     (q_outer) are charged to the first computed tile of their column/row; q_outer's O_i, L_i are charged to the
     last tile of row i (computed or not).
     """
-    kv_outer = schedule.loop_order == "kv_outer"
-    yield -1, -1, "start", 0, (schedule.n_q * d + 2 * schedule.n_q) if kv_outer else 0, 0  # write O, l, m
+    kv_outer = schedule.loop_order == KV_OUTER
+    yield -1, -1, "start", 0, 0, (schedule.n_q * d + 2 * schedule.n_q) if kv_outer else 0, 0  # write O, l, m
     loaded: set[int] = set()  # outer blocks whose operand is already on chip
     last_k = schedule.n_k_blocks - 1
     for t in schedule:
         rows, cols = t.rows, t.cols
-        reads = writes = flops = 0
+        reads_q = reads_kv = writes = flops = 0
         if t.computed:
             outer = t.k_block if kv_outer else t.q_block
             first = outer not in loaded
             loaded.add(outer)
-            flops = FLOPS_PER_SCORE * rows * cols * d
+            flops = score_flops(rows * cols, d)
             if kv_outer:
-                reads = (2 * cols * d if first else 0) + 2 * rows * d + 2 * rows  # K_j, V_j once; Q_i, O_i, l_i, m_i
+                reads_kv = 2 * cols * d if first else 0  # K_j, V_j once
+                reads_q = 2 * rows * d + 2 * rows  # Q_i, O_i, l_i, m_i
                 writes = rows * d + 2 * rows  # O_i, l_i, m_i
             else:
-                reads = (rows * d if first else 0) + 2 * cols * d  # Q_i once; K_j, V_j
+                reads_q = rows * d if first else 0  # Q_i once
+                reads_kv = 2 * cols * d  # K_j, V_j
         if not kv_outer and t.k_block == last_k:
             writes += rows * d + rows  # epilogue of row i: O_i and L_i
-        yield t.q_block, t.k_block, t.status, reads, writes, flops
+        yield t.q_block, t.k_block, t.status, reads_q, reads_kv, writes, flops
 
 
-def _tiled_totals_unmasked(schedule: TileSchedule, d: int) -> tuple[int, int, int]:
-    """Closed-form totals when every tile is computed (no mask): the same rules, summed without a loop."""
-    n_q, n_k, Tr, Tc = schedule.n_q, schedule.n_k, schedule.n_q_blocks, schedule.n_k_blocks
-    flops = FLOPS_PER_SCORE * n_q * n_k * d
-    if schedule.loop_order == "kv_outer":
-        reads = 2 * n_k * d + Tc * (2 * n_q * d + 2 * n_q)
-        writes = n_q * d + 2 * n_q + Tc * (n_q * d + 2 * n_q)
+def _band_totals(algorithm: str, n_q: int, n_k: int, d: int, block_q: int, block_k: int, causal: bool,
+                 window: Window) -> tuple[int, int, int, int]:
+    """(reads of Q/O/l/m, reads of K/V, writes, flops) per (batch, head) in O(Tr + Tc), without listing the tiles.
+
+    Query row r sees keys [r - left, r + right] (right <= 0 under causal), clipped to [0, N_k). Both ends grow with
+    r, so the keys the rows [a, b) of block row i see together form one interval [lo_i, hi_i] (empty once every
+    row is past N_k + left), and the computed tiles of block row i are the K blocks lo_i // Bc .. hi_i // Bc: the
+    same tiles `tile_schedule` computes. The accounting rules are those of `_tiled_steps`.
+    """
+    left, right = window if window is not None else (None, None)
+    if causal:
+        right = 0 if right is None else min(right, 0)
+    Tc = -(-n_k // block_k)
+    kv_used = [0] * (Tc + 1)  # difference array: computed tiles per K block
+    reads_q = reads_kv = writes = pairs = 0
+    for a in range(0, n_q, block_q):
+        b = min(a + block_q, n_q)  # rows [a, b) of block row i
+        rows = b - a
+        lo = 0 if left is None else max(0, a - left)
+        hi = n_k - 1 if right is None else min(n_k - 1, b - 1 + right)
+        computed = lo <= hi
+        c0, c1 = lo // block_k, hi // block_k  # first and last computed K block
+        keys = min(n_k, (c1 + 1) * block_k) - c0 * block_k if computed else 0  # keys loaded by the row's tiles
+        tiles = c1 - c0 + 1 if computed else 0
+        pairs += rows * keys
+        if algorithm == KV_OUTER:
+            reads_q += tiles * (2 * rows * d + 2 * rows)  # Q_i, O_i, l_i, m_i per computed tile
+            writes += tiles * (rows * d + 2 * rows)  # O_i, l_i, m_i per computed tile
+            if computed:
+                kv_used[c0] += 1
+                kv_used[c1 + 1] -= 1
+        else:
+            reads_q += rows * d if computed else 0  # Q_i once
+            reads_kv += 2 * keys * d  # K_j, V_j per computed tile
+    if algorithm == KV_OUTER:
+        writes += n_q * d + 2 * n_q  # the initial O, l, m
+        running = 0
+        for j in range(Tc):  # K_j, V_j once for every K block with a computed tile
+            running += kv_used[j]
+            reads_kv += 2 * min(block_k, n_k - j * block_k) * d if running > 0 else 0
     else:
-        reads = n_q * d + Tr * 2 * n_k * d
-        writes = n_q * d + n_q
-    return reads, writes, flops
+        writes += n_q * d + n_q  # O and L, once
+    return reads_q, reads_kv, writes, score_flops(pairs, d)
 
 
 def _schedule(algorithm: str, n_q: int, n_k: int, block_q: int, block_k: int, causal: bool,
@@ -144,16 +205,18 @@ def _schedule(algorithm: str, n_q: int, n_k: int, block_q: int, block_k: int, ca
 
 
 def io_cost(algorithm: str, n_q: int, n_k: int, d: int, block_q: int, block_k: int, *, causal: bool = False,
-            window: Window = None, batch: int = 1, heads: int = 1, dtype_bytes: int = 4) -> IOCost:
-    """Modelled HBM reads, writes and FLOPs of one attention forward, derived from the tile schedule.
+            window: Window = None, batch: int = 1, heads: int = 1, dtype_bytes: int = 4,
+            heads_kv: int | None = None) -> IOCost:
+    """Modelled HBM reads, writes and FLOPs of one attention forward.
 
     Args:
         algorithm: "naive" (FA1 Algorithm 0), "kv_outer" (FA1 Algorithm 1) or "q_outer" (FA2); aliases "flash" and
             "flash2" name the two tiled ones.
         n_q, n_k: query and key lengths.  d: head dimension.
         block_q, block_k: Br and Bc (ignored by "naive", still validated).
-        causal, window: the mask (DESIGN.md conventions); skipped tiles move nothing.
-        batch, heads: B and H; every count is per (batch, head) times B H.
+        causal, window: the mask (top-left causal; (left, right) sliding window); skipped tiles move nothing.
+        batch, heads: B and H (query heads).  heads_kv: H_kv key/value heads (None: H; GQA: a divisor of H; MQA: 1);
+            K/V traffic counts B H_kv times, everything else B H times.
         dtype_bytes: bytes per element, for .bytes.
     Returns:
         IOCost with .reads, .writes (elements), .bytes, .flops, .accesses, .intensity.
@@ -164,33 +227,26 @@ def io_cost(algorithm: str, n_q: int, n_k: int, d: int, block_q: int, block_k: i
         (True, True)
         >>> io_cost("flash2", 1024, 1024, 64, 128, 128).writes  # N d + N: O and L once
         66560
+        >>> io_cost("flash2", 1024, 1024, 64, 1024, 64, heads=8, heads_kv=2).reads  # Q: 8 N d, K and V: 2 x 2 N d
+        786432
     """
     algorithm = resolve_algorithm(algorithm)
     n_q, n_k = validate_length("n_q", n_q), validate_length("n_k", n_k)
-    d, batch, heads, dtype_bytes = _validate_dims(d, batch, heads, dtype_bytes)
+    d, batch, dtype_bytes = _validate_dims(d, batch, dtype_bytes)
+    heads, heads_kv = validate_heads(heads, heads_kv)
     block_q, block_k = validate_block("block_q", block_q), validate_block("block_k", block_k)
     causal, window = validate_causal(causal), validate_window(window)
-    if algorithm == "naive":
-        reads, writes, flops = _sum_steps(_naive_steps(n_q, n_k, d))
+    if algorithm == NAIVE:
+        reads_q, reads_kv, writes, flops = (sum(col) for col in list(zip(*_naive_steps(n_q, n_k, d), strict=True))[3:])
     else:
-        schedule = _schedule(algorithm, n_q, n_k, block_q, block_k, causal, window)
-        if n_q and n_k and classify_tile(0, n_q, 0, n_k, causal=causal, window=window) == FULL:
-            reads, writes, flops = _tiled_totals_unmasked(schedule, d)  # every tile full: O(1), no loop
-        else:
-            reads, writes, flops = _sum_steps(_tiled_steps(schedule, d))
-    bh = batch * heads
-    return IOCost(algorithm, reads * bh, writes * bh, flops * bh, dtype_bytes)
-
-
-def _sum_steps(steps: Iterable[tuple[int, int, str, int, int, int]]) -> tuple[int, int, int]:
-    reads = writes = flops = 0
-    for *_, r, w, f in steps:
-        reads, writes, flops = reads + r, writes + w, flops + f
-    return reads, writes, flops
+        reads_q, reads_kv, writes, flops = _band_totals(algorithm, n_q, n_k, d, block_q, block_k, causal, window)
+    bh, bh_kv = batch * heads, batch * heads_kv
+    return IOCost(algorithm, reads_q * bh + reads_kv * bh_kv, writes * bh, flops * bh, dtype_bytes)
 
 
 def io_trace(algorithm: str, n_q: int, n_k: int, d: int, block_q: int, block_k: int, *, causal: bool = False,
-             window: Window = None, batch: int = 1, heads: int = 1, dtype_bytes: int = 4) -> pd.DataFrame:
+             window: Window = None, batch: int = 1, heads: int = 1, dtype_bytes: int = 4,
+             heads_kv: int | None = None) -> pd.DataFrame:
     """Cumulative HBM traffic and FLOPs after each step of the algorithm: one pass over the schedule.
 
     For the tiled algorithms a step is a tile of `tile_schedule` in visiting order (skipped tiles included: they add
@@ -210,26 +266,38 @@ def io_trace(algorithm: str, n_q: int, n_k: int, d: int, block_q: int, block_k: 
     """
     algorithm = resolve_algorithm(algorithm)
     n_q, n_k = validate_length("n_q", n_q), validate_length("n_k", n_k)
-    d, batch, heads, dtype_bytes = _validate_dims(d, batch, heads, dtype_bytes)
+    d, batch, dtype_bytes = _validate_dims(d, batch, dtype_bytes)
+    heads, heads_kv = validate_heads(heads, heads_kv)
     block_q, block_k = validate_block("block_q", block_q), validate_block("block_k", block_k)
     causal, window = validate_causal(causal), validate_window(window)
-    bh = batch * heads
-    if algorithm == "naive":
+    bh, bh_kv = batch * heads, batch * heads_kv
+    if algorithm == NAIVE:
         steps, first_step = _naive_steps(n_q, n_k, d), 0
     else:
         steps, first_step = _tiled_steps(_schedule(algorithm, n_q, n_k, block_q, block_k, causal, window), d), -1
     rows: list[tuple] = []
     reads = writes = flops = 0
-    for step, (i, j, status, r, w, f) in enumerate(steps, start=first_step):
-        reads, writes, flops = reads + r, writes + w, flops + f
-        rows.append((step, i, j, status, reads * bh, writes * bh, flops * bh, (reads + writes) * bh * dtype_bytes))
+    for step, (i, j, status, r_q, r_kv, w, f) in enumerate(steps, start=first_step):
+        reads, writes, flops = reads + r_q * bh + r_kv * bh_kv, writes + w * bh, flops + f * bh
+        rows.append((step, i, j, status, reads, writes, flops, (reads + writes) * dtype_bytes))
     return pd.DataFrame(rows, columns=list(TRACE_COLUMNS))
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# tile sizes from on-chip memory M
+
+
+def _validate_m_d(M: object, d: object) -> tuple[int, int]:
+    M = validate_positive("M", M, "M is on-chip memory in elements, e.g. 100 KiB of fp32 = 25600.")
+    return M, validate_positive("d", d)
 
 
 def fa1_block_sizes(M: int, d: int) -> tuple[int, int]:
     """FA1 Algorithm 1, line 1: tile sizes from on-chip memory of M elements.
 
-    Bc = ceil(M / 4d) (K_j, V_j, Q_i and O_i must fit), Br = min(Bc, d).
+    Bc = ceil(M / 4d), Br = min(Bc, d). K_j and V_j take 2 Bc d ~ M / 2; Q_i and O_i take 2 Br d <= M / 2; the
+    score tile S_ij takes Br Bc <= d Bc ~ M / 4 (the cap Br <= d is what keeps it small). The block that stays on
+    chip across kv_outer's inner loop (K_j, V_j) gets the large size: kv_outer's traffic falls with Tc = N / Bc only.
 
     Args:
         M: on-chip memory (SRAM) in elements, >= 1.  d: head dimension.
@@ -240,33 +308,87 @@ def fa1_block_sizes(M: int, d: int) -> tuple[int, int]:
         >>> fa1_block_sizes(100 * 1024 // 4, 64)  # 100 KiB of fp32 SRAM, d = 64
         (64, 100)
     """
-    M = validate_positive("M", M, "M is on-chip memory in elements, e.g. 100 KiB of fp32 = 25600.")
-    d = validate_positive("d", d)
-    Bc = math.ceil(M / (FA1_SRAM_SPLIT * d))
+    M, d = _validate_m_d(M, d)
+    Bc = math.ceil(M / (SRAM_OPERAND_BLOCKS * d))
     return min(Bc, d), Bc
+
+
+def fa2_block_sizes(M: int, d: int) -> tuple[int, int]:
+    """FA1's tile rule with the roles of the two blocks swapped, for FA2's loop order: Br = ceil(M / 4d),
+    Bc = min(Br, d).
+
+    Derivation: q_outer keeps Q_i and the O_i accumulator on chip across its inner loop over K/V blocks, and its
+    HBM traffic, N d + 2 N d Tr + N d + N, falls with Tr = N / Br only (Bc does not enter it). So, in the same budget
+    of M elements as FA1, the outer block takes the large size: Q_i and O_i take 2 Br d ~ M / 2, K_j and V_j take
+    2 Bc d <= M / 2, and S_ij takes Br Bc <= Br d ~ M / 4, exactly FA1's occupancy. (Square tiles
+    Br = Bc = M / 4d would hold the same operands but a score tile of (M / 4d)^2 elements, more than M once
+    M > 4 d^2.)
+
+    Args:
+        M: on-chip memory (SRAM) in elements, >= 1.  d: head dimension.
+    Returns:
+        (Br, Bc) = (block_q, block_k).
+
+    Example:
+        >>> fa2_block_sizes(100 * 1024 // 4, 64)  # 100 KiB of fp32 SRAM, d = 64
+        (100, 64)
+    """
+    Bc, Br = fa1_block_sizes(M, d)  # the same two sizes, swapped
+    return Br, Bc
+
+
+def block_sizes(algorithm: str, M: int, d: int) -> tuple[int, int]:
+    """(Br, Bc) of a tiled algorithm from on-chip memory M: fa1_block_sizes for "kv_outer", fa2_block_sizes for
+    "q_outer"; naive has no tiles and gets FA1's (unused: its traffic does not depend on them).
+
+    Example:
+        >>> block_sizes("kv_outer", 2**16, 64), block_sizes("flash2", 2**16, 64)
+        ((64, 256), (256, 64))
+    """
+    return fa2_block_sizes(M, d) if resolve_algorithm(algorithm) == Q_OUTER else fa1_block_sizes(M, d)
 
 
 def hbm_vs_memory(ms: Iterable[int], n: int, d: int, *, algorithms: Iterable[str] = ("naive", "kv_outer"),
                   causal: bool = False, window: Window = None, batch: int = 1, heads: int = 1,
-                  dtype_bytes: int = 4) -> pd.DataFrame:
-    """HBM accesses against on-chip memory M, with FA1's tile-size rule: the data of Theorem 2.
+                  dtype_bytes: int = 4, heads_kv: int | None = None) -> pd.DataFrame:
+    """HBM accesses against on-chip memory M, each algorithm with its own tile rule (`block_sizes`): Theorem 2.
 
-    Standard attention does not depend on M; FlashAttention's traffic falls like N^2 d^2 / M until one tile holds
-    every key (Bc >= N), where it flattens at the compulsory N d traffic.
+    What each curve does as M grows (with Tc = ceil(N / Bc) for kv_outer and Tr = ceil(N / Br) for q_outer, both
+    about 4 d N / M, and exact for N divisible by the block):
+    naive     flat at 4 N d + 4 N^2 per (B, H): it has no tiles, and a mask changes nothing (it computes every
+              score and writes S and P whole).
+    kv_outer  falls like 1 / M: 2 N d + N d + 2 N + Tc (3 N d + 4 N) (K, V once; Q, O, l, m once per pass), until
+              M >= 4 d N, where one K/V block holds every key (Tc = 1); from there it is flat at 6 N d + 6 N.
+    q_outer   falls like 1 / M: N d + 2 N d Tr + N d + N (Q once; K, V once per pass), flat from M >= 4 d N at
+              4 N d + N. With each algorithm's own rule, q_outer moves less than kv_outer at every M (2 N d per pass
+              against 3 N d + 4 N), about 2/3 of it once both are flat.
+    causal    both tiled curves start at about half their unmasked value (a pass only visits the blocks on or
+              below the diagonal: (T + 1) / 2 passes' worth instead of T) and fall the same way; the saving shrinks
+              as the blocks grow, and from M >= 4 d N, where one block holds every key, nothing can be skipped and
+              both meet their unmasked values. A sliding window does the same from a lower start. Naive does not
+              move.
+    rises     at powers of two M (and any d, N), no curve rises. Between them, with causal, q_outer can rise by a
+              few percent from one M to the next when Bc does not divide Br: row block i then loads K/V up to the
+              next multiple of Bc past the diagonal (masked inside the tile, but loaded), and that waste comes and
+              goes as Br grows. (FA1's rule applied to q_outer, Br = min(Bc, d), made it rise for good: Br stays at
+              d while Bc grows, so every row block loads ever more masked keys past the diagonal.)
+    crossover the tiled curves fall below naive once their passes cost less than writing and reading S and P:
+              at N = 4096, d = 64 (fp32 or not: counts are in elements) from M = 2^13 (q_outer) and M = 2^14
+              (kv_outer) without a mask; from M = 2^12 and 2^13 with causal.
 
     Args:
         ms: on-chip memory sizes in elements (each >= 1).
         n: sequence length (N_q = N_k = N).  d: head dimension.
         algorithms: which algorithms to tabulate (aliases accepted).
-        causal, window, batch, heads, dtype_bytes: as for `io_cost`.
+        causal, window, batch, heads, dtype_bytes, heads_kv: as for `io_cost`.
     Returns:
-        Tidy DataFrame, one row per (algorithm, M): algorithm, M, block_q, block_k, reads, writes, accesses,
-        hbm_bytes, flops, bound (Theorem 2's order term: N d + N^2 for naive, N^2 d^2 / M for the tiled ones,
-        times B H, in elements).
+        Tidy DataFrame, one row per (algorithm, M): algorithm, M, block_q, block_k (NaN for naive: no tiles),
+        reads, writes, accesses, hbm_bytes, flops, bound (Theorem 2's order term: N d + N^2 for naive,
+        N^2 d^2 / M for the tiled ones, times B H, in elements).
 
     Example:
-        >>> df = hbm_vs_memory([4096, 16384], 1024, 64)
-        >>> df.loc[df.algorithm == "kv_outer", "accesses"].is_monotonic_decreasing
+        >>> df = hbm_vs_memory([4096, 16384], 1024, 64, algorithms=("kv_outer", "q_outer"))
+        >>> df.groupby("algorithm")["accesses"].apply(lambda a: a.is_monotonic_decreasing).all()
         True
     """
     ms = list(ms)
@@ -279,11 +401,12 @@ def hbm_vs_memory(ms: Iterable[int], n: int, d: int, *, algorithms: Iterable[str
     records = []
     for name in names:
         for M in ms:
-            block_q, block_k = fa1_block_sizes(M, d)
+            block_q, block_k = block_sizes(name, M, d)
             c = io_cost(name, n, n, d, block_q, block_k, causal=causal, window=window, batch=batch, heads=heads,
-                        dtype_bytes=dtype_bytes)
-            bound = (n * d + n * n) if name == "naive" else (n * n * d * d / M)  # Theta terms of Theorem 2
-            records.append({"algorithm": name, "M": M, "block_q": block_q, "block_k": block_k, "reads": c.reads,
-                            "writes": c.writes, "accesses": c.accesses, "hbm_bytes": c.bytes, "flops": c.flops,
-                            "bound": bound * bh})
+                        dtype_bytes=dtype_bytes, heads_kv=heads_kv)
+            bound = (n * d + n * n) if name == NAIVE else (n * n * d * d / M)  # Theta terms of Theorem 2
+            tiled = name != NAIVE
+            records.append({"algorithm": name, "M": M, "block_q": block_q if tiled else None,
+                            "block_k": block_k if tiled else None, "reads": c.reads, "writes": c.writes,
+                            "accesses": c.accesses, "hbm_bytes": c.bytes, "flops": c.flops, "bound": bound * bh})
     return pd.DataFrame.from_records(records)
