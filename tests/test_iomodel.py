@@ -288,6 +288,7 @@ def test_gqa_counts_kv_traffic_once_per_kv_head(algorithm, causal):
     reads_q, reads_kv, writes, flops = brute_force_split(algorithm, n_q, n_k, d, bq, bk, causal, None)
     c = io_cost(algorithm, n_q, n_k, d, bq, bk, causal=causal, batch=batch, heads=heads, heads_kv=heads_kv)
     assert c.reads == batch * (heads * reads_q + heads_kv * reads_kv)
+    assert c.kv_reads == batch * heads_kv * reads_kv
     assert (c.writes, c.flops) == (batch * heads * writes, batch * heads * flops)
     mha = io_cost(algorithm, n_q, n_k, d, bq, bk, causal=causal, batch=batch, heads=heads)
     assert mha == io_cost(algorithm, n_q, n_k, d, bq, bk, causal=causal, batch=batch, heads=heads, heads_kv=heads)
