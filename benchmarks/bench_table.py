@@ -1,12 +1,13 @@
-"""The seed's summary table, measured: time, peak memory, GFLOP/s and modelled HBM traffic of every implementation.
+"""The summary table, measured: time, peak memory, GFLOP/s and modelled HBM traffic of every implementation.
 
 For each head count H, one run_sweep over N measures naive, flash (FA1 loop order), flash2 (FA2 loop order) and
 PyTorch's SDPA side by side in one process, then prints
     1. the measurements (median time and IQR, exact peak memory, achieved GFLOP/s, modelled HBM traffic, error),
-    2. the seed's table: speedup and memory saving of flash over naive at each N,
+    2. the summary table: speedup and memory saving of flash over naive at each N,
     3. naive attention's measured peak memory against its formula 2 * 4 B H N^2 + 4 B H N d (S and P of fp32
        plus the output), which the allocator events reproduce to the byte.
-Times are this machine's, today: compare the rows with one another, not with another run (DESIGN.md).
+Times are this machine's, today: machines are noisy, so compare the rows of one run with one another (they are
+measured side by side), never with another run.
 
 Usage:
     python benchmarks/bench_table.py                          # N = 256 .. 4096, d = 64, B = 1, H = 1 and 8
@@ -55,7 +56,7 @@ def naive_vs_formula(df: pd.DataFrame, batch: int, heads: int, d: int) -> str:
     return pd.DataFrame(rows).to_string(index=False, float_format=lambda x: f"{x:.4f}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", nargs="+", type=int, default=[256, 512, 1024, 2048, 4096], help="sequence lengths")
     parser.add_argument("--d", type=int, default=64, help="head dimension")
@@ -66,24 +67,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None, help="default: torch's current count")
     parser.add_argument("--causal", action="store_true")
-    args = parser.parse_args(argv)
+    return parser
 
+
+def report_heads(args: argparse.Namespace, heads: int) -> None:
+    """Sweep N at one head count and print its three tables."""
+    t0 = time.perf_counter()
+    df = run_sweep(args.n, d=args.d, block_size=args.block_size, causal=args.causal, impls=args.impls,
+                   batch=args.batch, heads=heads, repeats=args.repeats, threads=args.threads,
+                   progress=lambda done, total, label: print(f"  [{done}/{total}] {label}", file=sys.stderr))
+    print(f"\n=== B={args.batch}, H={heads}, threads={df['threads'].iloc[0]} "
+          f"(sweep took {time.perf_counter() - t0:.0f} s) ===\n")
+    print(measurements(df))
+    if {"naive", "flash"} <= set(args.impls):
+        print("\nSummary: flash vs naive (speedup = naive time / flash time; saving = naive peak / flash peak)\n")
+        print(summary_table(df).to_string(index=False, na_rep="not run", float_format=lambda x: f"{x:.4g}"))
+    if "naive" in args.impls:
+        print("\nNaive peak memory, measured vs formula\n")
+        print(naive_vs_formula(df, args.batch, heads, args.d))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads available, d={args.d}, B={args.batch}, "
           f"block {args.block_size}x{args.block_size}, causal={args.causal}, median of {args.repeats}")
     for heads in args.heads:
-        t0 = time.perf_counter()
-        df = run_sweep(args.n, d=args.d, block_size=args.block_size, causal=args.causal, impls=args.impls,
-                       batch=args.batch, heads=heads, repeats=args.repeats, threads=args.threads,
-                       progress=lambda done, total, label: print(f"  [{done}/{total}] {label}", file=sys.stderr))
-        print(f"\n=== B={args.batch}, H={heads}, threads={df['threads'].iloc[0]} "
-              f"(sweep took {time.perf_counter() - t0:.0f} s) ===\n")
-        print(measurements(df))
-        if {"naive", "flash"} <= set(args.impls):
-            print("\nSeed's table: flash vs naive (speedup = naive time / flash time; saving = naive peak / flash)\n")
-            print(summary_table(df).to_string(index=False, na_rep="not run", float_format=lambda x: f"{x:.4g}"))
-        if "naive" in args.impls:
-            print("\nNaive peak memory, measured vs formula\n")
-            print(naive_vs_formula(df, args.batch, heads, args.d))
+        report_heads(args, heads)
     return 0
 
 

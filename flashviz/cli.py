@@ -3,8 +3,8 @@
     python -m flashviz bench --n 256 512 1024 2048 4096 --d 64 --block-size 128 --out results.csv --html report.html
     python -m flashviz check
 
-`bench` runs run_sweep with a progress bar on stderr, prints the measurements and the seed's summary
-table (speedup and memory saving of flash over naive), writes the tidy CSV and, with --html, a standalone report whose
+`bench` runs run_sweep with a progress bar on stderr, prints the measurements and the summary table (speedup and
+memory saving of flash over naive at each N), writes the tidy CSV and, with --html, a standalone report whose
 figures carry plotly.js inline (it opens offline). `check` runs a correctness matrix of the tiled kernels against
 PyTorch's SDPA in float64 and exits 1 if any error exceeds the bar. Bad arguments print a usage message and exit 2.
 
@@ -27,6 +27,7 @@ from typing import TextIO
 import torch
 import torch.nn.functional as F
 
+from flashviz.core.backward import flash_attention
 from flashviz.core.flash import flash_attention_forward
 from flashviz.core.tiling import visible_mask
 from flashviz.figures import plots, report
@@ -45,7 +46,7 @@ from flashviz.model.iomodel import hbm_vs_memory
 from flashviz.vocab import IMPLS, TILED_IMPLS
 
 DEFAULT_NS = (256, 512, 1024, 2048, 4096)
-CHECK_N_MAX = 1 << 14  # longest N `check` accepts (unchanged; named here for its help text)
+CHECK_N_MAX = 1 << 14  # longest N `check` accepts: (2^14 / 64)^2 = 65,536 default tiles per call, limits.TILES_MAX
 CHECK_NS = (1, 97, 128, 257)  # a single row, ragged (97, 257) and exact multiples of the 64-wide tiles
 CHECK_DS = (64, 128)
 CHECK_TOL = 1e-5  # max |O - O_sdpa_fp64| an fp32 kernel must stay under
@@ -257,17 +258,9 @@ def _bench(args: argparse.Namespace) -> int:
 # check
 
 
-def _flash_attention_or_none():
-    try:
-        from flashviz.core.backward import flash_attention  # lazy: the backward lands separately
-    except ImportError:
-        return None
-    return flash_attention
-
-
-def _check_cases(ds: Sequence[int], ns: Sequence[int], backward: bool) -> list[tuple]:
-    """(d, N, causal, window, kernel) for every combination; windows on the largest N; gradients if available."""
-    kernels = ("kv_outer", "q_outer") + (("grad",) if backward else ())
+def _check_cases(ds: Sequence[int], ns: Sequence[int]) -> list[tuple]:
+    """(d, N, causal, window, kernel) for every combination; windows on the largest N."""
+    kernels = ("kv_outer", "q_outer", "grad")
     cases = [(d, n, causal, None, kernel) for d in ds for n in ns for causal in (False, True) for kernel in kernels]
     for window in CHECK_WINDOWS:
         cases += [(ds[0], max(ns), causal, window, kernel) for causal in (False, True) for kernel in kernels]
@@ -284,7 +277,6 @@ def _check_error(d: int, n: int, causal: bool, window, kernel: str, block: int, 
     if kernel != "grad":
         out = flash_attention_forward(q, k, v, block, causal=causal, window=window, loop_order=kernel)
         return float((out.double() - ref).abs().max())
-    flash_attention = _flash_attention_or_none()
     q, k, v = (t.requires_grad_() for t in (q, k, v))
     grads = torch.autograd.grad(flash_attention(q, k, v, block_size=block, causal=causal, window=window),
                                 (q, k, v), dO)
@@ -295,11 +287,9 @@ def _check_error(d: int, n: int, causal: bool, window, kernel: str, block: int, 
 def _check(args: argparse.Namespace) -> int:
     if problem := _too_many("--n", args.n) or _too_many("--d", args.d):
         args.subparser.error(problem)  # usage + exit 2
-    backward = _flash_attention_or_none() is not None
-    cases = _check_cases(args.d, args.n, backward)
+    cases = _check_cases(args.d, args.n)
     print(f"flashviz check: tiled kernels in fp32 (B=1, H={CHECK_HEADS}, block {args.block_size}) against SDPA in "
-          f"float64; bar {args.tol:g}. kernel 'grad' = flash_attention's dQ, dK, dV"
-          f"{'' if backward else ' (not run: flashviz.core.backward is not available)'}\n")
+          f"float64; bar {args.tol:g}. kernel 'grad' = flash_attention's dQ, dK, dV\n")
     print(f"{'d':>4} {'N':>6} {'causal':>6} {'window':>10} {'kernel':>9} {'max |err|':>10}  result")
     failures = 0
     gen = torch.Generator().manual_seed(0)

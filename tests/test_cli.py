@@ -32,7 +32,6 @@ def test_bench_writes_csv_and_html_and_prints_the_summary(tmp_path, capsys):
 
 
 def test_bench_with_mask_heads_and_training(tmp_path, capsys):
-    pytest.importorskip("flashviz.core.backward")
     csv = tmp_path / "r.csv"
     rc = main([*SMALL_BENCH, "--window", "8", "none", "--heads", "2", "--batch", "2", "--training",
                "--impls", "flash2", "sdpa", "--out", str(csv)])

@@ -8,6 +8,7 @@ import pytest
 
 import flashviz.measure.sweep as sweep_module
 from flashviz import limits
+from flashviz.cli import main
 from flashviz.measure import guards
 from flashviz.measure.guards import TIME_BUDGET_STATUS, available_memory_bytes, cgroup_free_bytes
 from flashviz.measure.sweep import COLUMNS
@@ -81,11 +82,25 @@ def test_no_meminfo_falls_back_to_sysconf_and_still_honours_the_cgroup(fake_syst
 # shared caps
 
 
-def test_the_dashboard_and_the_command_line_share_one_set_of_caps():
-    # state.py (the pure URL parser) still holds its own copies; they must not drift from flashviz.limits
-    assert (state.LIST_MAX, state.REPEATS_MAX, state.BATCH_MAX, state.HEADS_MAX) == (
-        limits.LIST_MAX, limits.REPEATS_MAX, limits.BATCH_MAX, limits.HEADS_MAX)
-    assert limits.tiles_per_call(1000, 64, 128) == 16 * 8
+@pytest.mark.parametrize("key,option,cap", [("heads", "--heads", limits.HEADS_MAX),
+                                            ("batch", "--batch", limits.BATCH_MAX),
+                                            ("reps", "--repeats", limits.REPEATS_MAX)])
+def test_the_dashboard_and_the_command_line_enforce_the_same_caps(key, option, cap, capsys):
+    at_cap, _ = state.parse_query({key: str(cap)})
+    over, notices = state.parse_query({key: str(cap + 1)})
+    assert getattr(at_cap, key) == cap and getattr(over, key) == cap and notices  # a link is clamped, with a notice
+    assert main(["bench", "--n", "64", option, str(cap), "--out", "x.csv", "--help"]) == 0  # the cap itself parses
+    assert main(["bench", "--n", "64", option, str(cap + 1), "--out", "x.csv"]) == 2  # one more is refused
+    assert f"between 1 and {cap}" in capsys.readouterr().err
+
+
+def test_both_cap_the_length_of_a_sweep_list_and_the_tiles_per_call(capsys):
+    too_many = [str(64 * (i + 1)) for i in range(limits.LIST_MAX + 1)]
+    settings, _ = state.parse_query({"ns": ",".join(too_many)})
+    assert len(settings.ns) == limits.LIST_MAX
+    assert main(["bench", "--n", *too_many, "--out", "x.csv"]) == 2
+    assert f"at most {limits.LIST_MAX}" in capsys.readouterr().err
+    assert limits.tiles_per_call(1000, 64, 128) == 16 * 8  # ceil(1000 / 64) x ceil(1000 / 128)
     assert limits.tile_problem([64, 16384], 64, 64) is None  # 256 x 256 = TILES_MAX exactly
     assert "at least 65" in limits.tile_problem([16385], 64, 64)
 

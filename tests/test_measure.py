@@ -1,18 +1,17 @@
-"""measure.py: exact peak memory (two independent methods), timing statistics, FLOP counts."""
-
-import math
+"""memory.py, timing.py and flops.py: exact peak memory (two independent methods), timing statistics, FLOP counts."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from flashviz.core.flash import flash_attention_forward
 from flashviz.core.reference import naive_attention
 from flashviz.measure.memory import measure_memory, measure_memory_dispatch, peak_memory_and_result
 from flashviz.measure.timing import Timing, benchmark, threads_set_to, time_call, time_calls
-from flashviz.model.flops import TRAINING_FLOP_FACTOR, attention_flops, visible_pairs
+from flashviz.model.flops import TRAINING_FLOP_FACTOR, attention_flops, impl_flops, visible_pairs
 
 MIB = 1 << 20  # bytes
 FP32 = 4  # bytes per fp32 element
@@ -214,15 +213,49 @@ def test_visible_pairs_matches_a_dense_mask(n_q, n_k, causal, left, right):
     assert visible_pairs(n_q, n_k, causal=causal, window=window) == int(mask.sum())
 
 
-def test_sdpa_has_no_flop_formula_on_cpu_so_we_count_analytically():
-    # The reason attention_flops exists: FlopCounterMode misses CPU SDPA (documented in measure.py).
+class MatmulFlops(TorchDispatchMode):
+    """Counts 2 m n k FLOPs for every matrix product the dispatcher sees, in-place variants included (torch's own
+    FlopCounterMode has no formula for baddbmm_, which the q_outer kernel accumulates O_i with)."""
+
+    BATCHED = frozenset({torch.ops.aten.bmm.default, torch.ops.aten.baddbmm.default, torch.ops.aten.baddbmm_.default})
+    PLAIN = frozenset({torch.ops.aten.mm.default, torch.ops.aten.addmm.default})
+
+    def __init__(self):
+        super().__init__()
+        self.flops = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in self.BATCHED or func in self.PLAIN:
+            a, b = (args[1], args[2]) if func.__name__.startswith(("baddbmm", "addmm")) else (args[0], args[1])
+            batch = a.shape[0] if func in self.BATCHED else 1
+            self.flops += 2 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_analytic_count_equals_the_matmuls_the_kernels_run(causal):
+    # naive computes every score, masked or not; the tiled kernels only the tiles tile_schedule computes
+    q, k, v = _qkv(1, 2, 100, 16)  # ragged: N = 100 with 32-wide tiles
+    runs = {"naive": (lambda: naive_attention(q, k, v, causal=causal), {}),
+            **{order: (lambda order=order: flash_attention_forward(q, k, v, 32, causal=causal, loop_order=order),
+                       {"block_q": 32, "block_k": 32, "causal": causal}) for order in ("kv_outer", "q_outer")}}
+    for name, (run, tiles) in runs.items():
+        with MatmulFlops() as counter:
+            run()
+        assert counter.flops == attention_flops(100, 100, 16, heads=2, **tiles), name
+    tiled = attention_flops(100, 100, 16, heads=2, block_q=32, block_k=32, causal=causal)
+    assert (tiled < attention_flops(100, 100, 16, heads=2)) == causal  # a mask saves tiles only when set
+
+
+def test_sdpa_is_invisible_to_the_flop_counter_on_cpu_so_it_is_charged_the_visible_pairs():
+    # Why flashviz counts FLOPs analytically: torch's counter has no formula for CPU SDPA and reports 0.
     from torch.utils.flop_counter import FlopCounterMode
 
     q, k, v = _qkv(1, 1, 64, 16)
     with FlopCounterMode(display=False) as counter:
-        F.scaled_dot_product_attention(q, k, v)
-    assert counter.get_total_flops() in (0, attention_flops(64, 64, 16))
-    assert not math.isnan(attention_flops(64, 64, 16))
+        F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert counter.get_total_flops() == 0
+    assert impl_flops("sdpa", 64, 16, causal=True) == 4 * visible_pairs(64, 64, causal=True) * 16 == 4 * 2080 * 16
 
 
 def test_concurrent_measurements_from_threads_are_serialised_and_exact():
