@@ -151,7 +151,7 @@ def test_live_runs_carry_a_time_budget_and_a_cut_short_result_is_not_cached(monk
     complete = ((9,), *args[1:])
     for _ in range(2):
         assert jobs.sweep(*complete)["status"].iloc[0] == "ok"
-    assert len(calls) == 3  # a complete result is cached as before
+    assert len(calls) == 3  # a complete result is cached: the second request reuses it
 
 
 def test_the_block_sweep_and_its_reference_share_one_time_budget(monkeypatch):

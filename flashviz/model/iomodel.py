@@ -22,8 +22,31 @@ Grouped-query attention (heads_kv < heads): the H / H_kv query heads of a group 
 that processes the group together loads each K_j, V_j once for all of them, so K/V reads count B H_kv times and
 everything else (Q, O, l, m, L, S, P) B H times.
 
-Tile sizes from on-chip memory M (`block_sizes`, used by `hbm_vs_memory`): see `fa1_block_sizes` and
-`fa2_block_sizes`; the shapes of the resulting curves are worked out in `hbm_vs_memory`.
+Tile sizes from on-chip memory M (`block_sizes`, used by `hbm_vs_memory`): `fa1_block_sizes` is FA1's rule,
+`fa2_block_sizes` the same rule with the two blocks swapped (derived there).
+
+What each curve does as M grows (with Tc = ceil(N / Bc) for kv_outer and Tr = ceil(N / Br) for q_outer, both
+    about 4 d N / M, and exact for N divisible by the block):
+    naive     flat at 4 N d + 4 N^2 per (B, H): it has no tiles, and a mask changes nothing (it computes every
+              score and writes S and P whole).
+    kv_outer  falls like 1 / M: 2 N d + N d + 2 N + Tc (3 N d + 4 N) (K, V once; Q, O, l, m once per pass), until
+              M >= 4 d N, where one K/V block holds every key (Tc = 1); from there it is flat at 6 N d + 6 N.
+    q_outer   falls like 1 / M: N d + 2 N d Tr + N d + N (Q once; K, V once per pass), flat from M >= 4 d N at
+              4 N d + N. With each algorithm's own rule, q_outer moves less than kv_outer at every M (2 N d per pass
+              against 3 N d + 4 N), about 2/3 of it once both are flat.
+    causal    both tiled curves start at about half their unmasked value (a pass only visits the blocks on or
+              below the diagonal: (T + 1) / 2 passes' worth instead of T) and fall the same way; the saving shrinks
+              as the blocks grow, and from M >= 4 d N, where one block holds every key, nothing can be skipped and
+              both meet their unmasked values. A sliding window does the same from a lower start. Naive does not
+              move.
+    rises     with causal, q_outer can rise by a few percent from one M to the next when Bc does not divide Br:
+              row block i then loads K/V up to the next multiple of Bc past the diagonal (masked inside the tile,
+              but loaded), and that waste comes and goes as Br grows. When Bc divides Br (M and d powers of two, as
+              on the dashboard's grid at d = 64) it does not rise. FA1's rule applied to q_outer, Br = min(Bc, d),
+              made it rise for good: Br stays at d while Bc grows, so every row block loads ever more masked keys.
+    crossover the tiled curves fall below naive once their passes cost less than writing and reading S and P:
+              at N = 4096, d = 64 (fp32 or not: counts are in elements) from M = 2^13 (q_outer) and M = 2^14
+              (kv_outer) without a mask; from M = 2^12 and 2^13 with causal.
 
 Legend: N_q, N_k sequence lengths; d head dimension; Br = block_q, Bc = block_k; Tr = ceil(N_q / Br),
 Tc = ceil(N_k / Bc); M on-chip memory in elements; B batch; H query heads, H_kv key/value heads.
@@ -354,28 +377,7 @@ def hbm_vs_memory(ms: Iterable[int], n: int, d: int, *, algorithms: Iterable[str
                   dtype_bytes: int = 4, heads_kv: int | None = None) -> pd.DataFrame:
     """HBM accesses against on-chip memory M, each algorithm with its own tile rule (`block_sizes`): Theorem 2.
 
-    What each curve does as M grows (with Tc = ceil(N / Bc) for kv_outer and Tr = ceil(N / Br) for q_outer, both
-    about 4 d N / M, and exact for N divisible by the block):
-    naive     flat at 4 N d + 4 N^2 per (B, H): it has no tiles, and a mask changes nothing (it computes every
-              score and writes S and P whole).
-    kv_outer  falls like 1 / M: 2 N d + N d + 2 N + Tc (3 N d + 4 N) (K, V once; Q, O, l, m once per pass), until
-              M >= 4 d N, where one K/V block holds every key (Tc = 1); from there it is flat at 6 N d + 6 N.
-    q_outer   falls like 1 / M: N d + 2 N d Tr + N d + N (Q once; K, V once per pass), flat from M >= 4 d N at
-              4 N d + N. With each algorithm's own rule, q_outer moves less than kv_outer at every M (2 N d per pass
-              against 3 N d + 4 N), about 2/3 of it once both are flat.
-    causal    both tiled curves start at about half their unmasked value (a pass only visits the blocks on or
-              below the diagonal: (T + 1) / 2 passes' worth instead of T) and fall the same way; the saving shrinks
-              as the blocks grow, and from M >= 4 d N, where one block holds every key, nothing can be skipped and
-              both meet their unmasked values. A sliding window does the same from a lower start. Naive does not
-              move.
-    rises     at powers of two M (and any d, N), no curve rises. Between them, with causal, q_outer can rise by a
-              few percent from one M to the next when Bc does not divide Br: row block i then loads K/V up to the
-              next multiple of Bc past the diagonal (masked inside the tile, but loaded), and that waste comes and
-              goes as Br grows. (FA1's rule applied to q_outer, Br = min(Bc, d), made it rise for good: Br stays at
-              d while Bc grows, so every row block loads ever more masked keys past the diagonal.)
-    crossover the tiled curves fall below naive once their passes cost less than writing and reading S and P:
-              at N = 4096, d = 64 (fp32 or not: counts are in elements) from M = 2^13 (q_outer) and M = 2^14
-              (kv_outer) without a mask; from M = 2^12 and 2^13 with causal.
+    What each curve does as M grows, with and without a mask, is worked out in this module's docstring.
 
     Args:
         ms: on-chip memory sizes in elements (each >= 1).
