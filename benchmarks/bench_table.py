@@ -26,10 +26,10 @@ import torch
 
 from flashviz.figures.report import summary_table
 from flashviz.measure.sweep import run_sweep
-from flashviz.vocab import IMPLS
+from flashviz.vocab import DTYPE_BYTES, IMPLS
 
 MIB = 2**20  # bytes per MiB
-FP32_BYTES = 4  # bytes per fp32 element
+FP32_BYTES = DTYPE_BYTES["float32"]  # bytes per fp32 element
 NAIVE_MATRICES = 2  # S and P, both B x H x N x N, alive together at naive's peak
 
 

@@ -20,8 +20,9 @@ from collections.abc import Callable, Iterable
 
 import torch
 
-from flashviz.measure.impls import RunConfig, dtype_bytes, validate_mode
+from flashviz.measure.impls import RunConfig, dtype_bytes, resolve_dtype, validate_mode
 from flashviz.model.flops import attention_flops
+from flashviz.vocab import DTYPE_BYTES
 
 GIB = 1 << 30  # bytes per GiB
 FALLBACK_RAM_BYTES = 4 * GIB  # assumed available RAM when neither /proc/meminfo nor sysconf can tell
@@ -31,7 +32,7 @@ CGROUP_V1_DIR = "/sys/fs/cgroup/memory"  # cgroup v1: memory.limit_in_bytes, mem
 CGROUP_NO_LIMIT = 1 << 60  # bytes: cgroup v1 writes "no limit" as ~2^63 rounded down to a page; none is this large
 INPUT_TENSORS = 4  # q, k, v and dO, each (B, H, N, d); dO is drawn in forward mode too
 OUTPUT_TENSORS = {"forward": 1, "training": 4}  # (B, H, N, d) results per call: O; O, dQ, dK, dV
-FP64_BYTES = 8  # bytes per float64 element: the error check's reference runs in float64
+FP64_BYTES = DTYPE_BYTES["float64"]  # the error check's reference runs in float64
 TIME_BUDGET_STATUS = "not run: time budget"  # how every row that the time budget stopped starts its status
 NAIVE_SCORE_COPIES = {"forward": 2, "training": 4}  # N x N matrices naive holds at its peak: S, P (+ dP, dS)
 MASK_BYTES_PER_SCORE = 8 + 1 + 1  # visible_mask's int64 j - i, the bool mask and its negation, per (i, j)
@@ -135,11 +136,11 @@ def input_bytes(n: int, d: int, *, batch: int = 1, heads: int = 1, dtype: torch.
         >>> input_bytes(1024, 64, dtype="float32")  # 65536 elements x (5 x 4 + 5 x 8) bytes
         3932160
     """
-    elem, mode = dtype_bytes(dtype), validate_mode(mode)
+    dtype, mode = resolve_dtype(dtype), validate_mode(mode)
     elements = batch * heads * n * d  # of one (B, H, N, d) tensor
     tensors = INPUT_TENSORS + OUTPUT_TENSORS[mode]
-    fp64_copies = OUTPUT_TENSORS[mode] if elem == FP64_BYTES else tensors  # float64 inputs are their own copies
-    return elements * (tensors * elem + fp64_copies * FP64_BYTES)
+    fp64_copies = OUTPUT_TENSORS[mode] if dtype == torch.float64 else tensors  # float64 inputs are their own copies
+    return elements * (tensors * dtype_bytes(dtype) + fp64_copies * FP64_BYTES)
 
 
 def input_bytes_needed(cfg: RunConfig) -> int:

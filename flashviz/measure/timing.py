@@ -57,6 +57,12 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _validate_counts(warmup: object, repeats: object) -> None:
+    for name, value, low in (("warmup", warmup, 0), ("repeats", repeats, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {value!r}.")
+
+
 def time_call(fn: Callable, *args: Any, warmup: int = 2, repeats: int = 10, threads: int | None = None,
               **kwargs: Any) -> Timing:
     """Time fn(*args, **kwargs): `warmup` untimed calls, then `repeats` timed ones.
@@ -76,9 +82,7 @@ def time_call(fn: Callable, *args: Any, warmup: int = 2, repeats: int = 10, thre
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}.")
-    for name, value, low in (("warmup", warmup, 0), ("repeats", repeats, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{name} must be an int >= {low}, got {value!r}.")
+    _validate_counts(warmup, repeats)
     device = device_of(args, kwargs)
     with threads_set_to(threads) as n_threads:
         for _ in range(warmup):
@@ -113,9 +117,7 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
     """
     if not fns or not all(callable(f) for f in fns.values()):
         raise TypeError(f"fns must map names to callables, got {fns!r}.")
-    for name, value, low in (("warmup", warmup, 0), ("repeats", repeats, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{name} must be an int >= {low}, got {value!r}.")
+    _validate_counts(warmup, repeats)
     device = device_of(args, kwargs)
     samples: dict[str, list[float]] = {name: [] for name in fns}
     with threads_set_to(threads) as n_threads:
