@@ -18,6 +18,7 @@ H query heads, H_kv key/value heads, Br = block_q, Bc = block_k.
 from __future__ import annotations
 
 import functools
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -126,7 +127,9 @@ def bound(intensity: float, device: Device, dtype: str = "float16") -> str:
 # this machine, measured once per process
 
 
-@functools.lru_cache(maxsize=1)
+_PROBE_LOCK = threading.Lock()  # two dashboard sessions asking at once measure once, not twice at half speed
+
+
 def this_machine() -> Device:
     """This machine as a roofline Device: its measured fp32 matmul rate and memory read bandwidth, cached.
 
@@ -134,6 +137,12 @@ def this_machine() -> Device:
     PROBE_REPEATS x.sum() over 64 MiB of fp32 (reads only). Both at torch's current thread count; about 0.1-0.5 s
     in all, once per process. The one measured rate stands for every dtype (a CPU has no tensor cores).
     """
+    with _PROBE_LOCK:
+        return _measure_this_machine()
+
+
+@functools.lru_cache(maxsize=1)
+def _measure_this_machine() -> Device:
     import torch  # only this probe needs torch: the rest of the roofline is arithmetic
 
     a, b = torch.randn(MATMUL_N, MATMUL_N), torch.randn(MATMUL_N, MATMUL_N)  # fp32
