@@ -116,7 +116,7 @@ def guard(**overrides) -> str | None:
 
 
 def test_work_guard_caps_the_memory_of_the_inputs():
-    problem = guard(d=512, batch=64, heads=64, reps=1, n_impls=1, dtype="float64")  # the review's URL
+    problem = guard(d=512, batch=64, heads=64, reps=1, n_impls=1, dtype="float64")  # a hostile link: 12 GiB of inputs
     assert problem is not None
     assert "12.0 GiB" in problem and "268,435,456 elements each" in problem  # what it needs, and why
     assert "The live cap is 1.0 GiB" in problem  # the cap
@@ -162,7 +162,7 @@ def test_the_block_sweep_and_its_reference_share_one_time_budget(monkeypatch):
     assert budgets[0] == 30.0 and 0 <= budgets[1] <= 30.0  # what the tiled sweep left over
 
 
-def test_the_review_url_is_refused_with_the_input_memory_message(make_app):
+def test_a_link_asking_for_12_gib_of_inputs_is_refused_with_the_input_memory_message(make_app):
     at = make_app(view="bench", ns="128", d="512", batch="64", heads="64", reps="1", impls="flash2", dtype="float64")
     assert not at.exception
     (error,) = [e.value for e in at.error]
