@@ -1,6 +1,6 @@
 """Take the README's screenshots: one PNG per dashboard view, in a real headless Chromium, into docs/screenshots/.
 
-Starts `streamlit run app.py` on a free 127.0.0.1 port (benchmarks/load.py's server helper), opens each view with
+Starts `streamlit run app.py` on a free 127.0.0.1 port (benchmarks/load.py's own_server), opens each view with
 small classroom settings in the URL, presses the view's run button where it has one, waits until plotly has drawn,
 and saves a 1440 x 1600 screenshot of the top of the page. Measured figures differ from machine to machine; the
 pictures show what each view looks like, not reference numbers.

@@ -4,21 +4,28 @@ No Docker daemon runs on the development machines or in CI, so the image is neve
 the lint; that the image installs the same pinned requirements.txt as CI (scripts/test.sh installs
 requirements-dev.txt, which starts with `-r requirements.txt`) with torch from PyTorch's CPU wheel index at the same
 version; that it runs as a non-root user with EXPOSE, HEALTHCHECK and an exec-form ENTRYPOINT; that the HEALTHCHECK
-command really succeeds against a health endpoint and fails without one; and that .dockerignore keeps the repository's
-history, tests, artifacts and caches out of the build context while letting through everything the image COPYs.
+command really succeeds against a health endpoint and fails without one, and that its first check comes within seconds;
+that the ENTRYPOINT's server, started here with the image's own flags, makes no outbound network request; that its
+launcher refuses to start, with the fix in the message, when no temporary directory is writable; and that
+.dockerignore keeps the repository's history, tests, artifacts and caches out of the build context while letting
+through everything the image COPYs.
 """
 
 from __future__ import annotations
 
 import ast
 import http.server
+import importlib.util
 import json
+import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -29,6 +36,8 @@ DOCKERIGNORE = ROOT / ".dockerignore"
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 HEALTH_PATH = "/_stcore/health"  # Streamlit's health endpoint
 PORT = 8501  # Streamlit's default port, the one the image exposes
+LAUNCHER = "scripts/serve.py"  # the image's start command: streamlit run app.py with the imports warmed
+HEALTH_INTERVAL_MAX_S = 5.0  # seconds: "healthy within a few seconds of the server answering"
 
 
 def instructions(path: Path = DOCKERFILE) -> list[tuple[str, str]]:
@@ -154,15 +163,111 @@ def test_exposes_8501():
     assert str(PORT) in ports or f"{PORT}/tcp" in ports
 
 
-def test_entrypoint_is_exec_form_headless_streamlit():
+def entrypoint_argv() -> list[str]:
     entry = args_of("ENTRYPOINT")
     assert len(entry) == 1, "expected exactly one ENTRYPOINT"
-    argv = json.loads(entry[0])  # exec form is a JSON array; shell form would not parse
-    assert argv[:3] == ["streamlit", "run", "app.py"], argv
+    return json.loads(entry[0])  # exec form is a JSON array; shell form would not parse
+
+
+def test_entrypoint_is_exec_form_headless_streamlit_through_the_launcher():
+    argv = entrypoint_argv()
+    assert argv[:2] == ["python", LAUNCHER], f"the ENTRYPOINT must start {LAUNCHER}: {argv}"
     for flag in ("--server.headless=true", "--server.address=0.0.0.0", f"--server.port={PORT}",
                  "--browser.gatherUsageStats=false"):
         assert flag in argv, f"ENTRYPOINT lacks {flag}: {argv}"
     assert not args_of("CMD"), "a CMD would be appended to streamlit's arguments"
+    serve = load_launcher()
+    assert serve.APP == ROOT / "app.py", "the launcher must run the dashboard's app.py"
+
+
+def load_launcher():
+    spec = importlib.util.spec_from_file_location("serve", ROOT / LAUNCHER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_launcher_stops_with_the_fix_when_no_temp_dir_is_writable(monkeypatch, capsys):
+    """What `docker run --read-only` without a writable /tmp would meet: refuse at start, name --tmpfs /tmp."""
+    serve = load_launcher()
+    assert serve.temp_dir_problem() is None  # this machine has a temp dir
+
+    def no_temp_dir():
+        raise FileNotFoundError("No usable temporary directory found in ['/tmp', '/var/tmp', '/usr/tmp', '/app']")
+
+    monkeypatch.setattr(serve.tempfile, "gettempdir", no_temp_dir)
+    started = []
+    monkeypatch.setattr(serve.threading, "Thread", lambda *a, **k: started.append(k))  # nothing may start
+    assert serve.main(["--server.port=1"]) == serve.NO_TEMP_DIR
+    err = capsys.readouterr().err
+    assert "--read-only --tmpfs /tmp" in err and "TMPDIR" in err, err
+    assert not started
+
+
+def test_image_keeps_tmp_writable_under_read_only():
+    assert any("/tmp" in json.loads(v) for v in args_of("VOLUME") if v.startswith("[")) or "/tmp" in args_of(
+        "VOLUME"), "declare VOLUME [\"/tmp\"]: torch's profiler needs a writable temporary directory"
+
+
+# The server under a guard that records, and refuses, every name lookup and TCP connection that leaves this machine.
+NET_GUARD = """
+import os, runpy, socket, sys
+LOG = os.environ["FLASHVIZ_NET_LOG"]
+LOCAL = ("localhost", "0.0.0.0", "::", "::1", "", None)
+def local(host):
+    return host in LOCAL or str(host).startswith("127.") or str(host).startswith("/")
+def note(what):
+    with open(LOG, "a") as f:
+        f.write(what + "\\n")
+real_getaddrinfo, real_connect = socket.getaddrinfo, socket.socket.connect
+def getaddrinfo(host, *args, **kwargs):
+    if not local(host):
+        note(f"getaddrinfo {host}")
+        raise socket.gaierror(socket.EAI_NONAME, "outbound lookups are refused in this test")
+    return real_getaddrinfo(host, *args, **kwargs)
+def connect(self, address):
+    host = address[0] if isinstance(address, tuple) else address
+    if self.type == socket.SOCK_STREAM and not local(host):
+        note(f"connect {address}")
+        raise OSError("outbound connections are refused in this test")
+    return real_connect(self, address)
+socket.getaddrinfo, socket.socket.connect = getaddrinfo, connect
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+BANNER = "You can now view"  # printed once the URLs (and any external-IP lookup) are done
+START_S = 120  # seconds the server may take to print its banner on a busy machine
+
+
+def test_entrypoint_server_starts_without_any_outbound_request(tmp_path):
+    """Headless Streamlit on 0.0.0.0 asks checkip.amazonaws.com for its public IP at start unless
+    browser.serverAddress is set; a classroom server must not. Runs the ENTRYPOINT (port swapped for a free one)
+    with a fresh HOME, so only the repository's .streamlit/config.toml applies."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = [a.replace(f"--server.port={PORT}", f"--server.port={port}") for a in entrypoint_argv()]
+    net_log, out_log = tmp_path / "net.log", tmp_path / "server.log"
+    env = {**os.environ, "FLASHVIZ_NET_LOG": str(net_log), "HOME": str(tmp_path), "PYTHONUNBUFFERED": "1"}
+    with open(out_log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-c", NET_GUARD, *argv[1:]], cwd=ROOT, env=env, stdout=out,
+                                stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + START_S
+            while BANNER not in out_log.read_text() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(15)
+    log = out_log.read_text()
+    assert BANNER in log, f"the server did not start:\n{log[-3000:]}"
+    outbound = net_log.read_text() if net_log.exists() else ""
+    assert not outbound, f"the server's start made outbound requests:\n{outbound}\nlog:\n{log[-2000:]}"
+    assert "Did not auto detect external IP" not in log
 
 
 def healthcheck_argv() -> list[str]:
@@ -172,6 +277,20 @@ def healthcheck_argv() -> list[str]:
     argv = json.loads(cmd.strip())
     assert isinstance(argv, list), "HEALTHCHECK CMD must be exec form (a JSON array)"
     return argv
+
+
+def healthcheck_options() -> dict[str, str]:
+    opts, _, _ = args_of("HEALTHCHECK")[0].partition("CMD")
+    return dict(re.findall(r"--([a-z-]+)=(\S+)", opts))
+
+
+def test_first_health_check_comes_within_seconds():
+    """Docker's first check waits one interval (older engines know no --start-interval): keep it short."""
+    interval = healthcheck_options().get("interval", "30s")
+    seconds = float(interval.removesuffix("s")) if interval.endswith("s") and not interval.endswith("ms") else None
+    assert seconds is not None and seconds <= HEALTH_INTERVAL_MAX_S, (
+        f"HEALTHCHECK --interval={interval}: the container is reported healthy only that long after the start; "
+        f"use at most {HEALTH_INTERVAL_MAX_S:.0f}s")
 
 
 def test_healthcheck_probes_streamlit_health_with_python_only():
@@ -224,7 +343,7 @@ def copied_sources() -> list[str]:
 def test_copies_only_what_the_dashboard_needs():
     sources = copied_sources()
     assert "." not in sources and "./" not in sources, "COPY . would ship tests, .git and local state"
-    allowed = {"requirements.txt", "app.py", "flashviz/", ".streamlit/"}
+    allowed = {"requirements.txt", "app.py", LAUNCHER, "flashviz/", ".streamlit/"}
     assert set(sources) <= allowed, f"unexpected COPY sources {set(sources) - allowed}"
     for src in sources:
         assert (ROOT / src).exists(), f"COPY source {src} does not exist"
@@ -277,11 +396,13 @@ EXCLUDED = [
     ".git/HEAD", ".git/objects/ab/cdef",  # history
     "tests/test_docker.py", ".pytest_cache/v/cache/lastfailed", ".hypothesis/examples/x",  # tests and artifacts
     "results.csv", "report.html", "artifacts/load.log", "server.log", "benchmarks/out/run.log",
+    "scripts/test.sh", "docs/ARCHITECTURE.md",  # development only
     "flashviz/__pycache__/flash.cpython-311.pyc", "__pycache__/app.cpython-311.pyc",  # caches
     ".ruff_cache/0.17/x", "flashviz.egg-info/PKG-INFO", ".venv/bin/python",
     ".env", ".streamlit/secrets.toml",  # secrets
 ]
-INCLUDED = ["app.py", "requirements.txt", "flashviz/flash.py", "flashviz/ui/common.py", ".streamlit/config.toml"]
+INCLUDED = ["app.py", "requirements.txt", "flashviz/core/flash.py", "flashviz/ui/common.py", ".streamlit/config.toml",
+            LAUNCHER]
 
 
 @pytest.mark.parametrize("path", EXCLUDED)

@@ -1,0 +1,188 @@
+"""First chart, measured: seconds from a cold `streamlit run app.py` to the first plotly chart drawn in a real browser.
+
+A teacher starts the dashboard and opens it; what they wait for is the first chart. This script measures exactly that
+in Debian's headless Chromium (driven by playwright), with the browser already running, as a teacher's would be:
+
+    cold   a fresh server process on a free 127.0.0.1 port per repeat: from just before the process is spawned, until
+           /_stcore/health answers (health), the page's websocket is connected (connected) and plotly has drawn the
+           first chart's SVG (chart). The page is opened as soon as the health endpoint answers.
+    warm   further page loads on the last cold server, each in a new browser context (a new Streamlit session, so no
+           widget state is reused, but the server's imports and caches are): from page.goto to the first chart.
+
+It prints every repeat and the medians. The server can be started with another launcher to compare start commands
+side by side, e.g. scripts/serve.py (which imports the heavy modules in the background while the server starts):
+
+    PYTHONPATH=$PWD python benchmarks/first_chart.py                        # 3 cold starts, 3 warm loads
+    PYTHONPATH=$PWD python benchmarks/first_chart.py --cold 5 --warm 5
+    PYTHONPATH=$PWD python benchmarks/first_chart.py --launcher scripts/serve.py --launcher ''   # interleaved A/B
+    PYTHONPATH=$PWD python benchmarks/first_chart.py --importtime 25        # + the server's 25 slowest imports
+
+Times depend on the machine and its load: compare launchers measured in one run (they are interleaved repeat by
+repeat), not figures from different runs. --importtime runs the cold server under `python -X importtime` (which
+itself slows imports a little) and prints the slowest cumulative imports of the first cold start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from load import CHROMIUM, CHROMIUM_ARGS, CONNECTED, free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+CHART = ".js-plotly-plot .main-svg"  # plotly's SVG exists only once plotly.js has drawn the figure
+HEALTH_POLL_S = 0.02  # seconds between health polls: small next to the ~1 s the server needs to start
+START_TIMEOUT_S = 120  # seconds a server may take to answer /_stcore/health on a busy machine
+CHART_TIMEOUT_MS = 120_000  # ms the first chart may take (the first script run imports torch)
+VIEWPORT = {"width": 1440, "height": 900}  # the classroom laptop the README's screenshots use
+
+
+@dataclass
+class Cold:
+    launcher: str  # "" = `streamlit run app.py`; otherwise the launcher script's path
+    health_s: float
+    connected_s: float
+    chart_s: float
+
+
+def server_argv(launcher: str, port: int, importtime: bool) -> list[str]:
+    """The command that starts the dashboard on 127.0.0.1:port (same flags as the tests' and the load test's)."""
+    flags = ["--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
+             "--browser.gatherUsageStats", "false"]
+    py = [sys.executable, *(["-X", "importtime"] if importtime else [])]
+    if launcher:
+        return [*py, str(ROOT / launcher), *flags]
+    return [*py, "-m", "streamlit", "run", str(ROOT / "app.py"), *flags]
+
+
+@contextlib.contextmanager
+def server(launcher: str, log: Path, importtime: bool = False) -> Iterator[tuple[str, float, float]]:
+    """Start a fresh server; yields (url, t0, health_s) with t0 = time.monotonic() just before the spawn."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with open(log, "w") as out:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(server_argv(launcher, port, importtime), cwd=ROOT, stdout=out,
+                                stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        try:
+            health_s = wait_health(url, proc, t0)
+            yield url, t0, health_s
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(15)
+
+
+def wait_health(url: str, proc: subprocess.Popen, t0: float) -> float:
+    while time.monotonic() - t0 < START_TIMEOUT_S:
+        with contextlib.suppress(OSError):
+            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=1).read() == b"ok":
+                return time.monotonic() - t0
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited with code {proc.returncode} before /_stcore/health answered")
+        time.sleep(HEALTH_POLL_S)
+    raise RuntimeError(f"{url}/_stcore/health did not answer within {START_TIMEOUT_S} s")
+
+
+def first_chart(browser, url: str, t0: float) -> tuple[float, float]:
+    """Open url in a new context; (connected_s, chart_s) measured from t0 (time.monotonic())."""
+    context = browser.new_context(viewport=VIEWPORT)
+    try:
+        page = context.new_page()
+        page.goto(url)
+        page.wait_for_selector(CONNECTED, timeout=CHART_TIMEOUT_MS)
+        connected = time.monotonic() - t0
+        page.wait_for_selector(CHART, timeout=CHART_TIMEOUT_MS)
+        return connected, time.monotonic() - t0
+    finally:
+        context.close()
+
+
+def slowest_imports(log: Path, top: int) -> list[tuple[float, str]]:
+    """(cumulative seconds, module) of the `top` slowest top-level imports in a `-X importtime` log."""
+    rows = []
+    for line in log.read_text(errors="replace").splitlines():
+        if not line.startswith("import time:") or "cumulative" in line:
+            continue
+        _, cumulative, name = line[len("import time:"):].split("|")
+        if not name.startswith("  "):  # top level: one space after the bar; each nesting level adds two
+            rows.append((int(cumulative) / 1e6, name.rstrip()))
+    return sorted(rows, reverse=True)[:top]
+
+
+def measure(args: argparse.Namespace, browser, tmp: Path) -> tuple[list[Cold], dict[str, list[float]]]:
+    colds: list[Cold] = []
+    warms: dict[str, list[float]] = {name: [] for name in args.launcher}
+    for rep in range(args.cold):
+        for name in args.launcher:  # interleaved, so drift in the machine's load hits every launcher alike
+            log = tmp / f"server-{rep}-{len(colds)}.log"
+            importtime = args.importtime > 0 and rep == 0
+            with server(name, log, importtime) as (url, t0, health_s):
+                connected_s, chart_s = first_chart(browser, url, t0)
+                colds.append(Cold(name, health_s, connected_s, chart_s))
+                print(f"cold {rep + 1}/{args.cold} {name or 'streamlit run'}: health {health_s:.2f} s, "
+                      f"connected {connected_s:.2f} s, first chart {chart_s:.2f} s", flush=True)
+                if rep == args.cold - 1:
+                    for _ in range(args.warm):
+                        t1 = time.monotonic()
+                        warms[name].append(first_chart(browser, url, t1)[1])
+            if importtime:
+                print(f"  slowest top-level imports of that start ({name or 'streamlit run'}, under -X importtime):")
+                for seconds, module in slowest_imports(log, args.importtime):
+                    print(f"    {seconds:6.2f} s  {module.strip()}")
+    return colds, warms
+
+
+def report(colds: list[Cold], warms: dict[str, list[float]]) -> None:
+    print("\nmedians (seconds)")
+    print(f"{'launcher':>24}  {'health':>7}  {'connected':>9}  {'cold chart':>10}  {'warm chart':>10}")
+    for name, warm in warms.items():
+        mine = [c for c in colds if c.launcher == name]
+        med = lambda xs: statistics.median(xs) if xs else float("nan")  # noqa: E731
+        print(f"{name or 'streamlit run app.py':>24}  {med([c.health_s for c in mine]):7.2f}  "
+              f"{med([c.connected_s for c in mine]):9.2f}  {med([c.chart_s for c in mine]):10.2f}  {med(warm):10.2f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cold", type=int, default=3, help="cold server starts per launcher (default 3)")
+    p.add_argument("--warm", type=int, default=3, help="warm page loads on the last cold server (default 3)")
+    p.add_argument("--launcher", action="append", default=None,
+                   help="a Python script that starts the server with streamlit's flags, relative to the repository; "
+                        "'' is `streamlit run app.py` (the default); repeat to compare")
+    p.add_argument("--importtime", type=int, default=0, metavar="K",
+                   help="run the first cold start under -X importtime and print its K slowest imports")
+    args = p.parse_args(argv)
+    args.launcher = args.launcher or [""]
+    if args.cold < 1 or args.warm < 0:
+        p.error(f"--cold must be >= 1 and --warm >= 0, got --cold {args.cold} --warm {args.warm}")
+    for name in args.launcher:
+        if name and not (ROOT / name).is_file():
+            p.error(f"--launcher {name!r} is not a file under {ROOT}; pass '' for `streamlit run app.py`")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw, tempfile.TemporaryDirectory(prefix="first-chart-") as tmp:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            colds, warms = measure(args, browser, Path(tmp))
+        finally:
+            browser.close()
+    report(colds, warms)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
