@@ -3,10 +3,10 @@
 A training step is what FlashAttention-2's Algorithm 2 is for: naive attention keeps P (N x N) alive from the forward
 to the backward and builds dP and dS (N x N) on the way back; flash_attention keeps only O and the logsumexp L and
 recomputes P tile by tile. Everything runs side by side in one process, interleaved repeat by repeat, and the figures
-are medians, so drift in the machine's load hits all candidates alike (DESIGN.md, "Measuring honestly"). Next to the
-wall-clock time (time.perf_counter) each candidate gets its process CPU time (time.process_time): at --threads 1 that
-is its compute time, which other processes on a shared machine cannot inflate; with more threads it also counts
-OpenMP spin-waiting, so read it as a cross-check only.
+are medians, so drift in the machine's load hits all candidates alike: compare figures of one run, not of two.
+Next to the wall-clock time (time.perf_counter) each candidate gets its process CPU time (time.process_time): at
+--threads 1 that is its compute time, which other processes on a shared machine cannot inflate; with more threads it
+also counts OpenMP spin-waiting, so read it as a cross-check only.
 
 Prints:
   1. a block-size scan of flash's training step at --scan-n (time, causal/non-causal ratio), unless --block is given,
@@ -71,7 +71,7 @@ def parse_blocks(text: str) -> tuple[int, int]:
     return int(parts[0]), int(parts[-1])
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--ns", type=int, nargs="+", default=[1024, 2048, 4096], help="sequence lengths N")
     p.add_argument("--d", type=int, default=64, help="head dimension d")
@@ -82,7 +82,63 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=5, help="interleaved timed repeats per candidate")
     p.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch intra-op threads")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def block_scan(inputs, args, sync) -> tuple[int, int]:
+    """1. Flash's training step over BLOCKS, non-causal and causal in one round-robin; returns the (Br, Bc) of least
+    process CPU time (compute, which other processes on a shared machine cannot inflate)."""
+    q, k, v, dO = inputs
+    scan = {f"{bq}x{bk}{' causal' if c else ''}": flash_step(q, k, v, dO, (bq, bk), c)
+            for bq, bk in BLOCKS for c in (False, True)}
+    t, c = interleaved_medians(scan, repeats=args.repeats, sync=sync)
+    rows = []
+    for bq, bk in BLOCKS:
+        full, causal = f"{bq}x{bk}", f"{bq}x{bk} causal"
+        rows.append({"tiles": full, "time_s": f"{t[full]:.3f}", "causal_s": f"{t[causal]:.3f}",
+                     "causal/full": f"{t[causal] / t[full]:.2f}", "cpu_s": f"{c[full]:.3f}",
+                     "causal_cpu_s": f"{c[causal]:.3f}", "cpu causal/full": f"{c[causal] / c[full]:.2f}"})
+    print(f"\n1. block-size scan of flash's training step at N={args.scan_n} (fwd+bwd, seconds)")
+    print_table(rows, ["tiles", "time_s", "causal_s", "causal/full", "cpu_s", "causal_cpu_s", "cpu causal/full"])
+    return min(BLOCKS, key=lambda b: c[f"{b[0]}x{b[1]}"] + c[f"{b[0]}x{b[1]} causal"])
+
+
+def training_table(n: int, inputs, blocks: tuple[int, int], args, sync) -> dict[str, tuple[float, float, int]]:
+    """2. One N: flash, naive and SDPA training steps, non-causal and causal; name -> (wall s, CPU s, peak bytes)."""
+    q, k, v, dO = inputs
+    cands = {}
+    for causal in (False, True):
+        suffix = " causal" if causal else ""
+        cands["flash" + suffix] = flash_step(q, k, v, dO, blocks, causal)
+        cands["naive" + suffix] = training_step(naive_attention, q, k, v, dO, causal=causal)
+        cands["sdpa" + suffix] = training_step(F.scaled_dot_product_attention, q, k, v, dO, is_causal=causal)
+    t, c = interleaved_medians(cands, repeats=args.repeats, sync=sync)
+    peak = {name: measure_memory(fn) for name, fn in cands.items()}
+    rows = []
+    for name in cands:
+        naive = "naive causal" if name.endswith("causal") else "naive"
+        rows.append({"N": n, "impl": name, "time_s": f"{t[name]:.3f}", "x_naive": f"{t[name] / t[naive]:.2f}",
+                     "cpu_s": f"{c[name]:.3f}", "cpu_x_naive": f"{c[name] / c[naive]:.2f}",
+                     "peak_MiB": mib(peak[name]), "peak_%_naive": f"{100 * peak[name] / peak[naive]:.1f}"})
+    print_table(rows, ["N", "impl", "time_s", "x_naive", "cpu_s", "cpu_x_naive", "peak_MiB", "peak_%_naive"])
+    return {name: (t[name], c[name], peak[name]) for name in cands}
+
+
+def print_targets(r: dict[str, tuple[float, float, int]], heads: int) -> None:
+    """3. The training-step targets at N = TARGET_N, each with PASS or MISS; r as training_table returns it."""
+    checks = [
+        ("flash fwd+bwd peak <= 10% of naive's (aim 5%)", r["flash"][2] / r["naive"][2], 0.10),
+        ("flash causal fwd+bwd peak <= 10% of naive's", r["flash causal"][2] / r["naive causal"][2], 0.10),
+        ("flash causal fwd+bwd time <= 0.7x non-causal (aim 0.55)", r["flash causal"][0] / r["flash"][0], 0.7),
+        ("  the same in process CPU time", r["flash causal"][1] / r["flash"][1], 0.7),
+    ]
+    print(f"\n3. targets at N={TARGET_N}, H={heads}")
+    for label, ratio, bar in checks:
+        print(f"  {'PASS' if ratio <= bar else 'MISS'}  {label}: {ratio:.3f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     sync = device_sync(device)
@@ -94,55 +150,12 @@ def main(argv: list[str] | None = None) -> int:
         q, k, v, dO = (torch.randn(args.batch, args.heads, n, args.d, generator=g).to(device) for _ in range(4))
         return q.requires_grad_(), k.requires_grad_(), v.requires_grad_(), dO
 
-    # 1. block-size scan of the training step, non-causal and causal in the same round-robin
-    blocks = args.block
-    if blocks is None:
-        q, k, v, dO = inputs(args.scan_n)
-        scan = {f"{bq}x{bk}{' causal' if c else ''}": flash_step(q, k, v, dO, (bq, bk), c)
-                for bq, bk in BLOCKS for c in (False, True)}
-        t, c = interleaved_medians(scan, repeats=args.repeats, sync=sync)
-        rows = [{"tiles": f"{bq}x{bk}", "time_s": f"{t[f'{bq}x{bk}']:.3f}", "causal_s": f"{t[f'{bq}x{bk} causal']:.3f}",
-                 "causal/full": f"{t[f'{bq}x{bk} causal'] / t[f'{bq}x{bk}']:.2f}",
-                 "cpu_s": f"{c[f'{bq}x{bk}']:.3f}", "causal_cpu_s": f"{c[f'{bq}x{bk} causal']:.3f}",
-                 "cpu causal/full": f"{c[f'{bq}x{bk} causal'] / c[f'{bq}x{bk}']:.2f}"} for bq, bk in BLOCKS]
-        print(f"\n1. block-size scan of flash's training step at N={args.scan_n} (fwd+bwd, seconds)")
-        print_table(rows, ["tiles", "time_s", "causal_s", "causal/full", "cpu_s", "causal_cpu_s", "cpu causal/full"])
-        blocks = min(BLOCKS, key=lambda b: c[f"{b[0]}x{b[1]}"] + c[f"{b[0]}x{b[1]} causal"])  # least compute
+    blocks = args.block or block_scan(inputs(args.scan_n), args, sync)
     print(f"\n2. training step, flash with tiles Br={blocks[0]}, Bc={blocks[1]}; x_naive = relative to naive in the "
           "same run")
-
-    results = {}  # (n, name) -> (wall seconds, cpu seconds, peak bytes)
-    for n in args.ns:
-        q, k, v, dO = inputs(n)
-        cands = {}
-        for causal in (False, True):
-            suffix = " causal" if causal else ""
-            cands["flash" + suffix] = flash_step(q, k, v, dO, blocks, causal)
-            cands["naive" + suffix] = training_step(naive_attention, q, k, v, dO, causal=causal)
-            cands["sdpa" + suffix] = training_step(F.scaled_dot_product_attention, q, k, v, dO, is_causal=causal)
-        t, c = interleaved_medians(cands, repeats=args.repeats, sync=sync)
-        peak = {name: measure_memory(fn) for name, fn in cands.items()}
-        rows = []
-        for name in cands:
-            naive = "naive causal" if name.endswith("causal") else "naive"
-            results[(n, name)] = (t[name], c[name], peak[name])
-            rows.append({"N": n, "impl": name, "time_s": f"{t[name]:.3f}", "x_naive": f"{t[name] / t[naive]:.2f}",
-                         "cpu_s": f"{c[name]:.3f}", "cpu_x_naive": f"{c[name] / c[naive]:.2f}",
-                         "peak_MiB": mib(peak[name]), "peak_%_naive": f"{100 * peak[name] / peak[naive]:.1f}"})
-        print_table(rows, ["N", "impl", "time_s", "x_naive", "cpu_s", "cpu_x_naive", "peak_MiB", "peak_%_naive"])
-
-    # 3. targets (stated at N = 2048, H = 2)
-    if TARGET_N in args.ns:
-        r = {name: results[(TARGET_N, name)] for name in cands}
-        checks = [
-            ("flash fwd+bwd peak <= 10% of naive's (aim 5%)", r["flash"][2] / r["naive"][2], 0.10),
-            ("flash causal fwd+bwd peak <= 10% of naive's", r["flash causal"][2] / r["naive causal"][2], 0.10),
-            ("flash causal fwd+bwd time <= 0.7x non-causal (aim 0.55)", r["flash causal"][0] / r["flash"][0], 0.7),
-            ("  the same in process CPU time", r["flash causal"][1] / r["flash"][1], 0.7),
-        ]
-        print(f"\n3. targets at N={TARGET_N}, H={args.heads}")
-        for label, ratio, bar in checks:
-            print(f"  {'PASS' if ratio <= bar else 'MISS'}  {label}: {ratio:.3f}")
+    results = {n: training_table(n, inputs(n), blocks, args, sync) for n in args.ns}
+    if TARGET_N in results:
+        print_targets(results[TARGET_N], args.heads)
     return 0
 
 

@@ -24,7 +24,7 @@ BLOCKS = [(64, 64), (128, 128), (128, 512), (256, 256), (256, 512), (512, 512), 
 LOOP_ORDERS = {"kv_outer": "FA1", "q_outer": "FA2"}
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=4096, help="sequence length N")
     p.add_argument("--d", type=int, default=64, help="head dimension d")
@@ -36,16 +36,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tile", type=int, default=256 * 256,
                    help="largest Br x Bc the best-block choice may use (scores per head per tile), like a kernel's "
                         "on-chip budget: bigger tiles run about as fast but hold more memory and skip coarser")
-    args = p.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    device = torch.device(args.device)
-    sync = device_sync(device)
-    g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(args.batch, args.heads, args.n, args.d, generator=g).to(device) for _ in range(3))
-    print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
-          f"B={args.batch} H={args.heads} N={args.n} d={args.d} fp32, median of {args.repeats} interleaved repeats")
+    return p.parse_args(argv)
 
-    # 1. block-size scan, both loop orders, against SDPA in the same round-robin
+
+def tile_of(name: str) -> tuple[int, int]:
+    """'q_outer 128x64' -> (128, 64)."""
+    return tuple(map(int, name.split()[1].split("x")))
+
+
+def block_scan(q, k, v, args, sync) -> tuple[str, int, int]:
+    """1. Both loop orders over BLOCKS against SDPA in one round-robin; returns the best (loop order, Br, Bc)."""
     scan = {"sdpa": lambda: F.scaled_dot_product_attention(q, k, v)}
     for order in LOOP_ORDERS:
         for bq, bk in BLOCKS:
@@ -55,17 +55,17 @@ def main(argv: list[str] | None = None) -> int:
     print("\n1. block-size scan (time relative to SDPA in the same run)")
     print_table([{"kernel": name, "time_s": f"{s:.3f}", "x_sdpa": f"{s / t['sdpa']:.2f}"} for name, s in t.items()],
                 ["kernel", "time_s", "x_sdpa"])
-    def tile_of(name):
-        return tuple(map(int, name.split()[1].split("x")))
-
     fastest = min((n for n in t if n != "sdpa"), key=t.get)
     best = min((n for n in t if n != "sdpa" and tile_of(n)[0] * tile_of(n)[1] <= args.max_tile), key=t.get)
     print(f"fastest overall: {fastest} ({t[fastest] / t['sdpa']:.2f}x SDPA); best within the tile budget "
           f"Br x Bc <= {args.max_tile}: {best} ({t[best] / t['sdpa']:.2f}x SDPA)")
-    order = best.split()[0]
-    bq, bk = tile_of(best)
+    return (best.split()[0], *tile_of(best))
 
-    # 2. best tiled forward vs SDPA vs naive, time and peak memory, non-causal and causal
+
+def against_sdpa_and_naive(q, k, v, best: tuple[str, int, int], args, sync) -> tuple[dict, dict]:
+    """2. The best tiled forward vs SDPA vs naive, non-causal and causal: median seconds and peak bytes by name."""
+    order, bq, bk = best
+
     def flash(causal):
         return flash_attention_forward(q, k, v, block_q=bq, block_k=bk, loop_order=order, causal=causal)
 
@@ -84,8 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     print_table([{"impl": n, "time_s": f"{t[n]:.3f}", "x_sdpa": f"{t[n] / t[n.replace(n.split()[0], 'sdpa')]:.2f}",
                   "peak_MiB": mib(peak[n]), "peak_x_sdpa": f"{peak[n] / peak[n.replace(n.split()[0], 'sdpa')]:.2f}"}
                  for n in cands], ["impl", "time_s", "x_sdpa", "peak_MiB", "peak_x_sdpa"])
+    return t, peak
 
-    # 3/4. targets
+
+def print_targets(t: dict, peak: dict) -> None:
+    """3. The forward's targets, each with PASS or MISS."""
     checks = [
         ("tiled forward time <= 1.3x SDPA (aim 1.15x)", t["flash"] / t["sdpa"], 1.3),
         ("tiled forward time < naive", t["flash"] / t["naive"], 1.0),
@@ -95,6 +98,20 @@ def main(argv: list[str] | None = None) -> int:
     print("\n3. targets")
     for label, ratio, bar in checks:
         print(f"  {'PASS' if ratio <= bar else 'MISS'}  {label}: {ratio:.2f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    sync = device_sync(device)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(args.batch, args.heads, args.n, args.d, generator=g).to(device) for _ in range(3))
+    print(f"torch {torch.__version__}, device {device}, threads {torch.get_num_threads()}, "
+          f"B={args.batch} H={args.heads} N={args.n} d={args.d} fp32, median of {args.repeats} interleaved repeats")
+    best = block_scan(q, k, v, args, sync)
+    t, peak = against_sdpa_and_naive(q, k, v, best, args, sync)
+    print_targets(t, peak)
     return 0
 
 

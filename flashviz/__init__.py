@@ -1,6 +1,6 @@
 """flashviz: see, measure and teach FlashAttention.
 
-Public API (names and meanings fixed by DESIGN.md):
+Public API (these names and their meanings are a stable contract):
     naive_attention, flash_attention_forward, flash_attention, tile_schedule, io_cost,
     measure_memory, benchmark, run_sweep
 """

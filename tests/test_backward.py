@@ -22,8 +22,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from flashviz.core.backward import DOUBLE_BACKWARD_MESSAGE, flash_attention, flash_attention_backward
 from flashviz.core.flash import flash_attention_forward
 from flashviz.core.reference import naive_attention
-from flashviz.core.tiling import tile_schedule
 from flashviz.measure.memory import measure_memory
+from flashviz.model.flops import attention_flops
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 # Absolute slack on top of 2 x plain PyTorch's error, for gradients plain PyTorch gets exactly. A row with a single
@@ -171,34 +171,60 @@ def test_key_columns_nobody_sees_get_zero_grads():
         torch.testing.assert_close(g, r)
 
 
-class _OpCounter(TorchDispatchMode):
-    """Counts calls of each aten op."""
+def test_keys_nobody_sees_are_never_read():
+    # causal with N_k > N_q: keys 10..39 are seen by no query. Poisoned with NaN, they must not reach any gradient:
+    # a kernel that loaded them into a product would spread the NaN (0 * NaN = NaN).
+    q, k, v, dO = _inputs(10, 40, 8, torch.float64, B=1, H=1)
+    O, L = flash_attention_forward(q, k, v, 8, causal=True, return_lse=True)
+    k_bad, v_bad = k.clone(), v.clone()
+    k_bad[:, :, 16:], v_bad[:, :, 16:] = float("nan"), float("nan")  # key blocks 2..4 of 8: skipped columns
+    got = flash_attention_backward(dO, q, k_bad, v_bad, O, L, 8, causal=True)
+    for g, r in zip(got, flash_attention_backward(dO, q, k, v, O, L, 8, causal=True), strict=True):
+        torch.testing.assert_close(g, r, rtol=0, atol=0)
+
+
+# aten matrix products -> positions of their two factors in the call's arguments (matmul decomposes into these)
+MATMUL_OPERANDS = {"aten.mm": (0, 1), "aten.bmm": (0, 1), "aten.addmm": (1, 2), "aten.addmm_": (1, 2),
+                   "aten.baddbmm": (1, 2), "aten.baddbmm_": (1, 2)}
+
+
+class _MatmulFlops(TorchDispatchMode):
+    """Counts the FLOPs of every matrix product, 2 M K N per (batch of) product, whichever aten op computes it."""
 
     def __init__(self):
         super().__init__()
-        self.calls: dict[str, int] = {}
+        self.flops = 0
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = str(func.overloadpacket)
-        self.calls[name] = self.calls.get(name, 0) + 1
+        if name in MATMUL_OPERANDS:
+            a, b = (args[i] for i in MATMUL_OPERANDS[name])  # (..., M, K) x (..., K, N)
+            self.flops += 2 * a.numel() * b.shape[-1]
         return func(*args, **(kwargs or {}))
 
 
+@pytest.mark.parametrize("loop_order", ["kv_outer", "q_outer"])
 @pytest.mark.parametrize(("n_q", "n_k", "block_q", "block_k", "mask"), [
     (100, 100, 16, 16, {"causal": True}),
     (70, 130, 16, 32, {"window": (8, 8)}),
     (130, 70, 32, 16, {"causal": True, "window": (20, None)}),
     (50, 50, 16, 16, {}),
 ])
-def test_backward_computes_exactly_the_scheduled_tiles(n_q, n_k, block_q, block_k, mask):
-    q, k, v, dO = _inputs(n_q, n_k, 8, torch.float32, B=1, H=2)
-    O, L = flash_attention_forward(q, k, v, block_q=block_q, block_k=block_k, loop_order="q_outer", return_lse=True,
-                                   **mask)
-    with _OpCounter() as counter:
-        flash_attention_backward(dO, q, k, v, O, L, block_q=block_q, block_k=block_k, **mask)
-    computed = list(tile_schedule(n_q, n_k, block_q, block_k, loop_order="kv_outer", **mask).computed())
-    assert counter.calls.get("aten.exp2_", 0) == len(computed)  # one P_ij recomputation per computed tile
-    assert counter.calls.get("aten.baddbmm_", 0) == 3 * len(computed)  # dV_j, dQ_i, dK_j updates
+def test_training_step_computes_exactly_the_scheduled_tiles(n_q, n_k, block_q, block_k, mask, loop_order):
+    # A training step does 2 tile products forward (S_ij, P_ij V_j) and 5 backward (S_ij again, dV_j, dP_ij, dQ_i,
+    # dK_j) on the computed tiles only: attention_flops' training count, 3.5 x the forward. A skipped tile that
+    # was computed, or a tile computed twice, would show as extra FLOPs.
+    B, H, d = 1, 2, 8
+    q, k, v, dO = _inputs(n_q, n_k, d, torch.float32, B=B, H=H)
+    q, k, v = (x.requires_grad_() for x in (q, k, v))
+    with _MatmulFlops() as counter:
+        out = flash_attention(q, k, v, block_q=block_q, block_k=block_k, loop_order=loop_order, **mask)
+        torch.autograd.grad(out, (q, k, v), dO)
+    expected = attention_flops(n_q, n_k, d, batch=B, heads=H, block_q=block_q, block_k=block_k, training=True,
+                               **mask)
+    assert counter.flops == expected
+    dense = attention_flops(n_q, n_k, d, batch=B, heads=H, training=True)
+    assert (counter.flops < dense) == bool(mask)  # the masks here all skip tiles
 
 
 def test_double_backward_raises_a_clear_error():

@@ -5,6 +5,8 @@ import torch
 import torch.nn.functional as F
 
 from flashviz import flash_attention_forward, naive_attention
+from flashviz.core.flash import online_softmax_step
+from flashviz.core.tiling import visible_mask
 from tests._oracle import assert_within_oracle_bound, make_qkv, max_err
 
 LOOP_ORDERS = ["kv_outer", "q_outer"]
@@ -21,7 +23,7 @@ MASKS = [
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("n", [128, 300, 1024])
-def test_matches_sdpa_within_seed_tolerance(n, d, causal, loop_order):
+def test_matches_sdpa_within_1e_5(n, d, causal, loop_order):
     q, k, v = make_qkv(2, 3, n, n, d, seed=n + d)
     expected = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     out = flash_attention_forward(q, k, v, block_size=128, causal=causal, loop_order=loop_order)
@@ -73,8 +75,6 @@ def test_lse_matches_logsumexp_of_masked_scores(loop_order):
         _, lse = flash_attention_forward(q, k, v, block_q=16, block_k=32, loop_order=loop_order, return_lse=True,
                                          **mask)
         scores = (q @ k.transpose(-2, -1)) / 32**0.5
-        from flashviz.core.tiling import visible_mask
-
         vis = visible_mask(torch.arange(70), torch.arange(90), **mask)
         if vis is not None:
             scores = scores.masked_fill(~vis, float("-inf"))
@@ -93,6 +93,27 @@ def test_rows_that_see_no_key_give_zeros_and_minus_inf(loop_order):
     assert_within_oracle_bound(out[:, :, :12], q[:, :, :12], k, v, window=(2, 0))
     # the oracle follows the same convention
     assert torch.equal(naive_attention(q, k, v, window=(2, 0))[:, :, 12:], torch.zeros(1, 2, 28, 8))
+
+
+def test_online_softmax_step_folds_tiles_into_the_row_softmax():
+    # Two tiles of one row block, the second with a row that sees nothing in either: the running (m, l) after both
+    # steps is the max and sum of the whole row (base 2), and the fully masked row keeps m = -inf, l = 0, no NaN.
+    g = torch.Generator().manual_seed(0)
+    S = torch.randn(2, 3, 10, generator=g, dtype=torch.float64)  # (BH, Br, 2 Bc): two tiles of Bc = 5
+    S[:, 2] = float("-inf")  # row 2 sees no key
+    m = torch.full((2, 3), float("-inf"), dtype=torch.float64)
+    l = torch.zeros(2, 3, dtype=torch.float64)
+    m_first = None
+    for tile in (S[..., :5], S[..., 5:]):
+        P, m_new, l, alpha = online_softmax_step(tile.clone(), m, l, partial=True)  # P overwrites its input
+        assert not (torch.isnan(P).any() or torch.isnan(l).any() or torch.isnan(alpha).any())
+        torch.testing.assert_close(P, torch.exp2(tile - m_new.clamp(min=-1e300).unsqueeze(-1)))  # 2^(S - m_new)
+        m_first = m_new if m_first is None else m_first
+        m = m_new
+    torch.testing.assert_close(alpha[:, :2], torch.exp2(m_first[:, :2] - m[:, :2]))  # rescales the first tile
+    torch.testing.assert_close(m[:, :2], S[:, :2].amax(-1))
+    torch.testing.assert_close(l[:, :2], torch.exp2(S[:, :2] - m[:, :2, None]).sum(-1))
+    assert bool(torch.isneginf(m[:, 2]).all()) and bool((l[:, 2] == 0).all()) and bool((alpha[:, 2] == 0).all())
 
 
 def test_empty_sequences():

@@ -1,11 +1,13 @@
 """Bad input gets a ValueError or TypeError that names what was expected, what came, and the fix."""
 
+import dataclasses
 import math
 
 import pytest
 import torch
 
-from flashviz import flash_attention_forward, naive_attention, tile_schedule
+from flashviz import flash_attention, flash_attention_forward, naive_attention, tile_schedule
+from flashviz.core import validate
 
 GOOD = torch.randn(1, 2, 8, 4)
 EMPTY_D = torch.empty(1, 2, 8, 0)  # head dimension 0
@@ -90,3 +92,28 @@ def test_bad_schedule_arguments(args, exc, pattern):
         tile_schedule(*args)
     with pytest.raises(ValueError, match="loop_order"):
         tile_schedule(4, 4, 2, 2, loop_order="diagonal")
+
+
+def test_one_training_step_validates_once(monkeypatch):
+    # The entry point validates into an AttentionConfig; the forward and backward kernels take it as given.
+    calls = []
+    real = validate.validate_qkv
+    monkeypatch.setattr(validate, "validate_qkv", lambda *a: calls.append(1) or real(*a))
+    q, k, v = (torch.randn(1, 2, 8, 4, requires_grad=True) for _ in range(3))
+    flash_attention(q, k, v, block_size=4, causal=True).sum().backward()
+    assert len(calls) == 1 and q.grad is not None
+    calls.clear()
+    naive_attention(GOOD, GOOD, GOOD)
+    flash_attention_forward(GOOD, GOOD, GOOD, 4)
+    assert len(calls) == 2
+
+
+def test_config_is_frozen_and_resolves_defaults():
+    half = GOOD.half()
+    cfg = validate.tiled_config(half, half, half, block_size=4, block_k=2, loop_order="q_outer")
+    assert (cfg.B, cfg.H, cfg.n_q, cfg.n_k, cfg.d) == (1, 2, 8, 8, 4)
+    assert (cfg.block_q, cfg.block_k, cfg.loop_order, cfg.acc, cfg.scale) == (4, 2, "q_outer", torch.float32, 0.5)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.scale = 1.0
+    naive = validate.naive_config(half, half, half)
+    assert naive.acc == torch.float16 and naive.block_q is None and naive.loop_order is None

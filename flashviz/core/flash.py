@@ -25,15 +25,7 @@ from operator import attrgetter
 import torch
 
 from flashviz.core.tiling import Tile, TileMasks, TileSchedule, tile_schedule
-from flashviz.core.validate import (
-    Window,
-    validate_block,
-    validate_causal,
-    validate_loop_order,
-    validate_qkv,
-    validate_scale,
-    validate_window,
-)
+from flashviz.core.validate import AttentionConfig, Window, tiled_config
 from flashviz.vocab import PARTIAL
 
 NEG_INF = float("-inf")
@@ -61,10 +53,6 @@ class TileEvent:
 TileCallback = Callable[[TileEvent], None]
 
 
-def _accumulator_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float64 if dtype == torch.float64 else torch.float32  # fp32 accumulators for fp16/bf16/fp32
-
-
 def _emit(on_tile: TileCallback | None, tile: Tile, m_i: torch.Tensor, l_i: torch.Tensor) -> None:
     """Report a computed tile; m_i arrives in log2 units and leaves in natural-log units."""
     if on_tile is not None:
@@ -78,6 +66,35 @@ def _load_kt(k: torch.Tensor, tile: Tile, acc: torch.dtype) -> torch.Tensor:
     """K_j^T as a (BH, d, Bc) view: the matmul reads the transposed operand in place (BLAS's "T" flag), which is
     faster than copying it into a contiguous tile first."""
     return k[:, tile.k_start:tile.k_end].to(acc).transpose(1, 2)  # read Bc d
+
+
+def online_softmax_step(S_ij: torch.Tensor, m_i: torch.Tensor, l_i: torch.Tensor,
+                        partial: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One tile of the online softmax, in base 2: fold the scores S_ij into the running row max m_i and sum l_i.
+
+    FA1 Algorithm 1 lines 9-11 and FA2 Algorithm 1 line 8, written once for both loop orders:
+        m_new = max(m_i, rowmax(S_ij));  P~_ij = 2^(S_ij - m_new);  alpha = 2^(m_i - m_new);
+        l_new = alpha l_i + rowsum(P~_ij).
+    FA1 writes the tile's part as 2^(m~_ij - m_new) rowsum(2^(S_ij - m~_ij)) with m~_ij = rowmax(S_ij); that is the
+    same number, computed here in one exponential instead of two.
+
+    Args:
+        S_ij: (BH, Br, Bc) scores in log2 units, -inf where masked; overwritten by P~_ij (no second tile buffer).
+        m_i: (BH, Br) running row max (log2 units), -inf for rows that have seen no visible key yet.
+        l_i: (BH, Br) running row sum relative to m_i, 0 for those rows.
+        partial: whether the tile has masked elements: only then can a whole row of S_ij be -inf.
+    Returns:
+        P~_ij (BH, Br, Bc) in S_ij's storage, m_new (BH, Br), l_new (BH, Br), alpha (BH, Br) = 2^(m_i - m_new),
+        the factor that rescales state accumulated against the old max.
+    """
+    m_new = torch.maximum(m_i, S_ij.amax(dim=-1))  # (BH, Br)
+    # -inf guard: a row that has seen no visible key has m_new = -inf, and S_ij - m_new would be -inf - (-inf) = NaN.
+    # Subtracting 0 instead gives P~ = 2^-inf = 0 and alpha = 0, so the row's l and O stay 0.
+    m_safe = m_new.masked_fill(m_new == NEG_INF, 0.0) if partial else m_new  # (BH, Br)
+    P_ij = torch.exp2(S_ij.sub_(m_safe.unsqueeze(-1)), out=S_ij)  # (BH, Br, Bc) P~_ij = 2^(S_ij - m_new), in place
+    alpha = torch.exp2(m_i - m_safe)  # (BH, Br) 2^(m_i - m_new)
+    l_new = alpha * l_i + P_ij.sum(dim=-1)  # (BH, Br)
+    return P_ij, m_new, l_new, alpha
 
 
 def _kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSchedule, scale: float,
@@ -103,21 +120,11 @@ def _kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileS
             S_ij = torch.bmm(Q_i, K_jT)  # (BH, Br, d) x (BH, d, Bc) -> (BH, Br, Bc), on chip
             if t.status == PARTIAL:
                 S_ij.masked_fill_(masks.hidden(t), NEG_INF)
-            # -- m~_ij = rowmax(S_ij); P~_ij = exp2(S_ij - m~_ij); l~_ij = rowsum(P~_ij)
-            m_tilde = S_ij.amax(dim=-1)  # (BH, Br)
-            m_tilde_safe = m_tilde.masked_fill(m_tilde == NEG_INF, 0.0) if t.status == PARTIAL else m_tilde
-            P_tilde = torch.exp2(S_ij.sub_(m_tilde_safe.unsqueeze(-1)), out=S_ij)  # (BH, Br, Bc), in place
-            l_tilde = P_tilde.sum(dim=-1)  # (BH, Br)
-            # -- m_new = max(m_i, m~); l_new = 2^(m_i - m_new) l_i + 2^(m~ - m_new) l~
-            m_new = torch.maximum(m_i, m_tilde)  # (BH, Br)
-            m_new_safe = m_new.masked_fill(m_new == NEG_INF, 0.0) if t.status == PARTIAL else m_new
-            alpha = torch.exp2(m_i - m_new_safe)  # (BH, Br) 2^(m_i - m_new): rescales the old state
-            beta = torch.exp2(m_tilde - m_new_safe)  # (BH, Br) 2^(m~ - m_new): rescales this tile
-            l_new = alpha * l_i + beta * l_tilde  # (BH, Br)
+            # -- m_new, l_new and P~_ij = 2^(S_ij - m_new): the online softmax step
+            P_ij, m_new, l_new, alpha = online_softmax_step(S_ij, m_i, l_i, t.status == PARTIAL)
             l_div = l_new.masked_fill(l_new == 0, 1.0) if t.status == PARTIAL else l_new  # rows seeing nothing yet
-            # -- O_i <- diag(l_new)^-1 (diag(l_i) 2^(m_i - m_new) O_i + 2^(m~ - m_new) P~_ij V_j), written back to HBM
-            PV = torch.bmm(P_tilde, V_j)  # (BH, Br, Bc) x (BH, Bc, d) -> (BH, Br, d)
-            O_i.mul_((l_i * alpha / l_div).unsqueeze(-1)).add_(PV.mul_((beta / l_div).unsqueeze(-1)))  # write Br d
+            # -- O_i <- diag(l_new)^-1 (diag(l_i) 2^(m_i - m_new) O_i + P~_ij V_j), written back to HBM (write Br d)
+            O_i.mul_((l_i * alpha).unsqueeze(-1)).baddbmm_(P_ij, V_j).div_(l_div.unsqueeze(-1))  # (BH, Br, d)
             l_i.copy_(l_new)  # write Br
             m_i.copy_(m_new)  # write Br
             _emit(on_tile, t, m_i, l_i)
@@ -148,20 +155,41 @@ def _q_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSc
             S_ij = torch.bmm(Q_i, K_jT)  # (BH, Br, d) x (BH, d, Bc) -> (BH, Br, Bc)
             if t.status == PARTIAL:
                 S_ij.masked_fill_(masks.hidden(t), NEG_INF)
-            # -- update m_i and l_i: m_new = max(m_i, rowmax(S_ij)); l_i = e^(m_i - m_new) l_i + rowsum(P~_ij)
-            m_new = torch.maximum(m_i, S_ij.amax(dim=-1))  # (BH, Br)
-            m_safe = m_new.masked_fill(m_new == NEG_INF, 0.0) if t.status == PARTIAL else m_new
-            P_ij = torch.exp2(S_ij.sub_(m_safe.unsqueeze(-1)), out=S_ij)  # (BH, Br, Bc) P~_ij = 2^(S_ij - m_new)
-            alpha = torch.exp2(m_i - m_safe)  # (BH, Br) 2^(m_old - m_new)
-            l_i = alpha * l_i + P_ij.sum(dim=-1)  # (BH, Br)
+            # -- m_i, l_i and P~_ij = 2^(S_ij - m_new): the online softmax step
+            P_ij, m_i, l_i, alpha = online_softmax_step(S_ij, m_i, l_i, t.status == PARTIAL)
             # -- acc_i <- diag(2^(m_old - m_new)) acc_i + P~_ij V_j  (no division yet)
             acc_i.mul_(alpha.unsqueeze(-1)).baddbmm_(P_ij, V_j)  # (BH, Br, Bc) x (BH, Bc, d) -> (BH, Br, d)
-            m_i = m_new
             _emit(on_tile, t, m_i, l_i)
         # -- epilogue: O_i = diag(l_i)^-1 acc_i; L_i = m_i + log l_i (write Br d + Br)
         torch.div(acc_i, l_i.masked_fill(l_i == 0, 1.0).unsqueeze(-1), out=O[:, rows])
         L[:, rows] = (m_i + torch.log2(l_i)) * LN_2  # natural-log logsumexp
     return O, L
+
+
+def tiled_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: AttentionConfig,
+                  on_tile: TileCallback | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The tiled forward for an already validated config (see tiled_config); no argument is checked again.
+
+    Args:
+        q: (B, H, N_q, d) queries.  k, v: (B, H, N_k, d).  config: from tiled_config, with a loop_order.
+        on_tile: as in flash_attention_forward.
+    Returns:
+        O (B, H, N_q, d) in q's dtype and L (B, H, N_q), the natural-log logsumexp in config.acc.
+
+    Example:
+        >>> q = k = v = torch.randn(1, 2, 10, 4)
+        >>> O, L = tiled_forward(q, k, v, tiled_config(q, k, v, block_size=4, loop_order="q_outer"))
+        >>> O.shape, L.shape
+        (torch.Size([1, 2, 10, 4]), torch.Size([1, 2, 10]))
+    """
+    c = config
+    schedule = tile_schedule(c.n_q, c.n_k, c.block_q, c.block_k, causal=c.causal, window=c.window,
+                             loop_order=c.loop_order)
+    kernel = _kv_outer if c.loop_order == "kv_outer" else _q_outer
+    BH = c.B * c.H  # batch and heads merged: one batched matmul per tile over all heads
+    O, L = kernel(q.reshape(BH, c.n_q, c.d), k.reshape(BH, c.n_k, c.d), v.reshape(BH, c.n_k, c.d), schedule,
+                  c.scale, c.acc, on_tile)
+    return O.view(c.B, c.H, c.n_q, c.d).to(q.dtype), L.view(c.B, c.H, c.n_q)
 
 
 def flash_attention_forward(
@@ -196,28 +224,15 @@ def flash_attention_forward(
         O of shape (B, H, N_q, d) in q's dtype (fp32 accumulation for half types), or (O, lse) with return_lse.
 
     Example:
+        >>> from flashviz.core.reference import naive_attention
         >>> q = k = v = torch.randn(1, 2, 100, 16)
         >>> out = flash_attention_forward(q, k, v, block_size=32, causal=True, loop_order="q_outer")
         >>> torch.allclose(out, naive_attention(q, k, v, causal=True), atol=1e-5)
         True
     """
-    validate_qkv(q, k, v)
-    block_q = validate_block("block_q", block_size if block_q is None else block_q)
-    block_k = validate_block("block_k", block_size if block_k is None else block_k)
-    causal = validate_causal(causal)
-    window = validate_window(window)
-    scale = validate_scale(scale, q.shape[-1], _accumulator_dtype(q.dtype))  # scores are computed in acc dtype
-    loop_order = validate_loop_order(loop_order)
+    config = tiled_config(q, k, v, block_size=block_size, block_q=block_q, block_k=block_k, causal=causal,
+                          window=window, scale=scale, loop_order=loop_order)
     if on_tile is not None and not callable(on_tile):
         raise TypeError(f"on_tile must be a callable taking a TileEvent, or None, got {type(on_tile).__name__}.")
-
-    B, H, n_q, d = q.shape
-    n_k = k.shape[2]
-    schedule = tile_schedule(n_q, n_k, block_q, block_k, causal=causal, window=window, loop_order=loop_order)
-    kernel = _kv_outer if loop_order == "kv_outer" else _q_outer
-    O, L = kernel(q.reshape(B * H, n_q, d), k.reshape(B * H, n_k, d), v.reshape(B * H, n_k, d), schedule, scale,
-                  _accumulator_dtype(q.dtype), on_tile)
-    out = O.view(B, H, n_q, d).to(q.dtype)
-    if return_lse:
-        return out, L.view(B, H, n_q)
-    return out
+    out, L = tiled_forward(q, k, v, config, on_tile)
+    return (out, L) if return_lse else out

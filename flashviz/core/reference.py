@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from flashviz.core.tiling import visible_mask
-from flashviz.core.validate import Window, validate_causal, validate_qkv, validate_scale, validate_window
+from flashviz.core.validate import Window, naive_config
 
 
 def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
@@ -32,16 +32,12 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal
         >>> naive_attention(q, k, v, causal=True).shape
         torch.Size([1, 2, 16, 8])
     """
-    validate_qkv(q, k, v)
-    causal = validate_causal(causal)
-    window = validate_window(window)
-    scale = validate_scale(scale, q.shape[-1], q.dtype)  # S is computed in q's dtype
-    n_q, n_k = q.shape[2], k.shape[2]
+    c = naive_config(q, k, v, causal=causal, window=window, scale=scale)  # S is computed in q's dtype
 
     # (B, H, N_q, d) x (B, H, d, N_k) -> (B, H, N_q, N_k); read N_q d + N_k d, write N_q N_k
-    S = torch.matmul(q, k.transpose(-2, -1)).mul_(scale)  # scaled in place: S and P are the only N x N tensors
-    mask = visible_mask(torch.arange(n_q, device=q.device), torch.arange(n_k, device=q.device),
-                        causal=causal, window=window)  # (N_q, N_k) bool or None
+    S = torch.matmul(q, k.transpose(-2, -1)).mul_(c.scale)  # scaled in place: S and P are the only N x N tensors
+    mask = visible_mask(torch.arange(c.n_q, device=q.device), torch.arange(c.n_k, device=q.device),
+                        causal=c.causal, window=c.window)  # (N_q, N_k) bool or None
     if mask is not None:
         S.masked_fill_(~mask, float("-inf"))
     P = torch.softmax(S, dim=-1)  # (B, H, N_q, N_k); read N^2, write N^2

@@ -1,12 +1,17 @@
-"""Input validation shared by every public entry point.
+"""Input validation shared by every public entry point, and the validated config the kernels receive.
 
 Each helper raises a ValueError or TypeError that says what was expected, what came, and how to fix it
 (the style of torch's flex_attention `_validate_*` helpers). `assert` is kept for internal invariants only.
+
+A public attention call (naive_attention, flash_attention_forward, flash_attention, flash_attention_backward)
+validates its arguments once, into an AttentionConfig; the kernels it calls take that config as given and do not
+validate again, so one training step validates once.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from numbers import Integral, Real
 
 import torch
@@ -135,6 +140,7 @@ def validate_scale(scale: object, d: int, dtype: torch.dtype | None = None) -> f
 
 
 def validate_loop_order(loop_order: object) -> str:
+    """Return loop_order if it names a loop order of the tiled forward, or raise."""
     if loop_order not in LOOP_ORDERS:
         raise ValueError(
             f"loop_order must be one of {LOOP_ORDERS} ('kv_outer' = FlashAttention-1, 'q_outer' = FlashAttention-2), "
@@ -144,6 +150,93 @@ def validate_loop_order(loop_order: object) -> str:
 
 
 def validate_causal(causal: object) -> bool:
+    """Return causal if it is a bool, or raise (a truthy string or int is a mistake, not a yes)."""
     if not isinstance(causal, bool):
         raise TypeError(f"causal must be True or False, got {causal!r}.")
     return causal
+
+
+def accumulator_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype the tiled kernels compute scores and accumulate in: fp32 for fp16/bf16/fp32 inputs, fp64 for fp64.
+
+    Example:
+        >>> accumulator_dtype(torch.bfloat16)
+        torch.float32
+    """
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """The validated settings of one attention call, made once at the public entry point (like nanoGPT's GPTConfig).
+
+    Shapes follow the legend B batch, H heads, N_q / N_k query / key lengths, d head dimension, Br / Bc tile sizes.
+    """
+
+    B: int  # batch size
+    H: int  # number of heads
+    n_q: int  # N_q, query sequence length (>= 0)
+    n_k: int  # N_k, key/value sequence length (>= 0)
+    d: int  # head dimension (>= 1), shared by q, k and v
+    causal: bool  # top-left causal mask: query i sees keys j <= i
+    window: Window  # (left, right) sliding window, None on a side = unbounded; None = no window
+    scale: float  # softmax scale applied to q.k (default 1/sqrt(d)); finite and representable in `acc`
+    acc: torch.dtype  # dtype the scores are computed in: fp32/fp64 accumulators (tiled), q's dtype (naive)
+    block_q: int | None = None  # Br, query rows per tile (>= 1); None for naive attention, which does not tile
+    block_k: int | None = None  # Bc, key columns per tile (>= 1); None for naive attention
+    loop_order: str | None = None  # "kv_outer" (FA1) or "q_outer" (FA2); None where the order is fixed or moot
+
+
+def _shape_of(q: torch.Tensor, k: torch.Tensor) -> dict[str, int]:
+    B, H, n_q, d = q.shape
+    return {"B": B, "H": H, "n_q": n_q, "n_k": k.shape[2], "d": d}
+
+
+def naive_config(q: object, k: object, v: object, *, causal: object = False, window: object = None,
+                 scale: object = None) -> AttentionConfig:
+    """Validate the arguments of naive attention: scores are computed in q's dtype, as plain PyTorch would.
+
+    Args:
+        q: (B, H, N_q, d) queries.  k, v: (B, H, N_k, d) keys and values.  causal, window, scale: as naive_attention.
+    Returns:
+        An AttentionConfig with no tiling (block_q, block_k, loop_order are None) and acc = q's dtype.
+
+    Example:
+        >>> naive_config(*(torch.zeros(1, 2, 8, 4),) * 3, causal=True).scale
+        0.5
+    """
+    validate_qkv(q, k, v)
+    causal = validate_causal(causal)
+    window = validate_window(window)
+    scale = validate_scale(scale, q.shape[-1], q.dtype)  # S is computed in q's dtype
+    return AttentionConfig(**_shape_of(q, k), causal=causal, window=window, scale=scale, acc=q.dtype)
+
+
+def tiled_config(q: object, k: object, v: object, *, block_size: object = 64, block_q: object = None,
+                 block_k: object = None, causal: object = False, window: object = None, scale: object = None,
+                 loop_order: object = None) -> AttentionConfig:
+    """Validate the arguments of a tiled kernel (forward, backward or both).
+
+    Args:
+        q: (B, H, N_q, d) queries.  k, v: (B, H, N_k, d) keys and values.
+        block_size: Br and Bc unless block_q / block_k are given.  causal, window, scale: as flash_attention_forward.
+        loop_order: "kv_outer" or "q_outer" for a forward; None for the backward, whose loop order is fixed.
+    Returns:
+        An AttentionConfig with the tile sizes resolved and acc the accumulator dtype (see accumulator_dtype).
+
+    Example:
+        >>> cfg = tiled_config(*(torch.zeros(1, 2, 8, 4, dtype=torch.float16),) * 3, block_size=4, block_k=2)
+        >>> cfg.block_q, cfg.block_k, cfg.acc
+        (4, 2, torch.float32)
+    """
+    validate_qkv(q, k, v)
+    block_q = validate_block("block_q", block_size if block_q is None else block_q)
+    block_k = validate_block("block_k", block_size if block_k is None else block_k)
+    causal = validate_causal(causal)
+    window = validate_window(window)
+    acc = accumulator_dtype(q.dtype)
+    scale = validate_scale(scale, q.shape[-1], acc)  # the scores are computed in the accumulator dtype
+    if loop_order is not None:
+        loop_order = validate_loop_order(loop_order)
+    return AttentionConfig(**_shape_of(q, k), causal=causal, window=window, scale=scale, acc=acc, block_q=block_q,
+                           block_k=block_k, loop_order=loop_order)
