@@ -32,7 +32,7 @@ MAX_SPLITS = 128  # flash-attn's cap on the split count
 BLOCK_M = 64  # stacked query rows per tile in flash-attn's split-KV kernel: a group of GN rows is ceil(GN/64) tiles
 FILLED = 0.8  # flash-attn: units count as filled when work tiles >= 80% of them
 NEAR_BEST = 0.85  # flash-attn: the smallest split count within 85% of the best wave efficiency wins
-STEP_BYTES = 2 * 2**20  # bytes of K per step across all R groups: ~ the L2 of a core, so K/V gathered from pages
+STEP_BYTES = 16 * 2**20  # bytes of K per step across all R groups: well inside a shared L3, so K/V gathered from pages
 #                         (or sliced from the cache) are still in cache when the second matmul reads them
 
 Piece = tuple[int, int, int, int, torch.Tensor, torch.Tensor]  # split0, count, key0, size, K (R*count, size, d), V
@@ -136,7 +136,7 @@ def _contiguous_pieces(k_cache: torch.Tensor, v_cache: torch.Tensor, chunk: int,
 
 def _paged_pieces(k_cache: torch.Tensor, v_cache: torch.Tensor, table: torch.Tensor, chunk: int, n_splits: int,
                   max_len: int, step: int) -> Iterator[Piece]:
-    """Pages gathered step by step, groups in (H_kv, B) order: index_select writes them contiguous in that order."""
+    """Pages gathered step by step, groups in (H_kv, B) order: the gather writes them contiguous in that order."""
     H, page, d = k_cache.shape[1:]
     B = table.shape[0]
     k_p, v_p = k_cache.transpose(0, 1), v_cache.transpose(0, 1)  # (H_kv, num_pages, page, d) views
@@ -146,7 +146,8 @@ def _paged_pieces(k_cache: torch.Tensor, v_cache: torch.Tensor, table: torch.Ten
             idx = table[:, p0:p1].reshape(-1)  # (B * pages,) physical pages, batch-major
             n = (p1 - p0) * page
             # gather: read and write n * d per group; (H_kv, B * pages, page, d) -> (H_kv * B, n, d)
-            yield s, 1, t0, n, k_p.index_select(1, idx).view(H * B, n, d), v_p.index_select(1, idx).view(H * B, n, d)
+            # advanced indexing copies whole pages (index_select on this strided view is ~100x slower on CPU)
+            yield s, 1, t0, n, k_p[:, idx].view(H * B, n, d), v_p[:, idx].view(H * B, n, d)
 
 
 def _partials(q3: torch.Tensor, piece: Piece, limit: torch.Tensor | None, limit_min: int, acc: torch.dtype
