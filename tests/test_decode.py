@@ -14,6 +14,7 @@ from _oracle import FLOOR, max_err
 import flashviz.core.decode as decode_module
 from flashviz import flash_decode, naive_attention
 from flashviz.core.decode import MergeEvent, SplitEvent, num_splits_heuristic
+from flashviz.core.decode_paged import pool_owners
 
 
 def make_case(b, h_q, h_kv, n_q, n_max, d, dtype=torch.float32, seed=0):
@@ -237,3 +238,21 @@ def test_paged_block_k_must_hold_whole_pages():
     k_p = torch.zeros(3, 2, 4, 8)
     with pytest.raises(ValueError, match="multiple of page_size=4"):
         flash_decode(torch.zeros(1, 2, 1, 8), k_p, k_p, block_table=torch.tensor([[0, 1]]), block_k=6)
+
+
+def test_paged_paths_pool_in_place_and_gathered_agree():
+    """A full pool is read in place (pool_owners finds an owner per page); a sparse or shared one is gathered."""
+    q, k, v = make_case(2, 4, 2, 1, 64, 8)
+    k_p, v_p, table = to_paged(k, v, 8)  # 16 pages used of 19
+    full, sparse = torch.tensor([64, 64]), torch.tensor([64, 3])  # 16 / 19 and 9 / 19 pages in use
+    assert pool_owners(table, full, 8, k_p.shape[0]) is not None
+    assert pool_owners(table, sparse, 8, k_p.shape[0]) is None
+    shared = table.clone()
+    shared[1, 0] = shared[0, 0]  # a shared prefix page: its owner is not unique, so gather
+    assert pool_owners(shared, full, 8, k_p.shape[0]) is None
+    k2, v2 = k.clone(), v.clone()
+    k2[1, :, :8], v2[1, :, :8] = k[0, :, :8], v[0, :, :8]
+    for tab, lens, kk, vv in ((table, full, k, v), (table, sparse, k, v), (shared, full, k2, v2)):
+        for s in (None, 1, 3):
+            out = flash_decode(q, k_p, v_p, cache_seqlens=lens, block_table=tab, num_splits=s, causal=True)
+            assert max_err(out, naive_reference(q, kk, vv, lens, True)) <= 1e-5

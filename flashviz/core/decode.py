@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from flashviz.core.decode_checks import CacheLayout, check_block_k, check_layout, check_splits
+from flashviz.core.decode_paged import pool_owners, pool_partials
 from flashviz.core.validate import validate_causal, validate_scale
 
 NEG_INF = float("-inf")
@@ -231,6 +232,30 @@ def _emit(on_split: Callable[[object], None], m: torch.Tensor, l: torch.Tensor, 
     on_split(MergeEvent(n_splits, L_s0, w0, lse0))
 
 
+def _split_states(q4: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, table: torch.Tensor | None,
+                  limit: torch.Tensor, layout: CacheLayout, plan: tuple[int, int, int], acc: torch.dtype
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """m (R, S, GN), l (R, S, GN), unnormalised O (R, S, GN, d) of every split, groups in (B, H_kv) order."""
+    chunk, n_splits, step = plan
+    B, H, GN, d = q4.shape
+    if table is None:
+        pieces = _contiguous_pieces(k_cache, v_cache, chunk, n_splits, layout.max_len, chunk)
+    else:
+        q4, limit = q4.transpose(0, 1), limit.transpose(0, 1)  # gathered pages come in (H_kv, B) group order
+        used = torch.arange(table.shape[1], device=table.device) < -(-layout.seqlens[:, None] // layout.page_size)
+        pieces = _paged_pieces(k_cache, v_cache, torch.where(used, table, 0), chunk, n_splits, layout.max_len, step)
+    q3, limit = q4.reshape(B * H, GN, d), limit.reshape(B * H, GN)
+    limit_min = int(limit.min()) if limit.numel() else 0
+    state = (torch.full((B * H, n_splits, GN), NEG_INF, dtype=acc, device=q4.device),
+             torch.zeros((B * H, n_splits, GN), dtype=acc, device=q4.device),
+             torch.zeros((B * H, n_splits, GN, d), dtype=acc, device=q4.device))  # m, l, O of every split
+    for piece in pieces:
+        _accumulate(state, piece[0], piece[1], _partials(q3, piece, limit, limit_min, acc))
+    if table is not None:  # back to (B, H_kv) group order
+        state = tuple(x.view(H, B, *x.shape[1:]).transpose(0, 1).reshape(B * H, *x.shape[1:]) for x in state)
+    return state
+
+
 def flash_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, *,
                  cache_seqlens: torch.Tensor | None = None, num_splits: int | None = None, block_k: int | None = None,
                  causal: bool = False, scale: float | None = None, block_table: torch.Tensor | None = None,
@@ -272,24 +297,15 @@ def flash_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
     B, H, GN, d = layout.batch, layout.heads_kv, layout.group * layout.n_q, layout.d
     q4 = (q.to(acc) * scale).to(q.dtype).view(B, H, GN, d)  # (B, H_kv, G*N_q, d): rows g*N_q + i of group (b, h)
     limit = _row_limits(layout, causal)  # (B, H_kv, GN)
-    if table is None:
-        pieces = _contiguous_pieces(k_cache, v_cache, chunk, n_splits, layout.max_len, chunk)
-    else:
-        q4, limit = q4.transpose(0, 1), limit.transpose(0, 1)  # paged pieces come in (H_kv, B) group order
-        used = torch.arange(table.shape[1], device=table.device) < -(-layout.seqlens[:, None] // layout.page_size)
-        pieces = _paged_pieces(k_cache, v_cache, torch.where(used, table, 0), chunk, n_splits, layout.max_len, step)
-    q3, limit = q4.reshape(B * H, GN, d), limit.reshape(B * H, GN)
-    limit_min = int(limit.min()) if limit.numel() else 0
-    state = (torch.full((B * H, n_splits, GN), NEG_INF, dtype=acc, device=q.device),
-             torch.zeros((B * H, n_splits, GN), dtype=acc, device=q.device),
-             torch.zeros((B * H, n_splits, GN, d), dtype=acc, device=q.device))  # m, l, O of every split
-    for piece in pieces:
-        _accumulate(state, piece[0], piece[1], _partials(q3, piece, limit, limit_min, acc))
+    state = None
+    if table is not None and n_splits:
+        owners = pool_owners(table, layout.seqlens, layout.page_size, k_cache.shape[0])
+        if owners is not None:
+            state = pool_partials(q4, k_cache, v_cache, owners, limit, chunk, n_splits, acc)
+    if state is None:
+        state = _split_states(q4, k_cache, v_cache, table, limit, layout, (chunk, n_splits, step), acc)
     out, L, L_s, weights = _merge(*state)  # (R, GN, d), (R, GN), (R, S, GN), (R, S, GN)
     if on_split is not None:
         _emit(on_split, state[0], state[1], L_s, weights, L, layout, chunk, table)
-    out, L = out.view(-1, H if table is None else B, GN, d), L.view(-1, H if table is None else B, GN)
-    if table is not None:
-        out, L = out.transpose(0, 1), L.transpose(0, 1)  # back to (B, H_kv, ...)
     out = out.reshape(B, layout.heads_q, layout.n_q, d).to(q.dtype)
     return (out, L.reshape(B, layout.heads_q, layout.n_q)) if return_lse else out
