@@ -163,7 +163,7 @@ def _partials(q3: torch.Tensor, piece: Piece, limit: torch.Tensor | None, limit_
         pos = key0 + torch.arange(count * size, device=q3.device).view(count, 1, size)  # key positions
         S_ij = S_ij.masked_fill_(pos >= limit[:, None, :, None], NEG_INF)
     m = S_ij.amax(-1)  # (R, count, GN)
-    P_ij = torch.exp(S_ij - _finite(m)[..., None])  # (R, count, GN, size)
+    P_ij = S_ij.sub_(_finite(m)[..., None]).exp_()  # (R, count, GN, size), in place: one pass fewer over scores
     l = P_ij.sum(-1)  # (R, count, GN)
     # (R*count, GN, size) x (R*count, size, d) -> (R*count, GN, d); read size * d of V per item
     O = torch.bmm(P_ij.view(R * count, GN, size).to(v3.dtype), v3).view(R, count, GN, d).to(acc)

@@ -63,7 +63,7 @@ def pool_partials(q4: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
     m_items = S_ij.amax(-1)  # (n_pages, H, GN)
     m.scatter_reduce_(0, slot.view(-1, 1, 1).expand_as(m_items), m_items, "amax")  # (B*S, H, GN) max per split
     m_safe = torch.where(m == NEG_INF, torch.zeros((), dtype=acc, device=m.device), m)
-    P_ij = torch.exp(S_ij - m_safe[slot][..., None])  # (n_pages, H, GN, page)
+    P_ij = S_ij.sub_(m_safe[slot][..., None]).exp_()  # (n_pages, H, GN, page), in place over the scores
     l = torch.zeros_like(m).index_add_(0, slot, P_ij.sum(-1))  # (B*S, H, GN)
     # (n_pages*H, GN, page) x (n_pages*H, page, d) -> (n_pages*H, GN, d); read page*d of V per item
     O_items = torch.bmm(P_ij.view(n_pages * H, GN, page).to(v3.dtype), v3).view(n_pages, H, GN, d).to(acc)
