@@ -256,3 +256,22 @@ def test_paged_paths_pool_in_place_and_gathered_agree():
         for s in (None, 1, 3):
             out = flash_decode(q, k_p, v_p, cache_seqlens=lens, block_table=tab, num_splits=s, causal=True)
             assert max_err(out, naive_reference(q, kk, vv, lens, True)) <= 1e-5
+
+
+def test_contiguous_splits_are_views_batched_when_they_tile_the_cache():
+    """The full splits of a cache whose length they tile are ONE batch of views (no K/V copy); the others are views
+    too, one batched matmul per split."""
+    k = torch.randn(2, 3, 256, 8)
+    pieces = list(decode_module._contiguous_pieces(k, k, chunk=64, n_splits=4, max_len=256, step=64))
+    assert [(p[0], p[1], p[2], p[3]) for p in pieces] == [(0, 4, 0, 64)]  # split0, count, key0, size
+    assert pieces[0][4].data_ptr() == k.data_ptr() and pieces[0][4].shape == (2 * 3 * 4, 64, 8)
+    pieces = list(decode_module._contiguous_pieces(k, k, chunk=64, n_splits=3, max_len=150, step=64))
+    assert [(p[0], p[1], p[2], p[3]) for p in pieces] == [(0, 1, 0, 64), (1, 1, 64, 64), (2, 1, 128, 22)]
+    assert all(p[4].data_ptr() == k[:, :, p[2]].data_ptr() and p[4]._base is k for p in pieces)  # views of k
+
+
+@pytest.mark.parametrize("num_splits", [1, 2, 3, 4, 8, 16])
+def test_batched_split_path_matches_reference(num_splits):
+    q, k, v = make_case(2, 6, 3, 2, 256, 16)  # 16 blocks of 16 keys tile the 256-key cache
+    out = flash_decode(q, k, v, num_splits=num_splits, block_k=16, causal=True)
+    assert max_err(out, naive_reference(q, k, v, [256, 256], True)) <= 1e-5

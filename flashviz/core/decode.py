@@ -11,8 +11,14 @@ References:
 
 Legend: B batch, H_q / H_kv query / key-value heads, G = H_q / H_kv, N_q query rows (1 when decoding), d head
 dimension, R = B * H_kv groups (one batched-matmul item each), GN = G * N_q stacked rows, S number of splits,
-chunk = keys per split. Within a split the keys are visited in steps with the online softmax (m_i, l_i, O_i) of
-FlashAttention; m is the row max of the scaled scores S_ij and l the row sum of P_ij = exp(S_ij - m), in natural log.
+chunk = keys per split. m is the row max of the scaled scores S_ij and l the row sum of P_ij = exp(S_ij - m), in
+natural log. Paths (all exact, all zero-copy for K/V except the last):
+    contiguous cache: every split is one item of a batched matmul over views of the cache; when the strides allow
+        (the splits tile the cache's length, or B * H_kv = 1) all full splits are ONE bmm over R * S items,
+        otherwise one bmm per split over the R groups;
+    paged cache, most pages in use and none shared: the page pool read in place (flashviz.core.decode_paged);
+    other paged caches: pages gathered STEP_BYTES at a time, folded into their split with FlashAttention's online
+        softmax (m_i, l_i, O_i rescaled per step).
 """
 
 from __future__ import annotations
