@@ -275,3 +275,13 @@ def test_batched_split_path_matches_reference(num_splits):
     q, k, v = make_case(2, 6, 3, 2, 256, 16)  # 16 blocks of 16 keys tile the 256-key cache
     out = flash_decode(q, k, v, num_splits=num_splits, block_k=16, causal=True)
     assert max_err(out, naive_reference(q, k, v, [256, 256], True)) <= 1e-5
+
+
+@pytest.mark.parametrize("num_splits", [None, 1, 2, 5])
+def test_pool_fully_in_use_needs_no_mask(num_splits):
+    """Every page full and in use (the benchmark's case): the in-place pool path skips masking."""
+    q, k, v = make_case(2, 4, 2, 1, 64, 8)
+    k_p, v_p = (x.view(2, 2, 4, 16, 8).permute(0, 2, 1, 3, 4).reshape(8, 2, 16, 8) for x in (k, v))
+    table = torch.arange(8).view(2, 4)  # sequence b's page p is physical page 4b + p
+    out = flash_decode(q, k_p, v_p, block_table=table, num_splits=num_splits)
+    assert max_err(out, naive_reference(q, k, v, [64, 64], False)) <= 1e-5
