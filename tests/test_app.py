@@ -20,6 +20,7 @@ from flashviz.core.tiling import tile_schedule
 from flashviz.limits import LIST_MAX
 from flashviz.ui import jobs
 from flashviz.ui.common import timing_lock
+from flashviz.ui.query import parse_query
 from flashviz.ui.state import (
     BLOCK_MAX,
     D_MAX,
@@ -31,7 +32,6 @@ from flashviz.ui.state import (
     Settings,
     apply_preset,
     default_settings,
-    parse_query,
 )
 from flashviz.vocab import DTYPES, IMPLS
 
@@ -411,3 +411,18 @@ def test_a_fuzz_of_random_query_strings_never_breaks_the_parser():
         for note in notices:
             inline = note.split("`")[1::2]  # the raw values are quoted as inline code: printable ASCII only
             assert all(all(" " <= c <= "~" for c in part) for part in inline)
+
+
+def test_every_setting_is_declared_once_and_everything_else_is_derived():
+    from flashviz.ui.state import setting_fields, spec_of
+    from flashviz.ui.widgets import DRAW, WIDGET_KEYS
+
+    names = [f.name for f in setting_fields()]
+    assert list(Settings().to_query()) == names  # the URL carries exactly the declared settings
+    for name in names:
+        spec = spec_of(name)
+        assert spec.widget in DRAW or spec.widget in ("", "tabs"), name  # every widget kind has a drawer
+        assert spec.place == "app" or (spec.label and spec.help), name  # every widget has a label and help
+    assert set(names) - {"window"} <= set(WIDGET_KEYS) and {"win_on", "win_left", "win_right"} <= set(WIDGET_KEYS)
+    changed = Settings(n=97, row=90, window=(3, 1), impls=("sdpa",), view="io")
+    assert parse_query(changed.to_query()) == (changed, [])

@@ -10,18 +10,10 @@ import streamlit as st
 
 from flashviz.figures.plots import gflops_figure, hbm_figure, memory_figure, time_figure
 from flashviz.figures.report import summary_table, summary_table_figure
-from flashviz.limits import LIST_MAX, REPEATS_MAX
 from flashviz.ui import jobs
 from flashviz.ui.common import not_run_ui, run_button_ui, show_figure
-from flashviz.ui.state import BENCH_N_OPTIONS, Settings
-from flashviz.vocab import IMPLS
-
-IMPL_HELP = {
-    "naive": "standard attention: materialises S and P (N² each)",
-    "flash": "tiled, FA1 loop order (kv_outer)",
-    "flash2": "tiled, FA2 loop order (q_outer)",
-    "sdpa": "PyTorch's fused scaled_dot_product_attention",
-}
+from flashviz.ui.state import Settings
+from flashviz.ui.widgets import draw
 
 
 def benchmark_ui(s: Settings) -> None:
@@ -32,15 +24,8 @@ def benchmark_ui(s: Settings) -> None:
         "Timings are medians of repeated calls; error bars span the interquartile range."
     )
     c1, c2, c3 = st.columns([3, 3, 2])
-    c1.multiselect("Sequence lengths N", sorted({*BENCH_N_OPTIONS, *st.session_state.get("ns", [])}), key="ns",
-                   max_selections=LIST_MAX, help=f"Up to {LIST_MAX} lengths; each one is measured for every "
-                                                 "implementation. Naive rows that would not fit in memory are "
-                                                 "refused and listed with the memory they would need.")
-    c2.multiselect("Implementations", IMPLS, key="impls",
-                   help="Which attention implementations to time: "
-                        + "; ".join(f"**{i}**: {what}" for i, what in IMPL_HELP.items()) + ".")
-    c3.slider("Repeats", 1, REPEATS_MAX, key="reps", help="Timed calls per point (after one warm-up call); the "
-                                                          "median is plotted, the interquartile range as error bars.")
+    for name, col in zip(("ns", "impls", "reps"), (c1, c2, c3), strict=True):
+        draw(name, col)
     if not s.ns or not s.impls:
         st.error("Choose at least one sequence length and one implementation.")
         return

@@ -173,6 +173,6 @@ def not_run_ui(df: Any) -> None:
 
 
 def summary_ui(table: Any, title: str) -> None:
-    """The seed's summary table (plots.summary_table) as a static table in the page font; NaN reads 'not run'."""
+    """A summary table (figures.report.summary_table) as a static table in the page font; NaN reads 'not run'."""
     st.markdown(f"**{title}**: speedup = naive time / tiled time; memory saving = naive peak / tiled peak.")
     st.table(table.style.format("{:,.3g}", na_rep="not run").format("{:d}", subset=["N"]).hide(axis="index"))
