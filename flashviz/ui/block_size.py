@@ -27,6 +27,11 @@ def block_size_ui(s: Settings) -> None:
     if not s.blocks:
         st.error("Choose at least one block size.")
         return
+    big = [b for b in s.blocks if b >= s.n]
+    if big:
+        st.caption(f"Block sizes {', '.join(map(str, big))} are at least N = {s.n}: one tile covers the whole "
+                   "sequence, so they all run the same single tile and their points come out flat. Raise N in the "
+                   "sidebar to see the trade-off.")
     smallest = min(s.blocks)
     problem = jobs.work_guard((s.n,), d=s.d, br=smallest, bc=smallest, batch=s.batch, heads=s.heads, reps=s.reps,
                               n_impls=2 * len(s.blocks) + 2, dtype=s.dtype)

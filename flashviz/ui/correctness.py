@@ -27,6 +27,9 @@ def correctness_ui(s: Settings) -> None:
         f"In float32 every implementation should stay under **{TOLERANCE:g}**; SDPA's own error is the yardstick "
         "of what plain PyTorch achieves in this dtype."
     )
+    st.caption(f"This tab checks the head dimensions and lengths chosen below, not the sidebar's d = {s.d} and "
+               f"N = {s.n}; the tiles (Br = {s.br}, Bc = {s.bc}), the mask and the dtype ({s.dtype}) are the "
+               "sidebar's.")
     c1, c2 = st.columns(2)
     draw("cds", c1)
     draw("cns", c2)

@@ -110,8 +110,6 @@ def _totals_ui(s: Settings, traces: list[ScheduleTrace], dtype_bytes: int) -> No
 
 def _row_inspector_ui(s: Settings, n_steps: int) -> None:
     st.subheader("Row inspector: the online softmax of one query row")
-    if st.session_state.get("row", 0) > s.n - 1:
-        st.session_state["row"] = s.n - 1
     draw("row", st, hi=s.n - 1)
     flops = io_cost("kv_outer", s.n, s.n, s.d, s.br, s.bc, causal=s.causal, window=s.window).flops
     if flops > ROW_TRACE_FLOPS_MAX:

@@ -135,7 +135,7 @@ class Settings:
         help="Which row of S to follow. Its m and l change only on the tiles of its Q block; the dotted "
              "line on the tile map marks it."))
     view: str = setting("how", Spec(CHOICE, "tabs", options=tuple(VIEWS), labels=VIEWS, place=APP))
-    ns: tuple[int, ...] = setting((256, 512, 1024, 2048, 4096), Spec(
+    ns: tuple[int, ...] = setting((256, 512, 1024, 2048), Spec(
         INTS, "multiselect", "Sequence lengths N", lo=N_MIN, hi=N_MAX, options=BENCH_N_OPTIONS, place=TAB,
         help=f"Up to {LIST_MAX} lengths; each one is measured for every implementation. Naive rows that would "
              "not fit in memory are refused and listed with the memory they would need."))
@@ -143,7 +143,12 @@ class Settings:
         STRS, "multiselect", "Implementations", options=IMPLS, place=TAB,
         help="Which attention implementations to time: "
              + "; ".join(f"**{i}**: {what}" for i, what in IMPL_HELP.items()) + "."))
-    reps: int = setting(5, Spec(
+    bblock: int = setting(256, Spec(
+        INT, "select_slider", "Tile size Br = Bc", lo=BLOCK_MIN, hi=BLOCK_MAX, options=BLOCK_OPTIONS, place=TAB,
+        help="Tile size of flash and flash2 in the Benchmark and Training tabs (the sidebar's Br and Bc drive the "
+             "tile map). On a CPU each tile is one Python loop iteration, so small tiles pay that overhead many "
+             "times over."))
+    reps: int = setting(3, Spec(
         INT, "slider", "Repeats", lo=1, hi=REPEATS_MAX, place=TAB,
         help="Timed calls per point (after one warm-up call); the median is plotted, the interquartile range "
              "as error bars."))
@@ -229,9 +234,10 @@ PRESETS: dict[str, Preset] = {
          ("link", True), ("row", 6000), ("ns", (1024, 2048, 4096, 8192))),
     ),
     "Sliding window": Preset(
-        "Mistral-style local attention: each query sees the previous 512 keys; only a band of tiles is computed.",
-        (("n", 4096), ("d", 128), ("causal", True), ("window", (512, 0)), ("br", 128), ("bc", 128), ("link", True),
-         ("row", 2000)),
+        "Local attention: each query sees the 512 keys on either side; only a band of tiles is computed. Turn on "
+        "the causal mask to keep only the previous 512 (Mistral-style): half the band goes.",
+        (("n", 4096), ("d", 128), ("causal", False), ("window", (512, 512)), ("br", 128), ("bc", 128),
+         ("link", True), ("row", 2000)),
     ),
     "Tiny grid for the whiteboard": Preset(
         "N = 16 with 4 x 4 tiles: few enough steps to narrate every one.",
@@ -246,9 +252,14 @@ PRESETS: dict[str, Preset] = {
 }
 
 
+PRESET_KEEPS = ("view", "device", "threads")  # what a preset leaves alone: where you are and what the machine has
+
+
 def apply_preset(settings: Settings, name: str) -> Settings:
-    """Settings with a preset's changes applied (unknown names change nothing)."""
+    """Settings of a preset: every setting at its default except PRESET_KEEPS, then the preset's changes, so no
+    setting of an earlier preset survives (unknown names change nothing)."""
     preset = PRESETS.get(name)
     if preset is None:
         return settings
-    return clamp_row(replace(settings, **dict(preset.changes)))
+    kept = {key: getattr(settings, key) for key in PRESET_KEEPS}
+    return clamp_row(replace(Settings(), **kept, **dict(preset.changes)))

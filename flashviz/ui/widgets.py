@@ -20,13 +20,13 @@ from flashviz.ui.state import (
     Env,
     Settings,
     Spec,
-    clamp_row,
     for_machine,
     setting_fields,
     spec_of,
 )
 
 WIN_ON, WIN_LEFT, WIN_RIGHT = "win_on", "win_left", "win_right"  # the window's three widgets
+ROW_WANTED_KEY, ROW_SHOWN_KEY = "_fv_row_wanted", "_fv_row_shown"  # the row asked for; the row last shown
 WINDOW_OFF_REACH = (256, 0)  # (left, right) the reach inputs show while the window is off
 WINDOW_REACH_HELP = ("How many earlier keys a query sees (i − left ≤ j).",
                      "How many later keys a query sees (j ≤ i + right); irrelevant with a causal mask.")
@@ -71,10 +71,23 @@ def read_state(env: Env) -> Settings:
             values[f.name] = tuple(ss[f.name]) if f.name in ss else default
         else:
             values[f.name] = ss.get(f.name, default)
-    s = Settings(**values)
-    if s.link:
-        s = Settings(**{**values, "bc": s.br})
-    return clamp_row(s)
+    if values["link"]:
+        values["bc"] = values["br"]
+    values["row"] = _kept_row(values["row"], values["n"])
+    return Settings(**values)
+
+
+def _kept_row(row: int, n: int) -> int:
+    """The inspected row inside 0..N-1, remembering the row the user asked for: clamped while N is small, given
+    back when N grows again."""
+    ss = st.session_state
+    if row != ss.get(ROW_SHOWN_KEY):  # set by the user, a link or a preset since the last run
+        ss[ROW_WANTED_KEY] = row
+    shown = min(ss.get(ROW_WANTED_KEY, row), n - 1)
+    if "row" in ss:
+        ss["row"] = shown
+    ss[ROW_SHOWN_KEY] = shown
+    return shown
 
 
 def _with(options: tuple[int, ...], value: Any) -> list[int]:
