@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from flashviz.core.tiling import tile_schedule
 from flashviz.figures.plots import gflops_figure, hbm_figure, memory_figure, time_figure
 from flashviz.figures.report import summary_table, summary_table_figure
 from flashviz.ui import jobs
@@ -59,7 +60,7 @@ def benchmark_ui(s: Settings) -> None:
         "medians of repeated calls; error bars span the interquartile range. Each N is drawn as soon as it is done."
     )
     draw("ns", st)
-    c1, c2, c3 = st.columns([2, 1, 1])
+    c1, c2, c3 = st.columns([3, 1, 1])  # wide enough for all four implementation chips at 1280 px
     for name, col in zip(("impls", "bblock", "reps"), (c1, c2, c3), strict=True):
         draw(name, col)
     if not s.ns or not s.impls:
@@ -123,9 +124,11 @@ def causal_ratios(df: pd.DataFrame) -> pd.DataFrame:
 def _causal_ui(s: Settings) -> None:
     n = max(s.ns)
     st.subheader(f"Causal vs no mask at N = {n}")
-    st.markdown("A causal mask hides the keys after each query, so the tiled kernels skip every tile above the "
-                "diagonal: about half the work at large N. Naive attention computes all N² scores and then masks "
-                "them, so it saves nothing.")
+    tiles = tile_schedule(n, n, s.bblock, s.bblock, causal=True).counts()
+    computed, total = tiles["full"] + tiles["partial"], sum(tiles.values())
+    st.markdown(f"A causal mask hides the keys after each query, so the tiled kernels skip every tile above the "
+                f"diagonal: at N = {n} with {s.bblock}-wide tiles they compute {computed} of {total} tiles. Naive "
+                "attention computes all N² scores and then masks them, so it saves nothing.")
     args = (n, s.d, s.bblock, s.impls, s.batch, s.heads, s.dtype, s.device, s.threads, s.reps)
     df = run_button_ui("causal", jobs.causal_pair, args, label="Compare causal and no mask",
                        title="Causal comparison", help=f"Times every chosen implementation at N = {n} with and "

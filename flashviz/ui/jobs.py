@@ -89,17 +89,19 @@ def sweep(ns: tuple[int, ...], d: int, br: int, bc: int, causal: bool, window: W
 
     One run_sweep per N, so that `_progress` gets the rows measured so far (its fourth argument) after each N."""
     frames: list[pd.DataFrame] = []
+    used = 0.0  # seconds of the budget the earlier N took
     with holding(_lock or threading.Lock(), _progress):
-        start = time.perf_counter()
         for i, n in enumerate(ns):
             def step(done: int, total: int, what: str, i: int = i) -> None:  # done counts rows of this N
                 if _progress is not None:
                     _progress(i * len(impls) + done, len(ns) * len(impls), what)
 
+            start = time.perf_counter()
             frames.append(run_sweep([n], d=d, block_q=br, block_k=bc, causal=causal, window=window, impls=impls,
                                     batch=batch, heads=heads, dtype=dtype, device=device, threads=threads,
                                     repeats=reps, mode=mode, warmup=WARMUP, progress=step,
-                                    time_budget_s=_left(time_budget_s, start)))
+                                    time_budget_s=max(0.0, time_budget_s - used)))
+            used += time.perf_counter() - start
             if _progress is not None:
                 _progress((i + 1) * len(impls), len(ns) * len(impls), f"N = {n} done",
                           pd.concat(frames, ignore_index=True))
