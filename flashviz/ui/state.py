@@ -120,7 +120,7 @@ class Settings:
     batch: int = setting(1, Spec(
         INT, "number_input", "batch B", lo=1, hi=BATCH_MAX, half=True,
         help="Sequences processed together. Memory and time scale linearly with B."))
-    heads: int = setting(1, Spec(
+    heads: int = setting(4, Spec(
         INT, "number_input", "heads H", lo=1, hi=HEADS_MAX, half=True,
         help="Attention heads per layer. Memory and time scale linearly with H."))
     device: str = setting("cpu", Spec(
@@ -135,7 +135,7 @@ class Settings:
         help="Which row of S to follow. Its m and l change only on the tiles of its Q block; the dotted "
              "line on the tile map marks it."))
     view: str = setting("how", Spec(CHOICE, "tabs", options=tuple(VIEWS), labels=VIEWS, place=APP))
-    ns: tuple[int, ...] = setting((256, 512, 1024, 2048), Spec(
+    ns: tuple[int, ...] = setting((512, 1024, 2048), Spec(  # with H = 4: about 10 s on 2 CPU cores
         INTS, "multiselect", "Sequence lengths N", lo=N_MIN, hi=N_MAX, options=BENCH_N_OPTIONS, place=TAB,
         help=f"Up to {LIST_MAX} lengths; each one is measured for every implementation. Naive rows that would "
              "not fit in memory are refused and listed with the memory they would need."))
