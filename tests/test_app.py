@@ -553,3 +553,10 @@ def test_a_run_left_behind_by_a_setting_change_says_so_and_can_be_cancelled(make
     assert any(i.value.startswith("Cancelled **Benchmark sweep**") for i in at.info)
     at.run()
     assert not any("still running" in w.value for w in at.warning)
+
+
+@pytest.mark.parametrize(("factor", "d", "shown"), [(1e-6, "13", True), (1e6, "21", False)])
+def test_the_block_tab_explains_tiled_points_slower_than_naive_only_when_true(make_app, monkeypatch, factor, d, shown):
+    _scaled_sweep(monkeypatch, factor)  # the naive reference line comes from run_sweep
+    at = run_heavy(make_app, "block", n="64", blocks="16", d=d)
+    assert any("above the naive line" in c.value for c in at.caption) == shown

@@ -28,7 +28,12 @@ SLOWER_WHY = (
 
 
 def plural(n: int, word: str) -> str:
-    """'1 measurement', '2 measurements'."""
+    """A count with its noun, singular for one.
+
+    Example:
+        >>> plural(1, "measurement"), plural(3, "repeat")
+        ('1 measurement', '3 repeats')
+    """
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 

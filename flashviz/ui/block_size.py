@@ -6,10 +6,12 @@ Widgets -> jobs.block_sweep (cached run_block_sweep under the timing lock) -> fl
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from flashviz.figures.plots import block_sweep_figure
 from flashviz.ui import jobs
+from flashviz.ui.benchmark import SLOWER_WHY
 from flashviz.ui.common import not_run_ui, run_button_ui, show_figure
 from flashviz.ui.state import Settings
 from flashviz.ui.widgets import draw
@@ -48,5 +50,19 @@ def block_size_ui(s: Settings) -> None:
     not_run_ui(tiled)
     not_run_ui(reference)
     show_figure(block_sweep_figure(tiled, reference=reference), key="block_figure")
+    _slower_caption_ui(tiled, reference)
     with st.expander("All measurements"):
         st.dataframe(tiled, hide_index=True)
+
+
+def _slower_caption_ui(tiled: pd.DataFrame, reference: pd.DataFrame) -> None:
+    """Say why, only where a measured tiled point is slower than naive at the same N."""
+    ok = tiled[tiled["status"].astype(str) == "ok"]
+    naive = reference[(reference["impl"] == "naive") & (reference["status"].astype(str) == "ok")]["time_s"]
+    if len(naive) == 0 or len(ok) == 0:
+        return
+    slow = ok[ok["time_s"] > naive.iloc[0]]
+    if len(slow) == 0:
+        return
+    cases = ", ".join(f"{r.impl} at {r.block_q}" for r in slow.itertuples())
+    st.caption(f"**Why are some tiled points above the naive line?** Slower than naive here: {cases}. {SLOWER_WHY}")
