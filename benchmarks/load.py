@@ -224,7 +224,7 @@ def session_url(base: str, index: int, args: argparse.Namespace) -> str:
     """The Benchmark view with a small sweep; d differs per session (unless --same): no result comes from the cache."""
     d = args.d if args.same else args.d + index
     query = {"view": "bench", "ns": args.ns, "impls": args.impls, "reps": str(args.reps), "threads": str(args.threads),
-             "d": str(d), "br": str(args.block), "bc": str(args.block), "batch": "1", "heads": "1"}
+             "d": str(d), "bblock": str(args.block), "batch": "1", "heads": "1"}
     return f"{base.rstrip('/')}/?{urllib.parse.urlencode(query)}"
 
 
@@ -396,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--impls", default="naive,flash2,sdpa", help="implementations (default naive,flash2,sdpa)")
     p.add_argument("--d", type=int, default=32, help="head dimension of session 0; session i uses d + i (against a "
                    "server that already ran these, pick new ones: cached answers start no timing run)")
-    p.add_argument("--block", type=int, default=64, help="tile size Br = Bc (default 64)")
+    p.add_argument("--block", type=int, default=64, help="the Benchmark tab's tile size Br = Bc (default 64)")
     p.add_argument("--reps", type=int, default=2, help="timed repeats per point (default 2)")
     p.add_argument("--threads", type=int, default=1, help="torch threads of each timing run (default 1)")
     p.add_argument("--same", action="store_true",
