@@ -32,19 +32,19 @@ from flashviz.figures.style import (
     MS_PER_S,
     REFERENCE_COLOR,
     SKIPPED_SYMBOL,
-    _extent,
-    _hline,
-    _impls_in,
-    _note,
-    _ok,
+    add_note,
+    axis_extent,
     flashviz_template,
     fmt_sci,
     impl_color,
     impl_line,
     impl_marker,
+    impls_in,
     iqr_bars,
     log_axis,
     measured_axis,
+    ok_rows,
+    reference_line,
     style_figure,
 )
 from flashviz.vocab import IMPL_LABELS, OK
@@ -59,15 +59,15 @@ def _sweep_lines(df: pd.DataFrame | None, *, x: str, y: str, scale: float, title
     fig = go.Figure()
     style_figure(fig, title=title, x_title=x_title, y_title=y_title, log_x=True, log_y=log_y)
     if df is None or len(df) == 0 or x not in df or y not in df:
-        _note(fig, "No data yet: run a sweep.")
+        add_note(fig, "No data yet: run a sweep.")
         return fig
     df = df.sort_values(x)
     values = pd.to_numeric(df[y], errors="coerce") * scale
-    drawn = _ok(df) & values.notna() & (values > 0 if log_y else True)
+    drawn = ok_rows(df) & values.notna() & (values > 0 if log_y else True)
     floor = float(values[drawn].min()) / 2 if drawn.any() else 1.0  # where rows that did not run sit on a log axis
     if not log_y:
         floor = 0.0
-    for impl in _impls_in(df):
+    for impl in impls_in(df):
         mine = df["impl"].astype(str).eq(impl)
         rows, vals = df[mine & drawn], values[mine & drawn]
         if len(rows):
@@ -90,11 +90,11 @@ def _sweep_lines(df: pd.DataFrame | None, *, x: str, y: str, scale: float, title
                 hovertemplate=f"<b>{impl}</b> {x}=%{{x}}<br>%{{text}}<extra></extra>"))
     fig.update_xaxes(**measured_axis(pd.to_numeric(df[x], errors="coerce").dropna().tolist()))
     if log_y:
-        fig.update_yaxes(**log_axis(_extent(fig, "y", "y"), unit))
+        fig.update_yaxes(**log_axis(axis_extent(fig, "y", "y"), unit))
     if not drawn.any():
-        _note(fig, "No row ran: hover the crosses for the reasons.", y=0.9)
+        add_note(fig, "No row ran: hover the crosses for the reasons.", y=0.9)
     elif (~drawn).any():
-        _note(fig, "× = not run (hover for why)", y=1.04)
+        add_note(fig, "× = not run (hover for why)", y=1.04)
     return fig
 
 
@@ -186,10 +186,10 @@ def hbm_vs_memory_figure(df: pd.DataFrame | None, *, n: int | None = None, d: in
                  x_title="on-chip memory M (elements)", y_title="HBM accesses (elements)",
                  log_x=True, log_y=True)
     if df is None or len(df) == 0 or not {"algorithm", "M", "accesses"} <= set(df.columns):
-        _note(fig, "No data: give at least one M.")
+        add_note(fig, "No data: give at least one M.")
         return fig
     bounds_drawn: set[str] = set()
-    for algorithm in _impls_in(df.rename(columns={"algorithm": "impl"})):
+    for algorithm in impls_in(df.rename(columns={"algorithm": "impl"})):
         rows = df[df["algorithm"].astype(str).eq(algorithm)].sort_values("M")
         blocks = list(zip(rows.get("block_q", [None] * len(rows)), rows.get("block_k", [None] * len(rows)),
                           strict=True))
@@ -207,8 +207,8 @@ def hbm_vs_memory_figure(df: pd.DataFrame | None, *, n: int | None = None, d: in
                 name=f"Theorem 2: {term} (no constants)", line={"color": impl_color(algorithm), "width": 2,
                                                                  "dash": "dot"},
                 hovertemplate=f"<b>{term}</b> (order term)<br>M=%{{x:,}}<br>%{{y:.3s}}<extra></extra>"))
-    fig.update_xaxes(**log_axis(_extent(fig, "x", "x"), "si"))
-    fig.update_yaxes(**log_axis(_extent(fig, "y", "y"), "si"))
+    fig.update_xaxes(**log_axis(axis_extent(fig, "x", "x"), "si"))
+    fig.update_yaxes(**log_axis(axis_extent(fig, "y", "y"), "si"))
     return fig
 
 
@@ -236,11 +236,11 @@ def block_sweep_figure(df: pd.DataFrame | None, *, reference: pd.DataFrame | Non
     fig.update_yaxes(title_text="median time per call (ms)", type="log", row=1, col=1)
     fig.update_yaxes(title_text="HBM traffic (bytes, IO model)", type="log", row=1, col=2)
     if df is None or len(df) == 0 or not {"impl", "block_q", "block_k"} <= set(df.columns):
-        _note(fig, "No data yet: run a block-size sweep.")
+        add_note(fig, "No data yet: run a block-size sweep.")
         return fig
     df = df.assign(tile=pd.to_numeric(df["block_q"]) * pd.to_numeric(df["block_k"])).sort_values("tile")
-    ok = _ok(df)
-    for impl in _impls_in(df):
+    ok = ok_rows(df)
+    for impl in impls_in(df):
         rows = df[df["impl"].astype(str).eq(impl) & ok]
         if not len(rows):
             continue
@@ -263,22 +263,22 @@ def block_sweep_figure(df: pd.DataFrame | None, *, reference: pd.DataFrame | Non
                                                            zip(tiles["block_q"], tiles["block_k"], strict=True)])
     fig.update_xaxes(**x_axis)
     if reference is not None and len(reference) and "range" in x_axis:
-        for _, r in reference[_ok(reference)].iterrows():
+        for _, r in reference[ok_rows(reference)].iterrows():
             impl, n = str(r["impl"]), r.get("N", "?")
             t_ms = float(pd.to_numeric(r.get("time_s", math.nan), errors="coerce")) * MS_PER_S
             traffic = float(pd.to_numeric(r.get("hbm_bytes", math.nan), errors="coerce")) / MIB
             shown = False
             for col, value, what in ((1, t_ms, f"median {t_ms:.3g} ms"), (2, traffic, f"traffic {traffic:.3g} MiB")):
                 if math.isfinite(value) and value > 0:
-                    _hline(fig, value, x_range=x_axis["range"], name=f"{impl} at N={n} (untiled reference)",
+                    reference_line(fig, value, x_range=x_axis["range"], name=f"{impl} at N={n} (untiled reference)",
                            color=impl_color(impl), legend=not shown, row=1, col=col,
                            hover=f"<b>{impl}</b> at N={n}, untiled<br>{what}")
                     shown = True
     if ok.any():
-        fig.update_yaxes(**log_axis(_extent(fig, "y", "y"), "ms"), row=1, col=1)
-        fig.update_yaxes(**log_axis(_extent(fig, "y", "y2"), "mib"), row=1, col=2)
+        fig.update_yaxes(**log_axis(axis_extent(fig, "y", "y"), "ms"), row=1, col=1)
+        fig.update_yaxes(**log_axis(axis_extent(fig, "y", "y2"), "mib"), row=1, col=2)
     else:
-        _note(fig, "No row ran.", y=0.9)
+        add_note(fig, "No row ran.", y=0.9)
     return fig
 
 
@@ -308,18 +308,18 @@ def correctness_figure(df: pd.DataFrame | None, *, tol: float = 1e-5) -> go.Figu
     style_figure(fig, title="Largest error vs float64 SDPA", x_title="sequence length N (tokens)",
                  y_title="max |O - O_ref| (absolute error)", log_x=True, log_y=True)
     if df is None or len(df) == 0 or not {"impl", "N", "max_abs_err"} <= set(df.columns):
-        _note(fig, "No data yet: run the correctness check.")
+        add_note(fig, "No data yet: run the correctness check.")
         return fig
     df = df.assign(N=pd.to_numeric(df["N"], errors="coerce"), err=pd.to_numeric(df["max_abs_err"], errors="coerce"))
     if "d" not in df:
         df = df.assign(d=math.nan)
     df = df.sort_values("N")
-    drawn = _ok(df) & df["err"].notna()
+    drawn = ok_rows(df) & df["err"].notna()
     positive = df.loc[drawn & (df["err"] > 0), "err"]
     floor = float(positive.min()) / 10 if len(positive) else tol / 1000
     ds = sorted(df["d"].dropna().unique())
     symbol_of = {d: D_SYMBOLS[i % len(D_SYMBOLS)] for i, d in enumerate(ds)}
-    for impl in _impls_in(df):
+    for impl in impls_in(df):
         mine = df["impl"].astype(str).eq(impl)
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines+markers", name=IMPL_LABELS.get(impl, impl),
                                  legendgroup=impl, line=impl_line(impl), marker=impl_marker(impl)))
@@ -352,13 +352,14 @@ def correctness_figure(df: pd.DataFrame | None, *, tol: float = 1e-5) -> go.Figu
     x_axis = measured_axis(df["N"].dropna().tolist())
     fig.update_xaxes(**x_axis)
     if "range" in x_axis:
-        _hline(fig, tol, x_range=x_axis["range"], name=f"{fmt_sci(tol)} bar (pass below)", label=f"{fmt_sci(tol)} bar",
-               color=REFERENCE_COLOR, dash="dash", hover=f"tolerance {fmt_sci(tol)}: every error must stay below")
-    fig.update_yaxes(**log_axis([*_extent(fig, "y", "y"), tol], "sci"))  # the floor only if a point sits on it
+        reference_line(fig, tol, x_range=x_axis["range"], name=f"{fmt_sci(tol)} bar (pass below)",
+                       label=f"{fmt_sci(tol)} bar", color=REFERENCE_COLOR, dash="dash",
+                       hover=f"tolerance {fmt_sci(tol)}: every error must stay below")
+    fig.update_yaxes(**log_axis([*axis_extent(fig, "y", "y"), tol], "sci"))  # the floor only if a point sits on it
     if (drawn & df["err"].eq(0)).any():
-        _note(fig, f"errors of exactly 0 are drawn at {fmt_sci(floor)} (hover says so)", y=1.04)
+        add_note(fig, f"errors of exactly 0 are drawn at {fmt_sci(floor)} (hover says so)", y=1.04)
     if not drawn.any():
-        _note(fig, "No row ran: hover the crosses for the reasons.", y=0.9)
+        add_note(fig, "No row ran: hover the crosses for the reasons.", y=0.9)
     return fig
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from flashviz.figures.style import BASE_FONT_PX, MIB, MS_PER_S, _note, _ok, flashviz_template
+from flashviz.figures.style import BASE_FONT_PX, MIB, MS_PER_S, add_note, flashviz_template, ok_rows
 
 TABLE_TITLE_PX = 100  # title, subtitle and top margin of a table figure
 TABLE_BOTTOM_PX = 8
@@ -48,7 +48,7 @@ def summary_table(df: pd.DataFrame | None, *, flash_impl: str = "flash", baselin
                "memory saving (x)"]
     if df is None or len(df) == 0 or not {"impl", "N"} <= set(df.columns):
         return pd.DataFrame(columns=columns)
-    ok = df[_ok(df)]
+    ok = df[ok_rows(df)]
 
     def pick(impl: str, col: str, scale: float) -> pd.Series:
         rows = ok[ok["impl"].astype(str).eq(impl)]
@@ -108,7 +108,7 @@ def summary_table_figure(table: pd.DataFrame, *, title: str = "Summary: flash vs
                       margin={"t": TABLE_TITLE_PX, "b": TABLE_BOTTOM_PX, "l": 20, "r": 20},
                       height=table_height(len(table)))
     if len(table) == 0:
-        _note(fig, "No data yet: run a sweep.", y=0.3)
+        add_note(fig, "No data yet: run a sweep.", y=0.3)
     return fig
 
 

@@ -234,9 +234,9 @@ class RowPick:
 
     @property
     def reason(self) -> str:
-        """One sentence for the page, e.g. 'row 13: m grows on 2 of its 4 tiles, the most of the 16 rows checked'."""
-        return (f"row {self.row}: m grows on {self.rescales} of its {self.tiles} tiles, the most of the "
-                f"{self.checked} rows checked")
+        """One line for the page, e.g. 'row 15: the most rescales (3 of 4 tiles) of the 16 rows checked'."""
+        return (f"row {self.row}: the most rescales ({self.rescales} of {self.tiles} tiles) of the {self.checked} "
+                "rows checked")
 
 
 PICK_ROWS_MAX = 512  # candidate rows pick_row scores at most: 512 x N x d multiply-adds, milliseconds at N = 8192
