@@ -12,6 +12,7 @@ rows that ran, an axis's extent, reference lines).
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 
 import pandas as pd
@@ -131,6 +132,19 @@ def add_note(fig: go.Figure, text: str, *, y: float = 0.5) -> None:
     """A grey note centred on the plot at paper height y (e.g. "No data yet")."""
     fig.add_annotation(text=text, xref="paper", yref="paper", x=0.5, y=y, showarrow=False,
                        font={"size": BASE_FONT_PX, "color": "#666"})
+
+
+SUBTITLE_CHARS = 72  # characters of an 18 px subtitle line that fit a 760 px wide figure (1280 px page)
+
+
+def subtitle_lines(text: str, width: int = SUBTITLE_CHARS) -> str:
+    """Plain text broken into lines of at most `width` characters joined by <br> (plotly never wraps).
+
+    Example:
+        >>> subtitle_lines("one two three", width=7)
+        'one two<br>three'
+    """
+    return "<br>".join(textwrap.wrap(text, width)) if "<br>" not in text else text
 
 
 def impls_in(df: pd.DataFrame) -> list[str]:
@@ -319,3 +333,13 @@ def reference_line(fig: go.Figure, y: float, *, x_range: Sequence[float], name: 
         textfont={"size": LEGEND_FONT_PX, "color": color}, hovertemplate=f"{hover}<extra></extra>",
         cliponaxis=False), row=row, col=col)
 
+
+def add_not_run(fig: go.Figure, not_run: pd.DataFrame, impl: str, x: str, floor: float) -> None:
+    """Rows of `impl` that did not run, as crosses at y = floor, with the reason in the hover."""
+    if not len(not_run):
+        return
+    fig.add_trace(go.Scatter(
+        x=not_run[x], y=[floor] * len(not_run), mode="markers", name=f"{impl}: not run", legendgroup=impl,
+        marker={"symbol": SKIPPED_SYMBOL, "size": 14, "color": impl_color(impl), "line": {"width": 2, "color": "#444"}},
+        text=not_run["status"].astype(str) if "status" in not_run else None,
+        hovertemplate=f"<b>{impl}</b> {x}=%{{x}}<br>%{{text}}<extra></extra>"))
