@@ -29,6 +29,7 @@ from flashviz.figures.style import (
     LOOP_ORDER_COLORS,
     MARKER_PX,
     TICK_FONT_PX,
+    TITLE_FONT_PX,
     flashviz_template,
 )
 from flashviz.vocab import LOOP_ORDER_SHORT
@@ -198,8 +199,9 @@ def _style(fig: go.Figure, rows: Sequence[RowTrace], n_steps: int, note: str | N
     fig.update_annotations(font=dict(size=BASE_FONT_PX), selector=dict(text=PANELS[2]))
     fig.update_layout(
         template=flashviz_template(), height=ROW_FIG_HEIGHT_PX, bargap=0.5,
-        title=dict(text=f"Row inspector: query row {r.row} (Q block i={r.q_block})", y=0.985, yanchor="top",
-                   subtitle=dict(text=subtitle, font=dict(size=BASE_FONT_PX, color="#333333"))),
+        title=dict(text=f"Row inspector: query row {r.row} (Q block i={r.q_block})", font=dict(size=TITLE_FONT_PX),
+                   subtitle=dict(text=subtitle, font=dict(size=BASE_FONT_PX, color="#333333")), x=0.01, y=0.99,
+                   yanchor="top"),
         margin=dict(t=TOP_PX, b=BOTTOM_PX, l=90, r=20),
         legend=dict(orientation="h", x=0.0, y=-84 / (ROW_FIG_HEIGHT_PX - TOP_PX - BOTTOM_PX), xanchor="left",
                     yanchor="top", font=dict(size=LEGEND_FONT_PX)),
