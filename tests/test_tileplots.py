@@ -117,7 +117,10 @@ def test_the_figure_has_fixed_axes_titles_legend_and_play_controls():
     assert "Br = 16" in fig.layout.yaxis.title.text  # one y title for both panels
     legend = [t.name for t in fig.data if t.showlegend is not False and t.name]
     assert {"full (no mask)", "partial (masked)", "skipped (never loaded)", "pale: not reached yet",
-            "computing now"} <= set(legend)
+            "in progress", "Q_i in SRAM", "K_j, V_j in SRAM"} <= set(legend)
+    one = tile_animation([schedule_trace(100, 16, 16, causal=True, d=8)])
+    assert {"Q_i in SRAM (block row)", "K_j, V_j in SRAM (block column)", "full: computed, no mask",
+            "partial: computed, masked", "skipped: never loaded"} <= {t.name for t in one.data}
     assert fig.layout.legend.font.size >= 16 and fig.layout.template.layout.font.size >= 16
     buttons = fig.layout.updatemenus[0].buttons
     assert [b.label for b in buttons] == ["▶ Play", "❚❚ Pause"] and buttons[0].args[1]["frame"]["redraw"] is True
@@ -182,17 +185,17 @@ def test_row_figure_shows_m_factor_and_the_three_l_values_per_tile():
     by_name = {t.name: t for t in fig.data}
     fa1 = rows[0]
     x = [s + 1 for s in fa1.step]
-    assert list(by_name["FA1: m after the tile"].y) == list(fa1.m)
+    assert list(by_name["FA1: m after each tile"].y) == list(fa1.m)
     assert list(by_name["FA1: m before the tile"].y)[1:] == list(fa1.m_before)[1:]
     assert by_name["FA1: m before the tile"].y[0] is None  # -inf before the first tile: nothing drawn
     bars = by_name["FA1: rescale factor"]
     assert list(bars.x) == x and bars.y[0] is None and list(bars.y[1:]) == list(fa1.factor[1:])
     assert list(by_name["FA1: l before the rescale"].y) == list(fa1.l_before)
     assert list(by_name["FA1: l after the rescale"].y) == list(fa1.l_rescaled)
-    assert list(by_name["FA1: l after adding the tile"].y) == list(fa1.l)
-    assert "FA2: l after adding the tile" in by_name and "exact value over the whole row" in by_name
-    assert by_name["FA1: m after the tile"].line.color == style.IMPL_COLORS["flash"]
-    assert by_name["FA2: m after the tile"].line.color == style.IMPL_COLORS["flash2"]
+    assert list(by_name["FA1: l after each tile"].y) == list(fa1.l)
+    assert "FA2: l after each tile" in by_name and "exact value over the whole row" in by_name
+    assert by_name["FA1: m after each tile"].line.color == style.IMPL_COLORS["flash"]
+    assert by_name["FA2: m after each tile"].line.color == style.IMPL_COLORS["flash2"]
     assert "factor e^(m_old − m_new)" in by_name["FA1: rescale factor"].text[1]
 
 

@@ -92,7 +92,7 @@ def _add_order(fig: go.Figure, tr: RowTrace) -> None:
                              marker=dict(symbol=MARKER_BEFORE, size=MARKER_PX + 2, color=color,
                                          line=dict(width=2.5, color=color)), **common), row=1, col=1)
     fig.add_trace(go.Scatter(x=[v + OFFSET for v in x], y=m1, mode="lines+markers", line_shape="hv",
-                             line=dict(color=color, width=1.5, dash="dot"), name=f"{short}: m after the tile",
+                             line=dict(color=color, width=1.5, dash="dot"), name=f"{short}: m after each tile",
                              marker=dict(symbol=MARKER_AFTER, size=MARKER_PX + 2, color=color), **common), row=1, col=1)
     factor = [None if not math.isfinite(a) else f for a, f in zip(tr.m_before, tr.factor, strict=True)]
     fig.add_trace(go.Bar(x=x, y=factor, name=f"{short}: rescale factor", marker=dict(color=color), width=0.5,
@@ -105,7 +105,7 @@ def _add_order(fig: go.Figure, tr: RowTrace) -> None:
                              legendgroup=short, showlegend=False), row=3, col=1)
     for name, xs, ys, symbol in (("l before the rescale", [v - OFFSET for v in x], tr.l_before, MARKER_BEFORE),
                                  ("l after the rescale", x, tr.l_rescaled, MARKER_RESCALED),
-                                 ("l after adding the tile", [v + OFFSET for v in x], tr.l, MARKER_AFTER)):
+                                 ("l after each tile", [v + OFFSET for v in x], tr.l, MARKER_AFTER)):
         fig.add_trace(go.Scatter(x=xs, y=list(ys), mode="markers", name=f"{short}: {name}",
                                  marker=dict(symbol=symbol, size=MARKER_PX + 2, color=color,
                                              line=dict(width=2.5, color=color)), **common), row=3, col=1)

@@ -168,8 +168,8 @@ def _counter(tr: ScheduleTrace, computed: list[int], f: int) -> str:
         return f"<b>{short}</b>: every tile is masked,<br>nothing is computed"
     step = computed[f]
     text = f"<b>{short}</b> tile {f + 1}/{len(computed)}: i={tr.q_block[step]}, j={tr.k_block[step]}"
-    if tr.hbm_bytes is not None and tr.flops is not None:
-        text += f"<br>HBM {fmt_bytes(tr.hbm_bytes[step])} · {fmt_flops(tr.flops[step])} so far"
+    if tr.hbm_bytes is not None:  # the lesson of the map: traffic (every computed tile costs the same FLOPs)
+        text += f"<br>HBM traffic so far {fmt_bytes(tr.hbm_bytes[step])}"
     return text
 
 
@@ -200,7 +200,8 @@ def _add_panel(fig: go.Figure, tr: ScheduleTrace, p: int, visit: np.ndarray, fat
                        "K/V block j=%{x} (keys %{customdata[2]}-%{customdata[3]})<br>"
                        "%{text} tile, visited at step %{customdata[4]}<extra></extra>"),
         name=LOOP_ORDER_LABELS[tr.loop_order]), row=1, col=col)
-    for axis, dash, label in (("q", "solid", "Q_i on chip"), ("k", "dash", "K_j, V_j on chip")):
+    outlines = (("q", "solid", "Q_i in SRAM (block row)"), ("k", "dash", "K_j, V_j in SRAM (block column)"))
+    for axis, dash, label in outlines if panels == 1 else [(a, d, lab.split(" (")[0]) for a, d, lab in outlines]:
         x, y = _band(tr, step, axis) if step is not None else ([None], [None])
         animated.append(len(fig.data))
         fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line=dict(color=SRAM_OUTLINE_COLOR, width=4, dash=dash),
@@ -228,7 +229,7 @@ def _add_legend_swatches(fig: go.Figure, panels: int) -> None:
     legend must fit two rows."""
     labels = vocab.TILE_STATUS_LABELS if panels == 1 else SHORT_STATUS_LABELS
     swatches = [(labels[s], TILE_COLORS[s]) for s in vocab.TILE_STATUSES]
-    swatches += [("pale: not reached yet", TILE_AHEAD_COLORS[vocab.FULL]), ("computing now", CURRENT_TILE_COLOR)]
+    swatches += [("pale: not reached yet", TILE_AHEAD_COLORS[vocab.FULL]), ("in progress", CURRENT_TILE_COLOR)]
     for name, color in swatches:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, marker=dict(
             symbol="square", size=20, color=color, line=dict(color="#333333", width=1))))
