@@ -71,7 +71,8 @@ def evaluate(mask_mod: MaskMod, b: torch.Tensor, h: torch.Tensor, q_idx: torch.T
         raise TypeError(f"mask_mod {name} must return a bool tensor (True = visible), got dtype {out.dtype}. "
                         "Return a comparison (q_idx >= kv_idx) or convert with .bool(); score changes belong in a "
                         "score_mod.")
-    if out.dim() > 4 or torch.broadcast_shapes(out.shape, full) != torch.Size(full):
+    aligned = zip(reversed(out.shape), reversed(full), strict=False)
+    if out.dim() > 4 or any(o not in (1, f) for o, f in aligned):
         raise ValueError(f"mask_mod {name} returned shape {tuple(out.shape)}, which does not broadcast to "
                          f"(B, H, rows, cols) = {full} when called with {CALL_SHAPES}. It must be elementwise: "
                          "do not reduce (sum, any, max) over a tensor and keep every index's shape.")
@@ -130,7 +131,10 @@ def classify_blocks(mask_mod: MaskMod, n_q: int, n_k: int, block_q: int, block_k
     bq, bk = min(block_q, n_q), min(block_k, n_k)  # a tile larger than N is one tile of N
     Tr, Tc = -(-n_q // bq), -(-n_k // bk)
     b, h = index_grid(batch, heads)
-    probe = evaluate(mask_mod, b, h, torch.zeros(1, 1, dtype=torch.long), torch.zeros(1, 1, dtype=torch.long))
+    # A 2 x 3 probe (rows != cols) catches a mask_mod that reduces over an axis, whose output could pass as a
+    # broadcast if rows == cols; it also tells whether the mask reads b or h.
+    probe_q, probe_k = torch.arange(2).clamp_max(n_q - 1), torch.arange(3).clamp_max(n_k - 1)  # (2,), (3,)
+    probe = evaluate(mask_mod, b, h, probe_q[:, None], probe_k[None, :])  # (B', H', 2, 3)
     Bp, Hp = probe.shape[:2]  # (B', H'): how many (b, h) the mask really varies over
     any_visible = torch.zeros(Bp, Hp, Tr, Tc, dtype=torch.uint8)  # (B', H', Tr, Tc)
     all_visible = torch.ones(Bp, Hp, Tr, Tc, dtype=torch.uint8)  # (B', H', Tr, Tc)
