@@ -32,7 +32,7 @@ from flashviz.core.masks import (
 from flashviz.core.tiling import tile_schedule
 from flashviz.vocab import SKIPPED
 
-DOC_FRACTIONS = (1000, 1500, 600, 996)  # the 4 documents at N = 4096, rescaled to other N
+DOC_FRACTIONS = (1000, 1500, 600, 996)  # 4 packed documents at N = 4096 (tokens each), rescaled to other N
 
 
 def presets(n: int) -> dict[str, object]:

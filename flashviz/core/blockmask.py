@@ -5,6 +5,7 @@ blocks (the kernel applies mask_mod inside them) and (full_kv_num_blocks, full_k
 work); the rest are skipped. That is flashviz's partial / full / skipped, with one difference in convention:
 create_block_mask pads the mask past N with False, so a ragged edge tile that is full here (every in-bounds element
 visible) is a partial block there. flex_attention's output is the same either way; the export follows torch.
+BLOCK_SIZE is stored as the pair (Br, Bc): create_block_mask(..., BLOCK_SIZE=128) stores (128, 128) too.
 
 Legend: B batch, H heads, Tr = ceil(N_q / Br) query blocks, Tc = ceil(N_k / Bc) key blocks.
 """

@@ -15,7 +15,7 @@ memory. Any other mask comes as a FlexAttention mask_mod(b, h, q_idx, kv_idx) (m
 level in bounded chunks (maskeval.py), intersected with causal and window, and its Tr x Tc statuses are kept.
 
 Legend: N_q, N_k sequence lengths; Br = block_q, Bc = block_k; Tr = ceil(N_q / Br), Tc = ceil(N_k / Bc).
-Mask conventions (DESIGN.md): causal is top-left aligned (query i sees keys j <= i, as SDPA's is_causal);
+Mask conventions: causal is top-left aligned (query i sees keys j <= i, as SDPA's is_causal);
 window=(left, right) lets query i see keys i - left <= j <= i + right (None: unbounded), intersected with causal.
 """
 
