@@ -1,11 +1,17 @@
 """Mask presets and the mask_mod tile schedule, against brute-force definitions and torch's own create_mask (vmap)."""
 
+import doctest
+
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch.nn.attention.flex_attention import and_masks, create_mask, or_masks
 
+import flashviz.core.blockmask as blockmask_module
+import flashviz.core.maskeval as maskeval_module
+import flashviz.core.masks as masks_module
+import flashviz.core.tiling as tiling_module
 from flashviz import FULL, PARTIAL, SKIPPED, flash_attention_forward
 from flashviz.core.maskeval import ELEMENT_BUDGET, classify_blocks
 from flashviz.core.masks import (
@@ -212,3 +218,10 @@ MASKS = st.recursive(PRESETS, lambda inner: st.builds(lambda op, a, b: op(a, b),
 @given(mask_mod=MASKS, bq=st.integers(1, 13), bk=st.integers(1, 13), causal=st.booleans())
 def test_random_compositions_are_classified_exactly(mask_mod, bq, bk, causal):
     check_schedule(mask_mod, 12, 12, bq, bk, causal=causal)
+
+
+@pytest.mark.parametrize("module", [masks_module, maskeval_module, blockmask_module, tiling_module],
+                         ids=lambda m: m.__name__)
+def test_docstring_examples_run(module):
+    result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0 and result.failed == 0, result
