@@ -24,9 +24,12 @@ import torch
 
 from flashviz.core.masks import MaskMod
 
-# Mask elements per mask_mod call: 256 Ki, so an int64 temporary such as j - i (2 MiB) stays in cache; measured
-# 1.3 to 4x faster than 4 Mi-element calls on one CPU thread at N = 4096 (benchmarks/bench_masks.py).
-ELEMENT_BUDGET = 1 << 18
+# Mask elements per mask_mod call. On one thread, 256 Ki keeps an int64 temporary such as j - i (2 MiB) in cache:
+# 1.3 to 4x faster than 4 Mi at N = 4096. Multi-threaded, every op wakes the thread pool (milliseconds on a busy
+# machine), so fewer, larger calls win: 4 Mi was 2 to 15x faster than 256 Ki on 2 threads (benchmarks/bench_masks.py).
+SLAB_ONE_THREAD = 1 << 18
+SLAB_THREADED = 1 << 22
+ELEMENT_BUDGET = max(SLAB_ONE_THREAD, SLAB_THREADED)  # the most elements one call ever holds: 4 MiB bool, 32 MiB int64
 CALL_SHAPES = "b (B,1,1,1), h (1,H,1,1), q_idx (rows,1), kv_idx (1,cols)"  # what a mask_mod is called with
 
 
@@ -116,12 +119,13 @@ def _slabs(n: int, block: int, cap: int) -> Iterator[_Slab]:
 
 
 def classify_blocks(mask_mod: MaskMod, n_q: int, n_k: int, block_q: int, block_k: int, *, batch: int = 1,
-                    heads: int = 1, budget: int = ELEMENT_BUDGET) -> tuple[torch.Tensor, torch.Tensor]:
+                    heads: int = 1, budget: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Which tiles of the n_q x n_k mask have any visible element, and which have every element visible.
 
     Args:
         mask_mod: FlexAttention mask_mod, True = visible.  n_q, n_k >= 1: N_q, N_k.  block_q, block_k: Br, Bc.
-        batch, heads: B and H, the ranges of b and h.  budget: most mask elements evaluated per call.
+        batch, heads: B and H, the ranges of b and h.
+        budget: most mask elements evaluated per call; None = SLAB_ONE_THREAD or SLAB_THREADED, by torch's threads.
     Returns:
         any_visible, all_visible: (B', H', Tr, Tc) bool, B' = B and H' = H where the mask_mod reads b or h, else 1.
 
@@ -130,6 +134,8 @@ def classify_blocks(mask_mod: MaskMod, n_q: int, n_k: int, block_q: int, block_k
         >>> a[0, 0].int().tolist(), f[0, 0].int().tolist()
         ([[1, 0], [1, 1]], [[0, 0], [1, 0]])
     """
+    if budget is None:
+        budget = SLAB_ONE_THREAD if torch.get_num_threads() == 1 else SLAB_THREADED
     bq, bk = min(block_q, n_q), min(block_k, n_k)  # a tile larger than N is one tile of N
     Tr, Tc = -(-n_q // bq), -(-n_k // bk)
     b, h = index_grid(batch, heads)
