@@ -34,6 +34,8 @@ DEFINITIONS = {
     "window_3_1": (lambda: sliding_window(3, 1), lambda i, j: i - 3 <= j <= i + 1),
     "window_None_0": (lambda: sliding_window(None, 0), lambda i, j: j <= i),
     "window_2_None": (lambda: sliding_window(2, None), lambda i, j: j >= i - 2),
+    "window_huge": (lambda: sliding_window(10**30, 10**20), lambda i, j: True),  # reach past int64: every key
+    "dilated_huge_3": (lambda: dilated(10**30, 3), lambda i, j: (i - j) % 3 == 0),
     "prefix_lm_5": (lambda: prefix_lm(5), lambda i, j: j < 5 or j <= i),
     "sink_2_3": (lambda: attention_sink(2, 3), lambda i, j: j <= i and (j < 2 or j >= i - 3)),
     "chunked_4": (lambda: chunked(4), lambda i, j: j <= i and i // 4 == j // 4),

