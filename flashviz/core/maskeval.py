@@ -25,8 +25,8 @@ import torch
 from flashviz.core.masks import MaskMod
 
 # Mask elements per mask_mod call. On one thread, 256 Ki keeps an int64 temporary such as j - i (2 MiB) in cache:
-# 1.3 to 4x faster than 4 Mi at N = 4096. Multi-threaded, every op wakes the thread pool (milliseconds on a busy
-# machine), so fewer, larger calls win: 4 Mi was 2 to 15x faster than 256 Ki on 2 threads (benchmarks/bench_masks.py).
+# 2 to 3x faster than 4 Mi at N = 4096. Multi-threaded, every op wakes the thread pool (milliseconds on a busy
+# machine), so fewer, larger calls win: 4 Mi was 4 to 20x faster than 256 Ki on 2 threads (benchmarks/bench_masks.py).
 SLAB_ONE_THREAD = 1 << 18
 SLAB_THREADED = 1 << 22
 ELEMENT_BUDGET = max(SLAB_ONE_THREAD, SLAB_THREADED)  # the most elements one call ever holds: 4 MiB bool, 32 MiB int64
