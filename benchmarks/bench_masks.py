@@ -20,7 +20,8 @@ from _common import interleaved_medians, print_table  # benchmarks/ is on sys.pa
 from torch.nn.attention.flex_attention import and_masks, create_block_mask
 
 from flashviz.core.blockmask import to_block_mask
-from flashviz.core.masks import (
+from flashviz.core.tiling import tile_schedule
+from flashviz.masks import (
     attention_sink,
     causal_mask,
     chunked,
@@ -29,7 +30,6 @@ from flashviz.core.masks import (
     prefix_lm,
     sliding_window,
 )
-from flashviz.core.tiling import tile_schedule
 from flashviz.vocab import SKIPPED
 
 DOC_FRACTIONS = (1000, 1500, 600, 996)  # 4 packed documents at N = 4096 (tokens each), rescaled to other N

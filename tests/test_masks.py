@@ -10,11 +10,12 @@ from torch.nn.attention.flex_attention import and_masks, create_mask, or_masks
 
 import flashviz.core.blockmask as blockmask_module
 import flashviz.core.maskeval as maskeval_module
-import flashviz.core.masks as masks_module
 import flashviz.core.tiling as tiling_module
+import flashviz.masks as masks_module
 from flashviz import FULL, PARTIAL, SKIPPED, flash_attention_forward
 from flashviz.core.maskeval import ELEMENT_BUDGET, classify_blocks
-from flashviz.core.masks import (
+from flashviz.core.tiling import TileMasks, tile_schedule
+from flashviz.masks import (
     alibi,
     attention_sink,
     causal_mask,
@@ -26,7 +27,6 @@ from flashviz.core.masks import (
     sliding_window,
     softcap,
 )
-from flashviz.core.tiling import TileMasks, tile_schedule
 
 # Each preset with an independent element-level definition: visible(i, j) for query i, key j.
 DEFINITIONS = {

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from torch.nn.attention.flex_attention import and_masks, create_block_mask, create_mask, flex_attention, or_masks
 
 from flashviz.core.blockmask import to_block_mask
-from flashviz.core.masks import (
+from flashviz.core.tiling import tile_schedule
+from flashviz.masks import (
     alibi,
     attention_sink,
     causal_mask,
@@ -21,7 +22,6 @@ from flashviz.core.masks import (
     sliding_window,
     softcap,
 )
-from flashviz.core.tiling import tile_schedule
 
 PRESETS = {
     "causal": causal_mask,

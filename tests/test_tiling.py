@@ -7,8 +7,8 @@ import torch
 from torch.nn.attention.flex_attention import and_masks
 
 from flashviz import FULL, PARTIAL, SKIPPED, flash_attention_forward, tile_schedule
-from flashviz.core.masks import causal_mask, sliding_window
 from flashviz.core.tiling import visible_mask
+from flashviz.masks import causal_mask, sliding_window
 
 MASKS = [
     dict(causal=False, window=None),

@@ -15,8 +15,8 @@ from __future__ import annotations
 import torch
 from torch.nn.attention.flex_attention import BlockMask, and_masks
 
-from flashviz.core.masks import causal_mask, sliding_window
 from flashviz.core.tiling import TileSchedule
+from flashviz.masks import causal_mask, sliding_window
 from flashviz.vocab import FULL, SKIPPED
 
 

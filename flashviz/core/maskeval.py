@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from flashviz.core.masks import MaskMod
+from flashviz.masks import MaskMod
 
 # Mask elements per mask_mod call. On one thread, 256 Ki keeps an int64 temporary such as j - i (2 MiB) in cache:
 # 2 to 3x faster than 4 Mi at N = 4096. Multi-threaded, every op wakes the thread pool (milliseconds on a busy

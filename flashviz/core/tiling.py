@@ -30,7 +30,6 @@ import torch
 from torch.nn.attention.flex_attention import and_masks
 
 from flashviz.core.maskeval import classify_blocks, evaluate, index_grid, validate_mask_mod
-from flashviz.core.masks import MaskMod, causal_mask, check_mask_lengths, sliding_window
 from flashviz.core.validate import (
     Window,
     validate_block,
@@ -40,6 +39,7 @@ from flashviz.core.validate import (
     validate_positive,
     validate_window,
 )
+from flashviz.masks import MaskMod, causal_mask, check_mask_lengths, sliding_window
 from flashviz.vocab import FULL, PARTIAL, SKIPPED, TILE_STATUSES
 
 INT64_MAX = torch.iinfo(torch.int64).max  # largest position an index tensor holds
@@ -86,7 +86,7 @@ class TileMasks:
     mask_mod masks are evaluated per tile, on `device`.
 
     Example:
-        >>> from flashviz.core.masks import document
+        >>> from flashviz.masks import document
         >>> s = tile_schedule(4, 4, 2, 2, mask_mod=document([1, 3]))
         >>> TileMasks(s, "cpu").hidden(s.tile(0, 0)).tolist()
         [[False, True], [True, False]]
@@ -315,7 +315,7 @@ def tile_schedule(n_q: int, n_k: int, block_q: int, block_k: int, *, causal: boo
     Example:
         >>> [t.status for t in tile_schedule(4, 4, 2, 2, causal=True, loop_order="q_outer")]
         ['partial', 'skipped', 'full', 'partial']
-        >>> from flashviz.core.masks import document
+        >>> from flashviz.masks import document
         >>> [t.status for t in tile_schedule(4, 4, 2, 2, mask_mod=document([2, 2]), loop_order="q_outer")]
         ['full', 'skipped', 'skipped', 'full']
     """
