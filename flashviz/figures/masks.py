@@ -1,0 +1,227 @@
+"""Figures of the Masks view: the element-level mask, the tile map it makes, the BlockMask a FlexAttention user sees,
+and what a score_mod does to a score. Plotly only: inputs are plain lists, numpy arrays and dicts (from
+flashviz.measure.maskview); nothing here imports torch or streamlit.
+
+The element map and the tile map are drawn at the same size side by side, query rows downwards (row i = query i),
+so the band a mask leaves visible lines up with the tiles it makes full or partial.
+
+Legend: N sequence length, Br = block_q, Bc = block_k, Tr x Tc tiles, H heads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from flashviz.figures.report import TABLE_FONT_PX, TABLE_ROW_PX
+from flashviz.figures.style import (
+    LEGEND_FONT_PX,
+    LINE_PX,
+    TICK_FONT_PX,
+    TILE_COLORS,
+    flashviz_template,
+    set_subtitle,
+    style_figure,
+)
+from flashviz.vocab import TILE_STATUS_LABELS, TILE_STATUSES
+
+MAP_HEIGHT_PX = 560  # element map and tile map: the same height, side by side
+MAP_MARGIN = {"l": 90, "r": 20, "b": 120}  # room for the y title, and for the x title plus the legend underneath
+VISIBLE_COLOR = "#0072B2"  # a visible (query, key) pair: blue (Okabe-Ito)
+MASKED_COLOR = "#FFFFFF"  # a masked pair: white
+TILE_LINE_COLOR = "#AAAAAA"  # tile boundaries drawn over the element map
+TILE_LINES_MAX = 32  # tiles per side up to which the element map shows the tile boundaries
+STATUS_CODE = {s: k for k, s in enumerate(TILE_STATUSES)}  # full 0, partial 1, skipped 2
+INDICES_SHOWN = 10  # index entries listed per BlockMask row before "..."
+HEADS_DRAWN = 8  # ALiBi: heads drawn as lines (the slopes of the rest lie between)
+HEAD_COLORS = ("#0072B2", "#009E73", "#D55E00", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
+
+
+def _square_axes(fig: go.Figure, x_title: str, y_title: str, x_range: list[float], y_range: list[float]) -> None:
+    fig.update_xaxes(title_text=x_title, range=x_range, autorange=False, showgrid=False, zeroline=False,
+                     tickfont={"size": TICK_FONT_PX}, constrain="domain")
+    fig.update_yaxes(title_text=y_title, range=y_range, autorange=False, showgrid=False, zeroline=False,
+                     tickfont={"size": TICK_FONT_PX}, scaleanchor="x", constrain="domain")
+
+
+def _swatches(fig: go.Figure, entries: Sequence[tuple[str, str]]) -> None:
+    """Legend entries for a heatmap's colours (a heatmap has none of its own)."""
+    for name, color in entries:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, hoverinfo="skip", marker={
+            "symbol": "square", "size": 20, "color": color, "line": {"color": "#333333", "width": 1}}))
+
+
+def _layout(fig: go.Figure, title: str, subtitle: str) -> None:
+    fig.update_layout(template=flashviz_template(), title={"text": title}, height=MAP_HEIGHT_PX,
+                      margin=MAP_MARGIN, showlegend=True,
+                      legend={"orientation": "h", "x": 0.0, "y": -0.2, "xanchor": "left", "yanchor": "top",
+                              "font": {"size": LEGEND_FONT_PX}, "itemsizing": "constant"})
+    set_subtitle(fig, subtitle)
+
+
+def element_mask_figure(fraction: np.ndarray, *, n: int, cell: int, visible_fraction: float,
+                        tile_q: int | None = None, tile_k: int | None = None) -> go.Figure:
+    """The element-level mask: query i (rows, downwards) x key j (columns), blue where i may attend to j.
+
+    Args:
+        fraction: (cells, cells) fraction of visible elements per cell (0 or 1 when cell = 1).
+        n: sequence length N.  cell: elements per cell side (1 = one pixel per element).
+        visible_fraction: visible elements / N^2 (for the subtitle).
+        tile_q, tile_k: Br and Bc; tile boundaries are drawn when the grid has at most TILE_LINES_MAX tiles per side.
+    Returns:
+        A Figure with one heatmap (hover: position and the fraction visible) and, for an exact map, legend swatches.
+
+    Example:
+        >>> fig = element_mask_figure(np.eye(4), n=4, cell=1, visible_fraction=0.25)
+        >>> fig.data[0].type, fig.layout.yaxis.range
+        ('heatmap', (3.5, -0.5))
+    """
+    cells = fraction.shape[0]
+    centers = [k * cell + (cell - 1) / 2 for k in range(cells)]  # token position at each cell's centre
+    exact = cell == 1
+    where = ("query i = %{y}, key j = %{x}" if exact else
+             f"queries and keys around i ≈ %{{y:.0f}}, j ≈ %{{x:.0f}} (a {cell} × {cell} cell)")
+    fig = go.Figure(go.Heatmap(
+        z=fraction, x=centers, y=centers, zmin=0.0, zmax=1.0, colorscale=[[0, MASKED_COLOR], [1, VISIBLE_COLOR]],
+        showscale=not exact, name="mask",
+        colorbar={"title": {"text": "visible", "side": "right"}, "tickformat": ".0%", "len": 0.8,
+                  "tickfont": {"size": TICK_FONT_PX}},
+        hovertemplate=f"{where}<br>visible: %{{z:.0%}}<extra></extra>"))
+    edge = [-0.5, n - 0.5]
+    _square_axes(fig, "key position j", "query position i", edge, edge[::-1])
+    if tile_q and tile_k and -(-n // tile_q) <= TILE_LINES_MAX and -(-n // tile_k) <= TILE_LINES_MAX:
+        line = {"color": TILE_LINE_COLOR, "width": 1}
+        for x in range(tile_k, n, tile_k):
+            fig.add_shape(type="line", x0=x - 0.5, x1=x - 0.5, y0=-0.5, y1=n - 0.5, line=line, layer="above")
+        for y in range(tile_q, n, tile_q):
+            fig.add_shape(type="line", y0=y - 0.5, y1=y - 0.5, x0=-0.5, x1=n - 0.5, line=line, layer="above")
+    if exact:
+        _swatches(fig, (("visible (i may attend to j)", VISIBLE_COLOR), ("masked", MASKED_COLOR)))
+    resolution = ("one pixel per element" if exact else
+                  f"each pixel shows {cell} × {cell} elements, shaded by the fraction visible")
+    _layout(fig, "Element mask", f"N = {n}: {visible_fraction:.1%} of the N² pairs visible; {resolution}")
+    if not exact:
+        fig.update_layout(showlegend=False)
+    return fig
+
+
+def tile_map_figure(status: Sequence[Sequence[str]], *, n: int, block_q: int, block_k: int,
+                    counts: Mapping[str, int]) -> go.Figure:
+    """The tile map: which Br x Bc tiles of S the mask makes full, partial or skipped.
+
+    Args:
+        status: [q_block][k_block] statuses ("full", "partial", "skipped"), Tr x Tc.
+        n: sequence length N.  block_q, block_k: Br, Bc.  counts: tiles of each status.
+    Returns:
+        A Figure with one heatmap (hover: the block indices, their rows and keys, the status) and legend swatches.
+
+    Example:
+        >>> fig = tile_map_figure([["partial", "skipped"], ["full", "partial"]], n=4, block_q=2, block_k=2,
+        ...                       counts={"full": 1, "partial": 2, "skipped": 1})
+        >>> fig.data[0].z.tolist()
+        [[1, 2], [0, 1]]
+    """
+    tr, tc = len(status), len(status[0]) if status else 0
+    z = np.array([[STATUS_CODE[s] for s in row] for row in status], dtype=np.int8).reshape(tr, tc)
+    words = [[TILE_STATUS_LABELS[s] for s in row] for row in status]
+    scale = []
+    for s, k in STATUS_CODE.items():
+        scale += [[k / len(STATUS_CODE), TILE_COLORS[s]], [(k + 1) / len(STATUS_CODE), TILE_COLORS[s]]]
+    fig = go.Figure(go.Heatmap(
+        z=z, text=words, zmin=-0.5, zmax=len(STATUS_CODE) - 0.5, colorscale=scale, showscale=False, name="tiles",
+        xgap=1 if tc <= TILE_LINES_MAX else 0, ygap=1 if tr <= TILE_LINES_MAX else 0,
+        hovertemplate=(f"Q block i = %{{y}} (queries from %{{y}} × {block_q})<br>"
+                       f"K/V block j = %{{x}} (keys from %{{x}} × {block_k})<br>%{{text}}<extra></extra>")))
+    _square_axes(fig, f"K/V block j (Bc = {block_k} keys)", f"Q block i (Br = {block_q} queries)",
+                 [-0.5, tc - 0.5], [tr - 0.5, -0.5])
+    fig.update_layout(plot_bgcolor="#5a5a5a")  # shows between tiles (xgap / ygap) as grid lines
+    if block_q != block_k:
+        fig.update_yaxes(scaleanchor=None)  # blocks of unequal size: the grid is not square in tokens either
+    _swatches(fig, [(TILE_STATUS_LABELS[s], TILE_COLORS[s]) for s in TILE_STATUSES])
+    total = tr * tc
+    computed = total - counts.get("skipped", 0)
+    _layout(fig, "Tile map", f"{tr} × {tc} = {total} tiles: {computed} computed ({computed / total:.1%}): "
+                             f"{counts.get('full', 0)} full, {counts.get('partial', 0)} partial; "
+                             f"{counts.get('skipped', 0)} skipped")
+    return fig
+
+
+def _indices(values: Sequence[int]) -> str:
+    shown = ", ".join(str(v) for v in values[:INDICES_SHOWN])
+    more = len(values) - INDICES_SHOWN
+    return f"[{shown}{f', ... {more} more' if more > 0 else ''}]"
+
+
+def block_mask_table_figure(rows: Sequence[Mapping[str, object]], *, n_q_blocks: int) -> go.Figure:
+    """The BlockMask's tensors at (b, h) = (0, 0) for the first query blocks, as FlexAttention stores them.
+
+    Args:
+        rows: one dict per query block with q_block, kv_num_blocks, kv_indices (the valid prefix only),
+            full_kv_num_blocks, full_kv_indices (as block_mask_rows gives them).
+        n_q_blocks: Tr, how many query blocks the BlockMask has in all (the table shows the first len(rows)).
+    Returns:
+        A plotly table figure.
+
+    Example:
+        >>> block_mask_table_figure([{"q_block": 0, "kv_num_blocks": 1, "kv_indices": [0],
+        ...     "full_kv_num_blocks": 0, "full_kv_indices": []}], n_q_blocks=2).data[0].cells.values[2]
+        ['[0]']
+    """
+    header = ["query block", "kv_num_blocks", "kv_indices[:kv_num]", "full_kv_num_blocks",
+              "full_kv_indices[:full_num]"]
+    cells = [[str(r["q_block"]) for r in rows], [str(r["kv_num_blocks"]) for r in rows],
+             [_indices(r["kv_indices"]) for r in rows], [str(r["full_kv_num_blocks"]) for r in rows],
+             [_indices(r["full_kv_indices"]) for r in rows]]
+    fig = go.Figure(go.Table(
+        columnwidth=[1.2, 1.4, 4, 1.8, 4],
+        header={"values": header, "fill_color": "#DDE6F0", "font": {"size": TABLE_FONT_PX}, "align": "left",
+                "height": TABLE_ROW_PX},
+        cells={"values": cells, "fill_color": [["white", "#F4F6F9"] * (len(rows) // 2 + 1)],
+               "font": {"size": TABLE_FONT_PX}, "align": "left", "height": TABLE_ROW_PX}))
+    fig.update_layout(template=flashviz_template(), title={"text": "BlockMask tensors (b = 0, h = 0)"},
+                      height=100 + TABLE_ROW_PX * (len(rows) + 1) + 40, margin={"l": 10, "r": 10, "b": 10})
+    set_subtitle(fig, f"The first {len(rows)} of {n_q_blocks} query blocks. kv_*: partial blocks (mask_mod applied "
+                      "inside); full_kv_*: full blocks (no mask work); blocks in neither list are skipped.")
+    return fig
+
+
+def score_mod_figure(curves: Mapping[str, Sequence[float]], *, kind: str, heads: int = 1, cap: float = 0.0,
+                     n: int = 0) -> go.Figure:
+    """What the score_mod does: softcap's curve against the identity, or ALiBi's bias against key offset per head.
+
+    Args:
+        curves: score_curves output: {"score", "capped"} for softcap, {"offset", "head 0", ...} for ALiBi.
+        kind: "softcap" or "alibi".  heads: H (ALiBi).  cap: the cap (softcap).  n: N (ALiBi's offsets).
+    Returns:
+        A line figure with hover carrying the numbers.
+
+    Example:
+        >>> curves = {"score": [-1.0, 0.0, 1.0], "capped": [-0.5, 0.0, 0.5]}
+        >>> score_mod_figure(curves, kind="softcap", cap=1).data[0].name
+        'cap · tanh(score / cap)'
+    """
+    fig = go.Figure()
+    if kind == "softcap":
+        fig.add_trace(go.Scatter(x=curves["score"], y=curves["capped"], mode="lines", name="cap · tanh(score / cap)",
+                                 line={"color": VISIBLE_COLOR, "width": LINE_PX},
+                                 hovertemplate="score %{x:.3g} → %{y:.4g}<extra></extra>"))
+        fig.add_trace(go.Scatter(x=curves["score"], y=curves["score"], mode="lines", name="no score mod",
+                                 line={"color": "#777777", "width": 2, "dash": "dash"}, hoverinfo="skip"))
+        style_figure(fig, title=f"softcap({cap:g}): scores squashed into (−{cap:g}, {cap:g})",
+                     x_title="score before (scaled q·k)", y_title="score after")
+        return fig
+    for h in range(min(heads, HEADS_DRAWN)):
+        fig.add_trace(go.Scatter(x=curves["offset"], y=curves[f"head {h}"], mode="lines", name=f"head {h}",
+                                 line={"color": HEAD_COLORS[h % len(HEAD_COLORS)], "width": LINE_PX},
+                                 hovertemplate=f"head {h}: key offset j − i = %{{x:.0f}}, bias %{{y:.4g}}"
+                                               "<extra></extra>"))
+    style_figure(fig, title=f"alibi({heads}): a linear penalty on distance, one slope per head",
+                 x_title="key offset j − i (tokens)", y_title="bias added to the score")
+    if heads > HEADS_DRAWN:
+        set_subtitle(fig, f"The first {HEADS_DRAWN} of {heads} heads; the other slopes lie between.")
+    fig.update_layout(legend={"font": {"size": LEGEND_FONT_PX}})
+    fig.update_xaxes(range=[-(n - 1), 0] if n > 1 else None)
+    return fig
+

@@ -1,0 +1,206 @@
+"""The "Masks" tab: build a FlexAttention mask from presets, see it at element level and as tiles, read the BlockMask
+a FlexAttention user would get, and check it against torch's own create_block_mask, live.
+
+The browser sends only preset names and numbers (the tab's settings, in the URL like every other); the mask_mod is
+built here from flashviz.masks. Widgets -> cached data (flashviz.measure.maskview) -> figures (flashviz.figures.masks).
+Every number on the page is computed from the data drawn next to it.
+
+Legend: N sequence length, Br = block_q, Bc = block_k, Tr x Tc tiles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import streamlit as st
+
+from flashviz.core.blockmask import to_block_mask
+from flashviz.core.tiling import tile_schedule
+from flashviz.figures.masks import block_mask_table_figure, element_mask_figure, score_mod_figure, tile_map_figure
+from flashviz.measure.maskview import (
+    PRESET_PARAMS,
+    ElementMap,
+    MaskSpec,
+    TileGrid,
+    block_mask_rows,
+    build_mask,
+    element_map,
+    matches_torch,
+    score_curves,
+    tile_grid,
+)
+from flashviz.ui.common import show_figure
+from flashviz.ui.state import Settings
+from flashviz.ui.widgets import draw
+
+TILE_GRID_MAX = 256  # tiles per side the tile map draws (65,536 tiles)
+CHECK_N_MAX = 4096  # create_block_mask builds the whole N x N mask: about 150 MB of temporaries at 4096, 0.5 GB at 8192
+TABLE_ROWS = 8  # query blocks of the BlockMask listed
+PARAM_SETTING = {  # MaskSpec field -> the setting (widget) that holds it
+    "docs": "mdocs", "prefix": "mprefix", "sinks": "msinks", "window": "mwin", "right": "mright", "chunk": "mchunk",
+    "dilation": "mdil",
+}
+
+
+def mask_spec(s: Settings) -> MaskSpec:
+    """The mask the tab's settings describe (names and numbers only)."""
+    return MaskSpec(preset=s.mask, combine=s.mcomb, preset2=s.mask2, docs=s.mdocs, prefix=s.mprefix, sinks=s.msinks,
+                    window=s.mwin, right=s.mright, chunk=s.mchunk, dilation=s.mdil, score=s.mscore, cap=s.mcap)
+
+
+@dataclass(frozen=True)
+class MaskData:
+    """Everything the tab draws for one mask, as plain data."""
+
+    code: str  # the Python that builds the mask_mod (and score_mod)
+    doc_lengths: tuple[int, ...]  # document lengths at this N, if a document preset is used
+    elements: ElementMap  # the element-level mask at a readable resolution
+    grid: TileGrid  # the tile schedule's statuses and counts
+    rows: list  # the BlockMask's first query-block rows (block_mask_rows)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def cached_mask_data(spec: MaskSpec, n: int, br: int, bc: int) -> MaskData:
+    """Build the mask at N, evaluate it at element level, classify its tiles and export the BlockMask."""
+    built = build_mask(spec, n)
+    schedule = tile_schedule(n, n, br, bc, mask_mod=built.mask_mod)
+    rows = block_mask_rows(to_block_mask(schedule), TABLE_ROWS)
+    return MaskData(built.code, built.doc_lengths, element_map(built.mask_mod, n), tile_grid(schedule), rows)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def cached_matches_torch(spec: MaskSpec, n: int, br: int, bc: int) -> bool:
+    """Whether our BlockMask equals create_block_mask's on this mask (the score_mod does not enter: cache by mask)."""
+    return matches_torch(build_mask(spec, n).mask_mod, n, br, bc)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def cached_score_curves(spec: MaskSpec, n: int, heads: int) -> dict[str, list[float]]:
+    return score_curves(spec, n, heads)
+
+
+def _controls_ui(s: Settings) -> None:
+    """The preset pickers, then the parameters of the presets in use (and the softcap's cap)."""
+    c1, c2, c3, c4 = st.columns(4)
+    draw("mask", c1)
+    draw("mcomb", c2)
+    if s.mcomb != "none":
+        draw("mask2", c3)
+    draw("mscore", c4)
+    spec = mask_spec(s)
+    params = list(dict.fromkeys(p for name in spec.presets for p in PRESET_PARAMS[name]))
+    names = [PARAM_SETTING[p] for p in params] + (["mcap"] if s.mscore == "softcap" else [])
+    if names:
+        for name, col in zip(names, st.columns(max(len(names), 4)), strict=False):
+            draw(name, col)
+
+
+def _grid_error(s: Settings) -> str | None:
+    tr, tc = -(-s.n // s.br), -(-s.n // s.bc)
+    if max(tr, tc) <= TILE_GRID_MAX:
+        return None
+    need = -(-s.n // TILE_GRID_MAX)
+    return (f"N = {s.n} with Br = {s.br}, Bc = {s.bc} makes a {tr} × {tc} grid of tiles; this view draws at most "
+            f"{TILE_GRID_MAX} × {TILE_GRID_MAX}. Raise the block size to at least {need} or lower N.")
+
+
+def masks_ui(s: Settings) -> None:
+    """Draw the tab for settings s."""
+    st.markdown(
+        "A FlexAttention **mask_mod(b, h, q_idx, kv_idx)** says which keys each query may see. The tiled kernel "
+        "turns it into tiles: **full** (every pair visible: no mask work), **partial** (masked inside) or "
+        "**skipped** (never loaded). PyTorch's FlexAttention stores the same split as a **BlockMask**. Pick a "
+        "mask; N and the tile sizes Br, Bc come from the sidebar."
+    )
+    _controls_ui(s)
+    if s.causal or s.window is not None:
+        st.caption("The sidebar's causal mask and sliding window do not apply in this tab: its mask is built from "
+                   "the presets above only.")
+    error = _grid_error(s)
+    if error:
+        st.error(error)
+        return
+    spec = mask_spec(s)
+    try:
+        with st.spinner(f"Evaluating the {s.n} × {s.n} mask ..."):
+            data = cached_mask_data(spec, s.n, s.br, s.bc)
+    except (ValueError, TypeError) as e:  # the presets' own validation says what to change
+        st.error(f"This mask cannot be built: {e}")
+        return
+    _summary_ui(s, data)
+    left, right = st.columns(2)
+    with left:
+        show_figure(element_mask_figure(data.elements.fraction, n=s.n, cell=data.elements.cell,
+                                        visible_fraction=data.elements.visible_fraction, tile_q=s.br, tile_k=s.bc),
+                    key="mask_elements")
+    with right:
+        show_figure(tile_map_figure(data.grid.status, n=s.n, block_q=s.br, block_k=s.bc, counts=data.grid.counts),
+                    key="mask_tiles")
+    _block_mask_ui(s, spec, data)
+    _score_mod_ui(s, spec)
+
+
+def _summary_ui(s: Settings, data: MaskData) -> None:
+    """The sparsity in words, every number from the data drawn below."""
+    g, e = data.grid, data.elements
+    masked_work = 1 - e.visible / g.computed_elements if g.computed_elements else 0.0
+    docs = (f" Documents at N = {s.n}: {', '.join(str(x) for x in data.doc_lengths)} tokens."
+            if data.doc_lengths else "")
+    st.markdown(
+        f"**{g.computed} of {g.tiles} tiles computed ({g.computed / g.tiles:.1%})**: {g.counts['full']} full, "
+        f"{g.counts['partial']} partial, {g.counts['skipped']} skipped. **{e.visible_fraction:.1%} of the "
+        f"{s.n}² (query, key) pairs are visible**; {masked_work:.1%} of the pairs inside computed tiles are masked "
+        f"(computed, then thrown away). Dense attention with a boolean mask computes all {s.n}² pairs.{docs}"
+    )
+    if e.cell > 1:
+        st.caption(f"The element mask is drawn at {e.fraction.shape[0]} × {e.fraction.shape[1]} pixels: each pixel "
+                   f"shows {e.cell} × {e.cell} elements, shaded by the fraction visible (exact counts).")
+
+
+def _block_mask_ui(s: Settings, spec: MaskSpec, data: MaskData) -> None:
+    st.subheader("The BlockMask FlexAttention sees")
+    _check_ui(s, spec)
+    tr = len(data.grid.status)
+    show_figure(block_mask_table_figure(data.rows, n_q_blocks=tr), key="mask_block_table")
+    if data.grid.ragged_full:
+        st.caption(f"N = {s.n} is not a multiple of the tile size, so the last row or column of tiles is ragged: "
+                   f"{data.grid.ragged_full} ragged tiles are full on the tile map (every in-bounds pair visible) but "
+                   "partial in the BlockMask, because create_block_mask pads the mask past N with masked pairs.")
+    st.markdown("The same mask in Python (FlexAttention's signatures: the function works in both libraries):")
+    score = ", score_mod=score_mod" if spec.score != "none" else ""
+    st.code("from torch.nn.attention.flex_attention import and_masks, or_masks, create_block_mask, flex_attention\n"
+            "from flashviz.masks import *\n"
+            "from flashviz.core.tiling import tile_schedule\n"
+            "from flashviz.core.blockmask import to_block_mask\n\n"
+            f"{data.code}\n"
+            f"schedule = tile_schedule({s.n}, {s.n}, {s.br}, {s.bc}, mask_mod=mask_mod)  # full / partial / skipped\n"
+            "block_mask = to_block_mask(schedule)\n"
+            f"same = create_block_mask(mask_mod, 1, 1, {s.n}, {s.n}, BLOCK_SIZE=({s.br}, {s.bc}))\n"
+            f"# out = flex_attention(q, k, v, block_mask=block_mask{score})", language="python")
+
+
+def _check_ui(s: Settings, spec: MaskSpec) -> None:
+    """The live check against torch's create_block_mask (skipped above CHECK_N_MAX, and saying so)."""
+    if s.n > CHECK_N_MAX:
+        st.markdown(f"Equal to create_block_mask: **not checked live** at N = {s.n}: create_block_mask builds the "
+                    f"whole N × N mask, so this tab runs it only up to N = {CHECK_N_MAX}.")
+        return
+    with st.spinner("Building the same mask with torch's create_block_mask ..."):
+        same = cached_matches_torch(spec, s.n, s.br, s.bc)
+    if same:
+        st.markdown(f"✅ **Equal to create_block_mask: yes**: torch's create_block_mask(mask_mod, 1, 1, {s.n}, {s.n}, "
+                    f"BLOCK_SIZE=({s.br}, {s.bc})) lists the same partial and full blocks as the table below, for "
+                    "every query block.")
+    else:
+        st.error(f"Equal to create_block_mask: **no**: torch's create_block_mask lists different blocks for this mask "
+                 f"at N = {s.n}, Br = {s.br}, Bc = {s.bc}.")
+
+
+def _score_mod_ui(s: Settings, spec: MaskSpec) -> None:
+    if spec.score == "none":
+        return
+    st.subheader("The score mod")
+    curves = cached_score_curves(spec, s.n, s.heads)
+    show_figure(score_mod_figure(curves, kind=spec.score, heads=s.heads, cap=spec.cap, n=s.n), key="mask_score")
+    st.caption("A score_mod changes scores before the softmax; it never changes which pairs are visible, so the "
+               "element mask, the tile map and the BlockMask above are the same with or without it.")
