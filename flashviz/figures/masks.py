@@ -15,25 +15,29 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from flashviz.figures.report import TABLE_FONT_PX, TABLE_ROW_PX
+from flashviz.figures.report import TABLE_FONT_PX, TABLE_HEADER_PX, TABLE_ROW_PX, TABLE_SLACK_PX
 from flashviz.figures.style import (
     LEGEND_FONT_PX,
     LINE_PX,
+    SUBTITLE_LINE_PX,
     TICK_FONT_PX,
     TILE_COLORS,
+    TITLE_BLOCK_PX,
     flashviz_template,
     set_subtitle,
     style_figure,
 )
-from flashviz.vocab import TILE_STATUS_LABELS, TILE_STATUSES
+from flashviz.vocab import FULL, PARTIAL, SKIPPED, TILE_STATUS_LABELS, TILE_STATUSES
 
 MAP_HEIGHT_PX = 560  # element map and tile map: the same height, side by side
-MAP_MARGIN = {"l": 90, "r": 20, "b": 120}  # room for the y title, and for the x title plus the legend underneath
+MAP_MARGIN = {"l": 80, "r": 20, "b": 150}  # room for the y title, and for the x title plus the legend underneath
+LEGEND_Y_PX = 70  # the legend (or colour bar) starts this far below the plot area: under the x title
 VISIBLE_COLOR = "#0072B2"  # a visible (query, key) pair: blue (Okabe-Ito)
 MASKED_COLOR = "#FFFFFF"  # a masked pair: white
 TILE_LINE_COLOR = "#AAAAAA"  # tile boundaries drawn over the element map
 TILE_LINES_MAX = 32  # tiles per side up to which the element map shows the tile boundaries
 STATUS_CODE = {s: k for k, s in enumerate(TILE_STATUSES)}  # full 0, partial 1, skipped 2
+SHORT_LABELS = {FULL: "full", PARTIAL: "partial", SKIPPED: "skipped"}  # legend of a half-width map, after a count
 INDICES_SHOWN = 10  # index entries listed per BlockMask row before "..."
 HEADS_DRAWN = 8  # ALiBi: heads drawn as lines (the slopes of the rest lie between)
 HEAD_COLORS = ("#0072B2", "#009E73", "#D55E00", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
@@ -53,12 +57,19 @@ def _swatches(fig: go.Figure, entries: Sequence[tuple[str, str]]) -> None:
             "symbol": "square", "size": 20, "color": color, "line": {"color": "#333333", "width": 1}}))
 
 
-def _layout(fig: go.Figure, title: str, subtitle: str) -> None:
+def _layout(fig: go.Figure, title: str, subtitle: Sequence[str]) -> None:
+    """Title, one subtitle line per entry (short: the figure is half the page wide), the legend under the x title."""
     fig.update_layout(template=flashviz_template(), title={"text": title}, height=MAP_HEIGHT_PX,
                       margin=MAP_MARGIN, showlegend=True,
-                      legend={"orientation": "h", "x": 0.0, "y": -0.2, "xanchor": "left", "yanchor": "top",
-                              "font": {"size": LEGEND_FONT_PX}, "itemsizing": "constant"})
-    set_subtitle(fig, subtitle)
+                      legend={"orientation": "h", "x": 0.0, "y": -LEGEND_Y_PX / _plot_px(len(subtitle)),
+                              "xanchor": "left", "yanchor": "top", "font": {"size": LEGEND_FONT_PX},
+                              "itemsizing": "constant"})
+    set_subtitle(fig, "<br>".join(subtitle))
+
+
+def _plot_px(subtitle_lines: int) -> float:
+    """Height of the plot area (px), to place things below it in paper units."""
+    return MAP_HEIGHT_PX - MAP_MARGIN["b"] - TITLE_BLOCK_PX - SUBTITLE_LINE_PX * subtitle_lines
 
 
 def element_mask_figure(fraction: np.ndarray, *, n: int, cell: int, visible_fraction: float,
@@ -86,8 +97,9 @@ def element_mask_figure(fraction: np.ndarray, *, n: int, cell: int, visible_frac
     fig = go.Figure(go.Heatmap(
         z=fraction, x=centers, y=centers, zmin=0.0, zmax=1.0, colorscale=[[0, MASKED_COLOR], [1, VISIBLE_COLOR]],
         showscale=not exact, name="mask",
-        colorbar={"title": {"text": "visible", "side": "right"}, "tickformat": ".0%", "len": 0.8,
-                  "tickfont": {"size": TICK_FONT_PX}},
+        colorbar={"title": {"text": "visible", "side": "right"}, "tickformat": ".0%", "orientation": "h",
+                  "len": 0.8, "x": 0.0, "xanchor": "left", "y": -LEGEND_Y_PX / _plot_px(2), "yanchor": "top",
+                  "thickness": 16, "tickfont": {"size": TICK_FONT_PX}},
         hovertemplate=f"{where}<br>visible: %{{z:.0%}}<extra></extra>"))
     edge = [-0.5, n - 0.5]
     _square_axes(fig, "key position j", "query position i", edge, edge[::-1])
@@ -98,10 +110,9 @@ def element_mask_figure(fraction: np.ndarray, *, n: int, cell: int, visible_frac
         for y in range(tile_q, n, tile_q):
             fig.add_shape(type="line", y0=y - 0.5, y1=y - 0.5, x0=-0.5, x1=n - 0.5, line=line, layer="above")
     if exact:
-        _swatches(fig, (("visible (i may attend to j)", VISIBLE_COLOR), ("masked", MASKED_COLOR)))
-    resolution = ("one pixel per element" if exact else
-                  f"each pixel shows {cell} × {cell} elements, shaded by the fraction visible")
-    _layout(fig, "Element mask", f"N = {n}: {visible_fraction:.1%} of the N² pairs visible; {resolution}")
+        _swatches(fig, (("visible", VISIBLE_COLOR), ("masked", MASKED_COLOR)))
+    resolution = "one pixel per element" if exact else f"{cell} × {cell} elements per pixel"
+    _layout(fig, "Element mask", (f"{visible_fraction:.1%} of the {n}² pairs visible", resolution))
     if not exact:
         fig.update_layout(showlegend=False)
     return fig
@@ -139,12 +150,11 @@ def tile_map_figure(status: Sequence[Sequence[str]], *, n: int, block_q: int, bl
     fig.update_layout(plot_bgcolor="#5a5a5a")  # shows between tiles (xgap / ygap) as grid lines
     if block_q != block_k:
         fig.update_yaxes(scaleanchor=None)  # blocks of unequal size: the grid is not square in tokens either
-    _swatches(fig, [(TILE_STATUS_LABELS[s], TILE_COLORS[s]) for s in TILE_STATUSES])
+    _swatches(fig, [(f"{counts.get(s, 0)} {SHORT_LABELS[s]}", TILE_COLORS[s]) for s in TILE_STATUSES])
     total = tr * tc
     computed = total - counts.get("skipped", 0)
-    _layout(fig, "Tile map", f"{tr} × {tc} = {total} tiles: {computed} computed ({computed / total:.1%}): "
-                             f"{counts.get('full', 0)} full, {counts.get('partial', 0)} partial; "
-                             f"{counts.get('skipped', 0)} skipped")
+    _layout(fig, "Tile map", (f"{computed} of {total} tiles computed ({computed / total:.1%})",
+                              f"{tr} × {tc} tiles of {block_q} × {block_k}"))
     return fig
 
 
@@ -169,21 +179,25 @@ def block_mask_table_figure(rows: Sequence[Mapping[str, object]], *, n_q_blocks:
         ...     "full_kv_num_blocks": 0, "full_kv_indices": []}], n_q_blocks=2).data[0].cells.values[2]
         ['[0]']
     """
-    header = ["query block", "kv_num_blocks", "kv_indices[:kv_num]", "full_kv_num_blocks",
-              "full_kv_indices[:full_num]"]
+    header = ["query<br>block i", "kv_num_<br>blocks", "kv_indices<br>(the first kv_num)", "full_kv_num_<br>blocks",
+              "full_kv_indices<br>(the first full_num)"]
     cells = [[str(r["q_block"]) for r in rows], [str(r["kv_num_blocks"]) for r in rows],
              [_indices(r["kv_indices"]) for r in rows], [str(r["full_kv_num_blocks"]) for r in rows],
              [_indices(r["full_kv_indices"]) for r in rows]]
     fig = go.Figure(go.Table(
-        columnwidth=[1.2, 1.4, 4, 1.8, 4],
+        columnwidth=[1, 1.6, 3.2, 1.9, 3.2],
         header={"values": header, "fill_color": "#DDE6F0", "font": {"size": TABLE_FONT_PX}, "align": "left",
-                "height": TABLE_ROW_PX},
+                "height": TABLE_HEADER_PX},
         cells={"values": cells, "fill_color": [["white", "#F4F6F9"] * (len(rows) // 2 + 1)],
                "font": {"size": TABLE_FONT_PX}, "align": "left", "height": TABLE_ROW_PX}))
-    fig.update_layout(template=flashviz_template(), title={"text": "BlockMask tensors (b = 0, h = 0)"},
-                      height=100 + TABLE_ROW_PX * (len(rows) + 1) + 40, margin={"l": 10, "r": 10, "b": 10})
-    set_subtitle(fig, f"The first {len(rows)} of {n_q_blocks} query blocks. kv_*: partial blocks (mask_mod applied "
-                      "inside); full_kv_*: full blocks (no mask work); blocks in neither list are skipped.")
+    subtitle = [f"[0, 0, i] for the first {len(rows)} of {n_q_blocks} query blocks i.",
+                "kv_*: partial blocks (mask_mod applied inside); full_kv_*: full",
+                "blocks (no mask work); blocks in neither list are skipped."]
+    fig.update_layout(template=flashviz_template(), title={"text": "BlockMask tensors"})
+    set_subtitle(fig, "<br>".join(subtitle))
+    top = fig.layout.margin.t
+    fig.update_layout(margin={"l": 10, "r": 10, "b": 10, "t": top},
+                      height=top + TABLE_HEADER_PX + TABLE_ROW_PX * len(rows) + TABLE_SLACK_PX + 10)
     return fig
 
 

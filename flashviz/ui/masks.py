@@ -79,19 +79,17 @@ def cached_score_curves(spec: MaskSpec, n: int, heads: int) -> dict[str, list[fl
     return score_curves(spec, n, heads)
 
 
+CONTROLS_PER_ROW = 5  # widgets side by side: a 140 px select or number input each at 1280 px
+
+
 def _controls_ui(s: Settings) -> None:
-    """The preset pickers, then the parameters of the presets in use (and the softcap's cap)."""
-    c1, c2, c3, c4 = st.columns(4)
-    draw("mask", c1)
-    draw("mcomb", c2)
-    if s.mcomb != "none":
-        draw("mask2", c3)
-    draw("mscore", c4)
+    """The preset pickers, the parameters of the presets in use, the score mod (and the softcap's cap)."""
     spec = mask_spec(s)
     params = list(dict.fromkeys(p for name in spec.presets for p in PRESET_PARAMS[name]))
-    names = [PARAM_SETTING[p] for p in params] + (["mcap"] if s.mscore == "softcap" else [])
-    if names:
-        for name, col in zip(names, st.columns(max(len(names), 4)), strict=False):
+    names = (["mask", "mcomb"] + (["mask2"] if s.mcomb != "none" else []) + [PARAM_SETTING[p] for p in params]
+             + ["mscore"] + (["mcap"] if s.mscore == "softcap" else []))
+    for start in range(0, len(names), CONTROLS_PER_ROW):
+        for name, col in zip(names[start:start + CONTROLS_PER_ROW], st.columns(CONTROLS_PER_ROW), strict=False):
             draw(name, col)
 
 
@@ -106,12 +104,9 @@ def _grid_error(s: Settings) -> str | None:
 
 def masks_ui(s: Settings) -> None:
     """Draw the tab for settings s."""
-    st.markdown(
-        "A FlexAttention **mask_mod(b, h, q_idx, kv_idx)** says which keys each query may see. The tiled kernel "
-        "turns it into tiles: **full** (every pair visible: no mask work), **partial** (masked inside) or "
-        "**skipped** (never loaded). PyTorch's FlexAttention stores the same split as a **BlockMask**. Pick a "
-        "mask; N and the tile sizes Br, Bc come from the sidebar."
-    )
+    st.markdown("A FlexAttention **mask_mod** says which keys each query sees; the tiled kernel turns it into "
+                "**full**, **partial** and **skipped** tiles, and FlexAttention into a **BlockMask**. N, Br and Bc "
+                "come from the sidebar.")
     _controls_ui(s)
     if s.causal or s.window is not None:
         st.caption("The sidebar's causal mask and sliding window do not apply in this tab: its mask is built from "
@@ -127,7 +122,6 @@ def masks_ui(s: Settings) -> None:
     except (ValueError, TypeError) as e:  # the presets' own validation says what to change
         st.error(f"This mask cannot be built: {e}")
         return
-    _summary_ui(s, data)
     left, right = st.columns(2)
     with left:
         show_figure(element_mask_figure(data.elements.fraction, n=s.n, cell=data.elements.cell,
@@ -136,6 +130,7 @@ def masks_ui(s: Settings) -> None:
     with right:
         show_figure(tile_map_figure(data.grid.status, n=s.n, block_q=s.br, block_k=s.bc, counts=data.grid.counts),
                     key="mask_tiles")
+    _summary_ui(s, data)
     _block_mask_ui(s, spec, data)
     _score_mod_ui(s, spec)
 
@@ -168,15 +163,16 @@ def _block_mask_ui(s: Settings, spec: MaskSpec, data: MaskData) -> None:
                    "partial in the BlockMask, because create_block_mask pads the mask past N with masked pairs.")
     st.markdown("The same mask in Python (FlexAttention's signatures: the function works in both libraries):")
     score = ", score_mod=score_mod" if spec.score != "none" else ""
-    st.code("from torch.nn.attention.flex_attention import and_masks, or_masks, create_block_mask, flex_attention\n"
+    st.code("from torch.nn.attention.flex_attention import (\n"
+            "    and_masks, or_masks, create_block_mask, flex_attention)\n"
             "from flashviz.masks import *\n"
             "from flashviz.core.tiling import tile_schedule\n"
             "from flashviz.core.blockmask import to_block_mask\n\n"
             f"{data.code}\n"
-            f"schedule = tile_schedule({s.n}, {s.n}, {s.br}, {s.bc}, mask_mod=mask_mod)  # full / partial / skipped\n"
+            f"schedule = tile_schedule({s.n}, {s.n}, {s.br}, {s.bc}, mask_mod=mask_mod)\n"
             "block_mask = to_block_mask(schedule)\n"
             f"same = create_block_mask(mask_mod, 1, 1, {s.n}, {s.n}, BLOCK_SIZE=({s.br}, {s.bc}))\n"
-            f"# out = flex_attention(q, k, v, block_mask=block_mask{score})", language="python")
+            f"# out = flex_attention(q, k, v, block_mask=block_mask{score})", language="python", wrap_lines=True)
 
 
 def _check_ui(s: Settings, spec: MaskSpec) -> None:
@@ -188,9 +184,9 @@ def _check_ui(s: Settings, spec: MaskSpec) -> None:
     with st.spinner("Building the same mask with torch's create_block_mask ..."):
         same = cached_matches_torch(spec, s.n, s.br, s.bc)
     if same:
-        st.markdown(f"✅ **Equal to create_block_mask: yes**: torch's create_block_mask(mask_mod, 1, 1, {s.n}, {s.n}, "
-                    f"BLOCK_SIZE=({s.br}, {s.bc})) lists the same partial and full blocks as the table below, for "
-                    "every query block.")
+        st.success(f"**Equal to create_block_mask: yes.** torch's create_block_mask(mask_mod, 1, 1, {s.n}, {s.n}, "
+                   f"BLOCK_SIZE=({s.br}, {s.bc})) lists the same partial and full blocks as this BlockMask, for "
+                   "every query block.")
     else:
         st.error(f"Equal to create_block_mask: **no**: torch's create_block_mask lists different blocks for this mask "
                  f"at N = {s.n}, Br = {s.br}, Bc = {s.bc}.")

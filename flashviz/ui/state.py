@@ -37,23 +37,23 @@ VIEWS = {  # URL slug -> tab label
     "masks": "Masks",
 }
 MASK_PRESETS = {  # URL name -> label: the mask_mod presets of flashviz.masks the Masks view offers
-    "causal": "causal_mask",
-    "sliding_window": "sliding_window(left, right)",
-    "prefix_lm": "prefix_lm(prefix)",
-    "document": "document(lengths)",
-    "attention_sink": "attention_sink(sinks, window)",
-    "chunked": "chunked(chunk)",
-    "dilated": "dilated(window, dilation)",
+    "causal": "causal",
+    "sliding_window": "sliding window",
+    "prefix_lm": "prefix LM",
+    "document": "document",
+    "attention_sink": "attention sink",
+    "chunked": "chunked",
+    "dilated": "dilated",
 }
-MASK_COMBINE = {"none": "no", "and": "AND (and_masks)", "or": "OR (or_masks)"}
+MASK_COMBINE = {"none": "no", "and": "AND", "or": "OR"}
 DOC_PATTERNS = {  # URL name -> label; flashviz.measure.maskview scales each pattern's ratios to N
-    "mixed": "4 mixed (1000 : 1500 : 600 : 996)",
+    "mixed": "4 mixed",
     "equal2": "2 equal",
     "equal4": "4 equal",
     "equal8": "8 equal",
-    "growing": "4 growing (1 : 2 : 4 : 8)",
+    "growing": "4 growing",
 }
-SCORE_MODS = {"none": "none", "alibi": "alibi(H)", "softcap": "softcap(cap)"}
+SCORE_MODS = {"none": "none", "alibi": "ALiBi", "softcap": "softcap"}
 DILATION_MAX = 1024  # dilated(window, dilation): a stride beyond this leaves only the diagonal at any N shown
 CAP_MAX = 1000  # softcap(cap): scores of fp32 attention are far below this; larger caps change nothing
 IMPL_HELP = {
@@ -184,31 +184,34 @@ class Settings:
         help="Odd lengths (97, 257, 1000) make the last row and column of tiles ragged."))
     mask: str = setting("document", Spec(
         CHOICE, "selectbox", "Mask", options=tuple(MASK_PRESETS), labels=MASK_PRESETS, place=TAB,
-        help="A FlexAttention mask_mod preset from flashviz.masks: which keys j each query i sees."))
+        help="A FlexAttention mask_mod preset from flashviz.masks (causal_mask, sliding_window, prefix_lm, document, "
+             "attention_sink, chunked, dilated): which keys j each query i sees."))
     mcomb: str = setting("and", Spec(
-        CHOICE, "selectbox", "Combine with a second mask", options=tuple(MASK_COMBINE), labels=MASK_COMBINE, place=TAB,
-        help="AND keeps a key only where both masks see it (torch's and_masks); OR where either does (or_masks)."))
+        CHOICE, "selectbox", "Combine", options=tuple(MASK_COMBINE), labels=MASK_COMBINE, place=TAB,
+        help="Combine with a second mask: AND keeps a key only where both masks see it (torch's and_masks); OR "
+             "where either does (or_masks)."))
     mask2: str = setting("causal", Spec(
         CHOICE, "selectbox", "Second mask", options=tuple(MASK_PRESETS), labels=MASK_PRESETS, place=TAB,
         help="Combined with the first mask. Two presets of the same kind share their parameters."))
     mdocs: str = setting("mixed", Spec(
-        CHOICE, "selectbox", "Document lengths", options=tuple(DOC_PATTERNS), labels=DOC_PATTERNS, place=TAB,
-        help="How N tokens are packed into documents; lengths are scaled to N, so they always sum to N."))
+        CHOICE, "selectbox", "Documents", options=tuple(DOC_PATTERNS), labels=DOC_PATTERNS, place=TAB,
+        help="How N tokens are packed into documents, in relative lengths: 4 mixed = 1000 : 1500 : 600 : 996 (the "
+             "lengths at N = 4096), 4 growing = 1 : 2 : 4 : 8. Scaled to N, so they always sum to N."))
     mprefix: int = setting(256, Spec(
-        INT, "number_input", "Prefix length", lo=0, hi=N_MAX, step=64, place=TAB,
+        INT, "number_input", "Prefix", lo=0, hi=N_MAX, step=64, place=TAB,
         help="prefix_lm: keys j < prefix are seen by every query (bidirectional prefix); the rest is causal."))
     msinks: int = setting(4, Spec(
-        INT, "number_input", "Sink tokens", lo=0, hi=N_MAX, place=TAB,
+        INT, "number_input", "Sinks", lo=0, hi=N_MAX, place=TAB,
         help="attention_sink: the first keys every query keeps (StreamingLLM's attention sinks)."))
     mwin: int = setting(128, Spec(
-        INT, "number_input", "Window (keys back)", lo=0, hi=N_MAX, step=64, place=TAB,
+        INT, "number_input", "Window", lo=0, hi=N_MAX, step=64, place=TAB,
         help="sliding_window: keys i − w ≤ j a query sees; attention_sink: its causal window; dilated: the "
              "largest distance |i − j|."))
     mright: int = setting(0, Spec(
-        INT, "number_input", "Window (keys ahead)", lo=0, hi=N_MAX, step=64, place=TAB,
+        INT, "number_input", "Reach ahead", lo=0, hi=N_MAX, step=64, place=TAB,
         help="sliding_window only: keys j ≤ i + right a query sees (0: causal sliding window)."))
     mchunk: int = setting(256, Spec(
-        INT, "number_input", "Chunk length", lo=1, hi=N_MAX, step=64, place=TAB,
+        INT, "number_input", "Chunk", lo=1, hi=N_MAX, step=64, place=TAB,
         help="chunked: query i sees keys j ≤ i of its own chunk (j // chunk = i // chunk)."))
     mdil: int = setting(4, Spec(
         INT, "number_input", "Dilation", lo=1, hi=DILATION_MAX, place=TAB,
@@ -218,7 +221,7 @@ class Settings:
         help="A score_mod changes the scores before the softmax; it never changes which tiles are computed. "
              "ALiBi adds m_h (j − i) per head (H from the sidebar); softcap squashes scores into (−cap, cap)."))
     mcap: int = setting(30, Spec(
-        INT, "number_input", "Softcap cap", lo=1, hi=CAP_MAX, place=TAB,
+        INT, "number_input", "Cap", lo=1, hi=CAP_MAX, place=TAB,
         help="softcap: cap · tanh(score / cap). Gemma 2 caps attention logits at 50."))
 
     @property
