@@ -1,0 +1,357 @@
+"""The Masks tab: every number it shows is checked here against torch's own create_mask / create_block_mask at the
+settings where it is shown; hostile links are repaired; the figures have the structure a projector needs."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.nn.attention.flex_attention import and_masks, create_block_mask, create_mask, or_masks
+
+from flashviz.core.tiling import tile_schedule
+from flashviz.figures.masks import block_mask_table_figure, element_mask_figure, score_mod_figure, tile_map_figure
+from flashviz.masks import alibi, causal_mask, chunked, dilated, document, prefix_lm, sliding_window
+from flashviz.measure.maskview import (
+    DOC_RATIOS,
+    MaskSpec,
+    build_mask,
+    doc_lengths,
+    element_map,
+    score_curves,
+    tile_grid,
+)
+from flashviz.ui.query import parse_query
+from flashviz.ui.state import MASK_PRESETS, Env
+
+FONT_MIN_PX = 16  # readable on a projector
+
+
+def charts(at) -> dict[str, dict]:
+    """Plotly figures on the page, by title text."""
+    return {json.loads(el.proto.spec)["layout"].get("title", {}).get("text", ""): json.loads(el.proto.spec)
+            for el in at.get("plotly_chart")}
+
+
+def decode(z) -> np.ndarray:
+    """A plotly typed array ({"dtype", "bdata", "shape"}) or nested list -> numpy array."""
+    if isinstance(z, dict):
+        shape = tuple(int(x) for x in z["shape"].split(","))
+        return np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"])).reshape(shape)
+    return np.asarray(z)
+
+
+def assert_clean(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def summary(at) -> str:
+    (text,) = [m.value for m in at.markdown if "tiles computed" in m.value]
+    return text
+
+
+def truth(mask_mod, n: int, block: int) -> dict[str, object]:
+    """What the tab must show, computed independently: torch's dense mask and create_block_mask."""
+    dense = create_mask(mask_mod, 1, 1, n, n, device="cpu")[0, 0]  # (N, N) bool
+    counts = tile_schedule(n, n, block, block, mask_mod=mask_mod).counts()
+    return {"visible": dense.float().mean().item(), "counts": counts,
+            "computed": counts["full"] + counts["partial"], "tiles": sum(counts.values()),
+            "block_mask": create_block_mask(mask_mod, 1, 1, n, n, device="cpu", BLOCK_SIZE=block)}
+
+
+def assert_summary_matches(at, want: dict, n: int) -> None:
+    text = summary(at)
+    pct = want["computed"] / want["tiles"]
+    assert f"**{want['computed']} of {want['tiles']} tiles computed ({pct:.1%})**" in text, text
+    c = want["counts"]
+    assert f"{c['full']} full, {c['partial']} partial, {c['skipped']} skipped" in text
+    assert f"**{want['visible']:.1%} of the {n}² (query, key) pairs are visible**" in text
+
+
+def listed(values: list[int], shown: int = 10) -> str:
+    """An index list as the table writes it: the first `shown` entries, then how many more."""
+    head = ", ".join(str(v) for v in values[:shown])
+    return f"[{head}, ... {len(values) - shown} more]" if len(values) > shown else f"[{head}]"
+
+
+def assert_table_matches(at, block_mask) -> None:
+    """The BlockMask table lists create_block_mask's own counts and indices, row by row."""
+    (table,) = [s for t, s in charts(at).items() if t == "BlockMask tensors"]
+    cols = table["data"][0]["cells"]["values"]
+    for i, row in enumerate(cols[0]):
+        q = int(row)
+        kv_num, full_num = int(block_mask.kv_num_blocks[0, 0, q]), int(block_mask.full_kv_num_blocks[0, 0, q])
+        assert int(cols[1][i]) == kv_num and int(cols[3][i]) == full_num
+        assert cols[2][i] == listed(block_mask.kv_indices[0, 0, q, :kv_num].tolist())
+        assert cols[4][i] == listed(block_mask.full_kv_indices[0, 0, q, :full_num].tolist())
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the tab, through AppTest
+
+
+def test_defaults_show_the_mask_its_tiles_the_block_mask_and_the_check(make_app):
+    at = make_app(view="masks")
+    assert_clean(at)
+    assert not at.warning
+    mask = and_masks(document([250, 375, 150, 249]), causal_mask)  # 4 mixed documents at N = 1024, AND causal
+    want = truth(mask, 1024, 64)
+    assert_summary_matches(at, want, 1024)
+    assert "Documents at N = 1024: 250, 375, 150, 249 tokens." in summary(at)
+    (check,) = [s.value for s in at.success]
+    assert check.startswith("**Equal to create_block_mask: yes.**")
+    figs = charts(at)
+    tiles = figs["Tile map"]
+    codes = decode(tiles["data"][0]["z"])
+    sched = tile_schedule(1024, 1024, 64, 64, mask_mod=mask)
+    assert codes.tolist() == [[("full", "partial", "skipped").index(s) for s in row] for row in sched.status_grid()]
+    assert [t["name"] for t in tiles["data"][1:]] == [f"{want['counts'][s]} {s}" for s in ("full", "partial",
+                                                                                           "skipped")]
+    elements = figs["Element mask"]
+    z = decode(elements["data"][0]["z"])
+    assert z.shape == (256, 256)  # N = 1024 drawn at 4 x 4 elements per pixel, and the page says so
+    dense = create_mask(mask, 1, 1, 1024, 1024, device="cpu")[0, 0].float()
+    assert np.allclose(z, dense.view(256, 4, 256, 4).mean(dim=(1, 3)).numpy())
+    assert any("each pixel shows 4 × 4 elements" in c.value for c in at.caption)
+    assert_table_matches(at, want["block_mask"])
+    (code,) = [c.value for c in at.code]
+    assert "mask_mod = and_masks(document([250, 375, 150, 249]), causal_mask)" in code
+
+
+def test_the_code_shown_builds_the_same_block_mask(make_app):
+    at = make_app(view="masks", n="256", br="32", bc="32", mask="chunked", mcomb="or", mask2="prefix_lm",
+                  mchunk="96", mprefix="40")
+    assert_clean(at)
+    (code,) = [c.value for c in at.code]
+    scope: dict = {}
+    exec(code, scope)  # the tab's own code sample, run as a user would paste it
+    want = truth(or_masks(chunked(96), prefix_lm(40)), 256, 32)
+    for name in ("kv_num_blocks", "full_kv_num_blocks"):
+        assert torch.equal(getattr(scope["block_mask"], name), getattr(want["block_mask"], name))
+        assert torch.equal(getattr(scope["same"], name), getattr(want["block_mask"], name))
+    assert_summary_matches(at, want, 256)
+
+
+def test_an_and_combination_and_its_parameter_widgets(make_app):
+    at = make_app(view="masks", n="512", br="32", bc="32", mask="sliding_window", mcomb="and", mask2="dilated",
+                  mwin="100", mright="20", mdil="3")
+    assert_clean(at)
+    shown = {w.key for w in at.number_input}
+    assert {"mwin", "mright", "mdil"} <= shown and not {"mprefix", "msinks", "mchunk", "mcap"} & shown
+    want = truth(and_masks(sliding_window(100, 20), dilated(100, 3)), 512, 32)
+    assert_summary_matches(at, want, 512)
+    assert next(s.value for s in at.success).startswith("**Equal to create_block_mask: yes.**")
+    assert_table_matches(at, want["block_mask"])
+    at.selectbox(key="mcomb").set_value("none").run()  # one mask: the second picker and its parameter go
+    assert_clean(at)
+    assert at.query_params["mcomb"] == "none"
+    assert "mask2" not in {w.key for w in at.selectbox} and "mdil" not in {w.key for w in at.number_input}
+    assert_summary_matches(at, truth(sliding_window(100, 20), 512, 32), 512)
+
+
+def test_a_score_mod_draws_its_curve_and_leaves_the_tiles_alone(make_app):
+    base = make_app(view="masks", n="256", br="32", bc="32")
+    at = make_app(view="masks", n="256", br="32", bc="32", mscore="softcap", mcap="12")
+    assert_clean(at)
+    assert at.number_input(key="mcap").value == 12
+    figs = charts(at)
+    (curve,) = [s for t, s in figs.items() if t.startswith("softcap(12)")]
+    x, y = np.asarray(curve["data"][0]["x"]), np.asarray(curve["data"][0]["y"])
+    assert np.allclose(y, 12 * np.tanh(x / 12)) and x.min() == -36 and x.max() == 36
+    assert decode(figs["Tile map"]["data"][0]["z"]).tolist() == decode(
+        charts(base)["Tile map"]["data"][0]["z"]).tolist()  # "never changes which pairs are visible"
+    assert summary(at) == summary(base)
+    assert any("it never changes which pairs are visible" in c.value for c in at.caption)
+    (code,) = [c.value for c in at.code]
+    assert "score_mod = softcap(12.0)" in code and "score_mod=score_mod" in code
+
+    at = make_app(view="masks", n="256", br="32", bc="32", mscore="alibi", heads="3")
+    assert_clean(at)
+    (lines,) = [s for t, s in charts(at).items() if t.startswith("alibi(3)")]
+    assert [t["name"] for t in lines["data"]] == ["head 0", "head 1", "head 2"]
+    for h, trace in enumerate(lines["data"]):
+        offset = torch.tensor(trace["x"])
+        want = alibi(3)(torch.zeros_like(offset), 0, torch.tensor(h), torch.tensor(0), offset)
+        assert np.allclose(trace["y"], want.numpy())
+
+
+def test_a_ragged_n_says_how_many_edge_tiles_the_block_mask_lists_as_partial(make_app):
+    at = make_app(view="masks", n="1000", mask="causal", mcomb="none")
+    assert_clean(at)
+    sched = tile_schedule(1000, 1000, 64, 64, mask_mod=causal_mask)
+    theirs = create_block_mask(causal_mask, 1, 1, 1000, 1000, device="cpu", BLOCK_SIZE=64)
+    ours_full = sched.counts()["full"]
+    edge_full = ours_full - int(theirs.full_kv_num_blocks.sum())
+    assert edge_full == 15  # the last row of tiles (40 rows high) is full below the diagonal here, partial there
+    assert any(f"{edge_full} ragged tiles are full on the tile map" in c.value for c in at.caption)
+    assert_table_matches(at, theirs)
+    clean = make_app(view="masks", n="1024", mask="causal", mcomb="none")
+    assert not any("ragged" in c.value for c in clean.caption)
+
+
+def test_large_n_is_drawn_downsampled_and_says_the_check_is_not_run(make_app):
+    at = make_app(view="masks", n="8192", br="256", bc="256", mask="causal", mcomb="none")
+    assert_clean(at)
+    assert not at.success
+    assert any("**not checked live** at N = 8192" in m.value for m in at.markdown)
+    assert decode(charts(at)["Element mask"]["data"][0]["z"]).shape == (256, 256)  # 32 x 32 elements per pixel
+    assert any("each pixel shows 32 × 32 elements" in c.value for c in at.caption)
+
+
+def test_a_grid_beyond_the_cap_is_refused_with_a_fix(make_app):
+    at = make_app(view="masks", n="16384", br="32", bc="32")
+    assert not at.exception
+    (error,) = [e.value for e in at.error]
+    assert "512 × 512 grid of tiles" in error and "Raise the block size to at least 64" in error
+    assert not charts(at)
+
+
+HOSTILE = [
+    {"mask": "__import__('os').system('id')", "mcomb": "xor"},
+    {"mask2": "evil", "mscore": "lambda s, *a: s"},
+    {"mwin": "-5", "mright": "1e9", "mdil": "0", "mcap": "99999999"},
+    {"mdocs": "1000,1500,600", "mprefix": "１２", "mchunk": "0"},
+    {"msinks": ["1", "2"], "mcomb": "and", "mask2": "document", "mdocs": "equal8"},
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE, ids=[",".join(q) for q in HOSTILE])
+def test_hostile_mask_links_are_repaired_with_a_notice(make_app, query):
+    at = make_app(view="masks", n="256", br="32", bc="32", **query)
+    assert_clean(at)
+    (warning,) = [w.value for w in at.warning]
+    assert warning.startswith("**Some settings in this link were adjusted:**")
+    parsed, _ = parse_query({"view": "masks", "n": "256", "br": "32", "bc": "32", **query},
+                            Env(max_threads=int(at.query_params["threads"])))
+    assert at.query_params == parsed.to_query()
+    assert parsed.mask in MASK_PRESETS and parsed.mask2 in MASK_PRESETS and parsed.mcomb in ("none", "and", "or")
+    assert parsed.mdil >= 1 and parsed.mchunk >= 1 and parsed.mwin >= 0 and 1 <= parsed.mcap <= 1000
+    assert summary(at)  # the tab still draws
+
+
+def test_eight_documents_at_a_tiny_n_keep_only_the_ones_that_fit(make_app):
+    at = make_app(view="masks", n="16", br="4", bc="4", mask="document", mcomb="none", mdocs="equal8")
+    assert_clean(at)
+    assert "Documents at N = 16: 2, 2, 2, 2, 2, 2, 2, 2 tokens." in summary(at)
+    at = make_app(view="masks", n="5", br="4", bc="4", mask="document", mcomb="none", mdocs="equal8")
+    assert_clean(at)
+    assert "Documents at N = 5: 1, 1, 1, 1, 1 tokens." in summary(at)  # three empty documents dropped
+    assert_summary_matches(at, truth(document([1] * 5), 5, 4), 5)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the data behind it
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(sorted(DOC_RATIOS)), st.integers(1, 16384))
+def test_document_patterns_always_sum_to_n(pattern, n):
+    lengths = doc_lengths(pattern, n)
+    assert sum(lengths) == n and all(x >= 1 for x in lengths) and len(lengths) <= len(DOC_RATIOS[pattern])
+    build_mask(MaskSpec("document", docs=pattern), n)  # document() accepts them: no length error can reach the page
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 300), st.integers(1, 64), st.sampled_from(["causal", "dilated", "document", "prefix_lm"]))
+def test_element_map_cells_hold_the_exact_fraction_visible(n, cells_max, preset):
+    mask = build_mask(MaskSpec(preset, window=7, dilation=3, prefix=5, docs="growing"), n).mask_mod
+    m = element_map(mask, n, cells_max=cells_max)
+    dense = create_mask(mask, 1, 1, n, n, device="cpu")[0, 0].double()
+    assert m.visible == int(dense.sum()) and m.fraction.shape[0] <= cells_max
+    c = m.cell
+    for i in range(m.fraction.shape[0]):
+        for j in range(m.fraction.shape[1]):
+            assert m.fraction[i, j] == pytest.approx(dense[i * c:(i + 1) * c, j * c:(j + 1) * c].mean().item())
+
+
+def test_tile_grid_counts_the_work_inside_computed_tiles():
+    g = tile_grid(tile_schedule(100, 100, 32, 32, mask_mod=causal_mask))
+    sched = tile_schedule(100, 100, 32, 32, mask_mod=causal_mask)
+    assert g.computed_elements == sum(t.rows * t.cols for t in sched if t.status != "skipped")
+    assert g.counts == sched.counts() and g.computed == g.tiles - g.counts["skipped"]
+
+
+def test_build_mask_refuses_unknown_names_with_the_choices():
+    with pytest.raises(ValueError, match="mask preset must be one of causal, sliding_window"):
+        build_mask(MaskSpec("evil"), 16)
+    with pytest.raises(ValueError, match="combine must be one of none, and, or"):
+        build_mask(MaskSpec(combine="xor"), 16)
+    with pytest.raises(ValueError, match="document pattern must be one of"):
+        doc_lengths("1,2,3", 16)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# figures
+
+
+def fonts(obj) -> list[int]:
+    """Every font size set anywhere in a figure's JSON."""
+    found = []
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if key in ("font", "tickfont") and isinstance(value, dict) and "size" in value:
+                found.append(value["size"])
+            found += fonts(value)
+    elif isinstance(obj, list):
+        for value in obj:
+            found += fonts(value)
+    return found
+
+
+def assert_readable(fig) -> None:
+    spec = fig.to_plotly_json()
+    assert spec["layout"]["title"]["text"]
+    sizes = fonts(spec) + fonts(fig.layout.template.to_plotly_json())
+    assert sizes and min(sizes) >= FONT_MIN_PX, sizes
+
+
+def test_element_figure_exact_and_downsampled():
+    exact = element_mask_figure(np.tril(np.ones((8, 8))), n=8, cell=1, visible_fraction=36 / 64, tile_q=4, tile_k=4)
+    assert_readable(exact)
+    assert exact.layout.xaxis.title.text == "key position j" and exact.layout.yaxis.title.text == "query position i"
+    assert not exact.data[0].showscale and [t.name for t in exact.data[1:]] == ["visible", "masked"]
+    assert "56.2% of the 8² pairs visible<br>one pixel per element" in exact.layout.title.subtitle.text
+    assert len(exact.layout.shapes) == 2  # one tile boundary across, one down
+    assert "visible: %{z:.0%}" in exact.data[0].hovertemplate
+    coarse = element_mask_figure(np.full((4, 4), 0.5), n=16, cell=4, visible_fraction=0.5)
+    assert coarse.data[0].showscale and coarse.data[0].colorbar.orientation == "h"
+    assert "4 × 4 elements per pixel" in coarse.layout.title.subtitle.text
+    assert list(coarse.data[0].x) == [1.5, 5.5, 9.5, 13.5]  # cell centres, in tokens
+
+
+def test_tile_map_figure_codes_hover_and_legend():
+    status = tile_schedule(6, 6, 2, 2, mask_mod=causal_mask).status_grid()
+    fig = tile_map_figure(status, n=6, block_q=2, block_k=2, counts={"full": 3, "partial": 3, "skipped": 3})
+    assert_readable(fig)
+    assert fig.data[0].z.tolist() == [[1, 2, 2], [0, 1, 2], [0, 0, 1]]
+    assert fig.data[0].text[1][0] == "full: computed, no mask" and "%{text}" in fig.data[0].hovertemplate
+    assert [t.name for t in fig.data[1:]] == ["3 full", "3 partial", "3 skipped"]
+    assert "6 of 9 tiles computed (66.7%)" in fig.layout.title.subtitle.text
+    assert list(fig.layout.yaxis.range) == [2.5, -0.5]  # query block 0 on top, as in the element mask
+
+
+def test_block_mask_table_figure_lists_rows_and_truncates_long_index_lists():
+    rows = [{"q_block": 0, "kv_num_blocks": 12, "kv_indices": list(range(12)), "full_kv_num_blocks": 0,
+             "full_kv_indices": []}]
+    fig = block_mask_table_figure(rows, n_q_blocks=5)
+    assert_readable(fig)
+    cells = fig.data[0].cells.values
+    assert list(cells[2]) == ["[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, ... 2 more]"] and list(cells[4]) == ["[]"]
+    assert "the first 1 of 5 query blocks" in fig.layout.title.subtitle.text
+
+
+def test_score_mod_figures():
+    curves = score_curves(MaskSpec(score="softcap", cap=5), 64, 1)
+    soft = score_mod_figure(curves, kind="softcap", cap=5)
+    assert_readable(soft)
+    assert soft.layout.xaxis.title.text and soft.layout.yaxis.title.text
+    assert max(soft.data[0].y) < 5 and min(soft.data[0].y) > -5
+    ali = score_mod_figure(score_curves(MaskSpec(score="alibi"), 64, 12), kind="alibi", heads=12, n=64)
+    assert_readable(ali)
+    assert len(ali.data) == 8 and "The first 8 of 12 heads" in ali.layout.title.subtitle.text
+    assert list(ali.layout.xaxis.range) == [-63, 0]
