@@ -173,6 +173,7 @@ def test_a_score_mod_draws_its_curve_and_leaves_the_tiles_alone(make_app):
     at = make_app(view="masks", n="256", br="32", bc="32", mscore="alibi", heads="3")
     assert_clean(at)
     (lines,) = [s for t, s in charts(at).items() if t.startswith("alibi(3)")]
+    assert "score_mod = alibi(3)" in next(c.value for c in at.code)
     assert [t["name"] for t in lines["data"]] == ["head 0", "head 1", "head 2"]
     for h, trace in enumerate(lines["data"]):
         offset = torch.tensor(trace["x"])

@@ -185,7 +185,7 @@ def block_mask_table_figure(rows: Sequence[Mapping[str, object]], *, n_q_blocks:
              [_indices(r["kv_indices"]) for r in rows], [str(r["full_kv_num_blocks"]) for r in rows],
              [_indices(r["full_kv_indices"]) for r in rows]]
     fig = go.Figure(go.Table(
-        columnwidth=[1, 1.6, 3.2, 1.9, 3.2],
+        columnwidth=[1, 1.6, 3.1, 2.2, 3.1],
         header={"values": header, "fill_color": "#DDE6F0", "font": {"size": TABLE_FONT_PX}, "align": "left",
                 "height": TABLE_HEADER_PX},
         cells={"values": cells, "fill_color": [["white", "#F4F6F9"] * (len(rows) // 2 + 1)],

@@ -60,9 +60,10 @@ class MaskData:
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def cached_mask_data(spec: MaskSpec, n: int, br: int, bc: int) -> MaskData:
-    """Build the mask at N, evaluate it at element level, classify its tiles and export the BlockMask."""
-    built = build_mask(spec, n)
+def cached_mask_data(spec: MaskSpec, n: int, br: int, bc: int, heads: int) -> MaskData:
+    """Build the mask at N (ALiBi over H heads), evaluate it at element level, classify its tiles and export the
+    BlockMask."""
+    built = build_mask(spec, n, heads)
     schedule = tile_schedule(n, n, br, bc, mask_mod=built.mask_mod)
     rows = block_mask_rows(to_block_mask(schedule), TABLE_ROWS)
     return MaskData(built.code, built.doc_lengths, element_map(built.mask_mod, n), tile_grid(schedule), rows)
@@ -83,14 +84,15 @@ CONTROLS_PER_ROW = 5  # widgets side by side: a 140 px select or number input ea
 
 
 def _controls_ui(s: Settings) -> None:
-    """The preset pickers, the parameters of the presets in use, the score mod (and the softcap's cap)."""
+    """The preset pickers and the score mod on one row; the numbers they need (and the softcap's cap) on the next."""
     spec = mask_spec(s)
+    choices = ["mask", "mcomb"] + (["mask2"] if s.mcomb != "none" else []) + ["mscore"]
     params = list(dict.fromkeys(p for name in spec.presets for p in PRESET_PARAMS[name]))
-    names = (["mask", "mcomb"] + (["mask2"] if s.mcomb != "none" else []) + [PARAM_SETTING[p] for p in params]
-             + ["mscore"] + (["mcap"] if s.mscore == "softcap" else []))
-    for start in range(0, len(names), CONTROLS_PER_ROW):
-        for name, col in zip(names[start:start + CONTROLS_PER_ROW], st.columns(CONTROLS_PER_ROW), strict=False):
-            draw(name, col)
+    numbers = [PARAM_SETTING[p] for p in params] + (["mcap"] if s.mscore == "softcap" else [])
+    for row in (choices, numbers):
+        for start in range(0, len(row), CONTROLS_PER_ROW):
+            for name, col in zip(row[start:start + CONTROLS_PER_ROW], st.columns(CONTROLS_PER_ROW), strict=False):
+                draw(name, col)
 
 
 def _grid_error(s: Settings) -> str | None:
@@ -118,7 +120,7 @@ def masks_ui(s: Settings) -> None:
     spec = mask_spec(s)
     try:
         with st.spinner(f"Evaluating the {s.n} × {s.n} mask ..."):
-            data = cached_mask_data(spec, s.n, s.br, s.bc)
+            data = cached_mask_data(spec, s.n, s.br, s.bc, s.heads)
     except (ValueError, TypeError) as e:  # the presets' own validation says what to change
         st.error(f"This mask cannot be built: {e}")
         return
