@@ -14,11 +14,15 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from flashviz.figures.report import TABLE_FONT_PX, TABLE_HEADER_PX, TABLE_ROW_PX, TABLE_SLACK_PX
 from flashviz.figures.style import (
+    AXIS_TITLE_FONT_PX,
     LEGEND_FONT_PX,
     LINE_PX,
+    MIB,
+    MS_PER_S,
     SUBTITLE_LINE_PX,
     TICK_FONT_PX,
     TILE_COLORS,
@@ -239,3 +243,71 @@ def score_mod_figure(curves: Mapping[str, Sequence[float]], *, kind: str, heads:
     fig.update_xaxes(range=[-(n - 1), 0] if n > 1 else None)
     return fig
 
+
+
+RUN_COLORS = {"masked": "#0072B2", "dense": "#CC79A7", "unmasked": "#777777"}  # the three runs, in every figure
+
+
+def masked_run_figure(runs: Sequence[Mapping[str, object]]) -> go.Figure:
+    """Time and peak memory of the runs side by side: the tiled kernel with the mask, dense SDPA with the boolean
+    mask, the tiled kernel without a mask.
+
+    Args:
+        runs: one dict per run: "kind" ("masked", "dense" or "unmasked"), "label", "time_s", "iqr_s", "peak_bytes".
+    Returns:
+        A Figure with two bar panels (time in ms with interquartile error bars, peak memory in MiB).
+
+    Example:
+        >>> runs = [{"kind": "masked", "label": "tiled, mask", "time_s": 0.01, "iqr_s": 0.001, "peak_bytes": 2**20}]
+        >>> [list(t.y) for t in masked_run_figure(runs).data]
+        [[10.0], [1.0]]
+    """
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("time (ms)", "peak memory (MiB)"), horizontal_spacing=0.12)
+    labels = [str(r["label"]) for r in runs]
+    colors = [RUN_COLORS.get(str(r["kind"]), "#555555") for r in runs]
+    times = [float(r["time_s"]) * MS_PER_S for r in runs]
+    iqrs = [float(r["iqr_s"]) * MS_PER_S for r in runs]
+    fig.add_trace(go.Bar(x=labels, y=times, marker_color=colors, name="time",
+                         error_y={"type": "data", "array": [q / 2 for q in iqrs], "visible": True},
+                         hovertemplate="%{x}: %{y:.3g} ms (median)<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Bar(x=labels, y=[float(r["peak_bytes"]) / MIB for r in runs], marker_color=colors,
+                         name="peak memory", hovertemplate="%{x}: %{y:.3g} MiB above the inputs<extra></extra>"),
+                  row=1, col=2)
+    style_figure(fig, title="The mask at work: time and peak memory", x_title="", y_title="time (ms)")
+    fig.update_yaxes(title_text="peak memory (MiB)", row=1, col=2)
+    fig.update_annotations(font={"size": AXIS_TITLE_FONT_PX})
+    fig.update_layout(showlegend=False)
+    return fig
+
+
+def sparsity_time_figure(points: Sequence[Mapping[str, object]], *, unmasked_s: float) -> go.Figure:
+    """Tiled time against the fraction of tiles computed, one point per mask, with the line "time proportional to
+    tiles computed" through the unmasked kernel's time at 1.
+
+    Args:
+        points: one dict per mask: "label", "computed" (fraction of tiles computed, 0..1), "time_s", "iqr_s".
+        unmasked_s: the unmasked kernel's time (s): every tile computed.
+    Returns:
+        A scatter Figure with text labels, IQR error bars and the proportional reference line.
+
+    Example:
+        >>> fig = sparsity_time_figure([{"label": "causal", "computed": 0.5, "time_s": 0.02, "iqr_s": 0.0}],
+        ...                            unmasked_s=0.04)
+        >>> list(fig.data[0].y), list(fig.data[1].x)
+        ([20.0], [0.0, 1.0])
+    """
+    fig = go.Figure(go.Scatter(
+        x=[float(p["computed"]) for p in points], y=[float(p["time_s"]) * MS_PER_S for p in points],
+        text=[str(p["label"]) for p in points], mode="markers+text", textposition="middle right",
+        marker={"size": 14, "color": RUN_COLORS["masked"]}, name="tiled kernel, one mask each",
+        error_y={"type": "data", "array": [float(p["iqr_s"]) * MS_PER_S / 2 for p in points], "visible": True},
+        hovertemplate="%{text}: %{x:.1%} of tiles computed, %{y:.3g} ms<extra></extra>"))
+    fig.add_trace(go.Scatter(x=[0.0, 1.0], y=[0.0, unmasked_s * MS_PER_S], mode="lines",
+                             line={"color": RUN_COLORS["unmasked"], "width": 2, "dash": "dash"},
+                             name="proportional to tiles computed (unmasked time at 100%)",
+                             hovertemplate="%{x:.0%} of the unmasked time: %{y:.3g} ms<extra></extra>"))
+    style_figure(fig, title="Tiled time against the fraction of tiles computed",
+                 x_title="tiles computed (fraction of all tiles)", y_title="time (ms)")
+    fig.update_xaxes(range=[0, 1.15], tickformat=".0%")
+    fig.update_layout(legend={"orientation": "h", "x": 0, "y": -0.2, "yanchor": "top"}, margin={"b": 140})
+    return fig
