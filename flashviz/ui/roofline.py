@@ -38,6 +38,7 @@ from flashviz.ui.common import (
     holding,
     machine_env,
     not_run_ui,
+    remembered,
     run_button_ui,
     show_figure,
 )
@@ -89,9 +90,9 @@ def device_rates(gpu_dtype: str, cpu: Device, cpu_dtype: str) -> pd.DataFrame:
     return roofs.drop_duplicates("device")[["device", "peak_flops", "bandwidth", "ridge", "dtype"]]
 
 
-def timed_points(df: pd.DataFrame) -> pd.DataFrame:
+def timed_points(df: pd.DataFrame | None) -> pd.DataFrame:
     """Roofline rows (measured=True) of the kernels `measure` timed: I = modelled FLOPs / modelled bytes, at the
-    FLOP/s the kernel reached (FLOPs / median time), one row per (device, algorithm) that ran.
+    FLOP/s the kernel reached (FLOPs / median time), one row per (device, algorithm) that ran (none for None).
 
     Example:
         >>> df = pd.DataFrame({"impl": ["naive", "flash2"], "status": ["ok", "ok"], "flops": [8e9, 8e9],
@@ -102,9 +103,9 @@ def timed_points(df: pd.DataFrame) -> pd.DataFrame:
         >>> pts["attainable_flops"].tolist()  # FLOPs / seconds
         [4000000000.0, 8000000000.0]
     """
-    ok = df[df["status"].astype(str).eq(OK) & df["impl"].isin(RUN_IMPLS)]
     rows = []
-    for name, mine in ok.groupby("device_name", sort=False):
+    ok = df[df["status"].astype(str).eq(OK) & df["impl"].isin(RUN_IMPLS)] if df is not None else df
+    for name, mine in ([] if ok is None else ok.groupby("device_name", sort=False)):
         naive = mine.loc[mine["impl"].eq("naive"), "time_s"]
         for r in mine.itertuples():
             rows.append({"device": f"{name}{TIMED}", "algorithm": IMPL_ALGORITHM[r.impl], "flops": r.flops,
@@ -226,7 +227,7 @@ def cpu_model_md(points: pd.DataFrame, cpu: Device, dtype: str) -> str:
             f"(I = {_i(by.at[NAIVE, 'intensity'])}), and the model predicts {model}. {_why(by, dtype, gpu=False)}")
 
 
-def timed_md(timed: pd.DataFrame, points: pd.DataFrame, s: Settings, gpu_dtype: str, tiles: int) -> str:
+def timed_md(timed: pd.DataFrame, points: pd.DataFrame, s: Settings, tiles: int) -> str:
     """What the Run button measured: the speedups over naive and the FLOP/s reached, per timed device."""
     lines = []
     model = points[points["device"].eq(CPU_NAME)].set_index("algorithm")
@@ -238,7 +239,7 @@ def timed_md(timed: pd.DataFrame, points: pd.DataFrame, s: Settings, gpu_dtype: 
         rates = ", ".join(f"{SHORT[a]} {by.at[a, 'attainable_flops'] / 1e9:.3g} GFLOP/s"
                           + (f" ({by.at[a, 'attainable_flops'] / model.at[a, 'attainable_flops']:.0%} of this CPU's "
                              "roof at its intensity)" if cpu else "") for a in by.index)
-        dtype = s.dtype if cpu else gpu_dtype
+        dtype = s.dtype if cpu else s.gpu_dtype
         text = (f"**Measured on {device.removesuffix(TIMED)}** ({dtype}, {s.threads} threads, median of {REPEATS} "
                 f"calls): {speed or 'no speedup: naive or the tiled kernels did not run'} naive's speed. "
                 f"Reached: {rates}.")
@@ -263,38 +264,61 @@ INTRO = (
     "A kernel that does F FLOPs and moves B bytes to and from memory needs at least **max(F / peak, B / bandwidth)** "
     "seconds. Its arithmetic intensity I = F / B places it on a device's roof: left of the ridge point (peak / "
     "bandwidth) the bandwidth bounds it, right of it the compute. The GPUs' roofs are their published peaks (a "
-    "model); this CPU's roof is its measured matmul rate and bandwidth. Points: naive, FA1 and FA2 at the sidebar's "
-    "settings."
+    "model); this CPU's roof is its measured fp32 matmul rate and read bandwidth, and the points on it are placed by "
+    "the same model. Stars are kernels timed here."
 )
+CHART_HEIGHT_PX = 680  # the legend sits under the plot, so the plot keeps the chart's full width
+CHART_BOTTOM_PX = 190  # bottom margin: tick labels, the x title, then up to three rows of legend at 1280 px
+LEGEND_GAP_PX = 100  # from the plot's bottom edge to the legend's top: below the tick labels and the x title
 
 
 def roofline_ui(s: Settings) -> None:
     """Draw the tab for settings s."""
-    st.markdown(INTRO)
     env = machine_env()
+    cuda = tuple(d for d in env.devices if d == CUDA)
     cpu = cpu_device()
-    gpu_dtype = s.gpu_dtype
-    c1, c2 = st.columns([1, 2])
+    points = model_points(s, s.gpu_dtype, cpu)
+    rates = device_rates(s.gpu_dtype, cpu, s.dtype)
+    args = run_args(s, cuda)
+    before = remembered("roof", args)
+    chart = st.empty()
+    _chart_ui(chart, s, points, rates, before, key="roof_chart")
+    c1, c2 = st.columns([1, 2], vertical_alignment="bottom")
     draw("gpu_dtype", c1)
-    with c2:
-        df = _run_ui(s, gpu_dtype, tuple(d for d in env.devices if d == CUDA))
-    points = model_points(s, gpu_dtype, cpu)
-    rates = device_rates(gpu_dtype, cpu, s.dtype)
-    timed = timed_points(df) if df is not None else timed_points(pd.DataFrame(columns=["impl", "status",
-                                                                                        "device_name"]))
-    fig = roofline_figure(pd.concat([points, timed], ignore_index=True), rates)
-    set_subtitle(fig, f"GPUs at {gpu_dtype} (published peaks, a model) · this CPU at {s.dtype} (measured roof)"
-                      + (" · stars: timed here" if len(timed) else ""))
-    show_figure(fig, key="roof_chart")
-    cost = costs(s)
-    st.markdown(traffic_md(s, gpu_dtype, cost))
+    c2.caption("The GPU roofs are drawn at a tensor-core dtype by default: FlashAttention runs fp16/bf16 there. "
+               "This CPU keeps the sidebar's dtype.")
+    st.markdown(INTRO)
+    st.markdown(traffic_md(s, s.gpu_dtype, costs(s)))
     st.markdown(bound_table_md(points, rates))
-    st.markdown(gpu_speedups_md(points, gpu_dtype))
+    st.markdown(gpu_speedups_md(points, s.gpu_dtype))
     st.markdown(cpu_model_md(points, cpu, s.dtype))
-    _speedup_ui(s, gpu_dtype, points, timed, df)
+    st.subheader("Predicted on a GPU, measured here")
+    df = _run_ui(s, args, cuda)
+    if df is not None and df is not before:  # measured just now: the stars join the chart above
+        _chart_ui(chart, s, points, rates, df, key="roof_chart_timed")
+    _speedup_ui(s, points, timed_points(df) if df is not None else timed_points(None), df)
 
 
-def _run_ui(s: Settings, gpu_dtype: str, cuda: tuple[str, ...]) -> pd.DataFrame | None:
+def run_args(s: Settings, cuda: tuple[str, ...]) -> tuple:
+    """The hashable arguments of `measure` for settings s."""
+    return (s.n, s.d, s.br, s.bc, s.causal, s.window, s.batch, s.heads, s.dtype, s.gpu_dtype, cuda, s.threads)
+
+
+def _chart_ui(slot, s: Settings, points: pd.DataFrame, rates: pd.DataFrame, df: pd.DataFrame | None,
+              key: str) -> None:
+    """The roofline chart in `slot`: the model's points, and stars for the kernels timed here (if any)."""
+    timed = timed_points(df)
+    fig = roofline_figure(pd.concat([points, timed], ignore_index=True), rates)
+    set_subtitle(fig, f"GPUs at {s.gpu_dtype}: published peaks, a model · this CPU at {s.dtype}: measured roof"
+                      + (" · stars: timed here" if len(timed) else ""))
+    plot_px = CHART_HEIGHT_PX - fig.layout.margin.t - CHART_BOTTOM_PX
+    fig.update_layout(height=CHART_HEIGHT_PX, margin_b=CHART_BOTTOM_PX, legend={
+        "orientation": "h", "x": 0, "xanchor": "left", "y": -LEGEND_GAP_PX / plot_px, "yanchor": "top"})
+    with slot:
+        show_figure(fig, key=key)
+
+
+def _run_ui(s: Settings, args: tuple, cuda: tuple[str, ...]) -> pd.DataFrame | None:
     """The Run button (refused with a fix when the run would be too big); the measurements for these settings."""
     problem = jobs.work_guard((s.n,), d=s.d, br=s.br, bc=s.bc, batch=s.batch, heads=s.heads, reps=REPEATS,
                               n_impls=len(RUN_IMPLS) * (1 + len(cuda)), dtype=s.dtype)
@@ -302,7 +326,6 @@ def _run_ui(s: Settings, gpu_dtype: str, cuda: tuple[str, ...]) -> pd.DataFrame 
         st.error(f"Timing here is off at these settings: {problem}")
         return None
     where = "this CPU" + (" and the CUDA GPU" if cuda else "")
-    args = (s.n, s.d, s.br, s.bc, s.causal, s.window, s.batch, s.heads, s.dtype, gpu_dtype, cuda, s.threads)
     df = run_button_ui("roof", measure, args, label="Time naive, FA1 and FA2 here", title="Roofline timing",
                        help=f"Times naive, flash (FA1) and flash2 (FA2) at the sidebar's settings on {where}: "
                             f"{REPEATS} calls each, the median kept. The measured speedup joins the bars below.",
@@ -313,20 +336,19 @@ def _run_ui(s: Settings, gpu_dtype: str, cuda: tuple[str, ...]) -> pd.DataFrame 
     return df
 
 
-def _speedup_ui(s: Settings, gpu_dtype: str, points: pd.DataFrame, timed: pd.DataFrame,
-                df: pd.DataFrame | None) -> None:
+def _speedup_ui(s: Settings, points: pd.DataFrame, timed: pd.DataFrame, df: pd.DataFrame | None) -> None:
     """The predicted speedups next to the measured ones, and what was measured."""
     table = speedup_table(points).replace({"device": {CPU_NAME: "this CPU (model)"}})
     for device, mine in timed.groupby("device", sort=False):
         measured = mine.set_index("algorithm")["speedup_vs_naive"].drop(NAIVE, errors="ignore").to_dict()
         table = pd.concat([table, speedup_table(None, measured, measured_device=device)], ignore_index=True)
-    show_figure(speedup_figure(table, caption=f"GPUs: the roofline model at {gpu_dtype}. This CPU: the model on "
+    show_figure(speedup_figure(table, caption=f"GPUs: the roofline model at {s.gpu_dtype}. This CPU: the model on "
                                               "its measured roof, and the kernels timed here (hatched)."),
                 key="roof_speedup")
     if df is None:
         return
     not_run_ui(df)
     tiles = tile_schedule(s.n, s.n, s.br, s.bc, causal=s.causal, window=s.window).counts()
-    st.markdown(timed_md(timed, points, s, gpu_dtype, tiles[FULL] + tiles[PARTIAL]))
+    st.markdown(timed_md(timed, points, s, tiles[FULL] + tiles[PARTIAL]))
     with st.expander("The measurements"):
         st.dataframe(df, hide_index=True)
