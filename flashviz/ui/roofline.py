@@ -237,12 +237,14 @@ def timed_md(timed: pd.DataFrame, points: pd.DataFrame, s: Settings, tiles: int)
         ran = [a for a in (KV_OUTER, Q_OUTER) if a in by.index and NAIVE in by.index]
         speed = ", ".join(f"{SHORT[a]} {_x(by.at[a, 'speedup_vs_naive'])}" for a in ran)
         rates = ", ".join(f"{SHORT[a]} {by.at[a, 'attainable_flops'] / 1e9:.3g} GFLOP/s"
-                          + (f" ({by.at[a, 'attainable_flops'] / model.at[a, 'attainable_flops']:.0%} of this CPU's "
-                             "roof at its intensity)" if cpu else "") for a in by.index)
+                          + (f" ({by.at[a, 'attainable_flops'] / model.at[a, 'attainable_flops']:.0%})" if cpu else "")
+                          for a in by.index)
+        share = " (and the share of this CPU's roof at each one's intensity)" if cpu else ""
         dtype = s.dtype if cpu else s.gpu_dtype
-        text = (f"**Measured on {device.removesuffix(TIMED)}** ({dtype}, {s.threads} threads, median of {REPEATS} "
-                f"calls): {speed or 'no speedup: naive or the tiled kernels did not run'} naive's speed. "
-                f"Reached: {rates}.")
+        threads = f"{s.threads} thread{'' if s.threads == 1 else 's'}"
+        speed = f"{speed} naive's speed" if speed else "no speedup to show (naive or the tiled kernels did not run)"
+        text = (f"**Measured on {device.removesuffix(TIMED)}** ({dtype}, {threads}, median of {REPEATS} calls): "
+                f"{speed}. Reached{share}: {rates}.")
         slower = [a for a in ran if cpu and by.at[a, "speedup_vs_naive"] < model.at[a, "speedup_vs_naive"]]
         if slower:
             text += (f" {' and '.join(SHORT[a] for a in slower)} fall{'s' if len(slower) == 1 else ''} short of the "
