@@ -52,6 +52,7 @@ SHORT = {NAIVE: "naive", **LOOP_ORDER_SHORT}
 REPEATS = 3  # timed calls per kernel (median): the default run stays a few seconds on 2 cores
 WARMUP = 0  # run_sweep's memory measurement calls each kernel once before it is timed: that is the warm-up
 CPU_NAME = "this CPU, measured"  # the roof's legend reads "this CPU, measured roof"
+CPU_TIMED = "this CPU"  # the device_name of the CPU's timed rows
 TIMED = " (timed here)"  # appended to a device's name on the points the Run button measured
 CUDA = "cuda"
 
@@ -123,7 +124,7 @@ def measure(n: int, d: int, br: int, bc: int, causal: bool, window: tuple[int, i
             time_budget_s: float = LIVE_TIME_BUDGET_S, _progress: Progress | None = None,
             _lock: threading.Lock | None = None) -> pd.DataFrame:
     """Time naive, flash and flash2 at one setting with run_sweep: on the CPU at cpu_dtype, and on CUDA at gpu_dtype
-    when "cuda" is in devices. run_sweep's rows plus device_name ("this CPU" or the GPU's name)."""
+    when "cuda" is in devices. run_sweep's rows plus device_name (CPU_TIMED or the GPU's name)."""
     runs = [("cpu", cpu_dtype), *([(CUDA, gpu_dtype)] if CUDA in devices else [])]
     frames = []
     with holding(_lock or threading.Lock(), _progress):
@@ -137,7 +138,7 @@ def measure(n: int, d: int, br: int, bc: int, causal: bool, window: tuple[int, i
                            batch=batch, heads=heads, dtype=dtype, device=device, threads=threads, repeats=REPEATS,
                            warmup=WARMUP, progress=step,
                            time_budget_s=max(0.0, time_budget_s - (time.perf_counter() - start)))
-            frames.append(df.assign(device_name=gpu_name() if device == CUDA else "this CPU"))
+            frames.append(df.assign(device_name=gpu_name() if device == CUDA else CPU_TIMED))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -233,7 +234,7 @@ def timed_md(timed: pd.DataFrame, points: pd.DataFrame, s: Settings, tiles: int)
     model = points[points["device"].eq(CPU_NAME)].set_index("algorithm")
     for device, mine in timed.groupby("device", sort=False):
         by = mine.set_index("algorithm")
-        cpu = device == f"this CPU{TIMED}"
+        cpu = device == f"{CPU_TIMED}{TIMED}"
         ran = [a for a in (KV_OUTER, Q_OUTER) if a in by.index and NAIVE in by.index]
         speed = ", ".join(f"{SHORT[a]} {_x(by.at[a, 'speedup_vs_naive'])}" for a in ran)
         rates = ", ".join(f"{SHORT[a]} {by.at[a, 'attainable_flops'] / 1e9:.3g} GFLOP/s"
@@ -270,7 +271,7 @@ INTRO = (
     "the same model. Stars are kernels timed here."
 )
 CHART_HEIGHT_PX = 680  # the legend sits under the plot, so the plot keeps the chart's full width
-CHART_BOTTOM_PX = 190  # bottom margin: tick labels, the x title, then up to three rows of legend at 1280 px
+CHART_BOTTOM_PX = 240  # bottom margin: tick labels, the x title, then up to four rows of legend at 1280 px
 LEGEND_GAP_PX = 100  # from the plot's bottom edge to the legend's top: below the tick labels and the x title
 
 
@@ -338,12 +339,27 @@ def _run_ui(s: Settings, args: tuple, cuda: tuple[str, ...]) -> pd.DataFrame | N
     return df
 
 
+def bar_label(device: str) -> str:
+    """A short device name that fits under a bar at 1280 px: "A100", "this CPU: model", "this GPU: timed".
+
+    Example:
+        >>> [bar_label(d) for d in ("H100 (SXM)", CPU_NAME, CPU_TIMED + TIMED, "NVIDIA H100 80GB HBM3" + TIMED)]
+        ['H100', 'this CPU: model', 'this CPU: timed', 'this GPU: timed']
+    """
+    if device == CPU_NAME:
+        return "this CPU: model"
+    if device.endswith(TIMED):
+        return f"{'this CPU' if device == CPU_TIMED + TIMED else 'this GPU'}: timed"
+    return device.split(" (")[0]
+
+
 def _speedup_ui(s: Settings, points: pd.DataFrame, timed: pd.DataFrame, df: pd.DataFrame | None) -> None:
     """The predicted speedups next to the measured ones, and what was measured."""
-    table = speedup_table(points).replace({"device": {CPU_NAME: "this CPU (model)"}})
+    table = speedup_table(points)
     for device, mine in timed.groupby("device", sort=False):
         measured = mine.set_index("algorithm")["speedup_vs_naive"].drop(NAIVE, errors="ignore").to_dict()
         table = pd.concat([table, speedup_table(None, measured, measured_device=device)], ignore_index=True)
+    table["device"] = table["device"].map(bar_label)
     show_figure(speedup_figure(table, caption=f"GPUs: the roofline model at {s.gpu_dtype}. This CPU: the model on "
                                               "its measured roof, and the kernels timed here (hatched)."),
                 key="roof_speedup")
