@@ -31,7 +31,7 @@ from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.measure.guards import format_bytes
 from flashviz.measure.sweep import cut_short, run_sweep
 from flashviz.model.iomodel import IOCost, io_cost
-from flashviz.model.roofline import GPUS, MEMORY, Device, roof_lines, roofline_points, this_machine
+from flashviz.model.roofline import GPUS, MATMUL_N, MEMORY, Device, roof_lines, roofline_points, this_machine
 from flashviz.ui import jobs
 from flashviz.ui.common import (
     Progress,
@@ -252,6 +252,10 @@ def timed_md(timed: pd.DataFrame, points: pd.DataFrame, s: Settings, tiles: int)
                      f"model's prediction: flashviz's kernels are plain PyTorch, one Python loop iteration with a few "
                      f"small matmuls per tile ({tiles:,} computed tiles per call here), a cost the roofline does not "
                      "count; it counts only FLOPs and bytes.")
+        if cpu and (by["attainable_flops"] > model.loc[by.index, "attainable_flops"]).any():
+            text += (f" A share above 100%: this CPU's roof is the rate of one {MATMUL_N} × {MATMUL_N} fp32 matmul, "
+                     "measured once when the dashboard started; larger matmuls, or a machine quieter than it was "
+                     "then, run faster.")
         if not cpu:
             text += (" These are flashviz's PyTorch kernels (a Python loop over tiles), not flash-attn's fused CUDA "
                      "kernel; the stars on the chart show where they land.")
@@ -340,16 +344,16 @@ def _run_ui(s: Settings, args: tuple, cuda: tuple[str, ...]) -> pd.DataFrame | N
 
 
 def bar_label(device: str) -> str:
-    """A short device name that fits under a bar at 1280 px: "A100", "this CPU: model", "this GPU: timed".
+    """A short device name that fits under a bar at 1280 px: "A100", "CPU: model", "GPU: timed".
 
     Example:
         >>> [bar_label(d) for d in ("H100 (SXM)", CPU_NAME, CPU_TIMED + TIMED, "NVIDIA H100 80GB HBM3" + TIMED)]
-        ['H100', 'this CPU: model', 'this CPU: timed', 'this GPU: timed']
+        ['H100', 'CPU: model', 'CPU: timed', 'GPU: timed']
     """
     if device == CPU_NAME:
-        return "this CPU: model"
+        return "CPU: model"
     if device.endswith(TIMED):
-        return f"{'this CPU' if device == CPU_TIMED + TIMED else 'this GPU'}: timed"
+        return f"{'CPU' if device == CPU_TIMED + TIMED else 'GPU'}: timed"
     return device.split(" (")[0]
 
 
