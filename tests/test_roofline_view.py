@@ -21,10 +21,10 @@ import pytest
 from flashviz.measure import sweep as sweep_module
 from flashviz.measure.guards import format_bytes
 from flashviz.model.iomodel import io_cost
-from flashviz.model.roofline import A100, GPUS, H100, H200
+from flashviz.model.roofline import A100, GPUS, H100, H200, Device
 from flashviz.ui import common, roofline
 from flashviz.ui.query import parse_query
-from flashviz.ui.state import Env
+from flashviz.ui.state import Env, Settings
 
 CHART = "Roofline: why the tiled kernels are faster on a GPU"
 SPEEDUP = "Speedup over naive: GPUs predicted (model), here measured"
@@ -349,3 +349,19 @@ def test_gpu_dtype_round_trips_through_the_link():
     s, notices = parse_query({"gpu_dtype": "BFloat16"})
     assert (s.gpu_dtype, notices) == ("bfloat16", [])
     assert parse_query(s.to_query())[0] == s
+
+
+def test_a_timing_without_naive_says_there_is_no_speedup_and_draws_no_bar():
+    """Naive refused by the memory guard: the tiled kernels' stars stay, no speedup is claimed or drawn."""
+    s = Settings(n=128, d=16, br=32, bc=32, heads=1)
+    cpu = Device(roofline.CPU_NAME, {"float32": 1e10}, 1e9, None, "fake CPU: 10 GFLOP/s, 1 GB/s", measured=True)
+    df = pd.DataFrame({"impl": ["naive", "flash", "flash2"], "status": ["not run: S and P need 2 TiB", "ok", "ok"],
+                       "flops": [4e6, 4e6, 4e6], "hbm_bytes": [1e6, 5e5, 4e5], "time_s": [np.nan, 0.004, 0.002],
+                       "device_name": roofline.CPU_TIMED})
+    timed = roofline.timed_points(df)
+    assert timed["algorithm"].tolist() == ["kv_outer", "q_outer"] and timed["speedup_vs_naive"].isna().all()
+    assert timed["attainable_flops"].tolist() == [1e9, 2e9]  # 4 MFLOP in 4 ms and in 2 ms
+    points = roofline.model_points(s, "float16", cpu)
+    text = roofline.timed_md(timed, points, s, tiles=16)
+    assert "no speedup to show (naive or the tiled kernels did not run)" in text
+    assert "FA1 1 GFLOP/s (" in text and "FA2 2 GFLOP/s (" in text and "fall short" not in text

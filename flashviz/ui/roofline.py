@@ -171,7 +171,7 @@ def traffic_md(s: Settings, gpu_dtype: str, cost: dict[str, IOCost]) -> str:
             f"and FA2 {fa2.flops / 1e9:.3g} GFLOP (masked tiles are skipped)")
     moved = ", ".join(f"{SHORT[a]} {format_bytes(cost[a].accesses * size)}" for a in ALGORITHMS)
     fewer = "fewer" if fa2.accesses < fa1.accesses else "more"
-    return (f"**Same work, different traffic.** At {settings_text(s)}, {work}; in {gpu_dtype} they move: {moved} "
+    return (f"**Work and traffic.** At {settings_text(s)}, {work}; in {gpu_dtype} they move: {moved} "
             f"to and from HBM. Naive writes S and P to HBM and reads them back; the tiled kernels keep each tile of S "
             f"and P on chip.\n\n"
             f"**Why FA2 moves {fewer} bytes than FA1 here.** FA1's outer loop runs over K/V blocks: it reads Q, O, l, "
@@ -361,7 +361,7 @@ def _speedup_ui(s: Settings, points: pd.DataFrame, timed: pd.DataFrame, df: pd.D
     """The predicted speedups next to the measured ones, and what was measured."""
     table = speedup_table(points)
     for device, mine in timed.groupby("device", sort=False):
-        measured = mine.set_index("algorithm")["speedup_vs_naive"].drop(NAIVE, errors="ignore").to_dict()
+        measured = mine.set_index("algorithm")["speedup_vs_naive"].drop(NAIVE, errors="ignore").dropna().to_dict()
         table = pd.concat([table, speedup_table(None, measured, measured_device=device)], ignore_index=True)
     table["device"] = table["device"].map(bar_label)
     show_figure(speedup_figure(table, caption=f"GPUs: the roofline model at {s.gpu_dtype}. This CPU: the model on "
