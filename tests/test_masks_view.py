@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 from torch.nn.attention.flex_attention import and_masks, create_block_mask, create_mask, or_masks
 
 from flashviz.core.tiling import tile_schedule
-from flashviz.figures.masks import block_mask_table_figure, element_mask_figure, score_mod_figure, tile_map_figure
+from flashviz.figures.masks import (
+    block_mask_table_figure,
+    element_mask_figure,
+    masked_run_figure,
+    score_mod_figure,
+    sparsity_time_figure,
+    tile_map_figure,
+)
 from flashviz.masks import alibi, causal_mask, chunked, dilated, document, prefix_lm, sliding_window
 from flashviz.measure.maskview import (
     DOC_RATIOS,
@@ -356,3 +363,22 @@ def test_score_mod_figures():
     assert_readable(ali)
     assert len(ali.data) == 8 and "The first 8 of 12 heads" in ali.layout.title.subtitle.text
     assert list(ali.layout.xaxis.range) == [-63, 0]
+
+
+def test_run_figures_carry_the_numbers():
+    runs = [{"kind": "masked", "label": "tiled, this mask", "time_s": 0.02, "iqr_s": 0.002, "peak_bytes": 3 << 20},
+            {"kind": "dense", "label": "SDPA, dense mask", "time_s": 0.05, "iqr_s": 0.004, "peak_bytes": 9 << 20},
+            {"kind": "unmasked", "label": "tiled, no mask", "time_s": 0.08, "iqr_s": 0.0, "peak_bytes": 3 << 20}]
+    fig = masked_run_figure(runs)
+    assert_readable(fig)
+    time_bars, memory_bars = fig.data
+    assert list(time_bars.y) == [20.0, 50.0, 80.0] and list(time_bars.error_y.array) == [1.0, 2.0, 0.0]
+    assert list(memory_bars.y) == [3.0, 9.0, 3.0] and list(memory_bars.x) == [r["label"] for r in runs]
+    assert len(set(time_bars.marker.color)) == 3  # one colour per run
+    points = [{"label": "causal", "computed": 0.53, "time_s": 0.04, "iqr_s": 0.0},
+              {"label": "document", "computed": 0.2, "time_s": 0.02, "iqr_s": 0.002}]
+    fig = sparsity_time_figure(points, unmasked_s=0.08)
+    assert_readable(fig)
+    assert list(fig.data[0].x) == [0.53, 0.2] and list(fig.data[0].text) == ["causal", "document"]
+    assert list(fig.data[1].y) == [0.0, 80.0] and fig.layout.xaxis.tickformat == ".0%"
+    assert "%{x:.1%} of tiles computed, %{y:.3g} ms" in fig.data[0].hovertemplate
