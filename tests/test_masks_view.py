@@ -198,6 +198,9 @@ def test_a_ragged_n_says_how_many_edge_tiles_the_block_mask_lists_as_partial(mak
     assert edge_full == 15  # the last row of tiles (40 rows high) is full below the diagonal here, partial there
     assert any(f"{edge_full} ragged tiles are full on the tile map" in c.value for c in at.caption)
     assert_table_matches(at, theirs)
+    at = make_app(view="masks", n="97", br="16", bc="16", mask="dilated", mcomb="and", mask2="causal", mwin="40",
+                  mdil="3")
+    assert any("1 ragged tile is full on the tile map" in c.value for c in at.caption)  # (6, 6): one element, seen
     clean = make_app(view="masks", n="1024", mask="causal", mcomb="none")
     assert not any("ragged" in c.value for c in clean.caption)
 

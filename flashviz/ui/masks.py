@@ -161,7 +161,7 @@ def _block_mask_ui(s: Settings, spec: MaskSpec, data: MaskData) -> None:
     show_figure(block_mask_table_figure(data.rows, n_q_blocks=tr), key="mask_block_table")
     if data.grid.ragged_full:
         st.caption(f"N = {s.n} is not a multiple of the tile size, so the last row or column of tiles is ragged: "
-                   f"{data.grid.ragged_full} ragged tiles are full on the tile map (every in-bounds pair visible) but "
+                   f"{_tiles_are(data.grid.ragged_full)} full on the tile map (every in-bounds pair visible) but "
                    "partial in the BlockMask, because create_block_mask pads the mask past N with masked pairs.")
     st.markdown("The same mask in Python (FlexAttention's signatures: the function works in both libraries):")
     score = ", score_mod=score_mod" if spec.score != "none" else ""
@@ -175,6 +175,11 @@ def _block_mask_ui(s: Settings, spec: MaskSpec, data: MaskData) -> None:
             "block_mask = to_block_mask(schedule)\n"
             f"same = create_block_mask(mask_mod, 1, 1, {s.n}, {s.n}, BLOCK_SIZE=({s.br}, {s.bc}))\n"
             f"# out = flex_attention(q, k, v, block_mask=block_mask{score})", language="python", wrap_lines=True)
+
+
+def _tiles_are(k: int) -> str:
+    """'1 ragged tile is' / '3 ragged tiles are'."""
+    return f"{k} ragged tile is" if k == 1 else f"{k} ragged tiles are"
 
 
 def _check_ui(s: Settings, spec: MaskSpec) -> None:
