@@ -6,6 +6,7 @@ Public API (these names and their meanings are a stable contract):
 """
 
 from flashviz.core.backward import flash_attention, flash_attention_backward
+from flashviz.core.decode import flash_decode
 from flashviz.core.flash import TileEvent, flash_attention_forward
 from flashviz.core.reference import naive_attention
 from flashviz.core.tiling import Tile, TileSchedule, tile_schedule
@@ -31,6 +32,7 @@ __all__ = [
     "flash_attention",
     "flash_attention_backward",
     "flash_attention_forward",
+    "flash_decode",
     "hbm_vs_memory",
     "io_cost",
     "io_trace",

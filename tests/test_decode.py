@@ -1,0 +1,277 @@
+"""flash_decode against its oracles: SDPA (enable_gqa, explicit mask), naive attention on the gathered pages, an fp64
+reference with the twice-plain-PyTorch error rule, and itself across every split count and cache layout."""
+
+from __future__ import annotations
+
+import doctest
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from _oracle import FLOOR, max_err
+
+import flashviz.core.decode as decode_module
+from flashviz import flash_decode, naive_attention
+from flashviz.core.decode import MergeEvent, SplitEvent, num_splits_heuristic
+from flashviz.core.decode_paged import pool_owners
+
+
+def make_case(b, h_q, h_kv, n_q, n_max, d, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(b, h_q, n_q, d, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(b, h_kv, n_max, d, generator=g, dtype=torch.float64) for _ in range(2))
+    return q.to(dtype), k.to(dtype), v.to(dtype)
+
+
+def visible(lens, n_q, n_max, causal):
+    """(B, 1, N_q, N_max) bool: key j visible to row i of sequence b (bottom-right causal)."""
+    lens = torch.as_tensor(lens).view(-1, 1, 1, 1)
+    j = torch.arange(n_max).view(1, 1, 1, -1)
+    limit = lens - (n_q - 1 - torch.arange(n_q)).view(1, 1, -1, 1) if causal else lens
+    return j < limit
+
+
+def naive_reference(q, k, v, lens, causal):
+    """naive_attention per sequence on its valid keys, K/V expanded per group; rows that see nothing are zeros."""
+    g = q.shape[1] // k.shape[1]
+    out = torch.zeros_like(q)
+    for b, n in enumerate(torch.as_tensor(lens).tolist()):
+        if n == 0:
+            continue
+        kb, vb = (x[b : b + 1, :, :n].repeat_interleave(g, dim=1) for x in (k, v))
+        if causal:  # bottom-right: prepend the n - N_q earlier rows so that top-left causal lines up, keep the last
+            pad = q.new_zeros(1, q.shape[1], n - q.shape[2], q.shape[3])
+            out[b : b + 1] = naive_attention(torch.cat([pad, q[b : b + 1]], 2), kb, vb, causal=True)[:, :, -q.shape[2]:]
+        else:
+            out[b : b + 1] = naive_attention(q[b : b + 1], kb, vb)
+    return out
+
+
+def to_paged(k, v, page_size, seed=0, pad_value=-1):
+    """Scatter a contiguous cache into shuffled pages; unused table entries hold pad_value."""
+    b, h, n_max, d = k.shape
+    n_pages = math.ceil(n_max / page_size)
+    k, v = (F.pad(x, (0, 0, 0, n_pages * page_size - n_max)) for x in (k, v))
+    perm = torch.randperm(b * n_pages + 3, generator=torch.Generator().manual_seed(seed))[: b * n_pages]
+    table = perm.view(b, n_pages)
+    k_p = torch.randn(b * n_pages + 3, h, page_size, d, dtype=k.dtype)  # spare pages hold garbage
+    v_p = torch.randn_like(k_p)
+    for i in range(b):
+        for p in range(n_pages):
+            k_p[table[i, p]] = k[i, :, p * page_size : (p + 1) * page_size]
+            v_p[table[i, p]] = v[i, :, p * page_size : (p + 1) * page_size]
+    return k_p, v_p, table
+
+
+CASES = [  # (B, H_q, H_kv, N_q, N_max, d, lens)
+    (1, 4, 4, 1, 97, 16, [97]),  # MHA
+    (2, 8, 2, 1, 257, 32, [257, 100]),  # GQA, ragged lengths
+    (3, 6, 1, 3, 130, 8, [130, 3, 64]),  # MQA, speculative rows
+    (2, 4, 2, 2, 1025, 64, [2, 1025]),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("num_splits", [None, 1, 3, 64])
+def test_matches_sdpa_and_fp64_reference(case, causal, num_splits):
+    b, h_q, h_kv, n_q, n_max, d, lens = case
+    q, k, v = make_case(b, h_q, h_kv, n_q, n_max, d)
+    lens_t = torch.tensor(lens)
+    out = flash_decode(q, k, v, cache_seqlens=lens_t, causal=causal, num_splits=num_splits, block_k=16)
+    mask = visible(lens, n_q, n_max, causal)
+    sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    assert max_err(out, sdpa) <= 1e-5
+    ref = naive_reference(q.double(), k.double(), v.double(), lens, causal)
+    plain = naive_reference(q, k, v, lens, causal)
+    err = max_err(out, ref)
+    assert err <= 1e-5 and err <= 2 * max_err(plain, ref) + FLOOR[torch.float32]
+
+
+def test_every_split_count_agrees():
+    q, k, v = make_case(2, 8, 2, 2, 300, 16)
+    lens = torch.tensor([300, 150])
+    n_blocks = math.ceil(300 / 16)
+    outs = [flash_decode(q, k, v, cache_seqlens=lens, block_k=16, num_splits=s, return_lse=True)
+            for s in range(1, n_blocks + 1)]
+    for out, lse in outs[1:]:
+        assert max_err(out, outs[0][0]) <= 1e-6 and max_err(lse, outs[0][1]) <= 1e-5
+
+
+@pytest.mark.parametrize("page_size", [1, 16, 7])
+@pytest.mark.parametrize("causal", [False, True])
+def test_paged_equals_contiguous(page_size, causal):
+    q, k, v = make_case(3, 4, 2, 2, 100, 8)
+    lens = torch.tensor([100, 2, 61])
+    k_p, v_p, table = to_paged(k, v, page_size)
+    for s in (None, 1, 4):
+        paged = flash_decode(q, k_p, v_p, cache_seqlens=lens, block_table=table, num_splits=s, causal=causal)
+        contiguous = flash_decode(q, k, v, cache_seqlens=lens, num_splits=s, causal=causal)
+        assert max_err(paged, contiguous) <= 1e-6
+        assert max_err(paged, naive_reference(q, k, v, lens, causal)) <= 1e-5
+
+
+def test_padding_past_a_sequence_is_ignored():
+    q, k, v = make_case(2, 2, 2, 1, 32, 8)
+    k_p, v_p, table = to_paged(k, v, 8)
+    lens = torch.tensor([32, 9])  # sequence 1 uses 2 of its 4 pages
+    table[1, 2:] = 10**6
+    out = flash_decode(q, k_p, v_p, cache_seqlens=lens, block_table=table)
+    assert max_err(out, naive_reference(q, k, v, lens, False)) <= 1e-5
+
+
+def test_rows_that_see_nothing_are_zero_with_lse_minus_inf():
+    q, k, v = make_case(2, 4, 2, 1, 40, 8)
+    out, lse = flash_decode(q, k, v, cache_seqlens=torch.tensor([0, 40]), num_splits=3, return_lse=True)
+    assert torch.equal(out[0], torch.zeros_like(out[0])) and torch.isneginf(lse[0]).all()
+    assert torch.isfinite(out).all() and torch.isfinite(lse[1]).all()
+    out, lse = flash_decode(q, k, v, cache_seqlens=torch.tensor([0, 0]), return_lse=True)
+    assert not out.any() and torch.isneginf(lse).all()
+
+
+def test_lse_is_the_logsumexp_of_the_scaled_scores():
+    q, k, v = make_case(2, 6, 3, 2, 50, 16, dtype=torch.float64)
+    lens = torch.tensor([50, 20])
+    _, lse = flash_decode(q, k, v, cache_seqlens=lens, return_lse=True, num_splits=4, scale=0.3, block_k=8)
+    S = torch.einsum("bhid,bhjd->bhij", q, k.repeat_interleave(2, dim=1)) * 0.3  # G = 6 / 3
+    S = S.masked_fill(~visible(lens, 2, 50, False), float("-inf"))
+    assert max_err(lse, torch.logsumexp(S, -1)) <= 1e-12
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+def test_other_dtypes_within_twice_plain_error(dtype):
+    q, k, v = make_case(2, 4, 2, 1, 200, 32, dtype=dtype)
+    lens = torch.tensor([200, 77])
+    out = flash_decode(q, k, v, cache_seqlens=lens, num_splits=4, block_k=32)
+    assert out.dtype == dtype
+    ref = naive_reference(q.double(), k.double(), v.double(), lens, False)
+    plain = naive_reference(q, k, v, lens, False)
+    assert max_err(out, ref) <= 2 * max_err(plain, ref) + FLOOR[dtype]
+
+
+def test_on_split_reports_splits_then_the_merge():
+    q, k, v = make_case(2, 4, 2, 2, 100, 8)
+    k_p, v_p, table = to_paged(k, v, 10)
+    events = []
+    out, lse = flash_decode(q, k_p, v_p, cache_seqlens=torch.tensor([95, 30]), block_table=table, num_splits=3,
+                            return_lse=True, on_split=events.append)
+    splits, merge = events[:-1], events[-1]
+    assert all(isinstance(e, SplitEvent) for e in splits) and isinstance(merge, MergeEvent)
+    assert len(splits) == merge.num_splits == 3  # 10 blocks of 10 keys -> 4, 4, 2 blocks
+    assert [(e.start, e.stop) for e in splits] == [(0, 40), (40, 80), (80, 95)]
+    assert splits[0].pages == tuple(table[0, :4].tolist()) and splits[2].pages == tuple(table[0, 8:10].tolist())
+    for e in splits:
+        assert e.m.shape == e.l.shape == e.lse.shape == (2,) and e.lse.device.type == "cpu"
+        assert torch.allclose(e.lse, e.m + torch.log(e.l))
+    assert torch.allclose(merge.weights.sum(0), torch.ones(2))
+    assert torch.allclose(merge.lse, lse[0, 0]) and torch.allclose(merge.lse, torch.logsumexp(merge.lse_splits, 0))
+    assert torch.allclose(merge.weights, torch.exp(merge.lse_splits - merge.lse))
+    # the splits alone, recombined by their weights, give the output of batch 0, head 0
+    parts = [flash_decode(q[:1, :1], k[:1, :1, e.start : e.stop], v[:1, :1, e.start : e.stop]) for e in splits]
+    recombined = sum(w[:, None] * p[0, 0] for w, p in zip(merge.weights, parts, strict=True))
+    assert max_err(recombined, out[0, 0]) <= 1e-6
+
+
+def test_heuristic_follows_flash_attn():
+    assert num_splits_heuristic(48, 108, 64) == 2  # flash-attn's worked example: efficiency 0.89
+    assert num_splits_heuristic(8, 2, 128) == 1  # 8 groups fill 2 threads: never split
+    assert num_splits_heuristic(1, 2, 128) == 2  # MQA, B=1 on 2 threads: one split per thread
+    assert num_splits_heuristic(1, 16, 3) == 3  # no more splits than blocks
+    for work in range(1, 40):
+        s = num_splits_heuristic(work, 32, 50)
+        assert 1 <= s <= 32 and (s == 1 or work < 0.8 * 32)
+
+
+def test_auto_splits_on_a_short_cache_still_exact():
+    q, k, v = make_case(1, 2, 1, 1, 5, 4)
+    assert max_err(flash_decode(q, k, v), naive_reference(q, k, v, [5], False)) <= 1e-6
+
+
+def test_docstring_examples_run():
+    assert doctest.testmod(decode_module, raise_on_error=False).failed == 0
+
+
+BAD = [
+    (dict(k=torch.zeros(1, 3, 8, 4)), ValueError, "use H_kv in [1, 2, 4]"),
+    (dict(cache_seqlens=torch.tensor([9])), ValueError, "exceed the cache's capacity"),
+    (dict(cache_seqlens=torch.tensor([-1])), ValueError, "must be >= 0"),
+    (dict(cache_seqlens=torch.tensor([2.0])), TypeError, "must hold integers"),
+    (dict(cache_seqlens=torch.tensor([2, 3])), ValueError, "one valid length per sequence"),
+    (dict(num_splits=0), ValueError, "num_splits must be >= 1"),
+    (dict(num_splits=1.5), TypeError, "num_splits must be a positive int"),
+    (dict(block_k=0), ValueError, "block_k must be >= 1"),
+    (dict(q=torch.zeros(4, 1, 4)), ValueError, "q must be 4-D"),
+    (dict(q=torch.zeros(1, 4, 1, 4, dtype=torch.int64)), TypeError, "q must be float16"),
+    (dict(k=torch.zeros(1, 2, 8, 4, dtype=torch.float64)), TypeError, "share one dtype"),
+    (dict(v=torch.zeros(1, 2, 8, 5)), ValueError, "k_cache and v_cache must have one shape"),
+    (dict(q=torch.zeros(1, 4, 3, 4), causal=True, cache_seqlens=torch.tensor([2])), ValueError, "N_q = 3"),
+    (dict(causal=1), TypeError, "causal must be True or False"),
+]
+
+
+@pytest.mark.parametrize(("change", "error", "message"), BAD)
+def test_bad_inputs_say_how_to_fix(change, error, message):
+    args = dict(q=torch.zeros(1, 4, 1, 4), k=torch.zeros(1, 2, 8, 4)) | change
+    q, k = args.pop("q"), args.pop("k")
+    v = args.pop("v", torch.zeros_like(k))
+    with pytest.raises(error, match=message.replace("[", r"\[").replace("]", r"\]")):
+        flash_decode(q, k, v, **args)
+
+
+PAGED_BAD = [
+    (torch.tensor([[0, 5]]), ValueError, r"block_table\[0, 1\] = 5 is not a page"),
+    (torch.tensor([[0, -1]]), ValueError, r"block_table\[0, 1\] = -1 is not a page"),
+    (torch.tensor([[0.0, 1.0]]), TypeError, "must hold integers"),
+    (torch.tensor([0, 1]), ValueError, r"block_table must be \(B, max_pages\)"),
+]
+
+
+@pytest.mark.parametrize(("table", "error", "message"), PAGED_BAD)
+def test_bad_block_tables_say_how_to_fix(table, error, message):
+    k_p = torch.zeros(3, 2, 4, 8)  # 3 pages of 4 keys
+    with pytest.raises(error, match=message):
+        flash_decode(torch.zeros(1, 2, 1, 8), k_p, k_p, block_table=table, cache_seqlens=torch.tensor([8]))
+
+
+def test_paged_block_k_must_hold_whole_pages():
+    k_p = torch.zeros(3, 2, 4, 8)
+    with pytest.raises(ValueError, match="multiple of page_size=4"):
+        flash_decode(torch.zeros(1, 2, 1, 8), k_p, k_p, block_table=torch.tensor([[0, 1]]), block_k=6)
+
+
+def test_paged_paths_pool_in_place_and_gathered_agree():
+    """A full pool is read in place (pool_owners finds an owner per page); a sparse or shared one is gathered."""
+    q, k, v = make_case(2, 4, 2, 1, 64, 8)
+    k_p, v_p, table = to_paged(k, v, 8)  # 16 pages used of 19
+    full, sparse = torch.tensor([64, 64]), torch.tensor([64, 3])  # 16 / 19 and 9 / 19 pages in use
+    assert pool_owners(table, full, 8, k_p.shape[0]) is not None
+    assert pool_owners(table, sparse, 8, k_p.shape[0]) is None
+    shared = table.clone()
+    shared[1, 0] = shared[0, 0]  # a shared prefix page: its owner is not unique, so gather
+    assert pool_owners(shared, full, 8, k_p.shape[0]) is None
+    k2, v2 = k.clone(), v.clone()
+    k2[1, :, :8], v2[1, :, :8] = k[0, :, :8], v[0, :, :8]
+    for tab, lens, kk, vv in ((table, full, k, v), (table, sparse, k, v), (shared, full, k2, v2)):
+        for s in (None, 1, 3):
+            out = flash_decode(q, k_p, v_p, cache_seqlens=lens, block_table=tab, num_splits=s, causal=True)
+            assert max_err(out, naive_reference(q, kk, vv, lens, True)) <= 1e-5
+
+
+def test_contiguous_splits_are_views_batched_when_they_tile_the_cache():
+    """The full splits of a cache whose length they tile are ONE batch of views (no K/V copy); the others are views
+    too, one batched matmul per split."""
+    k = torch.randn(2, 3, 256, 8)
+    pieces = list(decode_module._contiguous_pieces(k, k, chunk=64, n_splits=4, max_len=256, step=64))
+    assert [(p[0], p[1], p[2], p[3]) for p in pieces] == [(0, 4, 0, 64)]  # split0, count, key0, size
+    assert pieces[0][4].data_ptr() == k.data_ptr() and pieces[0][4].shape == (2 * 3 * 4, 64, 8)
+    pieces = list(decode_module._contiguous_pieces(k, k, chunk=64, n_splits=3, max_len=150, step=64))
+    assert [(p[0], p[1], p[2], p[3]) for p in pieces] == [(0, 1, 0, 64), (1, 1, 64, 64), (2, 1, 128, 22)]
+    assert all(p[4].data_ptr() == k[:, :, p[2]].data_ptr() and p[4]._base is k for p in pieces)  # views of k
+
+
+@pytest.mark.parametrize("num_splits", [1, 2, 3, 4, 8, 16])
+def test_batched_split_path_matches_reference(num_splits):
+    q, k, v = make_case(2, 6, 3, 2, 256, 16)  # 16 blocks of 16 keys tile the 256-key cache
+    out = flash_decode(q, k, v, num_splits=num_splits, block_k=16, causal=True)
+    assert max_err(out, naive_reference(q, k, v, [256, 256], True)) <= 1e-5
