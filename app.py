@@ -7,7 +7,7 @@ The settings live in the URL (flashviz.ui.sidebar), so a copied link reproduces 
 import streamlit as st
 
 from flashviz.ui import benchmark, block_size, correctness, how_it_works, io_model, sidebar, training
-from flashviz.ui.common import machine_env
+from flashviz.ui.common import machine_env, running_job_ui
 from flashviz.ui.state import VIEWS
 
 st.set_page_config(page_title="flashviz: FlashAttention, tile by tile", page_icon="⚡", layout="wide",
@@ -20,6 +20,7 @@ sidebar.sync_url(settings)
 
 st.title("FlashAttention, tile by tile")
 sidebar.notices_ui()
+running_job_ui()
 VIEW_UI = {
     "how": how_it_works.how_it_works_ui,
     "bench": benchmark.benchmark_ui,

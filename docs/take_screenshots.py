@@ -24,12 +24,12 @@ WAIT_MS = 240_000  # the slowest step: the first page load imports torch in the 
 COMMON = "d=64&threads=2&batch=1&heads=1&dtype=float32"
 VIEWS = [  # (file name, query, run button key or None, plotly charts to wait for)
     ("01-how-it-works.png", f"view=how&n=256&br=32&bc=32&link=1&causal=1&order=fa1&row=150&{COMMON}", None, 2),
-    ("02-benchmark.png", f"view=bench&ns=256,512,1024,2048&impls=naive,flash,flash2,sdpa&reps=3&br=128&bc=128&"
+    ("02-benchmark.png", f"view=bench&ns=256,512,1024,2048&impls=naive,flash,flash2,sdpa&reps=3&bblock=256&"
                          f"{COMMON}", "bench_run", 4),
     ("03-block-size.png", f"view=block&n=1024&blocks=16,32,64,128,256&reps=3&{COMMON}", "block_run", 1),
     ("04-io-model.png", f"view=io&n=4096&{COMMON}", None, 1),
     ("05-correctness.png", f"view=correct&cds=16,59,64&cns=64,97,257&br=64&bc=64&{COMMON}", "correct_run", 0),
-    ("06-training.png", f"view=train&ns=128,256,512&impls=naive,flash2,sdpa&reps=2&br=64&bc=64&{COMMON}",
+    ("06-training.png", f"view=train&ns=128,256,512&impls=naive,flash2,sdpa&reps=2&bblock=128&{COMMON}",
      "train_run", 2),
 ]
 

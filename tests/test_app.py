@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import re
 import string
 import threading
 
@@ -20,6 +21,7 @@ from flashviz.core.tiling import tile_schedule
 from flashviz.limits import LIST_MAX
 from flashviz.ui import jobs
 from flashviz.ui.common import timing_lock
+from flashviz.ui.query import parse_query
 from flashviz.ui.state import (
     BLOCK_MAX,
     D_MAX,
@@ -31,12 +33,11 @@ from flashviz.ui.state import (
     Settings,
     apply_preset,
     default_settings,
-    parse_query,
 )
 from flashviz.vocab import DTYPES, IMPLS
 
 TINY = {"ns": "32,64", "impls": "naive,flash,flash2,sdpa", "reps": "1", "d": "16", "n": "128", "br": "32",
-        "bc": "32", "blocks": "16,32", "cds": "16", "cns": "32,33"}  # every heavy tab in a second or two
+        "bc": "32", "blocks": "16,32", "cds": "16", "cns": "32,33", "bblock": "32"}  # every heavy tab in a second
 RUN_BUTTON = {"bench": "bench_run", "block": "block_run", "correct": "correct_run", "train": "train_run"}
 
 
@@ -269,7 +270,9 @@ def test_training_tab_times_forward_and_backward(make_app):
     figs = charts(at)
     assert {"Forward + backward: peak memory vs N", "Forward + backward: time vs N (bars: interquartile range)"} \
         <= set(figs)
-    assert len(at.table) == 1
+    (table,) = figs["Training summary: flash2 vs naive"]["data"]  # the Benchmark's plotly table, same font
+    bench = charts(run_heavy(make_app, "bench"))["Summary: flash vs naive"]["data"][0]
+    assert table["type"] == "table" and table["cells"]["font"]["size"] == bench["cells"]["font"]["size"]
 
 
 def test_empty_choices_and_oversized_sweeps_are_refused_with_a_message(make_app):
@@ -411,3 +414,142 @@ def test_a_fuzz_of_random_query_strings_never_breaks_the_parser():
         for note in notices:
             inline = note.split("`")[1::2]  # the raw values are quoted as inline code: printable ASCII only
             assert all(all(" " <= c <= "~" for c in part) for part in inline)
+
+
+def test_every_setting_is_declared_once_and_everything_else_is_derived():
+    from flashviz.ui.state import setting_fields, spec_of
+    from flashviz.ui.widgets import DRAW, WIDGET_KEYS
+
+    names = [f.name for f in setting_fields()]
+    assert list(Settings().to_query()) == names  # the URL carries exactly the declared settings
+    for name in names:
+        spec = spec_of(name)
+        assert spec.widget in DRAW or spec.widget in ("", "tabs"), name  # every widget kind has a drawer
+        assert spec.place == "app" or (spec.label and spec.help), name  # every widget has a label and help
+    assert set(names) - {"window"} <= set(WIDGET_KEYS) and {"win_on", "win_left", "win_right"} <= set(WIDGET_KEYS)
+    changed = Settings(n=97, row=90, window=(3, 1), impls=("sdpa",), view="io")
+    assert parse_query(changed.to_query()) == (changed, [])
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# what the tabs teach, true at the settings where it is shown
+
+
+def test_benchmark_draws_each_n_as_it_finishes():
+    seen = []
+    jobs.sweep((24, 40), 8, 8, 8, False, None, ("naive", "flash"), 1, 1, "float32", "cpu", 1, 1,
+               _progress=lambda done, total, what, partial=None: seen.append(partial))
+    partials = [p for p in seen if p is not None]
+    assert [sorted(p["N"].unique()) for p in partials] == [[24], [24, 40]]
+
+
+def test_benchmark_shows_results_so_far_and_the_idle_text_counts_right(make_app):
+    at = make_app(view="bench", ns="128", impls="sdpa", reps="1", d="8")
+    assert any("about 1 measurement, 1 repeat each" in i.value for i in at.info)
+    at.button(key="bench_run").click().run()
+    assert_clean(at)
+    assert "Time vs sequence length (so far)" in charts(at)
+
+
+def _scaled_sweep(monkeypatch, naive_factor: float):
+    """Make naive's measured time naive_factor times what it was, so the speedup's side of 1 is known."""
+    real = jobs.run_sweep
+
+    def fake(*a, **k):
+        df = real(*a, **k)
+        df.loc[df["impl"] == "naive", "time_s"] *= naive_factor
+        return df
+
+    monkeypatch.setattr(jobs, "run_sweep", fake)
+
+
+@pytest.mark.parametrize(("factor", "d", "shown"), [(1e-6, "12", True), (1e6, "20", False)])
+def test_the_slower_than_naive_caption_shows_only_when_true(make_app, monkeypatch, factor, d, shown):
+    _scaled_sweep(monkeypatch, factor)
+    at = run_heavy(make_app, "bench", ns="32", impls="naive,flash", d=d)
+    captions = [c.value for c in at.caption if "slower than naive" in c.value]
+    assert bool(captions) == shown
+    if shown:
+        assert "flash at N = 32" in captions[0] and "Python loop iteration" in captions[0]
+
+
+def test_benchmark_compares_causal_with_no_mask(make_app):
+    at = run_heavy(make_app, "bench", ns="64", impls="naive,flash2")
+    at.button(key="causal_run").click().run()
+    assert_clean(at)
+    (table,) = [df.value for df in at.dataframe if "causal / no mask" in df.value.columns]
+    assert list(table["implementation"]) == ["flash2", "naive"] and (table["causal / no mask"] > 0).all()
+
+
+def test_the_inspected_row_comes_back_when_n_grows_again(make_app):
+    at = make_app(n="1024", row="900")
+    at.select_slider(key="n").set_value(256).run()
+    assert at.number_input(key="row").value == 255
+    at.select_slider(key="n").set_value(1024).run()
+    assert_clean(at)
+    assert at.number_input(key="row").value == 900 and at.query_params["row"] == "900"
+
+
+def test_a_preset_sets_every_setting_whatever_came_before(make_app):
+    at = make_app()
+    at.selectbox(key="preset").set_value("Long-context causal").run()
+    at.selectbox(key="preset").set_value("GPT-2 small layer").run()
+    assert_clean(at)
+    expected = apply_preset(default_settings(Env(max_threads=int(at.query_params["threads"]))), "GPT-2 small layer")
+    assert at.query_params == expected.to_query()  # the long-context preset's N list is gone too
+
+
+def test_sliding_window_preset_toggling_causal_changes_tiles_and_traffic(make_app):
+    at = make_app()
+    at.selectbox(key="preset").set_value("Sliding window").run()
+    assert_clean(at)
+
+    def tiles_and_hbm():
+        (computed,) = [int(m.group(1)) for c in at.caption if (m := re.search(r"(\d+) of \d+ tiles computed", c.value))]
+        return computed, at.metric[1].value
+
+    before = tiles_and_hbm()
+    at.toggle(key="causal").set_value(True).run()
+    assert_clean(at)
+    after = tiles_and_hbm()
+    assert after[0] < before[0] and after[1] != before[1]
+
+
+def test_blocks_as_large_as_n_are_explained(make_app):
+    at = make_app(view="block", n="16", blocks="8,16,32")
+    assert_clean(at)
+    assert any("16, 32 are at least N = 16" in c.value for c in at.caption)
+
+
+def test_correctness_says_it_uses_its_own_n_and_d(make_app):
+    at = make_app(view="correct", n="512", d="32")
+    assert any("not the sidebar's d = 32 and N = 512" in c.value for c in at.caption)
+    at = make_app(view="correct", dtype="float16")
+    assert "seed" not in at.warning[0].value and "float32" in at.warning[0].value
+
+
+def test_a_run_left_behind_by_a_setting_change_says_so_and_can_be_cancelled(make_app):
+    from flashviz.ui.common import JOB_KEY, Job
+
+    job = Job(name="bench", title="Benchmark sweep", args=())
+
+    def work():  # reports progress every 10 ms, as a sweep does between calls, until cancelled
+        try:
+            for i in range(6000):
+                job.progress(i, 6000, "timing")
+                threading.Event().wait(0.01)
+        except Exception as exc:
+            job.box["error"] = exc
+
+    job.thread = threading.Thread(target=work, daemon=True)
+    job.thread.start()
+    at = make_app()
+    at.session_state[JOB_KEY] = job
+    at.run()
+    assert any("still running" in w.value for w in at.warning)
+    at.button(key="_fv_cancel").click().run()
+    assert_clean(at)
+    assert not job.thread.is_alive() and type(job.box["error"]).__name__ == "Cancelled"
+    assert any(i.value.startswith("Cancelled **Benchmark sweep**") for i in at.info)
+    at.run()
+    assert not any("still running" in w.value for w in at.warning)

@@ -122,3 +122,20 @@ def test_every_tab_and_a_hostile_link_render_without_an_exception_box(browser, s
         assert "view=how" in page.url
     finally:
         page.close()
+
+
+def test_a_setting_change_during_a_run_leaves_a_still_running_box_with_cancel(browser, streamlit_server):
+    query = "view=bench&ns=1024,2048&impls=flash,flash2&bblock=16&reps=10&d=64"  # many small tiles: a slow run
+    page = open_page(browser, f"{streamlit_server}/?{query}")
+    try:
+        page.get_by_role("button", name="Run benchmark").click()
+        page.wait_for_selector("text=/timing|memory of/", timeout=LOAD_MS)  # the worker is measuring
+        page.get_by_text("Causal mask").click()  # reruns the script; the worker goes on
+        page.wait_for_selector("text=is still running", timeout=LOAD_MS)
+        page.screenshot(path=str(SHOTS / "11-still-running.png"), full_page=True)
+        page.get_by_role("button", name="Cancel the run").click()
+        page.wait_for_selector("text=Cancelled", timeout=60_000)
+        assert page.get_by_text("is still running").count() == 0
+        assert page.locator("[data-testid='stException']").count() == 0
+    finally:
+        page.close()

@@ -1,4 +1,5 @@
-"""The "Benchmark" tab: a live sweep over N for naive / flash / flash2 / SDPA, on request.
+"""The "Benchmark" tab: a live sweep over N for naive / flash / flash2 / SDPA, on request, drawn as each N finishes;
+then, at the largest N, the price of the causal mask.
 
 Widgets -> jobs.sweep (cached run_sweep under the timing lock) -> figures. The result stays on the
 page while the settings that produced it are unchanged; any student asking for the same settings gets it at once.
@@ -6,62 +7,101 @@ page while the settings that produced it are unchanged; any student asking for t
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
+from flashviz.core.tiling import tile_schedule
 from flashviz.figures.plots import gflops_figure, hbm_figure, memory_figure, time_figure
 from flashviz.figures.report import summary_table, summary_table_figure
-from flashviz.limits import LIST_MAX, REPEATS_MAX
 from flashviz.ui import jobs
 from flashviz.ui.common import not_run_ui, run_button_ui, show_figure
-from flashviz.ui.state import BENCH_N_OPTIONS, Settings
-from flashviz.vocab import IMPLS
+from flashviz.ui.state import Settings
+from flashviz.ui.widgets import draw
 
-IMPL_HELP = {
-    "naive": "standard attention: materialises S and P (N² each)",
-    "flash": "tiled, FA1 loop order (kv_outer)",
-    "flash2": "tiled, FA2 loop order (q_outer)",
-    "sdpa": "PyTorch's fused scaled_dot_product_attention",
-}
+TILED = ("flash", "flash2")
+SLOWER_WHY = (
+    "This flashviz kernel is plain PyTorch: every tile is one Python loop iteration with a few small matmuls, so "
+    "small tiles and a single head pay that overhead thousands of times. And on a CPU the \"SRAM\" is the cache "
+    "while naive's N × N matrix still fits in RAM, so naive pays no slow round trip. On a GPU the gap "
+    "FlashAttention closes is HBM traffic: see the modelled traffic below and the IO model tab."
+)
+
+
+def plural(n: int, word: str) -> str:
+    """'1 measurement', '2 measurements'."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def speedups(df: pd.DataFrame) -> pd.DataFrame:
+    """naive time / tiled time per (N, tiled impl) where both ran: one row each, column "speedup"."""
+    ok = df[df["status"].astype(str) == "ok"]
+    naive = ok[ok["impl"] == "naive"].set_index("N")["time_s"]
+    tiled = ok[ok["impl"].isin(TILED)]
+    out = tiled.assign(speedup=tiled["N"].map(naive) / tiled["time_s"])
+    return out.dropna(subset=["speedup"])[["impl", "N", "speedup"]]
+
+
+def slower_caption_ui(df: pd.DataFrame, where: str) -> None:
+    """Say why the tiled kernels are slower than naive, only where a measured speedup is below 1."""
+    slow = speedups(df)
+    slow = slow[slow["speedup"] < 1]
+    if len(slow) == 0:
+        return
+    cases = ", ".join(f"{r.impl} at N = {r.N} ({r.speedup:.2f}x)" for r in slow.itertuples())
+    st.caption(f"**Why is the tiled kernel slower than naive {where}?** Speedup below 1: {cases}. {SLOWER_WHY}")
 
 
 def benchmark_ui(s: Settings) -> None:
     """Draw the tab for settings s."""
     st.markdown(
-        "Time and peak memory of four implementations on the same random Q, K, V (B, H, N, d from the sidebar). "
-        "Naive attention's memory grows with **N²**: it stores S and P. The tiled kernels grow with **N**. "
-        "Timings are medians of repeated calls; error bars span the interquartile range."
+        "Time and peak memory of four implementations on the same random Q, K, V: B, H and d come from the "
+        "sidebar; the sequence lengths N, the tiled kernels' tile size and the repeats from this tab. Naive "
+        "attention's memory grows with **N²**: it stores S and P. The tiled kernels' grows with **N**. Timings are "
+        "medians of repeated calls; error bars span the interquartile range. Each N is drawn as soon as it is done."
     )
-    c1, c2, c3 = st.columns([3, 3, 2])
-    c1.multiselect("Sequence lengths N", sorted({*BENCH_N_OPTIONS, *st.session_state.get("ns", [])}), key="ns",
-                   max_selections=LIST_MAX, help=f"Up to {LIST_MAX} lengths; each one is measured for every "
-                                                 "implementation. Naive rows that would not fit in memory are "
-                                                 "refused and listed with the memory they would need.")
-    c2.multiselect("Implementations", IMPLS, key="impls",
-                   help="Which attention implementations to time: "
-                        + "; ".join(f"**{i}**: {what}" for i, what in IMPL_HELP.items()) + ".")
-    c3.slider("Repeats", 1, REPEATS_MAX, key="reps", help="Timed calls per point (after one warm-up call); the "
-                                                          "median is plotted, the interquartile range as error bars.")
+    draw("ns", st)
+    c1, c2, c3 = st.columns([3, 1, 1])  # wide enough for all four implementation chips at 1280 px
+    for name, col in zip(("impls", "bblock", "reps"), (c1, c2, c3), strict=True):
+        draw(name, col)
     if not s.ns or not s.impls:
         st.error("Choose at least one sequence length and one implementation.")
         return
-    args = jobs.sweep_args(s)
-    problem = jobs.work_guard(s.ns, d=s.d, br=s.br, bc=s.bc, batch=s.batch, heads=s.heads, reps=s.reps,
+    problem = jobs.work_guard(s.ns, d=s.d, br=s.bblock, bc=s.bblock, batch=s.batch, heads=s.heads, reps=s.reps,
                               n_impls=len(s.impls), dtype=s.dtype)
     if problem:
         st.error(problem)
         return
-    df = run_button_ui("bench", jobs.sweep, args, label="Run benchmark", title="Benchmark sweep",
+    if s.bblock >= min(s.ns):
+        st.caption(f"At N ≤ {s.bblock} one {s.bblock}-wide tile covers the whole sequence: the tiled kernels run a "
+                   "single tile there, like naive attention with extra bookkeeping.")
+    holder: dict[str, object] = {}
+
+    def draw_so_far(partial: pd.DataFrame) -> None:  # called inside the run's status box
+        if "live" not in holder:
+            holder["live"] = st.empty()
+        with holder["live"].container():
+            show_figure(time_figure(partial).update_layout(title_text="Time vs sequence length (so far)"),
+                        key=f"bench_live_{partial['N'].nunique()}")
+
+    df = run_button_ui("bench", jobs.sweep, jobs.sweep_args(s), label="Run benchmark", title="Benchmark sweep",
                        help="Runs the sweep now (results are cached: the same settings come back at once).",
                        idle=f"Press **Run benchmark** to measure these settings (about "
-                            f"{len(s.ns) * len(s.impls)} measurements, {s.reps} repeats each).")
+                            f"{plural(len(s.ns) * len(s.impls), 'measurement')}, "
+                            f"{plural(s.reps, 'repeat')} each).", on_partial=draw_so_far)
     if df is None:
         return
+    _results_ui(s, df)
+    _causal_ui(s)
+
+
+def _results_ui(s: Settings, df: pd.DataFrame) -> None:
     not_run_ui(df)
     show_figure(memory_figure(df), key="bench_memory")  # full width: legible from the back of the room
     show_figure(time_figure(df), key="bench_time")
+    slower_caption_ui(df, "here")
     show_figure(gflops_figure(df), key="bench_gflops")
     show_figure(hbm_figure(df), key="bench_hbm")
-    for flash in ("flash", "flash2"):  # a plotly table: its 20 px font reads on a projector, st.table's does not
+    for flash in TILED:  # a plotly table: its 20 px font reads on a projector, st.table's does not
         if "naive" in s.impls and flash in s.impls:
             show_figure(summary_table_figure(summary_table(df, flash_impl=flash), title=f"Summary: {flash} vs naive"),
                         key=f"bench_summary_{flash}")
@@ -69,3 +109,37 @@ def benchmark_ui(s: Settings) -> None:
                        mime="text/csv", key="bench_csv", help="Every row of the sweep, one per (implementation, N).")
     with st.expander("All measurements"):
         st.dataframe(df, hide_index=True)
+
+
+def causal_ratios(df: pd.DataFrame) -> pd.DataFrame:
+    """Per implementation: time without and with the causal mask and their ratio (causal / no mask)."""
+    ok = df[df["status"].astype(str) == "ok"]
+    table = ok.pivot_table(index="impl", columns="causal", values="time_s", aggfunc="first")
+    table = table.reindex(columns=[False, True]).dropna()
+    return pd.DataFrame({"implementation": table.index, "no mask (ms)": table[False].values * 1e3,
+                         "causal (ms)": table[True].values * 1e3,
+                         "causal / no mask": table[True].values / table[False].values})
+
+
+def _causal_ui(s: Settings) -> None:
+    n = max(s.ns)
+    st.subheader(f"Causal vs no mask at N = {n}")
+    tiles = tile_schedule(n, n, s.bblock, s.bblock, causal=True).counts()
+    computed, total = tiles["full"] + tiles["partial"], sum(tiles.values())
+    st.markdown(f"A causal mask hides the keys after each query, so the tiled kernels skip every tile above the "
+                f"diagonal: at N = {n} with {s.bblock}-wide tiles they compute {computed} of {total} tiles. Naive "
+                "attention computes all N² scores and then masks them, so it saves nothing.")
+    args = (n, s.d, s.bblock, s.impls, s.batch, s.heads, s.dtype, s.device, s.threads, s.reps)
+    df = run_button_ui("causal", jobs.causal_pair, args, label="Compare causal and no mask",
+                       title="Causal comparison", help=f"Times every chosen implementation at N = {n} with and "
+                                                       "without the causal mask.",
+                       idle=f"Press **Compare causal and no mask** to time both at N = {n} "
+                            f"({plural(2 * len(s.impls), 'measurement')}).")
+    if df is None:
+        return
+    not_run_ui(df)
+    st.dataframe(causal_ratios(df), hide_index=True, column_config={
+        "no mask (ms)": st.column_config.NumberColumn(format="%.1f"),
+        "causal (ms)": st.column_config.NumberColumn(format="%.1f"),
+        "causal / no mask": st.column_config.NumberColumn(format="%.2f",
+                                                          help="Below 1: the mask saved time.")})

@@ -9,10 +9,10 @@ from __future__ import annotations
 import streamlit as st
 
 from flashviz.figures.plots import block_sweep_figure
-from flashviz.limits import LIST_MAX
 from flashviz.ui import jobs
 from flashviz.ui.common import not_run_ui, run_button_ui, show_figure
-from flashviz.ui.state import BLOCK_OPTIONS, Settings
+from flashviz.ui.state import Settings
+from flashviz.ui.widgets import draw
 
 
 def block_size_ui(s: Settings) -> None:
@@ -23,12 +23,15 @@ def block_size_ui(s: Settings) -> None:
         "K/V block in FA1) until a tile no longer fits in on-chip memory. On a CPU, small tiles also pay Python's "
         "per-tile overhead. Dotted lines: naive attention and SDPA at the same N, for reference."
     )
-    st.multiselect("Block sizes Br = Bc", sorted({*BLOCK_OPTIONS, *st.session_state.get("blocks", [])}),
-                   key="blocks", max_selections=LIST_MAX,
-                   help=f"Square tiles to try, up to {LIST_MAX}; each is timed for flash (FA1) and flash2 (FA2).")
+    draw("blocks", st)
     if not s.blocks:
         st.error("Choose at least one block size.")
         return
+    big = [b for b in s.blocks if b >= s.n]
+    if big:
+        st.caption(f"Block sizes {', '.join(map(str, big))} are at least N = {s.n}: one tile covers the whole "
+                   "sequence, so they all run the same single tile and their points come out flat. Raise N in the "
+                   "sidebar to see the trade-off.")
     smallest = min(s.blocks)
     problem = jobs.work_guard((s.n,), d=s.d, br=smallest, bc=smallest, batch=s.batch, heads=s.heads, reps=s.reps,
                               n_impls=2 * len(s.blocks) + 2, dtype=s.dtype)

@@ -16,6 +16,7 @@ from flashviz.measure.trace import RowTrace, ScheduleTrace, row_trace, schedule_
 from flashviz.model.iomodel import io_cost
 from flashviz.ui.common import show_figure, timing_lock
 from flashviz.ui.state import Settings
+from flashviz.ui.widgets import draw
 from flashviz.vocab import DTYPE_BYTES, LOOP_ORDER_LABELS
 
 GRID_MAX = 64  # tiles per side the animation draws (64 x 64 = 4096 tiles, ~2 MB of frames)
@@ -109,11 +110,7 @@ def _totals_ui(s: Settings, traces: list[ScheduleTrace], dtype_bytes: int) -> No
 
 def _row_inspector_ui(s: Settings, n_steps: int) -> None:
     st.subheader("Row inspector: the online softmax of one query row")
-    if st.session_state.get("row", 0) > s.n - 1:
-        st.session_state["row"] = s.n - 1
-    st.number_input("Query row r", min_value=0, max_value=s.n - 1, step=1, key="row",
-                    help="Which row of S to follow. Its m and l change only on the tiles of its Q block; the dotted "
-                         "line on the tile map marks it.")
+    draw("row", st, hi=s.n - 1)
     flops = io_cost("kv_outer", s.n, s.n, s.d, s.br, s.bc, causal=s.causal, window=s.window).flops
     if flops > ROW_TRACE_FLOPS_MAX:
         st.info(f"The row inspector runs the real kernel, {flops / 1e9:.0f} GFLOP at these settings: too slow to "

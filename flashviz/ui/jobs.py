@@ -85,11 +85,29 @@ def sweep(ns: tuple[int, ...], d: int, br: int, bc: int, causal: bool, window: W
           batch: int, heads: int, dtype: str, device: str, threads: int, reps: int, mode: str = "forward",
           time_budget_s: float = LIVE_TIME_BUDGET_S, _progress: Progress | None = None,
           _lock: threading.Lock | None = None) -> pd.DataFrame:
-    """run_sweep over N, cached on every argument; timing runs take turns on `_lock`, each within time_budget_s."""
+    """run_sweep over N, cached on every argument; timing runs take turns on `_lock`, all N within time_budget_s.
+
+    One run_sweep per N, so that `_progress` gets the rows measured so far (its fourth argument) after each N."""
+    frames: list[pd.DataFrame] = []
+    used = 0.0  # seconds of the budget the earlier N took
     with holding(_lock or threading.Lock(), _progress):
-        return run_sweep(list(ns), d=d, block_q=br, block_k=bc, causal=causal, window=window, impls=impls,
-                         batch=batch, heads=heads, dtype=dtype, device=device, threads=threads, repeats=reps,
-                         mode=mode, warmup=WARMUP, progress=_progress, time_budget_s=time_budget_s)
+        for i, n in enumerate(ns):
+            def step(done: int, total: int, what: str, i: int = i) -> None:  # done counts rows of this N
+                if _progress is not None:
+                    _progress(i * len(impls) + done, len(ns) * len(impls), what)
+
+            start = time.perf_counter()
+            frames.append(run_sweep([n], d=d, block_q=br, block_k=bc, causal=causal, window=window, impls=impls,
+                                    batch=batch, heads=heads, dtype=dtype, device=device, threads=threads,
+                                    repeats=reps, mode=mode, warmup=WARMUP, progress=step,
+                                    time_budget_s=max(0.0, time_budget_s - used)))
+            used += time.perf_counter() - start
+            if _progress is not None:
+                _progress((i + 1) * len(impls), len(ns) * len(impls), f"N = {n} done",
+                          pd.concat(frames, ignore_index=True))
+    df = pd.concat(frames, ignore_index=True)
+    df.attrs = frames[-1].attrs
+    return df
 
 
 @_not_cached_if_cut_short
@@ -133,8 +151,28 @@ def correctness(ds: tuple[int, ...], ns: tuple[int, ...], br: int, bc: int, caus
     return pd.concat(frames, ignore_index=True)
 
 
+@_not_cached_if_cut_short
+@st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
+def causal_pair(n: int, d: int, block: int, impls: tuple[str, ...], batch: int, heads: int, dtype: str, device: str,
+                threads: int, reps: int, time_budget_s: float = LIVE_TIME_BUDGET_S, _progress: Progress | None = None,
+                _lock: threading.Lock | None = None) -> pd.DataFrame:
+    """run_sweep at one N without and with the causal mask (rows tagged by the "causal" column); one time budget."""
+    frames = []
+    with holding(_lock or threading.Lock(), _progress):
+        start = time.perf_counter()
+        for i, causal in enumerate((False, True)):
+            def step(done: int, total: int, what: str, i: int = i) -> None:
+                if _progress is not None:
+                    _progress(i * len(impls) + done, 2 * len(impls), f"{'causal' if i else 'no mask'}: {what}")
+
+            frames.append(run_sweep([n], d=d, block_q=block, block_k=block, causal=causal, impls=impls, batch=batch,
+                                    heads=heads, dtype=dtype, device=device, threads=threads, repeats=reps,
+                                    warmup=WARMUP, progress=step, time_budget_s=_left(time_budget_s, start)))
+    return pd.concat(frames, ignore_index=True)
+
+
 def sweep_args(s: Settings, *, ns: tuple[int, ...] | None = None, impls: tuple[str, ...] | None = None,
                mode: str = "forward") -> tuple:
-    """The hashable arguments of `sweep` for settings s."""
-    return (ns or s.ns, s.d, s.br, s.bc, s.causal, s.window, impls or s.impls, s.batch, s.heads, s.dtype, s.device,
-            s.threads, s.reps, mode)
+    """The hashable arguments of `sweep` for settings s (the Benchmark's own tile size, not the sidebar's)."""
+    return (ns or s.ns, s.d, s.bblock, s.bblock, s.causal, s.window, impls or s.impls, s.batch, s.heads, s.dtype,
+            s.device, s.threads, s.reps, mode)

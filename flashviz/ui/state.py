@@ -1,17 +1,18 @@
-"""Dashboard settings: one frozen dataclass, its URL form, and a defensive parser for hostile query strings.
+"""Dashboard settings, each declared once: a field of the frozen `Settings` dataclass carrying its `Spec` (URL key,
+default, bounds or options, widget kind, label and help text).
 
-Pure: imports neither streamlit nor torch, so the parser is fuzzed in milliseconds. A link carries every setting
-(`to_query`), and `parse_query` turns any query mapping (repeated keys, non-numbers, huge, negative, unicode)
-into valid Settings plus plain-text notices saying what was clamped and why. It never raises on input.
+Everything else is derived from these declarations: the URL form (`Settings.to_query`), the hostile-URL parser
+(flashviz.ui.query.parse_query), the session-state keys and the widgets (flashviz.ui.widgets). Adding a setting is one
+`setting(...)` line here. Pure: imports neither streamlit nor torch.
 
 Legend: N sequence length (N_q = N_k), d head dimension, Br = block_q, Bc = block_k.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Mapping
+from dataclasses import Field, dataclass, field, fields, replace
+from typing import Any
 
 from flashviz.limits import BATCH_MAX, HEADS_MAX, LIST_MAX, REPEATS_MAX  # shared with the CLI
 from flashviz.vocab import DTYPES, IMPLS, KV_OUTER, Q_OUTER
@@ -34,10 +35,42 @@ VIEWS = {  # URL slug -> tab label
     "correct": "Correctness",
     "train": "Training",
 }
-_TRUE = {"1", "true", "yes", "on", "t", "y"}
-_FALSE = {"0", "false", "no", "off", "f", "n"}
-_INT = re.compile(r"[+-]?[0-9]{1,12}", re.ASCII)  # ASCII digits only: int() would accept Arabic-Indic digits too
-_RAW_MAX = 200  # characters of a raw value we look at; longer values are rejected unread
+IMPL_HELP = {
+    "naive": "standard attention: materialises S and P (N² each)",
+    "flash": "tiled, FA1 loop order (kv_outer)",
+    "flash2": "tiled, FA2 loop order (q_outer)",
+    "sdpa": "PyTorch's fused scaled_dot_product_attention",
+}
+
+# How a value is parsed from and written to the URL.
+INT, BOOL, CHOICE, INTS, STRS, WINDOW = "int", "bool", "choice", "ints", "strs", "window"
+# Where a widget is drawn: the sidebar, a tab (the tab's module asks for it by name), or the app (the tabs).
+SIDEBAR, TAB, APP = "sidebar", "tab", "app"
+
+
+@dataclass(frozen=True)
+class Spec:
+    """Everything the dashboard needs to know about one setting, besides its name and default."""
+
+    kind: str  # URL form: INT, BOOL, CHOICE, INTS (comma list), STRS (comma list) or WINDOW ("left,right" / "none")
+    widget: str  # streamlit widget: "select_slider", "slider", "number_input", "checkbox", "toggle", "radio",
+    #              "selectbox", "multiselect"; "window" (on/left/right), "blocks" (link + Br + Bc), "tabs", "" (drawn
+    #              by another setting's widget)
+    label: str = ""  # widget label
+    help: str = ""  # widget help text (markdown)
+    place: str = SIDEBAR  # SIDEBAR, TAB or APP
+    lo: int = 0  # INT / INTS: smallest allowed value
+    hi: int = 0  # INT / INTS: largest allowed value
+    options: tuple[Any, ...] = ()  # CHOICE / STRS: the allowed values; sliders and multiselects: the values offered
+    labels: Mapping[str, str] | None = None  # display text of each option (radio, selectbox, tabs)
+    step: int = 1  # number_input step
+    half: bool = False  # drawn in half the sidebar's width, next to the following half-width setting
+    env: str = ""  # "threads": hi is the machine's thread count; "devices": options are the machine's devices
+
+
+def setting(default: Any, spec: Spec) -> Any:
+    """A Settings field: its default and its Spec (read back with `spec_of`)."""
+    return field(default=default, metadata={"spec": spec})
 
 
 @dataclass(frozen=True)
@@ -50,30 +83,84 @@ class Env:
 
 @dataclass(frozen=True)
 class Settings:
-    """Every setting of the dashboard. Hashable, so it can key caches; `to_query` is its URL form."""
+    """Every setting of the dashboard, one declaration each. Hashable, so it can key caches."""
 
-    n: int = 1024  # sequence length N (N_q = N_k)
-    d: int = 64  # head dimension
-    br: int = 64  # Br: query rows per tile
-    bc: int = 64  # Bc: key columns per tile
-    link: bool = True  # Br and Bc move together
-    causal: bool = False  # top-left causal mask
-    window: tuple[int, int] | None = None  # (left, right) sliding window reach, None = no window
-    order: str = "fa1"  # "fa1" (kv_outer), "fa2" (q_outer) or "both"
-    dtype: str = "float32"  # torch dtype name
-    batch: int = 1  # B
-    heads: int = 1  # H
-    device: str = "cpu"  # "cpu" or "cuda"
-    threads: int = 2  # torch CPU threads for timing runs
-    row: int = 512  # query row shown by the row inspector
-    view: str = "how"  # active tab (slug of VIEWS)
-    ns: tuple[int, ...] = (256, 512, 1024, 2048, 4096)  # Benchmark: sequence lengths
-    impls: tuple[str, ...] = IMPLS  # Benchmark: implementations
-    reps: int = 5  # Benchmark / Block size / Training: timing repeats
-    blocks: tuple[int, ...] = (16, 32, 64, 128, 256)  # Block size: block sizes swept at fixed N
-    cds: tuple[int, ...] = (16, 32, 64, 128)  # Correctness: head dimensions
-    cns: tuple[int, ...] = (64, 97, 256, 1000)  # Correctness: sequence lengths
-    presets_applied: tuple[str, ...] = field(default=(), compare=False, repr=False)  # not a setting; for notices
+    n: int = setting(1024, Spec(
+        INT, "select_slider", "Sequence length N", lo=N_MIN, hi=N_MAX, options=N_OPTIONS,
+        help="Tokens per sequence (N_q = N_k = N). Powers of two plus odd sizes (97, 257, 1000, 1025) whose last "
+             "tile is ragged. Naive attention's memory grows with N²; FlashAttention's with N."))
+    d: int = setting(64, Spec(
+        INT, "select_slider", "Head dimension d", lo=D_MIN, hi=D_MAX, options=D_OPTIONS,
+        help="Features per head (the width of Q, K, V). GPT-2 uses 64; odd values (59, 111) test ragged code paths."))
+    br: int = setting(64, Spec(
+        INT, "blocks", "Block rows Br (queries per tile)", lo=BLOCK_MIN, hi=BLOCK_MAX, options=BLOCK_OPTIONS,
+        help="Query rows per tile: the height of one tile of S."))
+    bc: int = setting(64, Spec(
+        INT, "", "Block columns Bc (keys per tile)", lo=BLOCK_MIN, hi=BLOCK_MAX, options=BLOCK_OPTIONS,
+        help="Key columns per tile: the width of one tile of S."))
+    link: bool = setting(True, Spec(
+        BOOL, "", "Link Br and Bc",
+        help="Use one block size for query rows (Br) and key columns (Bc), as most kernels do."))
+    causal: bool = setting(False, Spec(
+        BOOL, "toggle", "Causal mask",
+        help="Query i sees keys j ≤ i (decoder models, as SDPA's is_causal). Tiles above the diagonal are "
+             "skipped: never loaded, never computed."))
+    window: tuple[int, int] | None = setting(None, Spec(
+        WINDOW, "window", "Sliding window", lo=0, hi=N_MAX, step=64,
+        help="Each query sees only nearby keys: i − left ≤ j ≤ i + right (flash-attn's window_size). Combined "
+             "with the causal mask by intersection."))  # (left, right) reach; None = no window
+    order: str = setting("fa1", Spec(
+        CHOICE, "radio", "Loop order", options=tuple(ORDERS), labels=ORDERS,
+        help="FA1 (Algorithm 1) loops over K/V blocks outside and Q blocks inside, rewriting O, l, m in HBM "
+             "after every tile. FA2 loops over Q blocks outside and keeps O_i on chip until its row is done."))
+    dtype: str = setting("float32", Spec(
+        CHOICE, "selectbox", "dtype", options=DTYPES,
+        help="Element type of Q, K, V. Accumulators stay fp32 (fp64 for float64). Half types halve the "
+             "bytes moved; on a CPU they are slower, not faster."))
+    batch: int = setting(1, Spec(
+        INT, "number_input", "batch B", lo=1, hi=BATCH_MAX, half=True,
+        help="Sequences processed together. Memory and time scale linearly with B."))
+    heads: int = setting(4, Spec(
+        INT, "number_input", "heads H", lo=1, hi=HEADS_MAX, half=True,
+        help="Attention heads per layer. Memory and time scale linearly with H."))
+    device: str = setting("cpu", Spec(
+        CHOICE, "selectbox", "device", options=("cpu", "cuda"), env="devices",
+        help="Where the benchmarks run. CUDA is listed only when PyTorch sees a GPU. The tile animation "
+             "always runs its small trace on the CPU."))
+    threads: int = setting(2, Spec(
+        INT, "select_slider", "CPU threads", lo=1, hi=2, env="threads",
+        help="Intra-op threads for timing runs (set explicitly and reported with every result)."))
+    row: int = setting(512, Spec(
+        INT, "number_input", "Query row r", lo=0, hi=N_MAX - 1, place=TAB,
+        help="Which row of S to follow. Its m and l change only on the tiles of its Q block; the dotted "
+             "line on the tile map marks it."))
+    view: str = setting("how", Spec(CHOICE, "tabs", options=tuple(VIEWS), labels=VIEWS, place=APP))
+    ns: tuple[int, ...] = setting((512, 1024, 2048), Spec(  # with H = 4: about 10 s on 2 CPU cores
+        INTS, "multiselect", "Sequence lengths N", lo=N_MIN, hi=N_MAX, options=BENCH_N_OPTIONS, place=TAB,
+        help=f"Up to {LIST_MAX} lengths; each one is measured for every implementation. Naive rows that would "
+             "not fit in memory are refused and listed with the memory they would need."))
+    impls: tuple[str, ...] = setting(IMPLS, Spec(
+        STRS, "multiselect", "Implementations", options=IMPLS, place=TAB,
+        help="Which attention implementations to time: "
+             + "; ".join(f"**{i}**: {what}" for i, what in IMPL_HELP.items()) + "."))
+    bblock: int = setting(256, Spec(
+        INT, "select_slider", "Tile size Br = Bc", lo=BLOCK_MIN, hi=BLOCK_MAX, options=BLOCK_OPTIONS, place=TAB,
+        help="Tile size of flash and flash2 in the Benchmark and Training tabs (the sidebar's Br and Bc drive the "
+             "tile map). On a CPU each tile is one Python loop iteration, so small tiles pay that overhead many "
+             "times over."))
+    reps: int = setting(3, Spec(
+        INT, "slider", "Repeats", lo=1, hi=REPEATS_MAX, place=TAB,
+        help="Timed calls per point (after one warm-up call); the median is plotted, the interquartile range "
+             "as error bars."))
+    blocks: tuple[int, ...] = setting((16, 32, 64, 128, 256), Spec(
+        INTS, "multiselect", "Block sizes Br = Bc", lo=BLOCK_MIN, hi=BLOCK_MAX, options=BLOCK_OPTIONS, place=TAB,
+        help=f"Square tiles to try, up to {LIST_MAX}; each is timed for flash (FA1) and flash2 (FA2)."))
+    cds: tuple[int, ...] = setting((16, 32, 64, 128), Spec(
+        INTS, "multiselect", "Head dimensions d", lo=D_MIN, hi=D_MAX, options=D_OPTIONS, place=TAB,
+        help="Odd values (59, 111) exercise code paths that powers of two hide."))
+    cns: tuple[int, ...] = setting((64, 97, 256, 1000), Spec(
+        INTS, "multiselect", "Sequence lengths N", lo=N_MIN, hi=N_MAX, options=N_OPTIONS, place=TAB,
+        help="Odd lengths (97, 257, 1000) make the last row and column of tiles ragged."))
 
     @property
     def loop_orders(self) -> tuple[str, ...]:
@@ -82,222 +169,44 @@ class Settings:
 
     def to_query(self) -> dict[str, str]:
         """The URL form: every setting as a short string (parse_query(to_query()) gives the settings back)."""
-        def ints(xs: Sequence[int]) -> str:
-            return ",".join(str(x) for x in xs)
-
-        return {
-            "n": str(self.n), "d": str(self.d), "br": str(self.br), "bc": str(self.bc),
-            "link": _b(self.link), "causal": _b(self.causal),
-            "window": "none" if self.window is None else ints(self.window),
-            "order": self.order, "dtype": self.dtype, "batch": str(self.batch), "heads": str(self.heads),
-            "device": self.device, "threads": str(self.threads), "row": str(self.row), "view": self.view,
-            "ns": ints(self.ns), "impls": ",".join(self.impls), "reps": str(self.reps),
-            "blocks": ints(self.blocks), "cds": ints(self.cds), "cns": ints(self.cns),
-        }
+        return {f.name: to_text(spec_of(f), getattr(self, f.name)) for f in setting_fields()}
 
 
-def _b(x: bool) -> str:
-    return "1" if x else "0"
+def setting_fields() -> tuple[Field, ...]:
+    """The fields of Settings that are settings (they carry a Spec), in declaration order."""
+    return tuple(f for f in fields(Settings) if "spec" in f.metadata)
+
+
+def spec_of(f: Field | str) -> Spec:
+    """The Spec of a setting, by field or by name."""
+    if isinstance(f, str):
+        (f,) = [g for g in fields(Settings) if g.name == f]
+    return f.metadata["spec"]
+
+
+def for_machine(spec: Spec, env: Env) -> Spec:
+    """The Spec with the bounds or options that depend on this machine filled in."""
+    if spec.env == "threads":
+        return replace(spec, hi=max(1, env.max_threads), options=tuple(range(1, max(1, env.max_threads) + 1)))
+    if spec.env == "devices":
+        return replace(spec, options=tuple(env.devices) or ("cpu",))
+    return spec
+
+
+def to_text(spec: Spec, value: Any) -> str:
+    """A setting's value as its URL string."""
+    if spec.kind == BOOL:
+        return "1" if value else "0"
+    if spec.kind == WINDOW:
+        return "none" if value is None else f"{value[0]},{value[1]}"
+    if spec.kind in (INTS, STRS):
+        return ",".join(str(x) for x in value)
+    return str(value)
 
 
 def default_settings(env: Env = Env()) -> Settings:
     """Defaults for this machine (threads = every core torch may use)."""
     return Settings(threads=max(1, env.max_threads))
-
-
-def shown(raw: object, limit: int = 40) -> str:
-    """A raw URL value made safe to show inside inline code: printable ASCII, no backticks, truncated."""
-    text = str(raw)
-    safe = "".join(c if " " <= c <= "~" and c != "`" else "?" for c in text[:limit])
-    return safe + ("..." if len(text) > limit else "")
-
-
-class _Parser:
-    """Collects notices while turning raw strings into clamped values."""
-
-    def __init__(self, params: Mapping[str, object]):
-        self.notices: list[str] = []
-        self.raw: dict[str, str] = {}
-        for key, value in params.items():
-            values = list(value) if isinstance(value, (list, tuple)) else [value]
-            if not values:
-                continue
-            if len(values) > 1:
-                self.notices.append(f"`{shown(key)}` appears {len(values)} times in the link; using the last value.")
-            self.raw[str(key)] = str(values[-1])
-
-    def get(self, key: str) -> str | None:
-        value = self.raw.get(key)
-        if value is not None and len(value) > _RAW_MAX:
-            self.notices.append(f"`{key}` is {len(value)} characters long; ignored it and kept the default.")
-            return None
-        return value
-
-    def integer(self, key: str, default: int, lo: int, hi: int) -> int:
-        raw = self.get(key)
-        if raw is None:
-            return default
-        value = _to_int(raw)
-        if value is None:
-            self.notices.append(f"`{key}={shown(raw)}` is not a whole number; kept the default {default}.")
-            return default
-        return self._clamp(key, value, lo, hi)
-
-    def _clamp(self, key: str, value: int, lo: int, hi: int) -> int:
-        if value < lo or value > hi:
-            clamped = min(max(value, lo), hi)
-            self.notices.append(f"`{key}={shown(value)}` is outside {lo}..{hi}; clamped to {clamped}.")
-            return clamped
-        return value
-
-    def boolean(self, key: str, default: bool) -> bool:
-        raw = self.get(key)
-        if raw is None:
-            return default
-        text = raw.strip().lower()
-        if text in _TRUE:
-            return True
-        if text in _FALSE:
-            return False
-        self.notices.append(f"`{key}={shown(raw)}` is not true/false (use 1 or 0); kept {_b(default)}.")
-        return default
-
-    def choice(self, key: str, default: str, allowed: Sequence[str]) -> str:
-        raw = self.get(key)
-        if raw is None:
-            return default
-        text = raw.strip().lower()
-        if text in allowed:
-            return text
-        self.notices.append(f"`{key}={shown(raw)}` is not one of {', '.join(allowed)}; kept {default}.")
-        return default
-
-    def int_list(self, key: str, default: tuple[int, ...], lo: int, hi: int) -> tuple[int, ...]:
-        raw = self.get(key)
-        if raw is None:
-            return default
-        parts = [p for p in raw.split(",") if p.strip()]
-        values = []
-        for part in parts:
-            value = _to_int(part)
-            if value is None:
-                self.notices.append(f"`{key}` entry `{shown(part)}` is not a whole number; dropped it.")
-                continue
-            values.append(self._clamp(key, value, lo, hi))
-        values = sorted(set(values))
-        if len(values) > LIST_MAX:
-            self.notices.append(f"`{key}` lists {len(values)} values; kept the first {LIST_MAX} (sweep size cap).")
-            values = values[:LIST_MAX]
-        if not values:
-            self.notices.append(f"`{key}={shown(raw)}` holds no usable value; kept the default.")
-            return default
-        return tuple(values)
-
-    def str_list(self, key: str, default: tuple[str, ...], allowed: Sequence[str]) -> tuple[str, ...]:
-        raw = self.get(key)
-        if raw is None:
-            return default
-        wanted = {p.strip().lower() for p in raw.split(",") if p.strip()}
-        bad = wanted - set(allowed)
-        if bad:
-            listed = ", ".join(shown(b, 15) for b in sorted(bad)[:4])
-            self.notices.append(f"`{key}` names unknown entries ({listed}); allowed: {', '.join(allowed)}.")
-        values = tuple(a for a in allowed if a in wanted)
-        if not values:
-            self.notices.append(f"`{key}` names no known entry; kept the default.")
-            return default
-        return values
-
-    def window(self, key: str, default: tuple[int, int] | None) -> tuple[int, int] | None:
-        raw = self.get(key)
-        if raw is None:
-            return default
-        text = raw.strip().lower()
-        if text in ("", "none", "off", "0,none", "none,none"):
-            return None
-        parts = text.split(",")
-        if len(parts) != 2:
-            self.notices.append(f"`{key}={shown(raw)}` is not `left,right` (e.g. 256,0); no window.")
-            return None
-        sides = []
-        for side, part in zip(("left", "right"), parts, strict=True):
-            if part.strip() in ("none", "inf", ""):
-                sides.append(N_MAX)  # unbounded: a reach of N_MAX covers every N this dashboard allows
-                continue
-            value = _to_int(part)
-            if value is None:
-                self.notices.append(f"`{key}` {side} reach `{shown(part)}` is not a whole number; no window.")
-                return None
-            sides.append(self._clamp(f"{key} {side}", value, 0, N_MAX))
-        return (sides[0], sides[1])
-
-
-def _to_int(raw: str) -> int | None:
-    text = raw.strip()
-    return int(text) if _INT.fullmatch(text) else None
-
-
-def parse_query(params: Mapping[str, object], env: Env = Env()) -> tuple[Settings, list[str]]:
-    """Settings from URL query parameters, clamped to what this dashboard and machine allow.
-
-    Args:
-        params: query parameters, each a string or a list of strings (repeated keys: the last one wins).
-        env: the machine's limits (threads, devices).
-    Returns:
-        (settings, notices): valid settings, and one plain sentence per value that was changed or ignored.
-
-    Example:
-        >>> s, notes = parse_query({"n": "99999", "causal": "1"})
-        >>> s.n, s.causal, len(notes)
-        (16384, True, 1)
-    """
-    p = _Parser(params)
-    base = default_settings(env)
-    known = {f.name for f in fields(Settings)} - {"presets_applied"}
-    unknown = sorted(k for k in p.raw if k not in known)
-    if unknown:
-        listed = ", ".join(f"`{shown(k, 20)}`" for k in unknown[:5])
-        p.notices.append(f"Ignored unknown link parameter(s): {listed}" + (" ..." if len(unknown) > 5 else "") + ".")
-    n = p.integer("n", base.n, N_MIN, N_MAX)
-    br = p.integer("br", base.br, BLOCK_MIN, BLOCK_MAX)
-    link = p.boolean("link", base.link)
-    bc = p.integer("bc", br if link else base.bc, BLOCK_MIN, BLOCK_MAX)
-    if link and bc != br:
-        p.notices.append(f"`link=1` but `br={br}` and `bc={bc}` differ; unlinked them to keep both.")
-        link = False
-    devices = env.devices or ("cpu",)
-    settings = Settings(
-        n=n,
-        d=p.integer("d", base.d, D_MIN, D_MAX),
-        br=br,
-        bc=bc,
-        link=link,
-        causal=p.boolean("causal", base.causal),
-        window=p.window("window", base.window),
-        order=p.choice("order", base.order, tuple(ORDERS)),
-        dtype=p.choice("dtype", base.dtype, DTYPES),
-        batch=p.integer("batch", base.batch, 1, BATCH_MAX),
-        heads=p.integer("heads", base.heads, 1, HEADS_MAX),
-        device=_device(p, devices),
-        threads=p.integer("threads", base.threads, 1, max(1, env.max_threads)),
-        row=p.integer("row", min(base.row, n - 1), 0, n - 1),
-        view=p.choice("view", base.view, tuple(VIEWS)),
-        ns=p.int_list("ns", base.ns, N_MIN, N_MAX),
-        impls=p.str_list("impls", base.impls, IMPLS),
-        reps=p.integer("reps", base.reps, 1, REPEATS_MAX),
-        blocks=p.int_list("blocks", base.blocks, BLOCK_MIN, BLOCK_MAX),
-        cds=p.int_list("cds", base.cds, D_MIN, D_MAX),
-        cns=p.int_list("cns", base.cns, N_MIN, N_MAX),
-    )
-    return settings, p.notices
-
-
-def _device(p: _Parser, devices: tuple[str, ...]) -> str:
-    raw = p.get("device")
-    if raw is not None and raw.strip().lower() == "cuda" and "cuda" not in devices:
-        p.notices.append("`device=cuda` but this machine has no CUDA GPU; using the CPU.")
-        return devices[0]
-    return p.choice("device", devices[0], devices)
 
 
 def clamp_row(settings: Settings) -> Settings:
@@ -325,9 +234,10 @@ PRESETS: dict[str, Preset] = {
          ("link", True), ("row", 6000), ("ns", (1024, 2048, 4096, 8192))),
     ),
     "Sliding window": Preset(
-        "Mistral-style local attention: each query sees the previous 512 keys; only a band of tiles is computed.",
-        (("n", 4096), ("d", 128), ("causal", True), ("window", (512, 0)), ("br", 128), ("bc", 128), ("link", True),
-         ("row", 2000)),
+        "Local attention: each query sees the 512 keys on either side; only a band of tiles is computed. Turn on "
+        "the causal mask to keep only the previous 512 (Mistral-style): half the band goes.",
+        (("n", 4096), ("d", 128), ("causal", False), ("window", (512, 512)), ("br", 128), ("bc", 128),
+         ("link", True), ("row", 2000)),
     ),
     "Tiny grid for the whiteboard": Preset(
         "N = 16 with 4 x 4 tiles: few enough steps to narrate every one.",
@@ -342,9 +252,14 @@ PRESETS: dict[str, Preset] = {
 }
 
 
+PRESET_KEEPS = ("view", "device", "threads")  # what a preset leaves alone: where you are and what the machine has
+
+
 def apply_preset(settings: Settings, name: str) -> Settings:
-    """Settings with a preset's changes applied (unknown names change nothing)."""
+    """Settings of a preset: every setting at its default except PRESET_KEEPS, then the preset's changes, so no
+    setting of an earlier preset survives (unknown names change nothing)."""
     preset = PRESETS.get(name)
     if preset is None:
         return settings
-    return clamp_row(replace(settings, **dict(preset.changes)))
+    kept = {key: getattr(settings, key) for key in PRESET_KEEPS}
+    return clamp_row(replace(Settings(), **kept, **dict(preset.changes)))

@@ -9,9 +9,10 @@ from __future__ import annotations
 import streamlit as st
 
 from flashviz.figures.plots import memory_figure, time_figure
-from flashviz.figures.report import summary_table
+from flashviz.figures.report import summary_table, summary_table_figure
 from flashviz.ui import jobs
-from flashviz.ui.common import not_run_ui, run_button_ui, show_figure, summary_ui
+from flashviz.ui.benchmark import slower_caption_ui
+from flashviz.ui.common import not_run_ui, run_button_ui, show_figure
 from flashviz.ui.state import Settings
 
 SAVED = (
@@ -30,13 +31,14 @@ def training_ui(s: Settings) -> None:
         "Training needs gradients, and standard attention's backward pass needs the N × N probabilities P, so it "
         "keeps them alive from forward to backward. FlashAttention keeps only the output O and one number per query "
         "row, the logsumexp L, and **recomputes** each tile of P in the backward pass from Q, K and L: a little "
-        "more compute, far less memory. Sequence lengths, implementations and repeats come from the Benchmark tab."
+        "more compute, far less memory. Sequence lengths, implementations, tile size and repeats come from the "
+        "Benchmark tab."
     )
     st.markdown(SAVED)
     st.latex(r"P_{ij} = e^{S_{ij} - L_i},\quad D_i = \operatorname{rowsum}(dO_i \circ O_i),\quad "
              r"dS_{ij} = P_{ij} \circ (dP_{ij} - D_i)")
     impls = s.impls
-    problem = jobs.work_guard(s.ns, d=s.d, br=s.br, bc=s.bc, batch=s.batch, heads=s.heads, reps=s.reps,
+    problem = jobs.work_guard(s.ns, d=s.d, br=s.bblock, bc=s.bblock, batch=s.batch, heads=s.heads, reps=s.reps,
                               n_impls=len(impls), training=True, dtype=s.dtype)
     if problem:
         st.error(problem)
@@ -55,6 +57,8 @@ def training_ui(s: Settings) -> None:
                 key="train_time")
     for flash in ("flash", "flash2"):
         if "naive" in impls and flash in impls:
-            summary_ui(summary_table(df, flash_impl=flash), f"Training summary: {flash} vs naive")
+            show_figure(summary_table_figure(summary_table(df, flash_impl=flash),
+                                             title=f"Training summary: {flash} vs naive"), key=f"train_summary_{flash}")
+    slower_caption_ui(df, "in training")
     st.download_button("Download the measurements (CSV)", df.to_csv(index=False).encode(),
                        file_name="flashviz-training.csv", mime="text/csv", key="train_csv")
