@@ -1,4 +1,4 @@
-"""Results as tables and pages: the seed's summary table (flash against naive at each N, speedup and memory saving),
+"""Results as tables and pages: the summary table (flash against naive at each N, speedup and memory saving),
 its plotly table figure, and one standalone HTML report. No torch, no streamlit: only pandas and plotly.
 
 Inputs are the DataFrames of run_sweep (a CSV read back with pandas works too); rows whose status is not "ok"
@@ -29,7 +29,7 @@ TABLE_SLACK_PX = 12  # below the last row: its bottom border and rounding, so pl
 
 
 def summary_table(df: pd.DataFrame | None, *, flash_impl: str = "flash", baseline: str = "naive") -> pd.DataFrame:
-    """The seed's table: at each N, time and peak memory of naive and flash, the speedup and the memory saving.
+    """The summary table: at each N, time and peak memory of naive and flash, the speedup and the memory saving.
 
     Args:
         df: run_sweep output.  flash_impl: the tiled implementation to compare ("flash" or "flash2").
