@@ -13,7 +13,6 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from flashviz.figures.style import (
-    BASE_FONT_PX,
     D_SYMBOLS,
     MARKER_PX,
     REFERENCE_COLOR,
@@ -28,8 +27,8 @@ from flashviz.figures.style import (
     measured_axis,
     ok_rows,
     reference_line,
+    set_subtitle,
     style_figure,
-    subtitle_lines,
 )
 from flashviz.vocab import IMPL_LABELS
 
@@ -88,9 +87,7 @@ def correctness_figure(df: pd.DataFrame | None, *, tol: float | None = None, dty
     style_figure(fig, title="Largest error vs float64 SDPA", x_title="sequence length N (tokens)",
                  y_title="max |O - O_ref| (absolute error)", log_x=True, log_y=True)
     if why is not None:
-        lines = subtitle_lines(why)
-        fig.update_layout(title_subtitle_text=lines, title_subtitle_font_size=BASE_FONT_PX,
-                          margin_t=80 + 26 * (lines.count("<br>") + 1))
+        set_subtitle(fig, why)
     if df is None or len(df) == 0 or not {"impl", "N", "max_abs_err"} <= set(df.columns):
         add_note(fig, "No data yet: run the correctness check.")
         return fig

@@ -42,8 +42,8 @@ from flashviz.figures.style import (
     measured_axis,
     ok_rows,
     reference_line,
+    set_subtitle,
     style_figure,
-    subtitle_lines,
 )
 from flashviz.vocab import IMPL_LABELS, OK
 
@@ -187,9 +187,7 @@ def hbm_vs_memory_figure(df: pd.DataFrame | None, *, n: int | None = None, d: in
     style_figure(fig, title=f"HBM accesses vs on-chip memory M{shape}",
                  x_title="on-chip memory M (elements)", y_title="HBM accesses (elements)", log_x=True, log_y=True)
     if explanation:
-        explanation = subtitle_lines(explanation)
-        fig.update_layout(title_subtitle_text=explanation, title_subtitle_font_size=BASE_FONT_PX,
-                          margin_t=80 + 26 * (explanation.count("<br>") + 1))
+        set_subtitle(fig, explanation)
     if df is None or len(df) == 0 or not {"algorithm", "M", "accesses"} <= set(df.columns):
         add_note(fig, "No data: give at least one M.")
         return fig

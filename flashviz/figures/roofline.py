@@ -29,19 +29,23 @@ from flashviz.figures.style import (
     impl_color,
     impl_marker,
     log_axis,
+    set_subtitle,
     style_figure,
-    subtitle_lines,
 )
 from flashviz.vocab import ALGORITHMS, KV_OUTER, LOOP_ORDER_SHORT, NAIVE, Q_OUTER
 
 ROOF_DASHES = ("solid", "dash", "dot", "dashdot", "longdash")  # one per device, in order of appearance
+RIDGE_RANK = 1001  # legend order: the roofs (plotly's default rank 1000), then the ridge entry, then the points
+POINT_RANK = 1002
 ROOF_COLOR = "#333333"  # roofs are neutral: colour belongs to the algorithms
 RIDGE_SYMBOL = "diamond-open"
 MEASURED_SYMBOL = "star"
+ROOF_HEADROOM = 2.5  # the y axis reaches this factor above the highest peak: room for a ridge's label
 ROOF_PAD = 8  # the roofs extend this factor beyond the points and ridges on the intensity axis
 SHORT = {NAIVE: "naive", **LOOP_ORDER_SHORT}  # naive, FA1, FA2
 ALIASES = {"bytes": "hbm_bytes", "predicted_s": "time_s"}  # the column names a caller may also use
-SPEEDUP_FIG_HEIGHT_PX = 520
+SPEEDUP_FIG_HEIGHT_PX = 560
+SPEEDUP_LEGEND_GAP_PX = 80  # below the bars: the device names and the axis title come first
 
 
 def _tidy(points: pd.DataFrame) -> pd.DataFrame:
@@ -85,15 +89,14 @@ def roofline_figure(points: pd.DataFrame | None, roofs: pd.DataFrame | None = No
         ...                     "bandwidth": [2.039e12] * 2, "attainable_flops": [2.039e13, 2.039e14],
         ...                     "time_s": [4.9e-5, 4.9e-6]})
         >>> [t.text[0] for t in roofline_figure(pts).data if t.legendgroup == "ridge"]  # 312 T / 2.039 T
-        ['A100: 153']
+        ['153']
     """
     fig = go.Figure()
     style_figure(fig, title=title or "Roofline: why the tiled kernels are faster on a GPU",
                  x_title="arithmetic intensity (FLOP/byte)", y_title="attainable throughput (FLOP/s)",
                  log_x=True, log_y=True)
     if dtype:
-        fig.update_layout(title_subtitle_text=f"{dtype} peaks · predicted = max(FLOPs / peak, bytes / bandwidth), a "
-                                              "model", title_subtitle_font_size=BASE_FONT_PX, margin_t=100)
+        set_subtitle(fig, f"{dtype} peaks · predicted = max(FLOPs / peak, bytes / bandwidth), a model")
     if points is None or len(points) == 0 or not {"device", "algorithm", "intensity"} <= set(points.columns):
         add_note(fig, "No data: choose at least one device.")
         return fig
@@ -102,34 +105,36 @@ def roofline_figure(points: pd.DataFrame | None, roofs: pd.DataFrame | None = No
     xs = [*df["intensity"].astype(float), *rates["ridge"]]
     x_lo, x_hi = min(x for x in xs if x > 0) / ROOF_PAD, max(xs) * ROOF_PAD
     for k, r in rates.iterrows():
-        _add_roof(fig, r, x_lo, x_hi, ROOF_DASHES[k % len(ROOF_DASHES)], first=k == 0)
+        _add_roof(fig, r, x_lo, x_hi, ROOF_DASHES[k % len(ROOF_DASHES)], first=k == 0, first_label=k % 2 == 0)
     for algorithm in [a for a in ALGORITHMS if a in set(df["algorithm"])]:
         _add_points(fig, df[df["algorithm"].eq(algorithm) & ~df["measured"]], algorithm, measured=False)
         _add_points(fig, df[df["algorithm"].eq(algorithm) & df["measured"]], algorithm, measured=True)
     fig.update_xaxes(**log_axis([x_lo, x_hi], "si"))
-    fig.update_yaxes(**log_axis([*(rates["bandwidth"] * x_lo), *rates["peak_flops"],
+    fig.update_yaxes(**log_axis([*(rates["bandwidth"] * x_lo), *(rates["peak_flops"] * ROOF_HEADROOM),
                                  *df["attainable_flops"].astype(float)], "si"))
     return fig
 
 
-def _add_roof(fig: go.Figure, r: pd.Series, x_lo: float, x_hi: float, dash: str, first: bool) -> None:
+def _add_roof(fig: go.Figure, r: pd.Series, x_lo: float, x_hi: float, dash: str, first: bool,
+              first_label: bool) -> None:
     """A device's roof, min(peak, I x bandwidth), as three points (it is two straight lines in log-log), and its ridge
-    point labelled with the device and its intensity (one legend entry for all ridges: `first`)."""
+    point labelled with its intensity (one legend entry for all ridges: `first`; labels alternate below-right and
+    above-left, so two devices with the same peak keep theirs apart: `first_label`)."""
     peak, bw, ridge = float(r["peak_flops"]), float(r["bandwidth"]), float(r["ridge"])
     xs = [x_lo, ridge, x_hi] if x_lo < ridge < x_hi else [x_lo, x_hi]
     fig.add_trace(go.Scatter(
-        x=xs, y=[min(peak, bw * x) for x in xs], mode="lines", name=f"{r['device']} roof",
-        legendgroup=f"roof {r['device']}", showlegend=False,  # named at its ridge point
+        x=xs, y=[min(peak, bw * x) for x in xs], mode="lines", name=f"{str(r['device']).split(' (')[0]} roof",
+        legendgroup=f"roof {r['device']}",
         line={"color": ROOF_COLOR, "width": 2.5, "dash": dash},
         cliponaxis=False,
         hovertemplate=(f"<b>{r['device']}</b><br>peak {peak / 1e12:.4g} TFLOP/s, HBM {bw / 1e9:.4g} GB/s<br>"
                        "I=%{x:.3g} FLOP/byte: at most %{y:.3s}FLOP/s<extra></extra>")))
     fig.add_trace(go.Scatter(
         x=[ridge], y=[peak], mode="markers+text", name="ridge point (FLOP/byte)",
-        text=[f"{r['device']}: {ridge:.0f}"], textposition="bottom right",
+        text=[f"{ridge:.0f}"], textposition="bottom right" if first_label else "top left",
         textfont={"size": BASE_FONT_PX, "color": ROOF_COLOR},
-        legendgroup="ridge", showlegend=first, marker={"symbol": RIDGE_SYMBOL, "size": 16, "color": ROOF_COLOR,
-                                                    "line": {"width": 2.5, "color": ROOF_COLOR}},
+        legendgroup="ridge", showlegend=first, legendrank=RIDGE_RANK,
+        marker={"symbol": RIDGE_SYMBOL, "size": 16, "color": ROOF_COLOR, "line": {"width": 2.5, "color": ROOF_COLOR}},
         hovertemplate=(f"<b>{r['device']} ridge point</b><br>{ridge:.3g} FLOP/byte = peak / bandwidth<br>"
                        "left: bandwidth-bound; right: compute-bound<extra></extra>")))
 
@@ -148,6 +153,7 @@ def _add_points(fig: go.Figure, rows: pd.DataFrame, algorithm: str, *, measured:
                       strict=True))
     fig.add_trace(go.Scatter(
         x=rows["intensity"], y=rows["attainable_flops"], mode="markers", name=name, legendgroup=algorithm,
+        legendrank=POINT_RANK,
         marker=marker, customdata=custom,
         hovertemplate=(f"<b>{name}</b> on %{{customdata[0]}}<br>%{{customdata[1]:.3s}}FLOP, %{{customdata[2]:.3s}}B "
                        "of HBM traffic<br>intensity %{x:.3g} FLOP/byte<br>%{y:.3s}FLOP/s attainable, "
@@ -211,11 +217,11 @@ def speedup_figure(table: pd.DataFrame, *, title: str | None = None, caption: st
     style_figure(fig, title=title or "Speedup over naive: GPUs predicted (model), here measured",
                  x_title="device", y_title="speedup over naive (×)", log_y=False)
     fig.update_layout(height=SPEEDUP_FIG_HEIGHT_PX, barmode="group", bargap=0.3,
-                      legend={"orientation": "h", "x": 0, "y": -0.28, "yanchor": "top"}, margin={"b": 150})
+                      legend={"orientation": "h", "x": 0, "yanchor": "top"}, margin={"b": 150, "t": 90})
     if caption:
-        caption = subtitle_lines(caption)
-        fig.update_layout(title_subtitle_text=caption, title_subtitle_font_size=BASE_FONT_PX,
-                          margin_t=80 + 26 * (caption.count("<br>") + 1))
+        set_subtitle(fig, caption)
+    plot_h = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    fig.update_layout(legend_y=-SPEEDUP_LEGEND_GAP_PX / plot_h)
     if table is None or len(table) == 0:
         add_note(fig, "No data: choose at least one device.")
         return fig
@@ -228,7 +234,7 @@ def speedup_figure(table: pd.DataFrame, *, title: str | None = None, caption: st
             fig.add_trace(go.Bar(
                 x=rows["device"], y=rows["speedup"], name=f"{SHORT[algorithm]}: {label}", offsetgroup=algorithm,
                 legendgroup=algorithm, marker={"color": impl_color(algorithm), "pattern": {"shape": pattern}},
-                text=[f"{v:.2f}×" for v in rows["speedup"]], textposition="outside",
+                text=[f"{v:.2g}×" for v in rows["speedup"]], textposition="outside",
                 textfont={"size": BASE_FONT_PX}, cliponaxis=False,
                 hovertemplate=f"<b>{SHORT[algorithm]}</b> on %{{x}}: %{{y:.3g}}× naive ({label})<extra></extra>"))
     top = max(1.0, float(table["speedup"].max()))

@@ -147,6 +147,17 @@ def subtitle_lines(text: str, width: int = SUBTITLE_CHARS) -> str:
     return "<br>".join(textwrap.wrap(text, width)) if "<br>" not in text else text
 
 
+SUBTITLE_LINE_PX = 28  # one 18 px subtitle line with its spacing
+TITLE_BLOCK_PX = 90  # the top margin above the subtitle: the title line and the space around it
+
+
+def set_subtitle(fig: go.Figure, text: str) -> None:
+    """A subtitle under the figure's title, wrapped to the figure's width, with the top margin grown to hold it."""
+    lines = subtitle_lines(text)
+    fig.update_layout(title_subtitle_text=lines, title_subtitle_font_size=BASE_FONT_PX,
+                      margin_t=TITLE_BLOCK_PX + SUBTITLE_LINE_PX * (lines.count("<br>") + 1))
+
+
 def impls_in(df: pd.DataFrame) -> list[str]:
     """The implementations in df["impl"], in the vocabulary's order, unknown names last."""
     present = list(dict.fromkeys(df["impl"].astype(str))) if "impl" in df else []
