@@ -11,12 +11,13 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from flashviz.figures import plots, report, style
+from flashviz.figures import correctness, plots, report, roofline, style
 from flashviz.measure.sweep import COLUMNS
 from flashviz.model.iomodel import hbm_vs_memory
 
 PLOTS_SOURCE = Path(plots.__file__)
-PURE_PLOT_MODULES = ("flashviz.figures.plots", "flashviz.figures.style", "flashviz.figures.report")
+PURE_PLOT_MODULES = ("flashviz.figures.plots", "flashviz.figures.style", "flashviz.figures.report",
+                     "flashviz.figures.correctness", "flashviz.figures.roofline")
 PURE_PACKAGES = {*PURE_PLOT_MODULES, "flashviz.figures", "flashviz.vocab"}  # what importing them may load of flashviz
 MIB = 1 << 20
 
@@ -107,7 +108,7 @@ def test_hbm_figure_leaves_out_sdpa_and_keeps_the_model_of_skipped_rows():
     assert list(naive.x) == [256, 1024, 4096]
 
 
-@pytest.mark.parametrize("make", [*SWEEP_FIGURES, plots.block_sweep_figure, plots.correctness_figure])
+@pytest.mark.parametrize("make", [*SWEEP_FIGURES, plots.block_sweep_figure, correctness.correctness_figure])
 @pytest.mark.parametrize("data", [None, pd.DataFrame(), pd.DataFrame(columns=list(COLUMNS))])
 def test_empty_input_gives_an_empty_labelled_figure(make, data):
     fig = make(data)
@@ -171,7 +172,7 @@ def test_hbm_vs_memory_figure_draws_theorem_2():
     df = hbm_vs_memory([2 ** k for k in range(10, 17)], 1024, 64)
     fig = plots.hbm_vs_memory_figure(df, n=1024, d=64)
     _assert_readable(fig)
-    assert "Theorem 2" in fig.layout.title.text and "N=1024" in fig.layout.title.text
+    assert "on-chip memory M" in fig.layout.title.text and "N=1024" in fig.layout.title.text
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
     assert "M" in fig.layout.xaxis.title.text and "elements" in fig.layout.xaxis.title.text
     names = [t.name for t in fig.data]
@@ -222,11 +223,11 @@ def test_block_sweep_reference_lines_keep_the_y_axes_sane():
 
 
 @pytest.mark.parametrize("make", [*SWEEP_FIGURES, plots.block_sweep_figure, plots.hbm_vs_memory_figure,
-                                  plots.correctness_figure])
+                                  correctness.correctness_figure])
 def test_every_log_axis_has_few_round_labelled_ticks(make):
     data = {plots.block_sweep_figure: fake_block_sweep(),
             plots.hbm_vs_memory_figure: hbm_vs_memory([2 ** k for k in range(10, 23)], 1024, 64),
-            plots.correctness_figure: fake_correctness()}.get(make, fake_sweep())
+            correctness.correctness_figure: fake_correctness()}.get(make, fake_sweep())
     fig = make(data)
     axes = [a for name, a in fig.layout.to_plotly_json().items() if name.startswith(("xaxis", "yaxis"))]
     logs = [a for a in axes if a.get("type") == "log"]
@@ -284,7 +285,7 @@ def test_flash_and_flash2_stay_distinguishable_when_their_lines_coincide():
 
 def test_figures_set_their_height_explicitly():
     """plotly.js ignores a height given only in the template; a projector needs the taller figure."""
-    for fig in (plots.memory_figure(fake_sweep()), plots.correctness_figure(fake_correctness()),
+    for fig in (plots.memory_figure(fake_sweep()), correctness.correctness_figure(fake_correctness()),
                 plots.hbm_vs_memory_figure(None), plots.block_sweep_figure(fake_block_sweep())):
         assert fig.layout.height >= style.FIG_HEIGHT_PX
 
@@ -307,7 +308,7 @@ def fake_correctness(zero_at=(), skip=()):
 
 
 def test_correctness_figure_draws_each_impl_and_d_under_the_bar():
-    fig = plots.correctness_figure(fake_correctness(), tol=1e-5)
+    fig = correctness.correctness_figure(fake_correctness(), tol=1e-5)
     _assert_readable(fig)
     assert fig.layout.yaxis.type == "log" and fig.layout.xaxis.type == "log"
     assert "(" in fig.layout.xaxis.title.text and "error" in fig.layout.yaxis.title.text
@@ -323,19 +324,19 @@ def test_correctness_figure_draws_each_impl_and_d_under_the_bar():
 
 
 def test_correctness_figure_draws_the_tolerance_line_labelled_1e5_bar():
-    fig = plots.correctness_figure(fake_correctness(), tol=1e-5)
+    fig = correctness.correctness_figure(fake_correctness(), tol=1e-5)
     (bar,) = [t for t in fig.data if t.mode == "lines+text"]
     assert list(bar.y) == [1e-5, 1e-5] and "1e-5 bar" in bar.text and bar.name.startswith("1e-5 bar")
     lo, hi = fig.layout.yaxis.range
     assert lo < -5 < hi and "1e-5" in fig.layout.yaxis.ticktext
     assert math.log10(bar.x[0]) <= fig.layout.xaxis.range[0] + 1e-9  # spans the whole plot
     assert math.log10(bar.x[1]) >= fig.layout.xaxis.range[1] - 1e-9
-    other = plots.correctness_figure(fake_correctness(), tol=1e-3)
+    other = correctness.correctness_figure(fake_correctness(), tol=1e-3)
     assert any("1e-3 bar" in (t.text or ()) for t in other.data)
 
 
 def test_correctness_figure_clips_zero_errors_to_a_floor_and_says_so():
-    fig = plots.correctness_figure(fake_correctness(zero_at={("sdpa", 16, 97)}))
+    fig = correctness.correctness_figure(fake_correctness(zero_at={("sdpa", 16, 97)}))
     sdpa16 = next(t for t in fig.data if t.name == "sdpa, d=16")
     smallest = 1e-7 * (1 + 16 / 64)  # naive at d=16
     assert sdpa16.y[1] == pytest.approx(smallest / 10) and all(y > 0 for y in sdpa16.y)
@@ -343,21 +344,21 @@ def test_correctness_figure_clips_zero_errors_to_a_floor_and_says_so():
     assert fig.layout.yaxis.range[0] <= math.log10(smallest / 10)
     assert any("exactly 0" in a.text for a in fig.layout.annotations)
     everything_exact = fake_correctness().assign(max_abs_err=0.0)
-    fig = plots.correctness_figure(everything_exact, tol=1e-5)
+    fig = correctness.correctness_figure(everything_exact, tol=1e-5)
     assert all(y == pytest.approx(1e-8) for t in fig.data if t.mode == "lines+markers" and t.showlegend is False
                for y in t.y)  # tol / 1000 when nothing is non-zero
 
 
 def test_correctness_figure_survives_empty_and_skipped_input():
     for data in (None, pd.DataFrame(), pd.DataFrame(columns=list(COLUMNS))):
-        fig = plots.correctness_figure(data)
+        fig = correctness.correctness_figure(data)
         assert fig.layout.title.text and any("No data" in a.text for a in fig.layout.annotations)
-    fig = plots.correctness_figure(fake_correctness(skip={("naive", 64, 1000)}))
+    fig = correctness.correctness_figure(fake_correctness(skip={("naive", 64, 1000)}))
     (crosses,) = [t for t in fig.data if t.name == "naive: not run"]
     assert list(crosses.x) == [1000] and "too big" in crosses.text[0]
     df = fake_correctness(skip={(i, d, n) for i in ("naive", "flash", "flash2", "sdpa") for d in (16, 64)
                                 for n in (64, 97, 1000)})
-    fig = plots.correctness_figure(df)
+    fig = correctness.correctness_figure(df)
     assert any("No row ran" in a.text for a in fig.layout.annotations)
 
 
@@ -405,3 +406,149 @@ def test_plots_imports_neither_torch_nor_streamlit():
     run = subprocess.run([sys.executable, "-c", code, str(package)], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert set(ast.literal_eval(run.stdout.strip())) <= PURE_PACKAGES, run.stdout
+
+
+def sram_marks(dtype_bytes):
+    """The model's sram_marks frame (device, M in elements, label), written out by hand: 164 KiB and 228 KiB."""
+    return pd.DataFrame([{"device": "A100 (SXM 80GB)", "M": 164 * 1024 // dtype_bytes, "sram_bytes": 164 * 1024,
+                          "label": "A100 (SXM 80GB): 164 KiB shared memory per SM"},
+                         {"device": "H100 (SXM)", "M": 228 * 1024 // dtype_bytes, "sram_bytes": 228 * 1024,
+                          "label": "H100 (SXM): 228 KiB shared memory per SM"}])
+
+
+@pytest.mark.parametrize("dtype_bytes", [2, 4])
+def test_hbm_vs_memory_figure_marks_gpu_sram_per_sm_on_the_m_axis(dtype_bytes):
+    df = hbm_vs_memory([2 ** k for k in range(10, 14)], 1024, 64)  # M up to 8192: the marks lie beyond the data
+    fig = plots.hbm_vs_memory_figure(df, n=1024, d=64, sram_marks=sram_marks(dtype_bytes))
+    marks = {t.name: t for t in fig.data if t.legendgroup == "sram"}
+    assert set(marks) == {"A100 SRAM per SM", "H100 SRAM per SM"}
+    a100, h100 = marks["A100 SRAM per SM"], marks["H100 SRAM per SM"]
+    assert list(a100.x) == [164 * 1024 / dtype_bytes] * 2 and list(h100.x) == [228 * 1024 / dtype_bytes] * 2
+    assert "164 KiB" in a100.hovertemplate and "228 KiB" in h100.hovertemplate and "A100" in a100.text
+    lo, hi = fig.layout.xaxis.range
+    assert lo < math.log10(a100.x[0]) < math.log10(h100.x[0]) < hi  # the axis reaches the marks
+    y_lo, y_hi = fig.layout.yaxis.range
+    assert a100.y[0] == pytest.approx(10 ** y_lo) and a100.y[1] == pytest.approx(10 ** y_hi)  # full height
+    assert not [t for t in plots.hbm_vs_memory_figure(df).data if t.legendgroup == "sram"]  # marks only when given
+
+
+def test_hbm_vs_memory_figure_carries_the_explanation_and_each_curves_note():
+    df = hbm_vs_memory([2 ** k for k in range(10, 17)], 1024, 64, algorithms=("naive", "kv_outer", "q_outer"))
+    text = "FA1 falls as M grows: bigger tiles, fewer passes over K, V.<br>naive does not use M: flat."
+    fig = plots.hbm_vs_memory_figure(df, n=1024, d=64, explanation=text,
+                                     curve_notes={"kv_outer": "tile rule: Bc = ceil(M / 4d), Br = min(Bc, d)"})
+    assert fig.layout.title.subtitle.text == text and fig.layout.margin.t >= 80 + 2 * 26
+    kv = next(t for t in fig.data if t.legendgroup == "kv_outer" and t.mode == "lines+markers")
+    q = next(t for t in fig.data if t.legendgroup == "q_outer" and t.mode == "lines+markers")
+    assert "tile rule: Bc = ceil(M / 4d)" in kv.hovertemplate and "tile rule" not in q.hovertemplate
+
+
+@pytest.mark.parametrize(("dtype", "bar", "label"), [("float32", 1e-5, "1e-5 bar"), ("float64", 1e-5, "1e-5 bar"),
+                                                      ("float16", 2 * 2 ** -10, "1.95e-3 bar"),
+                                                      ("bfloat16", 2 * 2 ** -7, "1.56e-2 bar")])
+def test_correctness_bar_fits_the_dtype_and_the_figure_says_why(dtype, bar, label):
+    tol, why = correctness.tolerance_for(dtype)
+    assert tol == pytest.approx(bar) and dtype in why
+    df = fake_correctness().assign(dtype=dtype)
+    fig = correctness.correctness_figure(df)  # the dtype comes from the rows
+    (line,) = [t for t in fig.data if t.mode == "lines+text"]
+    assert list(line.y) == pytest.approx([bar, bar]) and label in line.text
+    assert fig.layout.title.subtitle.text.replace("<br>", " ") == why
+    if dtype in ("float16", "bfloat16"):
+        assert "eps" in why and f"{correctness.EPS_MULTIPLE} eps" in why
+        bf16_err = 6.97e-3  # a bfloat16 run's error: over the fp32 bar, under bfloat16's
+        assert (bf16_err <= tol) == (dtype == "bfloat16")
+    with pytest.raises(ValueError, match="dtype must be one of"):
+        correctness.tolerance_for("int8")
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# roofline
+
+A100_PEAK, A100_BW = 312e12, 2.039e12  # dense fp16 FLOP/s, HBM bytes/s
+H100_PEAK, H100_BW = 989.4e12, 3.35e12
+
+
+def fake_roofline_points(measured_cpu=False):
+    """roofline_points-shaped rows, worked by hand: naive 1 GFLOP over 100 MB, the tiled kernels over 10 and 5 MB."""
+    rows = []
+    devices = [("A100", A100_PEAK, A100_BW, False), ("H100", H100_PEAK, H100_BW, False)]
+    if measured_cpu:
+        devices.append(("this CPU", 10e9, 3e9, True))
+    for device, peak, bw, measured in devices:
+        for algorithm, flops, nbytes in (("naive", 1e9, 1e8), ("kv_outer", 1e9, 1e7), ("q_outer", 1e9, 5e6)):
+            intensity = flops / nbytes
+            rows.append({"device": device, "algorithm": algorithm, "flops": flops, "hbm_bytes": nbytes,
+                         "intensity": intensity, "attainable_flops": min(peak, intensity * bw),
+                         "time_s": max(flops / peak, nbytes / bw), "peak_flops": peak, "bandwidth": bw,
+                         "measured": measured})
+    return pd.DataFrame(rows)
+
+
+def test_roofline_draws_one_roof_per_device_with_its_ridge_and_the_points_on_it():
+    fig = roofline.roofline_figure(fake_roofline_points(), dtype="float16")
+    _assert_readable(fig)
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    assert "FLOP/byte" in fig.layout.xaxis.title.text and "FLOP/s" in fig.layout.yaxis.title.text
+    assert "float16" in fig.layout.title.subtitle.text and "model" in fig.layout.title.subtitle.text
+    by_name = {t.name: t for t in fig.data if t.legendgroup != "ridge"}
+    for device, peak, bw in (("A100", A100_PEAK, A100_BW), ("H100", H100_PEAK, H100_BW)):
+        roof = by_name[f"{device} roof"]
+        assert list(roof.y) == pytest.approx([min(peak, bw * x) for x in roof.x])
+        assert roof.x[1] == pytest.approx(peak / bw) and roof.y[1] == pytest.approx(peak)  # the bend is the ridge
+        (ridge,) = [t for t in fig.data if t.legendgroup == "ridge" and f"<b>{device} ridge" in t.hovertemplate]
+        assert ridge.x[0] == pytest.approx(peak / bw) and ridge.y[0] == pytest.approx(peak)
+        assert ridge.text[0] == f"{peak / bw:.0f}"
+    ridges = [t for t in fig.data if t.legendgroup == "ridge"]
+    assert [t.text[0] for t in ridges] == ["153", "295"]  # 312 / 2.039 and 989.4 / 3.35, by hand
+    assert [t.showlegend for t in ridges] == [True, False]  # one legend entry for the ridges
+    naive, fa1, fa2 = by_name["naive"], by_name["FA1"], by_name["FA2"]
+    assert list(naive.x) == [10.0, 10.0] and list(fa1.x) == [100.0, 100.0] and list(fa2.x) == [200.0, 200.0]
+    assert list(naive.y) == pytest.approx([10 * A100_BW, 10 * H100_BW])  # bandwidth-bound on both
+    assert list(fa2.y) == pytest.approx([A100_PEAK, 200 * H100_BW])  # A100: past its ridge, at the compute roof
+    for trace, impl in ((naive, "naive"), (fa1, "flash"), (fa2, "flash2")):
+        assert trace.marker.color == style.IMPL_COLORS[impl]  # FA1 and FA2 in flash's and flash2's colours
+    lo, hi = fig.layout.xaxis.range
+    assert lo < 1 and hi > math.log10(H100_PEAK / H100_BW)  # every ridge and point on screen
+
+
+def test_roofline_draws_measured_points_as_stars_and_takes_rates_from_roofs():
+    points = fake_roofline_points(measured_cpu=True)
+    roofs = points.drop_duplicates("device")[["device", "peak_flops", "bandwidth"]]
+    fig = roofline.roofline_figure(points.drop(columns=["peak_flops", "bandwidth"]).rename(
+        columns={"hbm_bytes": "bytes", "time_s": "predicted_s"}), roofs)
+    stars = [t for t in fig.data if t.name.endswith("(measured)")]
+    assert {t.name for t in stars} == {"naive (measured)", "FA1 (measured)", "FA2 (measured)"}
+    assert all(t.marker.symbol == "star" and t.customdata[0][0] == "this CPU" for t in stars)
+    assert "this CPU roof" in [t.name for t in fig.data]
+    with pytest.raises(ValueError, match="peak_flops and bandwidth"):
+        roofline.roofline_figure(points.drop(columns=["peak_flops"]))
+    empty = roofline.roofline_figure(pd.DataFrame())
+    assert any("No data" in a.text for a in empty.layout.annotations)
+
+
+def test_speedup_table_is_naive_time_over_each_kernel_per_device_next_to_the_measured_one():
+    table = roofline.speedup_table(fake_roofline_points(), {"kv_outer": 0.45, "q_outer": 0.6})
+    rows = {(r.device, r.algorithm): (r.speedup, r.kind) for r in table.itertuples()}
+    a100_naive = max(1e9 / A100_PEAK, 1e8 / A100_BW)
+    assert rows[("A100", "kv_outer")] == (pytest.approx(a100_naive / max(1e9 / A100_PEAK, 1e7 / A100_BW)), "model")
+    assert rows[("A100", "q_outer")][0] == pytest.approx(a100_naive / (1e9 / A100_PEAK))  # compute-bound: FLOPs cap it
+    assert rows[("H100", "q_outer")][0] == pytest.approx(20.0)  # both bandwidth-bound: the ratio of bytes, 100 / 5
+    assert rows[("this CPU (measured)", "q_outer")] == (0.6, "measured")
+    assert list(table["device"]) == ["A100", "A100", "H100", "H100", "this CPU (measured)", "this CPU (measured)"]
+    assert len(roofline.speedup_table(None)) == 0
+
+
+def test_speedup_figure_labels_model_and_measured_bars_and_marks_one():
+    table = roofline.speedup_table(fake_roofline_points(), {"kv_outer": 0.45})
+    fig = roofline.speedup_figure(table, caption="On this CPU naive is compute-bound: its N² traffic is cheap here.")
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert [b.name for b in bars] == ["FA1: predicted (model)", "FA1: measured", "FA2: predicted (model)"]
+    measured = bars[1]
+    assert measured.marker.pattern.shape == "/" and list(measured.x) == ["this CPU (measured)"]
+    assert measured.text[0] == "0.45×" and bars[0].text[0] == "10×"
+    assert bars[0].marker.color == style.IMPL_COLORS["kv_outer"]
+    assert "model" in fig.layout.title.text and "compute-bound" in fig.layout.title.subtitle.text
+    (one,) = fig.layout.shapes
+    assert one.y0 == one.y1 == 1.0 and "naive" in fig.layout.annotations[0].text
+    assert fig.layout.yaxis.range[1] >= 20.0  # the tallest bar and its label fit

@@ -1,11 +1,10 @@
 """Figures: tidy DataFrames in, plotly Figures out. No torch, no streamlit: only pandas and plotly.
 
-The sweep figures reproduce the seed's sections 4-7 (max error against the 1e-5 bar, memory vs N, time vs N, the
-summary table) and add what the FlashAttention paper argues with: achieved GFLOP/s, modelled HBM traffic, HBM
-accesses against on-chip memory M (FA1 Theorem 2) and the block-size trade-off. Every figure shares the look of
-flashviz.figures.style (template, colours, dashes and markers, unit-labelled log axes); the summary table and the HTML
-report live in flashviz.figures.report. Both modules' public names are re-exported here, so one import
-reaches every figure, table and style helper.
+The sweep figures: the largest error against a dtype's bar, memory vs N, time vs N, achieved GFLOP/s and modelled HBM
+traffic; and what the FlashAttention paper argues with: HBM accesses against on-chip memory M (FA1 Theorem 2, with
+real GPUs' SRAM per SM marked) and the block-size trade-off. Every figure shares the look of
+flashviz.figures.style (template, colours, dashes and markers, unit-labelled log axes); the summary table and the
+HTML report live in flashviz.figures.report, the roofline in flashviz.figures.roofline.
 
 Inputs are the DataFrames of flashviz.measure.sweep (columns impl, N, ..., time_s, time_iqr_s, peak_bytes, gflops,
 hbm_bytes, status) and flashviz.model.iomodel.hbm_vs_memory; a CSV read back with pandas works too. Rows whose status is
@@ -18,6 +17,7 @@ References: Dao et al., FlashAttention (2022), Figure 2 (speed and memory vs N) 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -25,26 +25,24 @@ from plotly.subplots import make_subplots
 
 from flashviz.figures.style import (
     AXIS_TITLE_FONT_PX,
+    BASE_FONT_PX,
     BLOCK_FIG_HEIGHT_PX,
-    D_SYMBOLS,
-    MARKER_PX,
     MIB,
     MS_PER_S,
-    REFERENCE_COLOR,
-    SKIPPED_SYMBOL,
-    _extent,
-    _hline,
-    _impls_in,
-    _note,
-    _ok,
+    add_not_run,
+    add_note,
+    axis_extent,
     flashviz_template,
-    fmt_sci,
     impl_color,
     impl_line,
     impl_marker,
+    impls_in,
     iqr_bars,
     log_axis,
     measured_axis,
+    ok_rows,
+    reference_line,
+    set_subtitle,
     style_figure,
 )
 from flashviz.vocab import IMPL_LABELS, OK
@@ -59,15 +57,15 @@ def _sweep_lines(df: pd.DataFrame | None, *, x: str, y: str, scale: float, title
     fig = go.Figure()
     style_figure(fig, title=title, x_title=x_title, y_title=y_title, log_x=True, log_y=log_y)
     if df is None or len(df) == 0 or x not in df or y not in df:
-        _note(fig, "No data yet: run a sweep.")
+        add_note(fig, "No data yet: run a sweep.")
         return fig
     df = df.sort_values(x)
     values = pd.to_numeric(df[y], errors="coerce") * scale
-    drawn = _ok(df) & values.notna() & (values > 0 if log_y else True)
+    drawn = ok_rows(df) & values.notna() & (values > 0 if log_y else True)
     floor = float(values[drawn].min()) / 2 if drawn.any() else 1.0  # where rows that did not run sit on a log axis
     if not log_y:
         floor = 0.0
-    for impl in _impls_in(df):
+    for impl in impls_in(df):
         mine = df["impl"].astype(str).eq(impl)
         rows, vals = df[mine & drawn], values[mine & drawn]
         if len(rows):
@@ -80,21 +78,14 @@ def _sweep_lines(df: pd.DataFrame | None, *, x: str, y: str, scale: float, title
                 line=impl_line(impl), marker=impl_marker(impl), error_y=err,
                 customdata=None if err is None else [2 * h for h in err["array"]],  # the IQR, in y's unit
                 hovertemplate=f"<b>{impl}</b><br>{x}=%{{x}}<br>{hover_value}<extra></extra>"))
-        not_run = df[mine & ~drawn]
-        if len(not_run):
-            fig.add_trace(go.Scatter(
-                x=not_run[x], y=[floor] * len(not_run), mode="markers", name=f"{impl}: not run",
-                legendgroup=impl, marker={"symbol": SKIPPED_SYMBOL, "size": 14, "color": impl_color(impl),
-                                          "line": {"width": 2, "color": "#444"}},
-                text=not_run["status"].astype(str) if "status" in not_run else None,
-                hovertemplate=f"<b>{impl}</b> {x}=%{{x}}<br>%{{text}}<extra></extra>"))
+        add_not_run(fig, df[mine & ~drawn], impl, x, floor)
     fig.update_xaxes(**measured_axis(pd.to_numeric(df[x], errors="coerce").dropna().tolist()))
     if log_y:
-        fig.update_yaxes(**log_axis(_extent(fig, "y", "y"), unit))
+        fig.update_yaxes(**log_axis(axis_extent(fig, "y", "y"), unit))
     if not drawn.any():
-        _note(fig, "No row ran: hover the crosses for the reasons.", y=0.9)
+        add_note(fig, "No row ran: hover the crosses for the reasons.", y=0.9)
     elif (~drawn).any():
-        _note(fig, "× = not run (hover for why)", y=1.04)
+        add_note(fig, "× = not run (hover for why)", y=1.04)
     return fig
 
 
@@ -164,8 +155,14 @@ def hbm_figure(df: pd.DataFrame | None) -> go.Figure:
 # the IO model: Theorem 2 and the block-size trade-off
 
 
-def hbm_vs_memory_figure(df: pd.DataFrame | None, *, n: int | None = None, d: int | None = None) -> go.Figure:
-    """HBM accesses against on-chip memory M, log-log (FA1 Theorem 2), from iomodel.hbm_vs_memory.
+SRAM_COLOR = "#444444"  # the SRAM marks on the M axis: neutral, not an algorithm's colour
+
+
+def hbm_vs_memory_figure(df: pd.DataFrame | None, *, n: int | None = None, d: int | None = None,
+                         sram_marks: pd.DataFrame | None = None, explanation: str | None = None,
+                         curve_notes: Mapping[str, str] | None = None) -> go.Figure:
+    """HBM accesses against on-chip memory M, log-log (FA1 Theorem 2), from iomodel.hbm_vs_memory, with real GPUs'
+    SRAM per SM marked on the M axis.
 
     Lines: the model's counts, one style per algorithm; dotted: Theorem 2's order terms (N d + N^2 for standard
     attention, N^2 d^2 / M for FlashAttention: the same term for both loop orders, so it is drawn once).
@@ -173,6 +170,11 @@ def hbm_vs_memory_figure(df: pd.DataFrame | None, *, n: int | None = None, d: in
     Args:
         df: hbm_vs_memory output (columns algorithm, M, block_q, block_k, accesses, bound).
         n, d: only for the title.
+        sram_marks: typical on-chip SRAM sizes to mark (columns device, M in elements of the run's dtype, label),
+            e.g. flashviz.model.roofline.sram_marks(dtype); each is a labelled vertical line, and the axis reaches it.
+        explanation: text under the title saying what the curves do (wrapped to the figure's width, or lines
+            joined by "<br>" as given).
+        curve_notes: per algorithm, a sentence added to its curve's hover (e.g. its tile rule).
     Returns:
         plotly Figure.
 
@@ -182,34 +184,58 @@ def hbm_vs_memory_figure(df: pd.DataFrame | None, *, n: int | None = None, d: in
     """
     shape = f" (N={n}, d={d})" if n is not None and d is not None else ""
     fig = go.Figure()
-    style_figure(fig, title=f"HBM accesses vs on-chip memory{shape}: FA1 Theorem 2",
-                 x_title="on-chip memory M (elements)", y_title="HBM accesses (elements)",
-                 log_x=True, log_y=True)
+    style_figure(fig, title=f"HBM accesses vs on-chip memory M{shape}",
+                 x_title="on-chip memory M (elements)", y_title="HBM accesses (elements)", log_x=True, log_y=True)
+    if explanation:
+        set_subtitle(fig, explanation)
     if df is None or len(df) == 0 or not {"algorithm", "M", "accesses"} <= set(df.columns):
-        _note(fig, "No data: give at least one M.")
+        add_note(fig, "No data: give at least one M.")
         return fig
     bounds_drawn: set[str] = set()
-    for algorithm in _impls_in(df.rename(columns={"algorithm": "impl"})):
+    for algorithm in impls_in(df.rename(columns={"algorithm": "impl"})):
         rows = df[df["algorithm"].astype(str).eq(algorithm)].sort_values("M")
-        blocks = list(zip(rows.get("block_q", [None] * len(rows)), rows.get("block_k", [None] * len(rows)),
-                          strict=True))
-        fig.add_trace(go.Scatter(
-            x=rows["M"], y=rows["accesses"], mode="lines+markers", name=IMPL_LABELS.get(algorithm, algorithm),
-            legendgroup=algorithm, line=impl_line(algorithm), marker=impl_marker(algorithm), customdata=blocks,
-            hovertemplate=(f"<b>{algorithm}</b><br>M=%{{x:,}} elements<br>Br=%{{customdata[0]}}, "
-                           "Bc=%{customdata[1]}<br>accesses=%{y:.3s}<extra></extra>")))
-        kind = "naive" if algorithm == "naive" else "flash"
-        if "bound" in rows and kind not in bounds_drawn:
-            bounds_drawn.add(kind)
-            term = "N d + N²" if kind == "naive" else "N² d² / M"
-            fig.add_trace(go.Scatter(
-                x=rows["M"], y=rows["bound"], mode="lines", legendgroup=algorithm,
-                name=f"Theorem 2: {term} (no constants)", line={"color": impl_color(algorithm), "width": 2,
-                                                                 "dash": "dot"},
-                hovertemplate=f"<b>{term}</b> (order term)<br>M=%{{x:,}}<br>%{{y:.3s}}<extra></extra>"))
-    fig.update_xaxes(**log_axis(_extent(fig, "x", "x"), "si"))
-    fig.update_yaxes(**log_axis(_extent(fig, "y", "y"), "si"))
+        note = (curve_notes or {}).get(algorithm)
+        _add_io_curve(fig, rows, algorithm, note, bounds_drawn)
+    marks = [] if sram_marks is None else list(zip(sram_marks["device"].astype(str), sram_marks["M"].astype(float),
+                                                  sram_marks["label"].astype(str), strict=True))
+    fig.update_xaxes(**log_axis([*axis_extent(fig, "x", "x"), *(m for _, m, _ in marks)], "si"))
+    y_axis = log_axis(axis_extent(fig, "y", "y"), "si")
+    fig.update_yaxes(**y_axis)
+    _add_sram_marks(fig, marks, y_axis["range"])
     return fig
+
+
+def _add_io_curve(fig: go.Figure, rows: pd.DataFrame, algorithm: str, note: str | None, bounds_drawn: set) -> None:
+    """One algorithm's modelled accesses against M, and Theorem 2's order term once per kind (naive / flash)."""
+    blocks = list(zip(rows.get("block_q", [None] * len(rows)), rows.get("block_k", [None] * len(rows)), strict=True))
+    extra = f"<br>{note}" if note else ""
+    fig.add_trace(go.Scatter(
+        x=rows["M"], y=rows["accesses"], mode="lines+markers", name=IMPL_LABELS.get(algorithm, algorithm),
+        legendgroup=algorithm, line=impl_line(algorithm), marker=impl_marker(algorithm), customdata=blocks,
+        hovertemplate=(f"<b>{algorithm}</b><br>M=%{{x:,}} elements<br>Br=%{{customdata[0]}}, "
+                       f"Bc=%{{customdata[1]}}<br>accesses=%{{y:.3s}}{extra}<extra></extra>")))
+    kind = "naive" if algorithm == "naive" else "flash"
+    if "bound" in rows and kind not in bounds_drawn:
+        bounds_drawn.add(kind)
+        term = "N d + N²" if kind == "naive" else "N² d² / M"
+        fig.add_trace(go.Scatter(
+            x=rows["M"], y=rows["bound"], mode="lines", legendgroup=algorithm,
+            name=f"Theorem 2: {term} (no constants)", line={"color": impl_color(algorithm), "width": 2, "dash": "dot"},
+            hovertemplate=f"<b>{term}</b> (order term)<br>M=%{{x:,}}<br>%{{y:.3s}}<extra></extra>"))
+
+
+def _add_sram_marks(fig: go.Figure, marks: list, y_range: list[float]) -> None:
+    """A vertical dotted line per device at its SM's SRAM (M in elements), named at the top, the label in the hover;
+    the first mark's name sits left of its line, the others right, so two close marks stay legible."""
+    lo, hi = 10 ** y_range[0], 10 ** y_range[1]
+    for k, (name, m, label) in enumerate(marks):
+        short = name.split(" (")[0]  # "A100 (SXM 80GB)" -> "A100"
+        fig.add_trace(go.Scatter(
+            x=[m, m], y=[lo, hi], mode="lines+text", name=f"{short} SRAM per SM", legendgroup="sram",
+            line={"color": SRAM_COLOR, "width": 2, "dash": "dot"}, cliponaxis=False,
+            text=["", short], textposition="bottom left" if k == 0 else "bottom right",
+            textfont={"size": BASE_FONT_PX, "color": SRAM_COLOR},
+            hovertemplate=f"<b>{label}</b><br>M = {m:,.0f} elements<extra></extra>"))
 
 
 def block_sweep_figure(df: pd.DataFrame | None, *, reference: pd.DataFrame | None = None) -> go.Figure:
@@ -236,11 +262,11 @@ def block_sweep_figure(df: pd.DataFrame | None, *, reference: pd.DataFrame | Non
     fig.update_yaxes(title_text="median time per call (ms)", type="log", row=1, col=1)
     fig.update_yaxes(title_text="HBM traffic (bytes, IO model)", type="log", row=1, col=2)
     if df is None or len(df) == 0 or not {"impl", "block_q", "block_k"} <= set(df.columns):
-        _note(fig, "No data yet: run a block-size sweep.")
+        add_note(fig, "No data yet: run a block-size sweep.")
         return fig
     df = df.assign(tile=pd.to_numeric(df["block_q"]) * pd.to_numeric(df["block_k"])).sort_values("tile")
-    ok = _ok(df)
-    for impl in _impls_in(df):
+    ok = ok_rows(df)
+    for impl in impls_in(df):
         rows = df[df["impl"].astype(str).eq(impl) & ok]
         if not len(rows):
             continue
@@ -263,102 +289,26 @@ def block_sweep_figure(df: pd.DataFrame | None, *, reference: pd.DataFrame | Non
                                                            zip(tiles["block_q"], tiles["block_k"], strict=True)])
     fig.update_xaxes(**x_axis)
     if reference is not None and len(reference) and "range" in x_axis:
-        for _, r in reference[_ok(reference)].iterrows():
-            impl, n = str(r["impl"]), r.get("N", "?")
-            t_ms = float(pd.to_numeric(r.get("time_s", math.nan), errors="coerce")) * MS_PER_S
-            traffic = float(pd.to_numeric(r.get("hbm_bytes", math.nan), errors="coerce")) / MIB
-            shown = False
-            for col, value, what in ((1, t_ms, f"median {t_ms:.3g} ms"), (2, traffic, f"traffic {traffic:.3g} MiB")):
-                if math.isfinite(value) and value > 0:
-                    _hline(fig, value, x_range=x_axis["range"], name=f"{impl} at N={n} (untiled reference)",
-                           color=impl_color(impl), legend=not shown, row=1, col=col,
-                           hover=f"<b>{impl}</b> at N={n}, untiled<br>{what}")
-                    shown = True
+        _add_reference_lines(fig, reference, x_axis["range"])
     if ok.any():
-        fig.update_yaxes(**log_axis(_extent(fig, "y", "y"), "ms"), row=1, col=1)
-        fig.update_yaxes(**log_axis(_extent(fig, "y", "y2"), "mib"), row=1, col=2)
+        fig.update_yaxes(**log_axis(axis_extent(fig, "y", "y"), "ms"), row=1, col=1)
+        fig.update_yaxes(**log_axis(axis_extent(fig, "y", "y2"), "mib"), row=1, col=2)
     else:
-        _note(fig, "No row ran.", y=0.9)
+        add_note(fig, "No row ran.", y=0.9)
     return fig
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# correctness
-
-
-def correctness_figure(df: pd.DataFrame | None, *, tol: float = 1e-5) -> go.Figure:
-    """Largest absolute error against float64 SDPA vs N, one line per (implementation, d), log-log, with the
-    tolerance as a horizontal line ("1e-5 bar").
-
-    Colour and dash say the implementation, the marker says d (the legend lists each once). Errors of exactly 0
-    cannot sit on a log axis: they are drawn at a floor (a tenth of the smallest non-zero error, or tol / 1000)
-    and their hover says so. Skipped rows are crosses on the floor, with the reason in the hover.
-
-    Args:
-        df: the Correctness tab's run_sweep rows (columns impl, N, d, max_abs_err, status).
-        tol: the pass bar, drawn and labelled.
-    Returns:
-        plotly Figure.
-
-    Example:
-        >>> correctness_figure(pd.DataFrame()).layout.yaxis.type
-        'log'
-    """
-    fig = go.Figure()
-    style_figure(fig, title="Largest error vs float64 SDPA", x_title="sequence length N (tokens)",
-                 y_title="max |O - O_ref| (absolute error)", log_x=True, log_y=True)
-    if df is None or len(df) == 0 or not {"impl", "N", "max_abs_err"} <= set(df.columns):
-        _note(fig, "No data yet: run the correctness check.")
-        return fig
-    df = df.assign(N=pd.to_numeric(df["N"], errors="coerce"), err=pd.to_numeric(df["max_abs_err"], errors="coerce"))
-    if "d" not in df:
-        df = df.assign(d=math.nan)
-    df = df.sort_values("N")
-    drawn = _ok(df) & df["err"].notna()
-    positive = df.loc[drawn & (df["err"] > 0), "err"]
-    floor = float(positive.min()) / 10 if len(positive) else tol / 1000
-    ds = sorted(df["d"].dropna().unique())
-    symbol_of = {d: D_SYMBOLS[i % len(D_SYMBOLS)] for i, d in enumerate(ds)}
-    for impl in _impls_in(df):
-        mine = df["impl"].astype(str).eq(impl)
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines+markers", name=IMPL_LABELS.get(impl, impl),
-                                 legendgroup=impl, line=impl_line(impl), marker=impl_marker(impl)))
-        for d in ds if ds else [math.nan]:
-            rows = df[mine & drawn & (df["d"].eq(d) if ds else True)]
-            if not len(rows):
-                continue
-            errs = rows["err"].tolist()
-            shown = [e if e > 0 else floor for e in errs]
-            notes = [f"{e:.2e}" if e > 0 else f"0 (exact; drawn at {fmt_sci(floor)}, the floor of this log axis)"
-                     for e in errs]
-            verdict = ["under the bar" if e <= tol else "OVER the bar" for e in errs]
-            fig.add_trace(go.Scatter(
-                x=rows["N"], y=shown, mode="lines+markers", name=f"{impl}, d={d:g}", legendgroup=impl,
-                showlegend=False, line=impl_line(impl, width=1.5), marker=impl_marker(impl, symbol_of.get(d)),
-                customdata=list(zip(notes, verdict, strict=True)),
-                hovertemplate=(f"<b>{impl}</b>, d={d:g}, N=%{{x}}<br>max |err| = %{{customdata[0]}}<br>"
-                               f"%{{customdata[1]}} ({fmt_sci(tol)})<extra></extra>")))
-        not_run = df[mine & ~drawn]
-        if len(not_run):
-            fig.add_trace(go.Scatter(
-                x=not_run["N"], y=[floor] * len(not_run), mode="markers", name=f"{impl}: not run",
-                legendgroup=impl, marker={"symbol": SKIPPED_SYMBOL, "size": 14, "color": impl_color(impl),
-                                          "line": {"width": 2, "color": "#444"}},
-                text=not_run["status"].astype(str) if "status" in not_run else None,
-                hovertemplate=f"<b>{impl}</b> N=%{{x}}<br>%{{text}}<extra></extra>"))
-    for d in ds:  # one legend entry per d, showing its marker
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"d = {d:g}", legendgroup=f"d={d:g}",
-                                 marker={"symbol": symbol_of[d], "size": MARKER_PX, "color": "#444"}))
-    x_axis = measured_axis(df["N"].dropna().tolist())
-    fig.update_xaxes(**x_axis)
-    if "range" in x_axis:
-        _hline(fig, tol, x_range=x_axis["range"], name=f"{fmt_sci(tol)} bar (pass below)", label=f"{fmt_sci(tol)} bar",
-               color=REFERENCE_COLOR, dash="dash", hover=f"tolerance {fmt_sci(tol)}: every error must stay below")
-    fig.update_yaxes(**log_axis([*_extent(fig, "y", "y"), tol], "sci"))  # the floor only if a point sits on it
-    if (drawn & df["err"].eq(0)).any():
-        _note(fig, f"errors of exactly 0 are drawn at {fmt_sci(floor)} (hover says so)", y=1.04)
-    if not drawn.any():
-        _note(fig, "No row ran: hover the crosses for the reasons.", y=0.9)
-    return fig
-
-
+def _add_reference_lines(fig: go.Figure, reference: pd.DataFrame, x_range: list[float]) -> None:
+    """The untiled runs at the same N (naive, sdpa) as horizontal lines across both block-sweep panels: time, and
+    HBM traffic where the IO model has one; one legend entry per implementation."""
+    for _, r in reference[ok_rows(reference)].iterrows():
+        impl, n = str(r["impl"]), r.get("N", "?")
+        t_ms = float(pd.to_numeric(r.get("time_s", math.nan), errors="coerce")) * MS_PER_S
+        traffic = float(pd.to_numeric(r.get("hbm_bytes", math.nan), errors="coerce")) / MIB
+        shown = False
+        for col, value, what in ((1, t_ms, f"median {t_ms:.3g} ms"), (2, traffic, f"traffic {traffic:.3g} MiB")):
+            if math.isfinite(value) and value > 0:
+                reference_line(fig, value, x_range=x_range, name=f"{impl} at N={n} (untiled reference)",
+                               color=impl_color(impl), legend=not shown, row=1, col=col,
+                               hover=f"<b>{impl}</b> at N={n}, untiled<br>{what}")
+                shown = True

@@ -1,4 +1,4 @@
-"""Results as tables and pages: the seed's summary table (flash against naive at each N, speedup and memory saving),
+"""Results as tables and pages: the summary table (flash against naive at each N, speedup and memory saving),
 its plotly table figure, and one standalone HTML report. No torch, no streamlit: only pandas and plotly.
 
 Inputs are the DataFrames of run_sweep (a CSV read back with pandas works too); rows whose status is not "ok"
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from flashviz.figures.style import BASE_FONT_PX, MIB, MS_PER_S, _note, _ok, flashviz_template
+from flashviz.figures.style import BASE_FONT_PX, MIB, MS_PER_S, add_note, flashviz_template, ok_rows
 
 TABLE_TITLE_PX = 100  # title, subtitle and top margin of a table figure
 TABLE_BOTTOM_PX = 8
@@ -29,7 +29,7 @@ TABLE_SLACK_PX = 12  # below the last row: its bottom border and rounding, so pl
 
 
 def summary_table(df: pd.DataFrame | None, *, flash_impl: str = "flash", baseline: str = "naive") -> pd.DataFrame:
-    """The seed's table: at each N, time and peak memory of naive and flash, the speedup and the memory saving.
+    """The summary table: at each N, time and peak memory of naive and flash, the speedup and the memory saving.
 
     Args:
         df: run_sweep output.  flash_impl: the tiled implementation to compare ("flash" or "flash2").
@@ -48,7 +48,7 @@ def summary_table(df: pd.DataFrame | None, *, flash_impl: str = "flash", baselin
                "memory saving (x)"]
     if df is None or len(df) == 0 or not {"impl", "N"} <= set(df.columns):
         return pd.DataFrame(columns=columns)
-    ok = df[_ok(df)]
+    ok = df[ok_rows(df)]
 
     def pick(impl: str, col: str, scale: float) -> pd.Series:
         rows = ok[ok["impl"].astype(str).eq(impl)]
@@ -108,7 +108,7 @@ def summary_table_figure(table: pd.DataFrame, *, title: str = "Summary: flash vs
                       margin={"t": TABLE_TITLE_PX, "b": TABLE_BOTTOM_PX, "l": 20, "r": 20},
                       height=table_height(len(table)))
     if len(table) == 0:
-        _note(fig, "No data yet: run a sweep.", y=0.3)
+        add_note(fig, "No data yet: run a sweep.", y=0.3)
     return fig
 
 

@@ -1,30 +1,32 @@
 """The shared look of every flashviz figure: one template, one colour / dash / marker per implementation, number
 formatting with units, and log axes with a few round, labelled ticks. No torch, no streamlit: only pandas and plotly.
 
-Large fonts for a projector and hover text carrying the numbers (STYLE item 14); "flash" looks the same in every
-figure and stays visible where it coincides with "flash2". Log axes get a fixed range and a few round ticks labelled
-with their unit ("1 ms", "256 KiB", "1M", "1e-5"), never the 2..9 minor labels. plots.py and report.py
-build their figures from these pieces; the small `_` helpers (notes, the implementations present, the rows that ran,
-an axis's extent, reference lines) are shared by both.
+Large fonts for a projector (>= 16 px everywhere) and hover text carrying the numbers; one colour per implementation
+and loop order in every figure (FA1 = kv_outer = "flash" blue, FA2 = q_outer = "flash2" green, naive vermillion), and
+"flash" stays visible where it coincides with "flash2". Log axes get a fixed range and a few round ticks labelled
+with their unit ("1 ms", "256 KiB", "1M", "1e-5"), never the 2..9 minor labels. The other figure modules build
+their figures from these pieces, including the small helpers (a note on the plot, the implementations present, the
+rows that ran, an axis's extent, reference lines).
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from flashviz.vocab import IMPLS, OK
+from flashviz.vocab import FULL, IMPLS, KV_OUTER, OK, PARTIAL, Q_OUTER, SKIPPED
 
 IMPL_COLORS = {  # fixed colour per implementation, shared by every figure (Okabe-Ito, colour-blind safe)
     "naive": "#D55E00",  # vermillion
     "flash": "#0072B2",  # blue
     "flash2": "#009E73",  # bluish green
     "sdpa": "#CC79A7",  # reddish purple
-    "kv_outer": "#0072B2",  # the IO model's names for flash and flash2
-    "q_outer": "#009E73",
+    KV_OUTER: "#0072B2",  # the loop orders flash and flash2 run: the same colours
+    Q_OUTER: "#009E73",
 }
 IMPL_DASHES = {  # line style per implementation: flash and flash2 often coincide, the dashes keep both visible
     "naive": "solid", "flash": "solid", "flash2": "dash", "sdpa": "dashdot", "kv_outer": "solid", "q_outer": "dash",
@@ -33,6 +35,20 @@ IMPL_SYMBOLS = {  # marker per implementation: flash's large open square rings f
     "naive": "circle", "flash": "square-open", "flash2": "diamond", "sdpa": "triangle-up",
     "kv_outer": "square-open", "q_outer": "diamond",
 }
+LOOP_ORDER_COLORS = {KV_OUTER: IMPL_COLORS[KV_OUTER], Q_OUTER: IMPL_COLORS[Q_OUTER]}  # FA1 / FA2, as flash / flash2
+TILE_COLORS = {  # tile fates on the tile map: full colour once visited (Okabe-Ito, none an implementation's colour)
+    FULL: "#56B4E9",  # sky blue: computed, no mask
+    PARTIAL: "#E69F00",  # orange: computed, masked inside the tile
+    SKIPPED: "#6E6E6E",  # dark grey: never loaded
+}
+TILE_AHEAD_COLORS = {  # the same fates, pale, before the schedule reaches the tile: the whole picture before Play
+    FULL: "#D4ECFA",
+    PARTIAL: "#F9E2B3",
+    SKIPPED: "#D0D0D0",
+}
+CURRENT_TILE_COLOR = "#C51B7D"  # magenta: the tile being computed now
+SRAM_OUTLINE_COLOR = "#000000"  # the Q_i row and K_j, V_j column held on chip
+ROW_MARKER_COLOR = "#5E3C99"  # dark purple: the row inspector's query row
 FALLBACK_COLOR = "#555555"  # implementations not in the map
 REFERENCE_COLOR = "#B00020"  # a pass/fail bar (dark red)
 SKIPPED_SYMBOL = "x"  # marker of a row that did not run
@@ -112,17 +128,44 @@ def impl_marker(impl: str, symbol: str | None = None) -> dict:
             "line": {"width": 2.5 if is_open else 0, "color": impl_color(impl)}}
 
 
-def _note(fig: go.Figure, text: str, *, y: float = 0.5) -> None:
+def add_note(fig: go.Figure, text: str, *, y: float = 0.5) -> None:
+    """A grey note centred on the plot at paper height y (e.g. "No data yet")."""
     fig.add_annotation(text=text, xref="paper", yref="paper", x=0.5, y=y, showarrow=False,
                        font={"size": BASE_FONT_PX, "color": "#666"})
 
 
-def _impls_in(df: pd.DataFrame) -> list[str]:
+SUBTITLE_CHARS = 72  # characters of an 18 px subtitle line that fit a 760 px wide figure (1280 px page)
+
+
+def subtitle_lines(text: str, width: int = SUBTITLE_CHARS) -> str:
+    """Plain text broken into lines of at most `width` characters joined by <br> (plotly never wraps).
+
+    Example:
+        >>> subtitle_lines("one two three", width=7)
+        'one two<br>three'
+    """
+    return "<br>".join(textwrap.wrap(text, width)) if "<br>" not in text else text
+
+
+SUBTITLE_LINE_PX = 28  # one 18 px subtitle line with its spacing
+TITLE_BLOCK_PX = 90  # the top margin above the subtitle: the title line and the space around it
+
+
+def set_subtitle(fig: go.Figure, text: str) -> None:
+    """A subtitle under the figure's title, wrapped to the figure's width, with the top margin grown to hold it."""
+    lines = subtitle_lines(text)
+    fig.update_layout(title_subtitle_text=lines, title_subtitle_font_size=BASE_FONT_PX,
+                      margin_t=TITLE_BLOCK_PX + SUBTITLE_LINE_PX * (lines.count("<br>") + 1))
+
+
+def impls_in(df: pd.DataFrame) -> list[str]:
+    """The implementations in df["impl"], in the vocabulary's order, unknown names last."""
     present = list(dict.fromkeys(df["impl"].astype(str))) if "impl" in df else []
     return [i for i in IMPLS if i in present] + [i for i in present if i not in IMPLS]
 
 
-def _ok(df: pd.DataFrame) -> pd.Series:
+def ok_rows(df: pd.DataFrame) -> pd.Series:
+    """Boolean mask of the rows that ran (status "ok"; every row when there is no status column)."""
     return df["status"].astype(str).eq(OK) if "status" in df else pd.Series(True, index=df.index)
 
 
@@ -268,7 +311,7 @@ def iqr_bars(values: Sequence[float], half: Sequence[float]) -> dict:
             "thickness": 1.5}
 
 
-def _extent(fig: go.Figure, axis: str, ref: str) -> list[float]:
+def axis_extent(fig: go.Figure, axis: str, ref: str) -> list[float]:
     """Every value the traces on axis `ref` ("y", "y2", ...) put on it, error bars included."""
     out: list[float] = []
     for t in fig.data:
@@ -284,7 +327,7 @@ def _extent(fig: go.Figure, axis: str, ref: str) -> list[float]:
     return out
 
 
-def _hline(fig: go.Figure, y: float, *, x_range: Sequence[float], name: str, color: str, hover: str,
+def reference_line(fig: go.Figure, y: float, *, x_range: Sequence[float], name: str, color: str, hover: str,
            label: str | None = None,
            dash: str = "dot", legend: bool = True, row: int | None = None, col: int | None = None) -> None:
     """A horizontal reference line at data value y across the (log10) x_range, labelled at its right end if
@@ -301,3 +344,13 @@ def _hline(fig: go.Figure, y: float, *, x_range: Sequence[float], name: str, col
         textfont={"size": LEGEND_FONT_PX, "color": color}, hovertemplate=f"{hover}<extra></extra>",
         cliponaxis=False), row=row, col=col)
 
+
+def add_not_run(fig: go.Figure, not_run: pd.DataFrame, impl: str, x: str, floor: float) -> None:
+    """Rows of `impl` that did not run, as crosses at y = floor, with the reason in the hover."""
+    if not len(not_run):
+        return
+    fig.add_trace(go.Scatter(
+        x=not_run[x], y=[floor] * len(not_run), mode="markers", name=f"{impl}: not run", legendgroup=impl,
+        marker={"symbol": SKIPPED_SYMBOL, "size": 14, "color": impl_color(impl), "line": {"width": 2, "color": "#444"}},
+        text=not_run["status"].astype(str) if "status" in not_run else None,
+        hovertemplate=f"<b>{impl}</b> {x}=%{{x}}<br>%{{text}}<extra></extra>"))

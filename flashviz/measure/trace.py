@@ -6,7 +6,10 @@ neither torch nor the kernel:
     schedule_trace  the tile schedule in visiting order (tiling.tile_schedule: the one source of tile truth),
                     optionally with the IO model's cumulative HBM traffic and FLOPs after every step;
     row_trace       the online-softmax state (m_i, l_i) of ONE query row after every tile that touches it, taken
-                    from the real kernel (flash.flash_attention_forward's on_tile hook), next to the exact values.
+                    from the real kernel (flash.flash_attention_forward's on_tile hook), next to the exact values,
+                    with each tile's rescale spelled out: m before and after, the factor e^(m_old - m_new), and l
+                    before the rescale, after it, and after adding the tile's row sum;
+    pick_row        the query row whose running max grows on the most tiles (the most rescales to watch).
 
 References: FlashAttention (Dao et al., 2022) Algorithm 1 ("kv_outer") and FlashAttention-2 (Dao, 2023)
 Algorithm 1 ("q_outer"). Legend: N sequence length, d head dimension, Br = block_q, Bc = block_k,
@@ -59,7 +62,9 @@ def schedule_trace(n: int, block_q: int, block_k: int, *, causal: bool = False, 
     """The tile schedule of an N x N attention matrix as plain tuples, in visiting order.
 
     Args:
-        n: sequence length N.  block_q, block_k: Br, Bc.  causal, window: the mask (DESIGN.md conventions).
+        n: sequence length N.  block_q, block_k: Br, Bc.
+        causal, window: the mask: causal is top-left aligned (query i sees keys j <= i); window = (left, right)
+            lets query i see keys i - left <= j <= i + right (None on a side: unbounded).
         loop_order: "kv_outer" (FA1) or "q_outer" (FA2).
         d: head dimension; when given, the IO model (iomodel.io_trace) adds the cumulative HBM bytes and FLOPs
             after every step, for one (batch, head). None leaves the counters out.
@@ -92,7 +97,14 @@ def schedule_trace(n: int, block_q: int, block_k: int, *, causal: bool = False, 
 
 @dataclass(frozen=True)
 class RowTrace:
-    """The online-softmax state of one query row, after every tile that updated it (from the real kernel)."""
+    """The online-softmax state of one query row, tile by tile (from the real kernel), with each rescale spelled out.
+
+    Per computed tile t of the row (all tuples have one entry per tile, in visiting order), the kernel does
+        m_new = max(m_old, rowmax(S_rj)),   l_rescaled = e^(m_old - m_new) l_old,   l_new = l_rescaled + rowsum_j
+    where rowsum_j = sum over the tile's visible keys of e^(s_rj - m_new). m_new and l_new are the kernel's own
+    numbers (its on_tile events); m_old and l_old are the previous tile's (-inf and 0 before the first tile); the
+    factor and l_rescaled follow from them, and the tile's row sum is l_new - l_rescaled.
+    """
 
     loop_order: str  # "kv_outer" or "q_outer"
     row: int  # the query row r
@@ -100,10 +112,59 @@ class RowTrace:
     step: tuple[int, ...]  # schedule steps that updated row r
     k_block: tuple[int, ...]  # the key block j of each of those steps
     m: tuple[float, ...]  # running max m_r after each step (scaled-score units; -inf while nothing visible)
-    l: tuple[float, ...]  # running sum l_r = sum_j e^(s_rj - m_r) after each step
+    l: tuple[float, ...]  # running sum l_r = sum_j e^(s_rj - m_r) after each step (after adding the tile)
+    m_before: tuple[float, ...]  # m_r before each step: the previous step's m, -inf before the first
+    factor: tuple[float, ...]  # e^(m_before - m): < 1 where m grew, 1 where it did not, 0 on the first visible tile
+    l_before: tuple[float, ...]  # l_r before each step (before the rescale): the previous step's l, 0 at first
+    l_rescaled: tuple[float, ...]  # factor * l_before: the old sum, re-expressed relative to the new max
     m_exact: float  # max_j s_rj over every visible key (the oracle), -inf if the row sees nothing
     l_exact: float  # sum_j e^(s_rj - m_exact), 0 if the row sees nothing
     lse_kernel: float  # the kernel's saved logsumexp L_r = m_r + log l_r
+
+    @property
+    def grew(self) -> tuple[bool, ...]:
+        """Per step: True where the running max rose above an earlier finite value (a rescale of l and O)."""
+        return tuple(math.isfinite(a) and b > a for a, b in zip(self.m_before, self.m, strict=True))
+
+    @property
+    def rescales(self) -> int:
+        """How many tiles raised the running max (the first visible tile sets it and does not count)."""
+        return sum(self.grew)
+
+    @property
+    def tile_sum(self) -> tuple[float, ...]:
+        """Per step: the tile's own row sum, sum over its visible keys of e^(s_rj - m_new) = l - l_rescaled."""
+        return tuple(b - a for a, b in zip(self.l_rescaled, self.l, strict=True))
+
+
+def rescale_factor(m_old: float, m_new: float) -> float:
+    """e^(m_old - m_new), the factor that re-expresses a sum taken relative to m_old relative to m_new; 1 when m did
+    not move (also when both are -inf: the row has seen nothing yet), 0 when the first visible key arrives.
+
+    Example:
+        >>> rescale_factor(1.0, 1.0), rescale_factor(float("-inf"), 2.0), round(rescale_factor(0.0, math.log(2)), 6)
+        (1.0, 0.0, 0.5)
+    """
+    if m_old == m_new:
+        return 1.0
+    return math.exp(m_old - m_new)
+
+
+def _random_qkv(n: int, d: int, dtype: str, seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The row tools' random Q, K, V, each (1, 1, N, d) in `dtype`: one seed, the same numbers in every tool."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {dtype!r}.")
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(1, 1, n, d, generator=gen).to(getattr(torch, dtype)) for _ in range(3))  # (1, 1, N, d)
+    return q, k, v
+
+
+def _scores(q: torch.Tensor, k: torch.Tensor, rows: torch.Tensor, *, causal: bool, window: Window) -> torch.Tensor:
+    """Masked scaled scores s_r = q_r K^T / sqrt(d) of the given query rows, in float64: (R, N), -inf where hidden."""
+    n, d = k.shape[-2:]
+    s = (q[0, 0, rows].double() / math.sqrt(d)) @ k[0, 0].double().T  # (R, d) x (d, N) -> (R, N)
+    mask = visible_mask(rows, torch.arange(n), causal=causal, window=window)  # (R, N) or None
+    return s if mask is None else s.masked_fill(~mask, float("-inf"))
 
 
 def row_trace(n: int, d: int, block_q: int, block_k: int, *, row: int, causal: bool = False, window: Window = None,
@@ -119,19 +180,17 @@ def row_trace(n: int, d: int, block_q: int, block_k: int, *, row: int, causal: b
         seed: random seed for Q, K, V (same seed, same numbers: FA1 and FA2 traces are comparable).
         threads: torch CPU threads for this run (restored afterwards); None leaves the setting alone.
     Returns:
-        RowTrace: m and l after every tile that touched row r, and the exact m, l from the full score row.
+        RowTrace: m and l before and after every tile that touched row r, the rescale factor of each, and the exact
+        m, l from the full score row.
 
     Example:
         >>> tr = row_trace(16, 8, 4, 4, row=9, causal=True)
-        >>> tr.k_block, abs(tr.m[-1] - tr.m_exact) < 1e-6
-        ((0, 1, 2), True)
+        >>> tr.k_block, abs(tr.m[-1] - tr.m_exact) < 1e-6, tr.factor[0]
+        ((0, 1, 2), True, 0.0)
     """
     if not 0 <= row < n:
         raise ValueError(f"row must be a query row in 0..{n - 1}, got {row}. Pick a row inside the sequence.")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {dtype!r}.")
-    gen = torch.Generator().manual_seed(seed)
-    q, k, v = (torch.randn(1, 1, n, d, generator=gen).to(getattr(torch, dtype)) for _ in range(3))  # (1, 1, N, d) each
+    q, k, v = _random_qkv(n, d, dtype, seed)
     events: list[TileEvent] = []
 
     def record(ev: TileEvent) -> None:
@@ -148,17 +207,98 @@ def row_trace(n: int, d: int, block_q: int, block_k: int, *, row: int, causal: b
         if threads is not None:
             torch.set_num_threads(old_threads)
     # -- the oracle: the full score row s_r = q_r K^T / sqrt(d), masked; m = max s_r; l = sum e^(s_r - m)
-    acc = torch.float64
-    s_r = (q[0, 0, row].to(acc) / math.sqrt(d)) @ k[0, 0].to(acc).T  # (d,) x (d, N) -> (N,)
-    mask = visible_mask(torch.tensor([row]), torch.arange(n), causal=causal, window=window)  # (1, N) or None
-    if mask is not None:
-        s_r = s_r.masked_fill(~mask[0], float("-inf"))
+    s_r = _scores(q, k, torch.tensor([row]), causal=causal, window=window)[0]  # (N,)
     m_exact = float(s_r.max())
     l_exact = float(torch.exp(s_r - m_exact).sum()) if math.isfinite(m_exact) else 0.0
+    m = tuple(float(ev.m[row - ev.q_start]) for ev in events)
+    l = tuple(float(ev.l[row - ev.q_start]) for ev in events)
+    m_before, l_before = (float("-inf"), *m[:-1]), (0.0, *l[:-1])
+    factor = tuple(rescale_factor(a, b) for a, b in zip(m_before, m, strict=True))
     return RowTrace(
         loop_order=loop_order, row=row, q_block=row // block_q,
-        step=tuple(ev.step for ev in events), k_block=tuple(ev.k_block for ev in events),
-        m=tuple(float(ev.m[row - ev.q_start]) for ev in events),
-        l=tuple(float(ev.l[row - ev.q_start]) for ev in events),
+        step=tuple(ev.step for ev in events), k_block=tuple(ev.k_block for ev in events), m=m, l=l,
+        m_before=m_before[:len(m)], factor=factor, l_before=l_before[:len(l)],
+        l_rescaled=tuple(f * b for f, b in zip(factor, l_before, strict=False)),
         m_exact=m_exact, l_exact=l_exact, lse_kernel=float(lse[0, 0, row]),
     )
+
+
+@dataclass(frozen=True)
+class RowPick:
+    """Which query row pick_row chose, and why."""
+
+    row: int  # the chosen query row
+    rescales: int  # tiles on which its running max grows (the first visible tile does not count)
+    tiles: int  # computed tiles of that row's Q block (the row's m and l are updated on each)
+    checked: int  # how many candidate rows were compared
+
+    @property
+    def reason(self) -> str:
+        """One line for the page, e.g. 'row 15: the most rescales (3 of 4 tiles) of the 16 rows checked'."""
+        return (f"row {self.row}: the most rescales ({self.rescales} of {self.tiles} tiles) of the {self.checked} "
+                "rows checked")
+
+
+PICK_ROWS_MAX = 512  # candidate rows pick_row scores at most: 512 x N x d multiply-adds, milliseconds at N = 8192
+
+
+def row_rescales(n: int, d: int, block_k: int, rows, *, causal: bool = False, window: Window = None,
+                 dtype: str = "float32", seed: int = 0) -> list[int]:
+    """Per query row: how many of its tiles raise its running max.
+
+    Counted from the scores (float64) of the same random Q, K as row_trace: key blocks reach a row left to right in
+    both loop orders, so the running max after block j is the max of the row's visible scores in blocks 0..j.
+
+    Args:
+        n, d, block_k: N, head dimension, Bc.  rows: the query rows to count (a sequence of ints).
+        causal, window, dtype, seed: as row_trace.
+    Returns:
+        One count per row.
+
+    Example:
+        >>> row_rescales(16, 8, 4, [0, 15], causal=True)[0]
+        0
+    """
+    q, k, _ = _random_qkv(n, d, dtype, seed)
+    idx = torch.as_tensor(list(rows), dtype=torch.long)  # (R,)
+    s = _scores(q, k, idx, causal=causal, window=window)  # (R, N)
+    n_blocks = -(-n // block_k)
+    pad = torch.full((len(idx), n_blocks * block_k - n), float("-inf"), dtype=s.dtype)
+    block_max = torch.cat([s, pad], dim=1).view(len(idx), n_blocks, block_k).amax(dim=-1)  # (R, Tc)
+    before = torch.cat([torch.full((len(idx), 1), float("-inf"), dtype=s.dtype),
+                        block_max.cummax(dim=1).values[:, :-1]], dim=1)  # (R, Tc) running max before block j
+    grew = (block_max > before) & (before > float("-inf"))  # (R, Tc)
+    return grew.sum(dim=1).tolist()
+
+
+def pick_row(n: int, d: int, block_q: int, block_k: int, *, causal: bool = False, window: Window = None,
+             dtype: str = "float32", seed: int = 0, near: int | None = None) -> RowPick:
+    """The query row with the most rescales (its running max grows on the most tiles), so the row inspector has
+    something to show; ties go to the row nearest `near` (default N / 2).
+
+    Every row is a candidate up to PICK_ROWS_MAX rows; beyond that, PICK_ROWS_MAX rows evenly spread over 0..N-1.
+
+    Args:
+        n, d, block_q, block_k, causal, window, dtype, seed: as row_trace (the same Q, K).
+        near: the preferred row among equals (e.g. the row shown before).
+    Returns:
+        RowPick with the row, its rescale count and tile count, and a sentence saying why.
+
+    Example:
+        >>> pick = pick_row(16, 8, 4, 4, causal=True)
+        >>> pick.rescales >= 1, row_trace(16, 8, 4, 4, row=pick.row, causal=True).rescales == pick.rescales
+        (True, True)
+    """
+    if n < 1 or block_q < 1 or block_k < 1:
+        raise ValueError(f"pick_row needs N >= 1 and block sizes >= 1, got N={n}, Br={block_q}, Bc={block_k}.")
+    if n <= PICK_ROWS_MAX:
+        rows = list(range(n))
+    else:
+        rows = sorted({round(i * (n - 1) / (PICK_ROWS_MAX - 1)) for i in range(PICK_ROWS_MAX)})
+    rescales = row_rescales(n, d, block_k, rows, causal=causal, window=window, dtype=dtype, seed=seed)
+    target = n // 2 if near is None else near
+    best = max(range(len(rows)), key=lambda i: (rescales[i], -abs(rows[i] - target), -rows[i]))
+    row = rows[best]
+    sched = tile_schedule(n, n, block_q, block_k, causal=causal, window=window)
+    tiles = sum(1 for t in sched.computed() if t.q_block == row // block_q)
+    return RowPick(row=row, rescales=rescales[best], tiles=tiles, checked=len(rows))

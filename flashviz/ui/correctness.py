@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from flashviz.figures.plots import correctness_figure
+from flashviz.figures.correctness import correctness_figure
 from flashviz.ui import jobs
 from flashviz.ui.common import not_run_ui, run_button_ui, show_figure
 from flashviz.ui.state import Settings

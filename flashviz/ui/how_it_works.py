@@ -11,7 +11,8 @@ import math
 import plotly.graph_objects as go
 import streamlit as st
 
-from flashviz.figures.tiles import fmt_bytes, fmt_flops, row_figure, tile_animation
+from flashviz.figures.rows import row_figure
+from flashviz.figures.tiles import fmt_bytes, fmt_flops, tile_animation
 from flashviz.measure.trace import RowTrace, ScheduleTrace, row_trace, schedule_trace
 from flashviz.model.iomodel import io_cost
 from flashviz.ui.common import show_figure, timing_lock

@@ -1,0 +1,245 @@
+"""Why FlashAttention is fast on a GPU, with numbers: the roofline chart and the predicted speedup next to a measured
+one. No torch, no streamlit: only pandas and plotly.
+
+The roofline model (Williams, Waterman and Patterson, "Roofline", CACM 2009): a kernel that does F FLOPs and moves
+B bytes between HBM and the chip has arithmetic intensity I = F / B (FLOP/byte) and can reach at most
+min(peak FLOP/s, I x bandwidth). Left of a device's ridge point (peak / bandwidth) the bandwidth bounds it, right of
+it the compute. Naive attention moves the N x N matrices S and P through HBM, so its intensity is low; the tiled
+kernels keep S and P on chip, so theirs is high and their predicted time max(F / peak, B / bandwidth) is shorter.
+
+Inputs are the tidy DataFrames of flashviz.model.roofline: roofline_points (one row per device and algorithm:
+device, algorithm, flops, hbm_bytes, intensity, attainable_flops, time_s, measured; "bytes" and "predicted_s" are
+accepted for hbm_bytes and time_s) and the device rates (peak_flops, bandwidth per device: roof_lines' columns, or
+on the points themselves).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from flashviz.figures.style import (
+    BASE_FONT_PX,
+    MARKER_PX,
+    REFERENCE_COLOR,
+    add_note,
+    impl_color,
+    impl_marker,
+    log_axis,
+    set_subtitle,
+    style_figure,
+)
+from flashviz.vocab import ALGORITHMS, KV_OUTER, LOOP_ORDER_SHORT, NAIVE, Q_OUTER
+
+ROOF_DASHES = ("solid", "dash", "dot", "dashdot", "longdash")  # one per device, in order of appearance
+RIDGE_RANK = 1001  # legend order: the roofs (plotly's default rank 1000), then the ridge entry, then the points
+POINT_RANK = 1002
+ROOF_COLOR = "#333333"  # roofs are neutral: colour belongs to the algorithms
+RIDGE_SYMBOL = "diamond-open"
+MEASURED_SYMBOL = "star"
+ROOF_HEADROOM = 2.5  # the y axis reaches this factor above the highest peak: room for a ridge's label
+ROOF_PAD = 8  # the roofs extend this factor beyond the points and ridges on the intensity axis
+SHORT = {NAIVE: "naive", **LOOP_ORDER_SHORT}  # naive, FA1, FA2
+ALIASES = {"bytes": "hbm_bytes", "predicted_s": "time_s"}  # the column names a caller may also use
+SPEEDUP_FIG_HEIGHT_PX = 560
+SPEEDUP_LEGEND_GAP_PX = 80  # below the bars: the device names and the axis title come first
+
+
+def _tidy(points: pd.DataFrame) -> pd.DataFrame:
+    """points with the aliases renamed and a boolean "measured" column."""
+    df = points.rename(columns={a: b for a, b in ALIASES.items() if a in points and b not in points})
+    measured = df["measured"].fillna(False).astype(bool) if "measured" in df else False
+    return df.assign(measured=measured)
+
+
+def _rates(points: pd.DataFrame, roofs: pd.DataFrame | None) -> pd.DataFrame:
+    """One row per device: peak_flops (FLOP/s), bandwidth (bytes/s), ridge (FLOP/byte), in order of appearance."""
+    source = roofs if roofs is not None else points
+    missing = {"device", "peak_flops", "bandwidth"} - set(source.columns)
+    if missing:
+        raise ValueError(f"roofline_figure needs each device's peak_flops and bandwidth; missing {sorted(missing)}. "
+                         "Pass roofs=roof_lines(...) or add the columns to the points.")
+    rates = source.drop_duplicates("device")[["device", "peak_flops", "bandwidth"]].reset_index(drop=True)
+    return rates.assign(ridge=rates["peak_flops"] / rates["bandwidth"])
+
+
+def roofline_figure(points: pd.DataFrame | None, roofs: pd.DataFrame | None = None, *, title: str | None = None,
+                    dtype: str | None = None) -> go.Figure:
+    """Roofline chart: arithmetic intensity (FLOP/byte, log x) against attainable FLOP/s (log y), one roof per device
+    with its ridge point marked, and a point per (device, algorithm) on it: naive, FA1 (kv_outer), FA2 (q_outer).
+
+    Points with measured=True are drawn as stars: measured rather than predicted (e.g. a device whose rates were
+    measured, or the kernels timed on a CUDA device: FLOPs / measured time).
+
+    Args:
+        points: roofline_points output (device, algorithm, flops, hbm_bytes, intensity, attainable_flops, time_s,
+            optional measured).
+        roofs: the device rates (device, peak_flops, bandwidth), e.g. roof_lines(...); None: taken from points.
+        title: figure title; a default one says what the chart shows.  dtype: named in the subtitle (the peak
+            depends on it, e.g. "float16" on tensor cores).
+    Returns:
+        plotly Figure.
+
+    Example:
+        >>> pts = pd.DataFrame({"device": ["A100"] * 2, "algorithm": ["naive", "q_outer"], "flops": [1e9, 1e9],
+        ...                     "hbm_bytes": [1e8, 1e7], "intensity": [10.0, 100.0], "peak_flops": [312e12] * 2,
+        ...                     "bandwidth": [2.039e12] * 2, "attainable_flops": [2.039e13, 2.039e14],
+        ...                     "time_s": [4.9e-5, 4.9e-6]})
+        >>> [t.text[0] for t in roofline_figure(pts).data if t.legendgroup == "ridge"]  # 312 T / 2.039 T
+        ['153']
+    """
+    fig = go.Figure()
+    style_figure(fig, title=title or "Roofline: why the tiled kernels are faster on a GPU",
+                 x_title="arithmetic intensity (FLOP/byte)", y_title="attainable throughput (FLOP/s)",
+                 log_x=True, log_y=True)
+    if dtype:
+        set_subtitle(fig, f"{dtype} peaks · predicted = max(FLOPs / peak, bytes / bandwidth), a model")
+    if points is None or len(points) == 0 or not {"device", "algorithm", "intensity"} <= set(points.columns):
+        add_note(fig, "No data: choose at least one device.")
+        return fig
+    df = _tidy(points)
+    rates = _rates(df, roofs)
+    xs = [*df["intensity"].astype(float), *rates["ridge"]]
+    x_lo, x_hi = min(x for x in xs if x > 0) / ROOF_PAD, max(xs) * ROOF_PAD
+    for k, r in rates.iterrows():
+        _add_roof(fig, r, x_lo, x_hi, ROOF_DASHES[k % len(ROOF_DASHES)], first=k == 0, first_label=k % 2 == 0)
+    for algorithm in [a for a in ALGORITHMS if a in set(df["algorithm"])]:
+        _add_points(fig, df[df["algorithm"].eq(algorithm) & ~df["measured"]], algorithm, measured=False)
+        _add_points(fig, df[df["algorithm"].eq(algorithm) & df["measured"]], algorithm, measured=True)
+    fig.update_xaxes(**log_axis([x_lo, x_hi], "si"))
+    fig.update_yaxes(**log_axis([*(rates["bandwidth"] * x_lo), *(rates["peak_flops"] * ROOF_HEADROOM),
+                                 *df["attainable_flops"].astype(float)], "si"))
+    return fig
+
+
+def _add_roof(fig: go.Figure, r: pd.Series, x_lo: float, x_hi: float, dash: str, first: bool,
+              first_label: bool) -> None:
+    """A device's roof, min(peak, I x bandwidth), as three points (it is two straight lines in log-log), and its ridge
+    point labelled with its intensity (one legend entry for all ridges: `first`; labels alternate below-right and
+    above-left, so two devices with the same peak keep theirs apart: `first_label`)."""
+    peak, bw, ridge = float(r["peak_flops"]), float(r["bandwidth"]), float(r["ridge"])
+    xs = [x_lo, ridge, x_hi] if x_lo < ridge < x_hi else [x_lo, x_hi]
+    fig.add_trace(go.Scatter(
+        x=xs, y=[min(peak, bw * x) for x in xs], mode="lines", name=f"{str(r['device']).split(' (')[0]} roof",
+        legendgroup=f"roof {r['device']}",
+        line={"color": ROOF_COLOR, "width": 2.5, "dash": dash},
+        cliponaxis=False,
+        hovertemplate=(f"<b>{r['device']}</b><br>peak {peak / 1e12:.4g} TFLOP/s, HBM {bw / 1e9:.4g} GB/s<br>"
+                       "I=%{x:.3g} FLOP/byte: at most %{y:.3s}FLOP/s<extra></extra>")))
+    fig.add_trace(go.Scatter(
+        x=[ridge], y=[peak], mode="markers+text", name="ridge point (FLOP/byte)",
+        text=[f"{ridge:.0f}"], textposition="bottom right" if first_label else "top left",
+        textfont={"size": BASE_FONT_PX, "color": ROOF_COLOR},
+        legendgroup="ridge", showlegend=first, legendrank=RIDGE_RANK,
+        marker={"symbol": RIDGE_SYMBOL, "size": 16, "color": ROOF_COLOR, "line": {"width": 2.5, "color": ROOF_COLOR}},
+        hovertemplate=(f"<b>{r['device']} ridge point</b><br>{ridge:.3g} FLOP/byte = peak / bandwidth<br>"
+                       "left: bandwidth-bound; right: compute-bound<extra></extra>")))
+
+
+def _add_points(fig: go.Figure, rows: pd.DataFrame, algorithm: str, *, measured: bool) -> None:
+    """One algorithm's points on every device's roof (predicted), or its measured points (stars)."""
+    if not len(rows):
+        return
+    name = f"{SHORT.get(algorithm, algorithm)}" + (" (measured)" if measured else "")
+    marker = impl_marker(algorithm)
+    if measured:  # a filled star, whatever the algorithm's own marker
+        marker = {**marker, "symbol": MEASURED_SYMBOL, "size": MARKER_PX + 8, "line": {"width": 1.5, "color": "#000"}}
+    time_col = rows["time_s"] if "time_s" in rows else pd.Series(math.nan, index=rows.index)
+    bytes_col = rows["hbm_bytes"] if "hbm_bytes" in rows else pd.Series(math.nan, index=rows.index)
+    custom = list(zip(rows["device"].astype(str), rows.get("flops", math.nan), bytes_col, time_col * 1e3,
+                      strict=True))
+    fig.add_trace(go.Scatter(
+        x=rows["intensity"], y=rows["attainable_flops"], mode="markers", name=name, legendgroup=algorithm,
+        legendrank=POINT_RANK,
+        marker=marker, customdata=custom,
+        hovertemplate=(f"<b>{name}</b> on %{{customdata[0]}}<br>%{{customdata[1]:.3s}}FLOP, %{{customdata[2]:.3s}}B "
+                       "of HBM traffic<br>intensity %{x:.3g} FLOP/byte<br>%{y:.3s}FLOP/s attainable, "
+                       "time %{customdata[3]:.3g} ms<extra></extra>")))
+
+
+def speedup_table(points: pd.DataFrame | None, measured: Mapping[str, float] | None = None, *,
+                  measured_device: str = "this CPU (measured)") -> pd.DataFrame:
+    """Speedup of each tiled kernel over naive: predicted per device from the roofline points (naive's predicted time
+    / the kernel's), and optionally the speedup measured on this machine.
+
+    Args:
+        points: roofline_points output (device, algorithm, time_s; or speedup_vs_naive).
+        measured: algorithm ("kv_outer", "q_outer") -> measured speedup over naive (naive time / its time), e.g. from
+            the Benchmark's summary table at one N; None or empty: no measured rows.
+        measured_device: the name the measured rows get.
+    Returns:
+        Tidy DataFrame, one row per (device, algorithm): device, algorithm, speedup (x), kind ("model" or
+        "measured"); devices in the order of the points, the measured rows last.
+
+    Example:
+        >>> pts = pd.DataFrame({"device": ["A100"] * 2, "algorithm": ["naive", "q_outer"], "time_s": [2.0, 1.0]})
+        >>> speedup_table(pts, {"q_outer": 0.5})[["device", "speedup", "kind"]].values.tolist()
+        [['A100', 2.0, 'model'], ['this CPU (measured)', 0.5, 'measured']]
+    """
+    rows = []
+    if points is not None and len(points) and {"device", "algorithm"} <= set(points.columns):
+        df = _tidy(points)
+        for device, mine in df.groupby("device", sort=False):  # every points row is a model prediction
+            by_alg = mine.drop_duplicates("algorithm").set_index("algorithm")
+            for algorithm in (KV_OUTER, Q_OUTER):
+                if algorithm not in by_alg.index:
+                    continue
+                if "time_s" in by_alg and NAIVE in by_alg.index:
+                    speedup = float(by_alg.at[NAIVE, "time_s"]) / float(by_alg.at[algorithm, "time_s"])
+                else:
+                    speedup = float(by_alg.get("speedup_vs_naive", pd.Series(math.nan, index=by_alg.index))[algorithm])
+                rows.append({"device": str(device), "algorithm": algorithm, "speedup": speedup, "kind": "model"})
+    for algorithm, speedup in (measured or {}).items():
+        rows.append({"device": measured_device, "algorithm": algorithm, "speedup": float(speedup), "kind": "measured"})
+    return pd.DataFrame(rows, columns=["device", "algorithm", "speedup", "kind"])
+
+
+def speedup_figure(table: pd.DataFrame, *, title: str | None = None, caption: str | None = None) -> go.Figure:
+    """Bars of speedup_table: the predicted speedup of FA1 and FA2 over naive on each GPU (a model, solid bars) next
+    to the measured speedup on this machine (hatched bars), with a line at 1 (= naive).
+
+    Args:
+        table: speedup_table output.  title: figure title.
+        caption: a line under the title (e.g. why the measured CPU speedup is lower).
+    Returns:
+        plotly Figure with one bar trace per (algorithm, kind).
+
+    Example:
+        >>> t = speedup_table(pd.DataFrame({"device": ["A100"] * 2, "algorithm": ["naive", "kv_outer"],
+        ...                                 "time_s": [2.0, 1.0]}), {"kv_outer": 0.4})
+        >>> [b.name for b in speedup_figure(t).data if b.type == "bar"]
+        ['FA1: predicted (model)', 'FA1: measured']
+    """
+    fig = go.Figure()
+    style_figure(fig, title=title or "Speedup over naive: GPUs predicted (model), here measured",
+                 x_title="device", y_title="speedup over naive (×)", log_y=False)
+    fig.update_layout(height=SPEEDUP_FIG_HEIGHT_PX, barmode="group", bargap=0.3,
+                      legend={"orientation": "h", "x": 0, "yanchor": "top"}, margin={"b": 150, "t": 90})
+    if caption:
+        set_subtitle(fig, caption)
+    plot_h = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    fig.update_layout(legend_y=-SPEEDUP_LEGEND_GAP_PX / plot_h)
+    if table is None or len(table) == 0:
+        add_note(fig, "No data: choose at least one device.")
+        return fig
+    devices = list(dict.fromkeys(table["device"]))
+    for algorithm in (KV_OUTER, Q_OUTER):
+        for kind, label, pattern in (("model", "predicted (model)", ""), ("measured", "measured", "/")):
+            rows = table[table["algorithm"].eq(algorithm) & table["kind"].eq(kind)]
+            if not len(rows):
+                continue
+            fig.add_trace(go.Bar(
+                x=rows["device"], y=rows["speedup"], name=f"{SHORT[algorithm]}: {label}", offsetgroup=algorithm,
+                legendgroup=algorithm, marker={"color": impl_color(algorithm), "pattern": {"shape": pattern}},
+                text=[f"{v:.2g}×" for v in rows["speedup"]], textposition="outside",
+                textfont={"size": BASE_FONT_PX}, cliponaxis=False,
+                hovertemplate=f"<b>{SHORT[algorithm]}</b> on %{{x}}: %{{y:.3g}}× naive ({label})<extra></extra>"))
+    top = max(1.0, float(table["speedup"].max()))
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=devices)
+    fig.update_yaxes(range=[0, top * 1.25])
+    fig.add_hline(y=1.0, line={"color": REFERENCE_COLOR, "width": 2, "dash": "dash"}, annotation_text="1× = naive",
+                  annotation_position="top left", annotation_font={"size": BASE_FONT_PX, "color": REFERENCE_COLOR})
+    return fig

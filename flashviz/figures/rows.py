@@ -1,0 +1,218 @@
+"""The row inspector of the "How it works" view: the online softmax of one query row, tile by tile. Plotly only.
+
+Input is flashviz.measure.trace.RowTrace (plain data from the real kernel's on_tile events); nothing here imports torch
+or streamlit. Three panels share the x axis (the schedule step):
+
+    m       the running max before (open circle) and after (filled) each tile; a jump is a rescale;
+    factor  e^(m_old - m_new): 1 where m did not move, below 1 where it grew (the old sum shrinks by that factor);
+    l       the running sum before the rescale (open circle), after it (cross) and after adding the tile's own row
+            sum (filled): a drop then a rise on every tile where m grew, a plain rise elsewhere.
+
+Tiles where m grew are shaded across all three panels. References: FlashAttention (Dao et al., 2022) Algorithm 1,
+lines 10-12; FlashAttention-2 (Dao, 2023) Algorithm 1, line 8.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from flashviz.figures.style import (
+    AXIS_TITLE_FONT_PX,
+    BASE_FONT_PX,
+    LEGEND_FONT_PX,
+    LINE_PX,
+    LOOP_ORDER_COLORS,
+    MARKER_PX,
+    TICK_FONT_PX,
+    flashviz_template,
+)
+from flashviz.vocab import LOOP_ORDER_SHORT
+
+if TYPE_CHECKING:  # a plain dataclass; imported for type hints only, so this module never loads torch
+    from flashviz.measure.trace import RowTrace
+
+ROW_FIG_HEIGHT_PX = 820  # three panels and a three-line legend
+TOP_PX, BOTTOM_PX = 140, 190  # title and two subtitle lines; axis title and the legend
+OFFSET = 0.22  # x offset (steps) of "before" and "after" markers around a tile's step, so all three l values show
+GREW_SHADE = "rgba(197, 27, 125, 0.16)"  # pale magenta band behind the tiles where m grew
+EXACT_COLOR = "#000000"
+MARKER_BEFORE, MARKER_RESCALED, MARKER_AFTER = "circle-open", "x-thin-open", "circle"
+PANELS = ("running max m (score units)", "rescale factor e^(m_old − m_new)", "running sum l = Σ e^(s − m)")
+Y_TITLES = ("m (score)", "factor", "l (sum)")  # beside each panel; a lone rotated "l" would read as a dash
+
+
+def _finite(values: Sequence[float]) -> list[float | None]:
+    """-inf (the row has seen no key yet) becomes a gap."""
+    return [v if math.isfinite(v) else None for v in values]
+
+
+def _hover(tr: RowTrace) -> list[str]:
+    """Per tile: every number of the update, in one box."""
+    short, out = LOOP_ORDER_SHORT[tr.loop_order], []
+    for t in range(len(tr.step)):
+        m0, m1 = tr.m_before[t], tr.m[t]
+        first = not math.isfinite(m0)
+        grew = "m grew: rescale" if tr.grew[t] else "first tile: m starts here" if first else "m unchanged"
+        out.append(
+            f"<b>{short}</b> step {tr.step[t] + 1} (key block j={tr.k_block[t]}): {grew}<br>"
+            f"m: {m0:.4g} → {m1:.4g}<br>factor e^(m_old − m_new) = {tr.factor[t]:.4g}<br>"
+            f"l: {tr.l_before[t]:.4g} → ×factor → {tr.l_rescaled[t]:.4g} → + tile row sum {tr.tile_sum[t]:.4g} "
+            f"→ {tr.l[t]:.4g}")
+    return out
+
+
+def _pairs(xs: Sequence[float], lo: Sequence[float | None], hi: Sequence[float | None], dx: float
+           ) -> tuple[list, list]:
+    """Vertical segments from lo to hi at x - dx .. x + dx, as one polyline broken by gaps."""
+    px, py = [], []
+    for x, a, b in zip(xs, lo, hi, strict=True):
+        if a is not None and b is not None:
+            px += [x - dx, x + dx, None]
+            py += [a, b, None]
+    return px, py
+
+
+def _add_order(fig: go.Figure, tr: RowTrace) -> None:
+    """One loop order's markers and connecting lines on all three panels, in the order's colour."""
+    short, color = LOOP_ORDER_SHORT[tr.loop_order], LOOP_ORDER_COLORS[tr.loop_order]
+    x = [s + 1 for s in tr.step]
+    hover = _hover(tr)
+    common = dict(legendgroup=short, hovertemplate="%{text}<extra></extra>", text=hover, showlegend=False)
+    m0, m1 = _finite(tr.m_before), _finite(tr.m)
+    px, py = _pairs(x, m0, m1, OFFSET)
+    fig.add_trace(go.Scatter(x=px, y=py, mode="lines", line=dict(color=color, width=LINE_PX), hoverinfo="skip",
+                             name=f"{short}: m jump", legendgroup=short, showlegend=False), row=1, col=1)
+    fig.add_trace(go.Scatter(x=[v - OFFSET for v in x], y=m0, mode="markers", name=f"{short}: m before the tile",
+                             marker=dict(symbol=MARKER_BEFORE, size=MARKER_PX + 2, color=color,
+                                         line=dict(width=2.5, color=color)), **common), row=1, col=1)
+    fig.add_trace(go.Scatter(x=[v + OFFSET for v in x], y=m1, mode="lines+markers", line_shape="hv",
+                             line=dict(color=color, width=1.5, dash="dot"), name=f"{short}: m after the tile",
+                             marker=dict(symbol=MARKER_AFTER, size=MARKER_PX + 2, color=color), **common), row=1, col=1)
+    factor = [None if not math.isfinite(a) else f for a, f in zip(tr.m_before, tr.factor, strict=True)]
+    fig.add_trace(go.Bar(x=x, y=factor, name=f"{short}: rescale factor", marker=dict(color=color), width=0.5,
+                         textposition="none", **common), row=2, col=1)
+    lx = [v - OFFSET for v in x] + [v for v in x] + [v + OFFSET for v in x]
+    ly = list(tr.l_before) + list(tr.l_rescaled) + list(tr.l)
+    order = sorted(range(len(lx)), key=lambda i: lx[i])
+    fig.add_trace(go.Scatter(x=[lx[i] for i in order], y=[ly[i] for i in order], mode="lines",
+                             line=dict(color=color, width=LINE_PX), hoverinfo="skip", name=f"{short}: l path",
+                             legendgroup=short, showlegend=False), row=3, col=1)
+    for name, xs, ys, symbol in (("l before the rescale", [v - OFFSET for v in x], tr.l_before, MARKER_BEFORE),
+                                 ("l after the rescale", x, tr.l_rescaled, MARKER_RESCALED),
+                                 ("l after adding the tile", [v + OFFSET for v in x], tr.l, MARKER_AFTER)):
+        fig.add_trace(go.Scatter(x=xs, y=list(ys), mode="markers", name=f"{short}: {name}",
+                                 marker=dict(symbol=symbol, size=MARKER_PX + 2, color=color,
+                                             line=dict(width=2.5, color=color)), **common), row=3, col=1)
+
+
+def _add_key(fig: go.Figure, rows: Sequence[RowTrace]) -> None:
+    """Legend-only entries: one per loop order (its colour) and one per marker meaning (neutral grey)."""
+    for tr in rows:
+        short = LOOP_ORDER_SHORT[tr.loop_order]
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines+markers", name=f"{short} ({tr.loop_order})",
+                                 legendgroup=short, line=dict(color=LOOP_ORDER_COLORS[tr.loop_order], width=LINE_PX),
+                                 marker=dict(size=MARKER_PX, color=LOOP_ORDER_COLORS[tr.loop_order])))
+    for name, symbol in (("before the tile", MARKER_BEFORE), ("l after the rescale", MARKER_RESCALED),
+                         ("after the tile", MARKER_AFTER)):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, legendgroup=name, marker=dict(
+            symbol=symbol, size=MARKER_PX + 2, color="#444444", line=dict(width=2.5, color="#444444"))))
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="m grew here (rescale)",
+                             marker=dict(symbol="square", size=20, color=GREW_SHADE)))
+
+
+def _add_exact(fig: go.Figure, r: RowTrace, n_steps: int) -> None:
+    """The exact m and l over the whole row, as dashed lines: where the last tile must land."""
+    for panel, (name, value) in ((1, ("m", r.m_exact)), (3, ("l", r.l_exact))):
+        if math.isfinite(value):
+            fig.add_trace(go.Scatter(
+                x=[0.5, n_steps + 0.5], y=[value, value], mode="lines", line=dict(color=EXACT_COLOR, width=2,
+                                                                                   dash="dash"),
+                name="exact value over the whole row", legendgroup="exact", showlegend=panel == 1,
+                hovertemplate=f"exact {name} = {value:.6g}<extra></extra>"), row=panel, col=1)
+
+
+def _shade_growth(fig: go.Figure, rows: Sequence[RowTrace]) -> None:
+    """A pale band across all three panels behind every tile where m grew."""
+    steps = sorted({s for tr in rows for s, grew in zip(tr.step, tr.grew, strict=True) if grew})  # once per step
+    for s in steps:
+        for panel in (1, 2, 3):
+            fig.add_vrect(x0=s + 0.5, x1=s + 1.5, fillcolor=GREW_SHADE, line_width=0, layer="below", row=panel, col=1,
+                          exclude_empty_subplots=False)
+
+
+def row_figure(rows: Sequence[RowTrace], *, n_steps: int, note: str | None = None) -> go.Figure:
+    """Row inspector: the online-softmax update of one query row on every tile, per loop order.
+
+    Args:
+        rows: one RowTrace per loop order (same row, same data).
+        n_steps: schedule length Tr * Tc (fixes the x range so FA1 and FA2 are comparable).
+        note: optional line under the title, e.g. pick_row's reason for choosing this row.
+    Returns:
+        A three-panel Figure (m, rescale factor, l) with the exact m and l as dashed lines and the tiles where m grew
+        shaded.
+
+    Example:
+        >>> from flashviz.measure.trace import row_trace
+        >>> tr = row_trace(16, 8, 4, 4, row=15, causal=True)
+        >>> fig = row_figure([tr], n_steps=16)
+        >>> fig.layout.yaxis3.title.text, len(fig.layout.shapes) == 3 * tr.rescales
+        ('l (sum)', True)
+    """
+    if not rows:
+        raise ValueError("row_figure needs at least one RowTrace (one per loop order to show).")
+    r = rows[0]
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.09, subplot_titles=PANELS,
+                        row_heights=[0.36, 0.24, 0.40])
+    _shade_growth(fig, rows)
+    for tr in rows:
+        _add_order(fig, tr)
+    _add_exact(fig, r, n_steps)
+    _add_key(fig, rows)
+    _style(fig, rows, n_steps, note)
+    return fig
+
+
+def _style(fig: go.Figure, rows: Sequence[RowTrace], n_steps: int, note: str | None) -> None:
+    r = rows[0]
+    grew = r.rescales
+    summary = (f"m grew on {grew} of the row's {len(r.step)} tiles: l and O were rescaled there" if grew else
+               f"m never grew after the first tile ({len(r.step)} tiles): no rescale on this row")
+    subtitle = summary if note is None else f"{summary}<br>{note}"
+    fig.update_xaxes(range=[0.5, n_steps + 0.5], tickfont=dict(size=TICK_FONT_PX), showgrid=False)
+    fig.update_xaxes(title=dict(text="schedule step (tile number, 1 = first)", font=dict(size=AXIS_TITLE_FONT_PX)),
+                     row=3, col=1)
+    for panel, title in enumerate(Y_TITLES, start=1):
+        fig.update_yaxes(title=dict(text=title, font=dict(size=AXIS_TITLE_FONT_PX)), tickfont=dict(size=TICK_FONT_PX),
+                         tickformat=".3~g", row=panel, col=1)
+    fig.update_yaxes(range=_padded([v for tr in rows for v in (*tr.m, *tr.m_before)] + [r.m_exact]), row=1, col=1)
+    fig.update_yaxes(range=[0, 1.08], tickvals=[0, 0.5, 1], row=2, col=1)
+    fig.update_yaxes(range=_padded([v for tr in rows for v in (*tr.l, *tr.l_before)] + [r.l_exact, 0.0]),
+                     row=3, col=1)
+    fig.update_annotations(font=dict(size=BASE_FONT_PX), selector=dict(text=PANELS[0]))
+    fig.update_annotations(font=dict(size=BASE_FONT_PX), selector=dict(text=PANELS[1]))
+    fig.update_annotations(font=dict(size=BASE_FONT_PX), selector=dict(text=PANELS[2]))
+    fig.update_layout(
+        template=flashviz_template(), height=ROW_FIG_HEIGHT_PX, bargap=0.5,
+        title=dict(text=f"Row inspector: query row {r.row} (Q block i={r.q_block})", y=0.985, yanchor="top",
+                   subtitle=dict(text=subtitle, font=dict(size=BASE_FONT_PX, color="#333333"))),
+        margin=dict(t=TOP_PX, b=BOTTOM_PX, l=90, r=20),
+        legend=dict(orientation="h", x=0.0, y=-84 / (ROW_FIG_HEIGHT_PX - TOP_PX - BOTTOM_PX), xanchor="left",
+                    yanchor="top", font=dict(size=LEGEND_FONT_PX)),
+        hoverlabel=dict(font=dict(size=BASE_FONT_PX)),
+    )
+
+
+def _padded(values: Sequence[float]) -> list[float] | None:
+    """A y range around the finite values with a margin, never thinner than 4% of their size (so a flat line
+    does not turn rounding noise into a wall of digits). None when nothing is finite."""
+    finite = [v for v in values if math.isfinite(v)]
+    if not finite:
+        return None
+    lo, hi = min(finite), max(finite)
+    pad = max(0.08 * (hi - lo), 0.02 * max(abs(lo), abs(hi), 1.0))
+    return [lo - pad, hi + pad]
