@@ -349,7 +349,8 @@ def decode_roofline_figure(points: pd.DataFrame, roofs: pd.DataFrame, *, dtype: 
             x=rx, y=[min(peak, bw * x) for x in rx], mode="lines", name=f"{str(r['device']).split(' (')[0]} roof",
             line={"color": "#333333", "width": 2.5, "dash": ROOF_DASHES[k % len(ROOF_DASHES)]},
             hovertemplate=(f"<b>{r['device']}</b><br>peak {peak / 1e12:.4g} TFLOP/s, {bw / GB:.4g} GB/s, ridge "
-                           f"{ridge:.3g} FLOP/byte<extra></extra>")))
+                           f"{ridge:.3g} FLOP/byte<br>at %{{x:.3g}} FLOP/byte: at most %{{y:.3s}}FLOP/s"
+                           "<extra></extra>")))
     for label in dict.fromkeys(points["label"]):
         rows = points[points["label"] == label]
         prefill = rows["kind"].iloc[0] == "prefill"
