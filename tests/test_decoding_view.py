@@ -204,7 +204,7 @@ def test_a_paged_gqa_link_draws_the_block_table_and_equal_results(make_app):
     at = open_view(make_app, decpage="64", dechq="32", dechkv="8", declens="ragged", decsplits="3")
     setup = DecodeSetup(seq_lens(1024, "ragged"), 32, 8, 16, 64, 3, "float32", 2)
     text = check_story(at, setup)
-    spec = charts(at)["Paged KV cache: logical pages → physical pages (64 keys per page)"]
+    spec = charts(at)["Paged cache, 64 keys per page: block table → pages"]
     table = spec["data"][0]["text"]
     assert [sum(c != "" for c in row) for row in table] == [math.ceil(n / 64) for n in setup.lens]
     err = float(text.split("by at most ")[1].split(".\n")[0].rstrip("."))

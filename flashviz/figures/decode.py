@@ -30,18 +30,24 @@ from flashviz.figures.style import (
     log_axis,
     set_subtitle,
     style_figure,
+    subtitle_lines,
 )
 
 SPLIT_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")  # Okabe-Ito
 PENDING_OPACITY = 0.25  # a KV block not read yet
 MAX_STEPS = 40  # animation frames before the merge: larger splits advance several blocks per frame
 ANIMATION_HEIGHT_PX = 820  # four stacked panels with the slider underneath
+ANIMATION_TOP_PX = 146  # the title and two lines of subtitle (the frames' step text wraps to two)
+ANIMATION_BOTTOM_PX = 190  # tick labels, the axis title, then the slider and the buttons
+SLIDER_TOP_PX = 95  # below the plot: under the axis title
+SLIDER_X = 0.38  # the slider starts right of the Play / Pause buttons
 TABLE_COLS_MAX = 64  # logical pages drawn per sequence; more are summarised in the subtitle
 POOL_WIDTH = 32  # physical pages per row of the pool drawing
 TEXT_CELLS_MAX = 32  # page numbers written inside the cells up to this many columns (beyond, hover only)
 VARIANT_SYMBOLS = {"MHA": "circle", "MQA": "square"}  # GQA variants get a diamond
 PREFILL_SYMBOL = "star"
 ROOF_DASHES = ("solid", "dash", "dot", "dashdot", "longdash")
+LANE_MEANING = {"m": "m: the largest scaled score S = q·k/√d read so far", "l": "l: Σ exp(S − m) over the keys read"}
 
 
 @dataclass(frozen=True)
@@ -153,7 +159,10 @@ def decode_animation(trace: DecodeTrace, *, title: str | None = None) -> go.Figu
     fig = make_subplots(rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.05, row_heights=[0.12, 0.3, 0.3, 0.28])
     fig.update_layout(template=flashviz_template(), height=ANIMATION_HEIGHT_PX, barmode="overlay",
                       title={"text": title or "One decode step, split along the KV cache (Flash-Decoding)"})
-    set_subtitle(fig, _frame_title(trace, 0, most))
+    fig.update_layout(title_subtitle_text=subtitle_lines(_frame_title(trace, 0, most)),
+                      title_subtitle_font_size=BASE_FONT_PX, margin={"t": ANIMATION_TOP_PX, "b": ANIMATION_BOTTOM_PX},
+                      showlegend=False)
+    _label_splits(fig, trace)
     n_blocks = math.ceil(trace.seq_len / trace.block_k)
     owner = {i: s for s, blocks in enumerate(per_split) for i in blocks}
     starts = [i * trace.block_k for i in range(n_blocks)]
@@ -173,9 +182,10 @@ def decode_animation(trace: DecodeTrace, *, title: str | None = None) -> go.Figu
             fig.add_trace(go.Scatter(
                 x=[], y=[], mode="lines+markers", line={"color": split_color(s), "width": LINE_PX, "shape": "hv"},
                 marker={"size": MARKER_PX - 3, "color": split_color(s)}, name=f"split {s}: keys {a}–{b - 1}",
-                legendgroup=f"split {s}", showlegend=row == 2,
+                legendgroup=f"split {s}", showlegend=False,
                 hovertemplate=(f"split {s} after key %{{x}}: running {name} = %{{y:.4g}}<br>"
-                               f"final {name}_{s} = {final:.4g}<extra></extra>")), row=row, col=1)
+                               f"final {name}_{s} = {final:.4g}<br>{LANE_MEANING[name]}<extra></extra>")),
+                row=row, col=1)
     mids = [(a + b) / 2 for a, b in trace.splits]
     fig.add_trace(go.Bar(
         x=mids, y=[0.0] * len(mids), width=[b - a for a, b in trace.splits], text=[""] * len(mids),
@@ -184,13 +194,37 @@ def decode_animation(trace: DecodeTrace, *, title: str | None = None) -> go.Figu
         customdata=[(s, lse) for s, lse in enumerate(trace.split_lse)],
         hovertemplate=("split %{customdata[0]}: L_s = %{customdata[1]:.4g}<br>weight exp(L_s − L) = %{y:.4g}"
                        f"<br>L = {trace.lse:.4g}<extra></extra>")), row=4, col=1)
+    _add_ghosts(fig, trace, per_split)
     _fix_axes(fig, trace, per_split)
     frames = [(str(k), done) for k, done in enumerate(steps)] + [("merge", None)]
-    fig.frames = [go.Frame(name=name, data=_frame_data(trace, per_split, done),
-                           layout={"title": {"subtitle": {"text": _frame_title(trace, done, most)}}})
+    animated = list(range(2 * len(trace.splits) + 2))  # cache strip, m and l lanes, merge bars; not the ghosts
+    fig.frames = [go.Frame(name=name, data=_frame_data(trace, per_split, done), traces=animated,
+                           layout={"title": {"subtitle": {"text": subtitle_lines(_frame_title(trace, done, most))}}})
                   for name, done in frames]
     fig.update_layout(**_controls([name for name, _ in frames], [_step_label(d, most) for _, d in frames]))
     return fig
+
+
+def _add_ghosts(fig: go.Figure, trace: DecodeTrace, per_split: list[range]) -> None:
+    """Each split's whole m and l lane, pale and static: the picture before Play, and where each lane is heading."""
+    for s, blocks in enumerate(per_split):
+        xs, ms, ls = _lane(trace, blocks, len(blocks))
+        a, b = trace.splits[s]
+        for row, ys in ((2, ms), (3, ls)):
+            fig.add_trace(go.Scatter(
+                x=xs, y=ys, mode="lines", line={"color": split_color(s), "width": LINE_PX, "shape": "hv"},
+                opacity=PENDING_OPACITY + 0.1, name=f"split {s}: keys {a}–{b - 1}", legendgroup=f"split {s}",
+                showlegend=False, hovertemplate=(f"split {s}, after key %{{x}}: running value %{{y:.4g}} (once "
+                                                    "read)<extra></extra>")), row=row, col=1)
+
+
+def _label_splits(fig: go.Figure, trace: DecodeTrace) -> None:
+    """'split s' written on the cache strip over each split's keys (up to 8 splits; beyond, the hover says it)."""
+    if len(trace.splits) > len(SPLIT_COLORS):
+        return
+    for s, (a, b) in enumerate(trace.splits):
+        fig.add_annotation(x=(a + b) / 2, y=0.5, xref="x", yref="y", text=f"<b>split {s}</b>", showarrow=False,
+                           font={"size": BASE_FONT_PX, "color": "#111111"})
 
 
 def _step_label(done: int | None, most: int) -> str:
@@ -205,26 +239,28 @@ def _fix_axes(fig: go.Figure, trace: DecodeTrace, per_split: list[range]) -> Non
     pad = 0.1 * (max(ms) - min(ms)) + 0.1
     fig.update_xaxes(range=[0, trace.seq_len], showgrid=False)
     fig.update_xaxes(title_text="key position in sequence 0's cache (tokens)", row=4, col=1)
-    fig.update_yaxes(range=[0, 1], showticklabels=False, title_text="KV<br>blocks", row=1, col=1)
-    fig.update_yaxes(range=[min(ms) - pad, max(ms) + pad], title_text="running m<br>(scaled score)", row=2, col=1)
-    fig.update_yaxes(range=[0, max(ls) * 1.1], title_text="running l<br>(Σ exp(S − m))", row=3, col=1)
-    fig.update_yaxes(range=[0, 1.25], title_text="merge weight<br>exp(L_s − L)", row=4, col=1)
-    fig.update_layout(legend={"orientation": "h", "y": -0.12, "x": 0, "yanchor": "top"}, margin={"b": 200})
+    fig.update_yaxes(range=[0, 1], showticklabels=False, title_text="cache", row=1, col=1)
+    fig.update_yaxes(range=[min(ms) - pad, max(ms) + pad], title_text="running m", row=2, col=1)
+    fig.update_yaxes(range=[0, max(ls) * 1.1], title_text="running l", row=3, col=1)
+    fig.update_yaxes(range=[0, 1.25], title_text="weight", row=4, col=1)
 
 
 def _controls(names: list[str], labels: list[str]) -> dict:
-    """Play / Pause and a frame slider under the panels."""
+    """Play / Pause and a frame slider under the panels: the slider's label above its rail, the buttons level with
+    the rail, left of it."""
+    plot_h = ANIMATION_HEIGHT_PX - ANIMATION_TOP_PX - ANIMATION_BOTTOM_PX
     frame_ms = int(min(900, max(300, 12000 / max(1, len(names)))))  # 12 s a run; >= 300 ms to read each step
     play = {"frame": {"duration": frame_ms, "redraw": True}, "fromcurrent": True, "transition": {"duration": 0},
             "mode": "immediate"}
     pause = {"frame": {"duration": 0, "redraw": False}, "transition": {"duration": 0}, "mode": "immediate"}
     return {
-        "updatemenus": [{"type": "buttons", "direction": "left", "x": 0, "y": -0.26, "xanchor": "left",
+        "updatemenus": [{"type": "buttons", "direction": "left", "x": 0, "y": -(SLIDER_TOP_PX + 22) / plot_h,
+                         "xanchor": "left",
                          "yanchor": "top", "showactive": False, "font": {"size": BASE_FONT_PX},
                          "buttons": [{"label": "▶ Play", "method": "animate", "args": [None, play]},
                                      {"label": "❚❚ Pause", "method": "animate", "args": [[None], pause]}]}],
-        "sliders": [{"active": 0, "x": 0.2, "len": 0.8, "y": -0.25, "yanchor": "top",
-                     "currentvalue": {"prefix": "shown: ", "font": {"size": BASE_FONT_PX}},
+        "sliders": [{"active": 0, "x": SLIDER_X, "len": 1 - SLIDER_X, "y": -SLIDER_TOP_PX / plot_h, "yanchor": "top",
+                     "currentvalue": {"prefix": "shown: ", "font": {"size": BASE_FONT_PX, "color": "#111111"}},
                      "font": {"size": 2, "color": "rgba(0,0,0,0)"}, "ticklen": 0, "minorticklen": 0,
                      "steps": [{"method": "animate", "label": label, "args": [[name], {
                          "mode": "immediate", "frame": {"duration": 0, "redraw": True},
@@ -274,11 +310,11 @@ def block_table_figure(table: Sequence[Sequence[int]], seqlens: Sequence[int], p
     pool_hover = [[(f"physical page {p}: sequence {owner[p][0]}'s logical page {owner[p][1]}" if p in owner else
                     f"physical page {p}: free") if (p := r * width + c) < num_pages else "" for c in range(width)]
                   for r in range(rows)]
-    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.22, row_heights=[0.5, 0.5],
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.3, row_heights=[0.5, 0.5],
                         subplot_titles=("block table: cell = physical page, colour = split",
                                         "physical page pool: cell = sequence·logical page, colour = sequence"))
-    fig.update_layout(template=flashviz_template(), height=FIG_HEIGHT_PX + 80,
-                      title={"text": f"Paged KV cache: logical pages → physical pages ({page_size} keys per page)"})
+    fig.update_layout(template=flashviz_template(), height=FIG_HEIGHT_PX + 140,
+                      title={"text": f"Paged cache, {page_size} keys per page: block table → pages"})
     n_splits = max(1, len(splits))
     fig.add_trace(go.Heatmap(z=z, text=text, texttemplate="%{text}" if cols <= TEXT_CELLS_MAX else None,
                              customdata=hover, hovertemplate="%{customdata}<extra></extra>", zmin=-0.5,
@@ -364,16 +400,18 @@ def decode_roofline_figure(points: pd.DataFrame, roofs: pd.DataFrame, *, dtype: 
                            "predicted %{customdata[3]:.3g} µs<extra></extra>")))
     fig.update_xaxes(**log_axis([x_lo, x_hi], "si"))
     fig.update_yaxes(**log_axis([*(rates["bandwidth"] * x_lo), *(rates["peak_flops"] * 2)], "si"))
+    fig.update_layout(legend={"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top"}, margin={"b": 190},
+                      height=FIG_HEIGHT_PX + 110)
     return fig
 
 
-def bandwidth_figure(df: pd.DataFrame, bandwidth: float | None, *, machine: str = "this machine") -> go.Figure:
+def bandwidth_figure(df: pd.DataFrame, bandwidth: float | None) -> go.Figure:
     """Measured read rate of the KV cache per implementation (K/V bytes / median time per decode step), against the
     machine's measured memory read bandwidth.
 
     Args:
         df: one row per implementation: label, time_s (median s), q1_s, q3_s (quartiles, s), kv_bytes.
-        bandwidth: bytes/s measured on this machine (a dashed line); None: no line.
+        bandwidth: bytes/s measured on this machine by reading 64 MiB (a dashed line); None: no line.
     Returns:
         plotly Figure with one bar per implementation (error bars: the rate at the quartile times).
 
@@ -391,21 +429,22 @@ def bandwidth_figure(df: pd.DataFrame, bandwidth: float | None, *, machine: str 
         return fig
     rate = df["kv_bytes"] / df["time_s"] / GB
     hi, lo = df["kv_bytes"] / df["q1_s"] / GB, df["kv_bytes"] / df["q3_s"] / GB
+    names = [f"{str(x).replace(' ', '<br>', 1)}<br>{t * 1e3:.3g} ms" for x, t in zip(df["label"], df["time_s"],
+                                                                                     strict=True)]
     fig.add_trace(go.Bar(
-        x=df["label"], y=rate, marker={"color": ["#0072B2" if str(x).startswith("flash") else "#999999"
-                                                 for x in df["label"]]},
+        x=names, y=rate, marker={"color": ["#0072B2" if str(x).startswith("flash") else "#999999"
+                                           for x in df["label"]]},
         error_y={"type": "data", "array": list(hi - rate), "arrayminus": list(rate - lo), "thickness": 2},
-        text=[f"{t * 1e3:.3g} ms" for t in df["time_s"]], textposition="inside", textfont={"size": BASE_FONT_PX},
         customdata=list(zip(df["time_s"] * 1e3, df["kv_bytes"] / 2**20, strict=True)), name="measured",
         hovertemplate=("<b>%{x}</b><br>%{customdata[0]:.3g} ms per decode step<br>%{customdata[1]:.4g} MiB of K/V"
                        "<br>%{y:.3g} GB/s<extra></extra>")))
     top = float(max(hi.max(), (bandwidth or 0) / GB))
     if bandwidth:
         fig.add_hline(y=bandwidth / GB, line={"color": REFERENCE_COLOR, "width": 2.5, "dash": "dash"},
-                      annotation_text=f"{machine}: {bandwidth / GB:.3g} GB/s read (x.sum() over 64 MiB)",
+                      annotation_text=f"RAM read bandwidth here: {bandwidth / GB:.3g} GB/s",
                       annotation_position="top left",
                       annotation_font={"size": BASE_FONT_PX, "color": REFERENCE_COLOR})
     fig.update_yaxes(range=[0, top * 1.2])
-    fig.update_xaxes(type="category")
-    fig.update_layout(showlegend=False)
+    fig.update_xaxes(type="category", tickangle=0, title_text="implementation (median time per decode step)")
+    fig.update_layout(showlegend=False, margin={"b": 170})
     return fig

@@ -352,8 +352,10 @@ def _animation_ui(setup: DecodeSetup, s: Settings) -> None:
     show_figure(decode_animation(trace), key="decode_animation")
     st.caption(f"Built from flash_decode's own on_split events on random data at these lengths, splits and pages "
                f"(one K/V head, d = {ANIM_D}: the schedule and the merge do not depend on the head count or d), for "
-               "sequence 0, query head 0. The running m and l fold each KV block in with the online softmax; the "
-               "final values equal the events' m_s and l_s. Press ▶ Play or drag the slider.")
+               "sequence 0, query head 0. **Running m**: the largest scaled score q·k/√d the split has read; **running "
+               "l**: Σ exp(score − m) over its keys, rescaled whenever m grows (the dips). Each split folds its KV "
+               "blocks in with the online softmax and ends at the event's m_s and l_s; the **weight** of split s "
+               "is exp(L_s − L). Press ▶ Play or drag the slider.")
     if table is not None:
         show_figure(block_table_figure(table, setup.lens, setup.page, num_pages, trace.splits),
                     key="decode_block_table")
@@ -412,7 +414,9 @@ def _story_ui(setup: DecodeSetup) -> None:
     show_figure(decode_roofline_figure(rows, roofs, dtype=setup.dtype), key="decode_roofline")
     table = costs.assign(**{"K/V per step (MiB)": costs["kv_bytes"] / 2**20,
                             "intensity (FLOP/byte)": costs["intensity"]})
-    st.dataframe(table[["variant", "heads_kv", "K/V per step (MiB)", "intensity (FLOP/byte)"]], hide_index=True)
+    st.dataframe(table[["variant", "heads_kv", "K/V per step (MiB)", "intensity (FLOP/byte)"]], hide_index=True,
+                 column_config={"K/V per step (MiB)": st.column_config.NumberColumn(format="%.4g"),
+                                "intensity (FLOP/byte)": st.column_config.NumberColumn(format="%.3g")})
 
 
 def measured_md(df: pd.DataFrame, bandwidth: float, machine: str) -> str:
@@ -451,7 +455,7 @@ def _measure_ui(setup: DecodeSetup, s: Settings) -> None:
     if result is None:
         return
     df, bandwidth, machine = result
-    show_figure(bandwidth_figure(df, bandwidth, machine=machine), key="decode_bandwidth")
+    show_figure(bandwidth_figure(df, bandwidth), key="decode_bandwidth")
     st.markdown(measured_md(df, bandwidth, machine))
     if setup.page:
         st.caption(f"flash_decode reads the paged cache ({setup.page} keys per page); SDPA and naive read the same "
