@@ -146,7 +146,7 @@ def test_every_figure_has_titles_large_fonts_and_hover_numbers():
     assert roof.layout.xaxis.type == "log" and "FLOP/byte" in roof.layout.xaxis.title.text
     assert "FLOP/s" in roof.layout.yaxis.title.text
     assert sum(t.name.endswith("roof") for t in roof.data) == len(GPUS)
-    assert {t.name for t in roof.data} >= {"MHA", "GQA (g = 4)", "MQA", "prefill of 1000 tokens (FA2, causal)"}
+    assert {t.name for t in roof.data} >= {"MHA", "GQA (g = 4)", "MQA", "prefill (FA2)"}
     bars = figs[3]
     assert list(bars.data[0].y) == pytest.approx([10.0, 5.0])  # GB/s = bytes / time
     assert bars.layout.shapes[0].y0 == pytest.approx(5.0) and "GB/s" in bars.layout.yaxis.title.text

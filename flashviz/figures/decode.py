@@ -348,14 +348,14 @@ def _discrete(colors: Sequence[str]) -> list[list]:
 # roofline and measurements
 
 
-def decode_roofline_figure(points: pd.DataFrame, roofs: pd.DataFrame, *, dtype: str) -> go.Figure:
+def decode_roofline_figure(points: pd.DataFrame, roofs: pd.DataFrame, *, dtype: str, prefill: str = "") -> go.Figure:
     """Decode steps (MHA, GQA, MQA) and prefill on each device's roofline.
 
     Args:
         points: one row per (device, label): device, label ("MHA", "GQA (g = 4)", "MQA", "prefill ..."), kind
             ("decode" or "prefill"), intensity (FLOP/byte), attainable_flops (FLOP/s), flops, hbm_bytes, time_s.
         roofs: one row per device: device, peak_flops (FLOP/s), bandwidth (bytes/s).
-        dtype: named in the subtitle.
+        dtype: named in the subtitle.  prefill: what the prefill points are, for the subtitle.
     Returns:
         plotly Figure, log-log.
 
@@ -369,7 +369,8 @@ def decode_roofline_figure(points: pd.DataFrame, roofs: pd.DataFrame, *, dtype: 
     fig = go.Figure()
     style_figure(fig, title="Decoding on the roofline, next to prefill", x_title="arithmetic intensity (FLOP/byte)",
                  y_title="attainable throughput (FLOP/s)", log_x=True, log_y=True)
-    set_subtitle(fig, f"{dtype} peaks · decode: one new token per sequence against its KV cache · a model")
+    set_subtitle(fig, f"{dtype} peaks, a model · decode: one new token per sequence against its KV cache"
+                 + (f" · {prefill}" if prefill else ""))
     if points is None or len(points) == 0:
         add_note(fig, "No data.")
         return fig
@@ -400,8 +401,7 @@ def decode_roofline_figure(points: pd.DataFrame, roofs: pd.DataFrame, *, dtype: 
                            "predicted %{customdata[3]:.3g} µs<extra></extra>")))
     fig.update_xaxes(**log_axis([x_lo, x_hi], "si"))
     fig.update_yaxes(**log_axis([*(rates["bandwidth"] * x_lo), *(rates["peak_flops"] * 2)], "si"))
-    fig.update_layout(legend={"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top"}, margin={"b": 190},
-                      height=FIG_HEIGHT_PX + 110)
+    fig.update_layout(height=FIG_HEIGHT_PX + 60)
     return fig
 
 
