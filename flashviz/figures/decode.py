@@ -133,7 +133,7 @@ def _frame_title(trace: DecodeTrace, done: int | None, most: int) -> str:
     if done is None:
         return (f"merge: L = log Σ exp(L_s) = {trace.lse:.4g}; split s contributes exp(L_s − L) of the output")
     if done == 0:
-        return f"{len(trace.splits)} split(s) of the cache, each to be read by its own worker"
+        return f"{len(trace.splits)} split(s) of the cache, each to be read independently of the others"
     return f"step {done} of {most}: every split has read {done} block(s) of its own, in parallel"
 
 
@@ -163,6 +163,21 @@ def decode_animation(trace: DecodeTrace, *, title: str | None = None) -> go.Figu
                       title_subtitle_font_size=BASE_FONT_PX, margin={"t": ANIMATION_TOP_PX, "b": ANIMATION_BOTTOM_PX},
                       showlegend=False)
     _label_splits(fig, trace)
+    _add_cache_strip(fig, trace, per_split)
+    _add_lanes(fig, trace)
+    _add_ghosts(fig, trace, per_split)
+    _fix_axes(fig, trace, per_split)
+    frames = [(str(k), done) for k, done in enumerate(steps)] + [("merge", None)]
+    animated = list(range(2 * len(trace.splits) + 2))  # cache strip, m and l lanes, merge bars; not the ghosts
+    fig.frames = [go.Frame(name=name, data=_frame_data(trace, per_split, done), traces=animated,
+                           layout={"title": {"subtitle": {"text": subtitle_lines(_frame_title(trace, done, most))}}})
+                  for name, done in frames]
+    fig.update_layout(**_controls([name for name, _ in frames], [_step_label(d, most) for _, d in frames]))
+    return fig
+
+
+def _add_cache_strip(fig: go.Figure, trace: DecodeTrace, per_split: list[range]) -> None:
+    """Row 1: one bar per KV block of sequence 0, coloured by its split, pale until read."""
     n_blocks = math.ceil(trace.seq_len / trace.block_k)
     owner = {i: s for s, blocks in enumerate(per_split) for i in blocks}
     starts = [i * trace.block_k for i in range(n_blocks)]
@@ -177,6 +192,11 @@ def decode_animation(trace: DecodeTrace, *, title: str | None = None) -> go.Figu
         hovertemplate=("KV block %{customdata[0]}: keys %{customdata[1]}–%{customdata[2]}, split %{customdata[3]}"
                        "<br>block m = %{customdata[4]:.4g}, block l = %{customdata[5]:.4g}<extra></extra>"),
         showlegend=False), row=1, col=1)
+
+
+def _add_lanes(fig: go.Figure, trace: DecodeTrace) -> None:
+    """Rows 2-3: each split's running m and l (filled in by the frames); row 4: the merge weights (0 until the
+    merge frame)."""
     for s, (a, b) in enumerate(trace.splits):
         for row, name, final in ((2, "m", trace.split_m[s]), (3, "l", trace.split_l[s])):
             fig.add_trace(go.Scatter(
@@ -194,15 +214,6 @@ def decode_animation(trace: DecodeTrace, *, title: str | None = None) -> go.Figu
         customdata=[(s, lse) for s, lse in enumerate(trace.split_lse)],
         hovertemplate=("split %{customdata[0]}: L_s = %{customdata[1]:.4g}<br>weight exp(L_s − L) = %{y:.4g}"
                        f"<br>L = {trace.lse:.4g}<extra></extra>")), row=4, col=1)
-    _add_ghosts(fig, trace, per_split)
-    _fix_axes(fig, trace, per_split)
-    frames = [(str(k), done) for k, done in enumerate(steps)] + [("merge", None)]
-    animated = list(range(2 * len(trace.splits) + 2))  # cache strip, m and l lanes, merge bars; not the ghosts
-    fig.frames = [go.Frame(name=name, data=_frame_data(trace, per_split, done), traces=animated,
-                           layout={"title": {"subtitle": {"text": subtitle_lines(_frame_title(trace, done, most))}}})
-                  for name, done in frames]
-    fig.update_layout(**_controls([name for name, _ in frames], [_step_label(d, most) for _, d in frames]))
-    return fig
 
 
 def _add_ghosts(fig: go.Figure, trace: DecodeTrace, per_split: list[range]) -> None:
