@@ -29,7 +29,7 @@ from flashviz.measure.guards import format_bytes
 from flashviz.model.decode import decode_cost
 from flashviz.model.roofline import GPUS, bound
 from flashviz.ui import decoding
-from flashviz.ui.decoding import DecodeSetup, animation_data, decode_timing, roofline_rows, seq_lens
+from flashviz.ui.decoding import DecodeSetup, animation_data, decode_timing, measured_md, roofline_rows, seq_lens
 from flashviz.ui.state import Settings
 from flashviz.vocab import DTYPE_BYTES
 
@@ -311,3 +311,15 @@ def test_the_timing_run_waits_for_the_lock_and_reports_progress():
                                                  _lock=lock)
     assert time.perf_counter() - start >= 0.3 and seen[0] == "waiting" and "repeat 1 of 1" in seen
     assert bandwidth > 0 and set(df["label"]) >= {"flash_decode S=2", "SDPA (enable_gqa)"}
+
+
+def test_the_measured_sentence_compares_with_the_bandwidth_only_when_there_is_one():
+    df = pd.DataFrame({"label": ["flash_decode S=1", "flash_decode S=2", "SDPA (enable_gqa)"],
+                       "time_s": [0.004, 0.002, 0.003], "kv_bytes": [2e7] * 3})
+    df["GB_per_s"] = df["kv_bytes"] / df["time_s"] / 1e9
+    text = measured_md(df, 5e9, "m")
+    assert "**flash_decode S=2**, 2 ms per step" in text and "**10 GB/s**: 200% of the **5 GB/s**" in text
+    assert "took 0.67× SDPA's time" in text and "flash_decode S=2, SDPA (enable_gqa) read faster" in text
+    slow = measured_md(df, 50e9, "m")
+    assert "20% of the **50 GB/s**" in slow and "read faster" not in slow
+    assert "% of the" not in measured_md(df, None, "m")

@@ -390,7 +390,8 @@ def story_md(setup: DecodeSetup, rows: pd.DataFrame, costs: pd.DataFrame) -> lis
         + ("each K/V byte serves every query head of its group, so GQA multiplies the intensity by g."
            if g > 1 else "with MHA every K/V head serves a single query head."),
         f"This step is {bound_sentence(mine, GPUS, setup.dtype)} (ridge = peak / bandwidth in FLOP/byte, at "
-        f"{setup.dtype}): below the ridge, the time is the bytes over the bandwidth, whatever the kernel. "
+        f"{setup.dtype}): below the ridge the roofline model's time is the bytes over the bandwidth, whatever the "
+        "kernel. "
         f"Prefill of the same {max(setup.lens)} tokens runs at {prefill['intensity'].iloc[0]:.3g} FLOP/byte: "
         f"{bound_sentence(prefill, GPUS, setup.dtype)}.",
     ]
