@@ -134,6 +134,8 @@ def _frame_title(trace: DecodeTrace, done: int | None, most: int) -> str:
         return (f"merge: L = log Σ exp(L_s) = {trace.lse:.4g}; split s contributes exp(L_s − L) of the output")
     if done == 0:
         return f"{len(trace.splits)} split(s) of the cache, each to be read independently of the others"
+    if len(trace.splits) == 1:
+        return f"step {done} of {most}: the one split has read {done} block(s), one after the other"
     return f"step {done} of {most}: every split has read {done} block(s) of its own, in parallel"
 
 
