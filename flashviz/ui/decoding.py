@@ -95,17 +95,33 @@ class DecodeSetup:
 
     def used_splits(self, requested: int) -> int:
         """Splits actually used: each split holds whole KV blocks, so asking for more than the blocks allow gives
-        fewer (flash_decode's rule: chunk = ceil(blocks / S) blocks)."""
+        fewer (flash_decode's rule: chunk = ceil(blocks / S) blocks).
+
+        Example:
+            >>> DecodeSetup((1000,), 8, 2, 64, 0, 3, "float32", 2).used_splits(3)  # 4 blocks of 256: 2 + 2
+            2
+        """
         chunk = math.ceil(self.n_blocks / requested) * self.block_k
         return math.ceil(max(self.lens) / chunk)
 
 
 def seq_lens(n: int, pattern: str) -> tuple[int, ...]:
-    """The batch's cache lengths for a pattern of DEC_LENS (at least one key each)."""
+    """The batch's cache lengths for a pattern of DEC_LENS (at least one key each).
+
+    Example:
+        >>> seq_lens(1024, "ragged")
+        (1024, 717, 410, 102)
+    """
     return tuple(max(1, round(n * f)) for f in LENS_FRACTIONS[pattern])
 
 
 def divisors(h: int) -> list[int]:
+    """The K/V head counts that grouped-query attention allows with h query heads.
+
+    Example:
+        >>> divisors(12)
+        [1, 2, 3, 4, 6, 12]
+    """
     return [x for x in range(1, h + 1) if h % x == 0]
 
 
@@ -121,7 +137,14 @@ def setup_of(s: Settings) -> DecodeSetup:
 def paged_copy(k: torch.Tensor, v: torch.Tensor, lens: tuple[int, ...], page: int, seed: int = 0
                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The contiguous cache (B, H_kv, N_max, d) scattered into shuffled pages of a pool with SPARE_PAGES free ones:
-    k_pages, v_pages (num_pages, H_kv, page, d) and the (B, max_pages) block table (unused entries 0)."""
+    k_pages, v_pages (num_pages, H_kv, page, d) and the (B, max_pages) block table (unused entries 0).
+
+    Example:
+        >>> k = torch.arange(6.0).view(1, 1, 6, 1)  # keys 0..5 of one sequence
+        >>> k_p, _, table = paged_copy(k, k, (6,), 4)
+        >>> k_p.shape, k_p[table[0, 1], 0, :, 0].tolist()  # logical page 1: keys 4, 5 and padding
+        (torch.Size([4, 1, 4, 1]), [4.0, 5.0, 0.0, 0.0])
+    """
     B, H, n_max, d = k.shape
     max_pages = math.ceil(n_max / page)
     used = torch.arange(max_pages) < torch.tensor([math.ceil(n / page) for n in lens])[:, None]  # (B, max_pages)
@@ -179,7 +202,13 @@ def animation_data(lens: tuple[int, ...], page: int, num_splits: int
 
 
 def variant_costs(setup: DecodeSetup) -> pd.DataFrame:
-    """MHA, this GQA and MQA at this batch: K/V bytes, all bytes and FLOPs of one step (summed over sequences)."""
+    """MHA, this GQA and MQA at this batch: K/V bytes, all bytes and FLOPs of one step (summed over sequences).
+
+    Example:
+        >>> df = variant_costs(DecodeSetup((1000, 500), 8, 2, 64, 0, None, "float16", 2))
+        >>> df["kv_bytes"].tolist()  # 2 (K, V) x H_kv x 1500 keys x 64 x 2 bytes
+        [3072000, 768000, 384000]
+    """
     rows = []
     for name, h_kv in attention_variants(setup.heads_q, setup.heads_kv).items():
         costs = [decode_cost(n, setup.d, heads=setup.heads_q, heads_kv=h_kv, dtype=setup.dtype) for n in setup.lens]
@@ -234,7 +263,12 @@ def _naive_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lens: tuple
 
 
 def live_bytes(setup: DecodeSetup) -> int:
-    """K/V bytes a timing run allocates: the contiguous cache, plus the paged copy."""
+    """K/V bytes a timing run allocates: the contiguous cache, plus the paged copy.
+
+    Example:
+        >>> live_bytes(DecodeSetup((1000, 500), 8, 2, 64, 256, None, "float32", 2))  # 2 x 2 x 2 x 1024 x 64 x 4, twice
+        4194304
+    """
     n_max = math.ceil(max(setup.lens) / setup.page) * setup.page if setup.page else max(setup.lens)
     one = 2 * len(setup.lens) * setup.heads_kv * n_max * setup.d * DTYPE_BYTES[setup.dtype]
     return one * (2 if setup.page else 1)
