@@ -170,15 +170,20 @@ def expected_claims(setup: DecodeSetup) -> dict[str, object]:
              for n in setup.lens]
     kv = 2 * setup.heads_kv * setup.d * DTYPE_BYTES[setup.dtype] * sum(setup.lens)
     assert kv == sum(c.kv_bytes for c in costs)
-    intensity = sum(c.flops for c in costs) / sum(c.hbm_bytes for c in costs)
+    hbm = sum(c.hbm_bytes for c in costs)
+    intensity = sum(c.flops for c in costs) / hbm
     bounds = {bound(intensity, d, setup.dtype) for d in GPUS}
-    return {"kv": kv, "intensity": intensity, "bounds": bounds}
+    return {"kv": kv, "intensity": intensity, "bounds": bounds, "other": hbm - kv}
 
 
 def check_story(at, setup: DecodeSetup) -> str:
     text = text_of(at)
     want = expected_claims(setup)
     assert f"**{format_bytes(want['kv'])} per step**" in text
+    assert f"{format_bytes(want['kv'] / len(setup.lens))} per generated token" in text
+    assert f"all but {want['other']:,} of them the cache" in text
+    n_blocks = math.ceil(max(setup.lens) / (setup.page or 256))
+    assert f"holds **{max(setup.lens)} keys in {n_blocks} KV block(s)** of {setup.page or 256} keys" in text
     assert f"**Arithmetic intensity {want['intensity']:.3g} FLOP/byte**" in text
     step = next(p for p in text.split("\n") if p.startswith("This step is"))
     for kind in ("memory", "compute"):
@@ -207,6 +212,8 @@ def test_a_paged_gqa_link_draws_the_block_table_and_equal_results(make_app):
     spec = charts(at)["Paged cache, 64 keys per page: block table → pages"]
     table = spec["data"][0]["text"]
     assert [sum(c != "" for c in row) for row in table] == [math.ceil(n / 64) for n in setup.lens]
+    pages = sum(math.ceil(n / 64) for n in setup.lens)
+    assert f"use {pages} of the pool's {pages + decoding.SPARE_PAGES} pages" in text
     err = float(text.split("by at most ")[1].split(".\n")[0].rstrip("."))
     assert err < 1e-5
     assert "**4× fewer K/V bytes**" in text and "cut into **S = 3 split(s)**" in text
@@ -291,7 +298,9 @@ def test_the_timing_run_measures_every_implementation_and_says_what_it_saw(make_
     fig = charts(at)["Decode step: K/V cache read rate, measured"]
     df = at.dataframe[-1].value
     assert list(df["label"]) == ["flash_decode S=1", "flash_decode S=2", "flash_decode S=4", "SDPA (enable_gqa)",
-                                 "naive (K/V repeated)"]
+                                 "naive (K/V repeated)"]  # the chosen S = 4 is timed once
+    assert any("to time 5 implementations × 2 repeat(s)" in i.value for i in open_view(
+        make_app, dechq="4", dechkv="1", declens="pair", reps="2", decpage="64").info)
     kv = 2 * 1 * 16 * 4 * sum(seq_lens(1024, "pair"))
     assert (df["kv_bytes"] == kv).all() and (df["repeats"] == 2).all()
     assert list(array(fig["data"][0]["y"])) == pytest.approx(list(kv / df["time_s"] / 1e9))

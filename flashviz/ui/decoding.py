@@ -262,6 +262,23 @@ def _naive_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, lens: tuple
                                       v[b : b + 1, :, :n].repeat_interleave(g, 1)) for b, n in enumerate(lens)])
 
 
+def timed_splits(setup: DecodeSetup, units: int) -> dict[str, int | None]:
+    """The flash_decode runs a timing makes: label -> num_splits argument (None = the heuristic). TIMED_SPLITS and the
+    chosen S, each schedule once (two requests that give the same splits are one run).
+
+    Example:
+        >>> timed_splits(DecodeSetup((1024,), 8, 2, 64, 0, 3, "float32", 2), units=2)  # 4 blocks: S = 3 runs as 2
+        {'flash_decode S=1': 1, 'flash_decode S=2': 2, 'flash_decode S=4': 4}
+    """
+    chosen = setup.chosen_splits(units)
+    runs: dict[str, int | None] = {}
+    for s in sorted({*TIMED_SPLITS, chosen}):
+        auto = s == chosen and setup.splits is None
+        name = f"flash_decode S={setup.used_splits(s)}" + (" (auto)" if auto else "")
+        runs.setdefault(name, None if auto else s)
+    return runs
+
+
 def live_bytes(setup: DecodeSetup) -> int:
     """K/V bytes a timing run allocates: the contiguous cache, plus the paged copy.
 
@@ -292,16 +309,8 @@ def decode_timing(setup: DecodeSetup, device: str, reps: int, _progress: Progres
             k_p, v_p, table = paged_copy(k.cpu(), v.cpu(), setup.lens, setup.page)
             caches, table = (k_p.to(dev), v_p.to(dev)), table.to(dev)
         mask = (torch.arange(n, device=dev) < lens[:, None])[:, None, None, :]  # (B, 1, 1, N) bool
-        chosen = setup.chosen_splits(parallel_units(dev))
-        fns = {}
-        for s in sorted({*TIMED_SPLITS, chosen}):
-            tag = " (auto)" if s == chosen and setup.splits is None else ""
-            name = f"flash_decode S={setup.used_splits(s)}{tag}"
-            if name in fns:  # two requests that give the same splits: time the schedule once
-                continue
-            fns[name] = (
-                lambda s=s, tag=tag: flash_decode(q, *caches, cache_seqlens=lens, block_table=table,
-                                                  num_splits=None if tag else s))
+        fns = {name: (lambda n=n: flash_decode(q, *caches, cache_seqlens=lens, block_table=table, num_splits=n))
+               for name, n in timed_splits(setup, parallel_units(dev)).items()}
         fns["SDPA (enable_gqa)"] = lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
         fns["naive (K/V repeated)"] = lambda: _naive_decode(q, k, v, setup.lens)
         samples: dict[str, list[float]] = {name: [] for name in fns}
@@ -492,7 +501,8 @@ def _measure_ui(setup: DecodeSetup, s: Settings) -> None:
         st.error(f"These settings need {format_bytes(need)} of K/V cache for a timing run; the live cap is "
                  f"{format_bytes(LIVE_KV_BYTES_MAX)}. Lower the cache length, H_kv, d (sidebar) or the batch.")
         return
-    n_fns = len({*TIMED_SPLITS, setup.chosen_splits(setup.threads)}) + 2
+    with threads_set_to(s.threads):
+        n_fns = len(timed_splits(setup, parallel_units(torch.device(s.device)))) + 2  # + SDPA and naive
     result = run_button_ui(
         "decode", decode_timing, (setup, s.device, s.reps), label="Run decode timing", title="Decode timing",
         help="Times flash_decode at a few split counts, SDPA and naive on these settings (cached per setting).",
