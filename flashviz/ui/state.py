@@ -187,7 +187,7 @@ class Settings:
              "each K/V head, so the cache and its reads shrink g-fold."))
     decsplits: str = setting("4", Spec(
         CHOICE, "selectbox", "Splits S", options=tuple(DEC_SPLITS), labels=DEC_SPLITS, place=TAB,
-        help="Chunks the cache is cut into, each read by its own worker and merged by logsumexp. Auto: flash-attn's "
+        help="Chunks the cache is cut into, each computed independently and merged by logsumexp. Auto: flash-attn's "
              "rule on this machine's threads (split only while they are not all busy)."))
     decpage: int = setting(0, Spec(
         INT, "select_slider", "Page size (keys)", lo=0, hi=DEC_PAGE_MAX, options=DEC_PAGE_OPTIONS, place=TAB,
