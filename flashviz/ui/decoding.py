@@ -280,15 +280,18 @@ def timed_splits(setup: DecodeSetup, units: int) -> dict[str, int | None]:
 
 
 def live_bytes(setup: DecodeSetup) -> int:
-    """K/V bytes a timing run allocates: the contiguous cache, plus the paged copy.
+    """Bytes of K/V a timing run allocates: the contiguous cache, the paged copy, and naive's K/V of one sequence
+    repeated for each of the g query heads of a group.
 
     Example:
-        >>> live_bytes(DecodeSetup((1000, 500), 8, 2, 64, 256, None, "float32", 2))  # 2 x 2 x 2 x 1024 x 64 x 4, twice
-        4194304
+        >>> live_bytes(DecodeSetup((1000, 500), 8, 2, 64, 256, None, "float32", 2))  # 2 MiB twice + 2 x 8 x 1000 x 256
+        8290304
     """
+    b = DTYPE_BYTES[setup.dtype]
     n_max = math.ceil(max(setup.lens) / setup.page) * setup.page if setup.page else max(setup.lens)
-    one = 2 * len(setup.lens) * setup.heads_kv * n_max * setup.d * DTYPE_BYTES[setup.dtype]
-    return one * (2 if setup.page else 1)
+    cache = 2 * len(setup.lens) * setup.heads_kv * n_max * setup.d * b  # K and V
+    repeated = 2 * setup.heads_q * max(setup.lens) * setup.d * b if setup.group > 1 else 0  # naive, one sequence
+    return cache * (2 if setup.page else 1) + repeated
 
 
 @st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
