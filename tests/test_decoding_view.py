@@ -288,7 +288,9 @@ def test_changing_h_q_repairs_h_kv_and_offers_only_divisors(make_app):
 
 def test_a_cache_too_large_to_time_live_is_refused_with_a_fix(make_app):
     at = make_app(view="decode", declen="65536", dechq="64", dechkv="64", declens="four", d="128")
-    assert any("live cap" in e.value and "Lower the cache length" in e.value for e in at.error)
+    need = 2 * 4 * 64 * 65536 * 128 * 4  # K and V of 4 sequences, 64 heads, fp32; MHA: nothing repeated
+    assert any(f"needs {format_bytes(need)} of K/V tensors (the cache); the live cap" in e.value
+               and "Lower the cache length" in e.value for e in at.error)
 
 
 def test_the_timing_run_measures_every_implementation_and_says_what_it_saw(make_app):
@@ -299,10 +301,11 @@ def test_the_timing_run_measures_every_implementation_and_says_what_it_saw(make_
     df = at.dataframe[-1].value
     assert list(df["label"]) == ["flash_decode S=1", "flash_decode S=2", "flash_decode S=4", "SDPA (enable_gqa)",
                                  "naive (K/V repeated)"]  # the chosen S = 4 is timed once
-    assert any("to time 5 implementations × 2 repeat(s)" in i.value for i in open_view(
-        make_app, dechq="4", dechkv="1", declens="pair", reps="2", decpage="64").info)
     kv = 2 * 1 * 16 * 4 * sum(seq_lens(1024, "pair"))
     assert (df["kv_bytes"] == kv).all() and (df["repeats"] == 2).all()
+    kv_text = f"on {format_bytes(kv)} of K/V cache"
+    assert any("to time 5 implementations × 2 repeat(s)" in i.value and kv_text in i.value for i in open_view(
+        make_app, dechq="4", dechkv="1", declens="pair", reps="2", decpage="64").info)
     assert list(array(fig["data"][0]["y"])) == pytest.approx(list(kv / df["time_s"] / 1e9))
     best = df[df["label"].str.startswith("flash")].sort_values("time_s").iloc[0]
     assert f"Fastest flash_decode here: **{best['label']}**" in text_of(at)

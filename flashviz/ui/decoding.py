@@ -501,8 +501,11 @@ def _measure_ui(setup: DecodeSetup, s: Settings) -> None:
     draw("reps", st)
     need = live_bytes(setup)
     if need > LIVE_KV_BYTES_MAX:
-        st.error(f"These settings need {format_bytes(need)} of K/V cache for a timing run; the live cap is "
-                 f"{format_bytes(LIVE_KV_BYTES_MAX)}. Lower the cache length, H_kv, d (sidebar) or the batch.")
+        st.error(f"A timing run at these settings needs {format_bytes(need)} of K/V tensors (the cache"
+                 + (", its paged copy" if setup.page else "") + (" and naive's K/V repeated for every query head"
+                                                                 if setup.group > 1 else "")
+                 + f"); the live cap is {format_bytes(LIVE_KV_BYTES_MAX)}. Lower the cache length, the heads, "
+                 "d (sidebar) or the batch.")
         return
     with threads_set_to(s.threads):
         n_fns = len(timed_splits(setup, parallel_units(torch.device(s.device)))) + 2  # + SDPA and naive
@@ -510,7 +513,8 @@ def _measure_ui(setup: DecodeSetup, s: Settings) -> None:
         "decode", decode_timing, (setup, s.device, s.reps), label="Run decode timing", title="Decode timing",
         help="Times flash_decode at a few split counts, SDPA and naive on these settings (cached per setting).",
         idle=f"Press **Run decode timing** to time {n_fns} implementations × {s.reps} repeat(s) on "
-             f"{format_bytes(need)} of K/V cache.")
+             f"{format_bytes(sum(2 * setup.heads_kv * n * setup.d * DTYPE_BYTES[setup.dtype] for n in setup.lens))} "
+             "of K/V cache.")
     if result is None:
         return
     df, bandwidth, machine = result
