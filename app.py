@@ -6,7 +6,18 @@ The settings live in the URL (flashviz.ui.sidebar), so a copied link reproduces 
 
 import streamlit as st
 
-from flashviz.ui import benchmark, block_size, correctness, how_it_works, io_model, masks, roofline, sidebar, training
+from flashviz.ui import (
+    benchmark,
+    block_size,
+    correctness,
+    decoding,
+    how_it_works,
+    io_model,
+    masks,
+    roofline,
+    sidebar,
+    training,
+)
 from flashviz.ui.common import machine_env, running_job_ui
 from flashviz.ui.state import VIEWS
 
@@ -29,6 +40,7 @@ VIEW_UI = {
     "correct": correctness.correctness_ui,
     "train": training.training_ui,
     "roof": roofline.roofline_ui,
+    "decode": decoding.decoding_ui,
     "masks": masks.masks_ui,
 }
 tabs = st.tabs(list(VIEWS.values()), key=sidebar.VIEW_KEY, on_change="rerun")

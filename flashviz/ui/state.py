@@ -25,6 +25,18 @@ N_OPTIONS = (16, 32, 64, 97, 128, 256, 257, 512, 1000, 1024, 1025, 2048, 4096, 8
 D_OPTIONS = (8, 16, 32, 59, 64, 111, 128, 256)
 BLOCK_OPTIONS = (4, 8, 16, 32, 64, 128, 256, 512)
 BENCH_N_OPTIONS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+DEC_LEN_MAX = 65536  # keys in a decoding view's cache: 64 Ki tokens, a long-context model's
+DEC_LEN_OPTIONS = (256, 1000, 1024, 4096, 16384, 32768, 65536)
+DEC_HEADS_OPTIONS = (1, 2, 4, 8, 12, 16, 32, 64)
+DEC_PAGE_OPTIONS = (0, 16, 64, 256, 1024)  # keys per page; 0 = contiguous cache
+DEC_PAGE_MAX = 4096
+DEC_SPLITS = {"auto": "auto (heuristic)", **{str(s): str(s) for s in (1, 2, 3, 4, 8, 16, 32)}}  # URL -> label
+DEC_LENS = {  # URL name -> label: the batch's cache lengths as fractions of the longest, N
+    "one": "1 sequence: N",
+    "pair": "2 sequences: N, N/3",
+    "four": "4 sequences: N each",
+    "ragged": "4 sequences: N, 0.7N, 0.4N, 0.1N",
+}
 ORDERS = {"fa1": "FA1 (kv_outer)", "fa2": "FA2 (q_outer)", "both": "FA1 and FA2 side by side"}  # URL name -> label
 LOOP_ORDER = {"fa1": KV_OUTER, "fa2": Q_OUTER}  # URL name -> tile_schedule loop_order
 VIEWS = {  # URL slug -> tab label
@@ -35,6 +47,7 @@ VIEWS = {  # URL slug -> tab label
     "correct": "Correctness",
     "train": "Training",
     "roof": "Roofline",
+    "decode": "Decoding",
     "masks": "Masks",
 }
 MASK_PRESETS = {  # URL name -> label: the mask_mod presets of flashviz.masks the Masks view offers
@@ -190,6 +203,29 @@ class Settings:
     cns: tuple[int, ...] = setting((64, 97, 256, 1000), Spec(
         INTS, "multiselect", "Sequence lengths N", lo=N_MIN, hi=N_MAX, options=N_OPTIONS, place=TAB,
         help="Odd lengths (97, 257, 1000) make the last row and column of tiles ragged."))
+    declen: int = setting(16384, Spec(
+        INT, "select_slider", "Cache length N (keys)", lo=1, hi=DEC_LEN_MAX, options=DEC_LEN_OPTIONS, place=TAB,
+        help="Keys already in the longest sequence's KV cache. Every decode step reads all of them."))
+    dechq: int = setting(8, Spec(
+        INT, "select_slider", "Query heads H_q", lo=1, hi=HEADS_MAX, options=DEC_HEADS_OPTIONS, place=TAB,
+        help="Query heads per layer. Each one does 4·N·d FLOPs per decode step."))
+    dechkv: int = setting(2, Spec(
+        INT, "selectbox", "K/V heads H_kv", lo=1, hi=HEADS_MAX, place=TAB,
+        help="K/V heads in the cache; only divisors of H_q are offered. H_kv = H_q is multi-head attention (MHA), "
+             "1 is multi-query (MQA), anything between is grouped-query (GQA): g = H_q / H_kv query heads share "
+             "each K/V head, so the cache and its reads shrink g-fold."))
+    decsplits: str = setting("4", Spec(
+        CHOICE, "selectbox", "Splits S", options=tuple(DEC_SPLITS), labels=DEC_SPLITS, place=TAB,
+        help="Chunks the cache is cut into, each computed independently and merged by logsumexp. Auto: flash-attn's "
+             "rule on this machine's threads (split only while they are not all busy)."))
+    decpage: int = setting(0, Spec(
+        INT, "select_slider", "Page size (keys)", lo=0, hi=DEC_PAGE_MAX, options=DEC_PAGE_OPTIONS, place=TAB,
+        help="0: one contiguous cache per sequence. Otherwise the cache lives in fixed-size pages anywhere in a "
+             "shared pool, found through a block table (vLLM's PagedAttention)."))
+    declens: str = setting("pair", Spec(
+        CHOICE, "selectbox", "Batch", options=tuple(DEC_LENS), labels=DEC_LENS, place=TAB,
+        help="Sequences decoded together and their cache lengths. The splits cut every sequence at the same key "
+             "positions; a short sequence simply has nothing in the later splits."))
     mask: str = setting("document", Spec(
         CHOICE, "selectbox", "Mask", options=tuple(MASK_PRESETS), labels=MASK_PRESETS, place=TAB,
         help="A FlexAttention mask_mod preset from flashviz.masks (causal_mask, sliding_window, prefix_lm, document, "

@@ -1,0 +1,337 @@
+"""The Decoding view: its figures' structure, the animation's numbers against flash_decode's own events, and the
+dashboard under AppTest (defaults, a paged GQA link, hostile links, every claim checked at the settings shown, the
+timing run)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from flashviz.core.decode import num_splits_heuristic
+from flashviz.figures.decode import (
+    DecodeTrace,
+    bandwidth_figure,
+    block_table_figure,
+    decode_animation,
+    decode_roofline_figure,
+    running_stats,
+    split_blocks,
+    split_color,
+)
+from flashviz.measure.guards import format_bytes
+from flashviz.model.decode import decode_cost
+from flashviz.model.roofline import GPUS, bound
+from flashviz.ui import decoding
+from flashviz.ui.decoding import DecodeSetup, animation_data, decode_timing, measured_md, roofline_rows, seq_lens
+from flashviz.ui.state import Settings
+from flashviz.vocab import DTYPE_BYTES
+
+SMALL = {"view": "decode", "declen": "1024", "d": "16"}  # one AppTest run in a second or two
+MIN_FONT_PX = 16  # readable on a projector
+
+
+def charts(at) -> dict[str, dict]:
+    return {json.loads(c.proto.spec)["layout"]["title"]["text"]: json.loads(c.proto.spec)
+            for c in at.get("plotly_chart")}
+
+
+def array(z) -> np.ndarray:
+    """A plotly typed array ({"dtype", "bdata"}) or a list -> numpy array."""
+    if isinstance(z, dict):
+        return np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"]))
+    return np.asarray(z)
+
+
+def text_of(at) -> str:
+    return "\n".join([m.value for m in at.markdown] + [c.value for c in at.caption])
+
+
+def assert_clean(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def open_view(make_app, **query: str):
+    at = make_app(**{**SMALL, **query})
+    assert_clean(at)
+    return at
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the animation's data: built from flash_decode's events, consistent with them
+
+
+@pytest.mark.parametrize("lens, page, splits", [((1000, 333), 0, 3), ((700,), 64, 4), ((512, 512, 100), 16, 1)])
+def test_running_m_and_l_fold_to_the_split_events_and_the_weights_merge(lens, page, splits):
+    trace, table, num_pages, err = animation_data(lens, page, splits)
+    assert len(trace.splits) == DecodeSetup(lens, 1, 1, 16, page, splits, "float32", 1).used_splits(splits)
+    for blocks, m_s, l_s in zip(split_blocks(trace), trace.split_m, trace.split_l, strict=True):
+        ms, ls = running_stats([trace.block_m[i] for i in blocks], [trace.block_l[i] for i in blocks])
+        assert ms[-1] == pytest.approx(m_s, rel=1e-5, abs=1e-5) and ls[-1] == pytest.approx(l_s, rel=1e-4)
+    assert sum(trace.weights) == pytest.approx(1.0, abs=1e-5)
+    for w, lse_s in zip(trace.weights, trace.split_lse, strict=True):
+        assert w == pytest.approx(math.exp(lse_s - trace.lse), rel=1e-5)
+    assert trace.lse == pytest.approx(math.log(sum(math.exp(x) for x in trace.split_lse)), rel=1e-6)
+    if page:
+        assert num_pages == sum(math.ceil(n / page) for n in lens) + decoding.SPARE_PAGES and err < 1e-5
+        used = [p for row, n in zip(table, lens, strict=True) for p in row[: math.ceil(n / page)]]
+        assert len(set(used)) == len(used)  # no page shared
+    else:
+        assert table is None and num_pages == 0
+
+
+def test_running_stats_is_the_online_softmax():
+    ms, ls = running_stats([1.0, 3.0, 2.0], [2.0, 1.0, 4.0])
+    assert ms == [1.0, 3.0, 3.0]
+    assert ls[-1] == pytest.approx(2 * math.exp(-2) + 1 + 4 * math.exp(-1))
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# figure structure
+
+
+def small_trace() -> DecodeTrace:
+    trace, *_ = animation_data((1000, 400), 0, 3)
+    return trace
+
+
+def test_animation_colours_blocks_by_split_and_ends_with_the_merge_weights():
+    trace = small_trace()
+    fig = decode_animation(trace)
+    per_split = split_blocks(trace)
+    cache = fig.data[0]
+    for s, blocks in enumerate(per_split):
+        assert all(cache.marker.color[i] == split_color(s) for i in blocks)
+    names = [f.name for f in fig.frames]
+    assert names[0] == "0" and names[-1] == "merge" and len(names) == max(len(b) for b in per_split) + 2
+    merge = fig.frames[-1].data
+    assert list(merge[-1].y) == pytest.approx(trace.weights)
+    assert list(fig.frames[0].data[-1].y) == [0.0] * len(trace.splits)  # weights appear only at the merge
+    assert all(o == 1.0 for o in merge[0].marker.opacity)  # every block read by the end
+    for s in range(len(trace.splits)):  # lanes: m then l per split, ending at the events' values
+        assert merge[1 + 2 * s].y[-1] == pytest.approx(trace.split_m[s], rel=1e-5)
+        assert merge[2 + 2 * s].y[-1] == pytest.approx(trace.split_l[s], rel=1e-4)
+    step1 = fig.frames[1].data
+    assert all(len(step1[1 + 2 * s].x) == 1 for s in range(len(trace.splits)))  # splits advance side by side
+    assert len(fig.layout.sliders[0].steps) == len(names)
+    assert fig.layout.xaxis4.title.text and "tokens" in fig.layout.xaxis4.title.text
+    assert all(fig.layout[f"yaxis{i}"].range is not None for i in (1, 2, 3, 4))  # fixed across frames
+
+
+def readable(fig) -> None:
+    assert fig.layout.title.text
+    t = fig.layout.template.layout
+    assert min(t.font.size, t.xaxis.tickfont.size, t.legend.font.size, t.hoverlabel.font.size) >= MIN_FONT_PX
+    assert all(tr.hovertemplate and "%{" in tr.hovertemplate for tr in fig.data)
+
+
+def test_every_figure_has_titles_large_fonts_and_hover_numbers():
+    trace = small_trace()
+    roofs = pd.DataFrame([{"device": d.name, "peak_flops": d.peak("float16"), "bandwidth": d.bandwidth} for d in GPUS])
+    setup = DecodeSetup((1000, 400), 8, 2, 64, 0, 3, "float16", 2)
+    df = pd.DataFrame({"label": ["flash_decode S=1", "SDPA (enable_gqa)"], "time_s": [0.002, 0.004],
+                       "q1_s": [0.0019, 0.0039], "q3_s": [0.0021, 0.0042], "kv_bytes": [2e7, 2e7]})
+    figs = [decode_animation(trace), block_table_figure([[3, 1], [0, 2]], [5, 2], 4, 6, [(0, 4), (4, 8)]),
+            decode_roofline_figure(roofline_rows(setup), roofs, dtype="float16"), bandwidth_figure(df, 5e9)]
+    for fig in figs:
+        readable(fig)
+    roof = figs[2]
+    assert roof.layout.xaxis.type == "log" and "FLOP/byte" in roof.layout.xaxis.title.text
+    assert "FLOP/s" in roof.layout.yaxis.title.text
+    assert sum(t.name.endswith("roof") for t in roof.data) == len(GPUS)
+    assert {t.name for t in roof.data} >= {"MHA", "GQA (g = 4)", "MQA", "prefill (FA2)"}
+    bars = figs[3]
+    assert list(bars.data[0].y) == pytest.approx([10.0, 5.0])  # GB/s = bytes / time
+    assert bars.layout.shapes[0].y0 == pytest.approx(5.0) and "GB/s" in bars.layout.yaxis.title.text
+
+
+def test_block_table_writes_physical_pages_and_colours_by_split_and_owner():
+    fig = block_table_figure([[3, 1, 5], [0, 2, 0]], [9, 5], 4, 7, [(0, 8), (8, 12)])
+    table, pool = fig.data
+    assert [list(r) for r in table.text] == [["3", "1", "5"], ["0", "2", ""]]
+    assert [list(r) for r in table.z] == [[0, 0, 1], [0, 0, None]]  # page 2 starts at key 8: split 1
+    assert list(pool.z[0]) == [1, 0, 1, 0, None, 0, None]  # owner sequence of each physical page; 4 and 6 free
+    assert "physical page 5" in table.customdata[0][2]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the view, with every claim checked at the settings shown
+
+
+def expected_claims(setup: DecodeSetup) -> dict[str, object]:
+    costs = [decode_cost(n, setup.d, heads=setup.heads_q, heads_kv=setup.heads_kv, dtype=setup.dtype)
+             for n in setup.lens]
+    kv = 2 * setup.heads_kv * setup.d * DTYPE_BYTES[setup.dtype] * sum(setup.lens)
+    assert kv == sum(c.kv_bytes for c in costs)
+    hbm = sum(c.hbm_bytes for c in costs)
+    intensity = sum(c.flops for c in costs) / hbm
+    bounds = {bound(intensity, d, setup.dtype) for d in GPUS}
+    return {"kv": kv, "intensity": intensity, "bounds": bounds, "other": hbm - kv}
+
+
+def check_story(at, setup: DecodeSetup) -> str:
+    text = text_of(at)
+    want = expected_claims(setup)
+    assert f"**{format_bytes(want['kv'])} per step**" in text
+    assert f"{format_bytes(want['kv'] / len(setup.lens))} per generated token" in text
+    assert f"all but {want['other']:,} of them the cache" in text
+    n_blocks = math.ceil(max(setup.lens) / (setup.page or 256))
+    assert f"holds **{max(setup.lens)} keys in {n_blocks} KV block(s)** of {setup.page or 256} keys" in text
+    assert f"**Arithmetic intensity {want['intensity']:.3g} FLOP/byte**" in text
+    step = next(p for p in text.split("\n") if p.startswith("This step is"))
+    for kind in ("memory", "compute"):
+        assert (f"**{kind}-bound**" in step.split(" Prefill")[0]) == (kind in want["bounds"]), step
+    return text
+
+
+def test_defaults_draw_the_step_the_story_and_a_run_button(make_app):
+    at = make_app(view="decode")
+    assert_clean(at)
+    s = Settings()
+    setup = DecodeSetup(seq_lens(s.declen, s.declens), s.dechq, s.dechkv, s.d, 0, 4, s.dtype, 2)
+    text = check_story(at, setup)
+    assert {"One decode step, split along the KV cache (Flash-Decoding)",
+            "Decoding on the roofline, next to prefill"} <= set(charts(at))
+    assert "cut into **S = 4 split(s)**" in text and "**memory-bound**" in text
+    assert "**4× fewer K/V bytes**" in text  # H_q = 8 over H_kv = 2
+    assert at.button(key="decode_run") is not None and any("Press" in i.value for i in at.info)
+    assert at.query_params["view"] == "decode" and at.query_params["dechkv"] == "2"
+
+
+def test_a_paged_gqa_link_draws_the_block_table_and_equal_results(make_app):
+    at = open_view(make_app, decpage="64", dechq="32", dechkv="8", declens="ragged", decsplits="3")
+    setup = DecodeSetup(seq_lens(1024, "ragged"), 32, 8, 16, 64, 3, "float32", 2)
+    text = check_story(at, setup)
+    spec = charts(at)["Paged cache, 64 keys per page: block table → pages"]
+    table = spec["data"][0]["text"]
+    assert [sum(c != "" for c in row) for row in table] == [math.ceil(n / 64) for n in setup.lens]
+    pages = sum(math.ceil(n / 64) for n in setup.lens)
+    assert f"use {pages} of the pool's {pages + decoding.SPARE_PAGES} pages" in text
+    err = float(text.split("by at most ")[1].split(".\n")[0].rstrip("."))
+    assert err < 1e-5
+    assert "**4× fewer K/V bytes**" in text and "cut into **S = 3 split(s)**" in text
+    assert not at.warning
+
+
+def test_mqa_with_many_heads_is_compute_bound_on_fp32_gpus_and_says_so(make_app):
+    at = open_view(make_app, dechq="64", dechkv="1", declens="one")
+    text = check_story(at, DecodeSetup((1024,), 64, 1, 16, 0, 4, "float32", 2))
+    assert "This step is **compute-bound**" in text and "**64× fewer K/V bytes**" in text
+
+
+def test_mha_fp16_is_about_one_flop_per_byte(make_app):
+    at = open_view(make_app, dechq="8", dechkv="8", dtype="float16", declens="one", d="64")
+    setup = DecodeSetup((1024,), 8, 8, 64, 0, 4, "float16", 2)
+    text = check_story(at, setup)
+    assert expected_claims(setup)["intensity"] == pytest.approx(1.0, rel=0.05)
+    assert "**This is MHA.**" in text and "8× fewer K/V bytes" in text
+
+
+def test_auto_splits_states_the_heuristic_it_used(make_app):
+    at = open_view(make_app, decsplits="auto", declens="one", dechq="4", dechkv="1", threads="2")
+    n_blocks = math.ceil(1024 / 256)
+    want = num_splits_heuristic(1, 2, n_blocks)  # one work tile on two threads: the rule splits
+    text = text_of(at)
+    assert f"**Auto** chose S = {want}: 1 work tile(s)" in text and "leaves threads idle" in text
+    at = open_view(make_app, decsplits="auto", declens="four", threads="2")  # 4 x 2 tiles fill 2 threads
+    assert "**Auto** chose S = 1: 8 work tile(s)" in text_of(at) and "does not split" in text_of(at)
+
+
+def test_asking_for_more_splits_than_blocks_says_how_many_were_used(make_app):
+    at = open_view(make_app, declen="256", decsplits="8")
+    assert "You asked for 8, but every split holds whole blocks: 1 block(s) give at most 1." in text_of(at)
+
+
+def test_settings_round_trip_through_the_link(make_app):
+    wanted = Settings(declen=1000, dechq=12, dechkv=3, decsplits="3", decpage=16, declens="four", view="decode",
+                      d=16)
+    at = make_app(**wanted.to_query())
+    assert_clean(at)
+    assert not at.warning
+    assert at.query_params == wanted.to_query()
+    assert at.selectbox(key="dechkv").options == ["1 (MQA)", "2 (GQA, g = 6)", "3 (GQA, g = 4)", "4 (GQA, g = 3)",
+                                                  "6 (GQA, g = 2)", "12 (MHA)"]
+
+
+@pytest.mark.parametrize("query, fixed", [
+    ({"dechq": "8", "dechkv": "3"}, {"dechkv": "2"}),
+    ({"dechq": "12", "dechkv": "64"}, {"dechkv": "12"}),
+    ({"declen": "-5", "decsplits": "999"}, {"declen": "1", "decsplits": "4"}),
+    ({"decpage": "99999", "declens": "<b>x</b>"}, {"decpage": "4096", "declens": "pair"}),
+])
+def test_hostile_decoding_links_are_repaired_with_a_notice(make_app, query, fixed):
+    at = open_view(make_app, **query)
+    assert at.warning, "a repaired value must be announced"
+    for key, value in fixed.items():
+        assert at.query_params[key] == value, (key, at.query_params)
+    if "dechkv" in fixed:
+        assert f"using H_kv = {fixed['dechkv']}" in at.warning[0].value
+        at.run()  # the repaired value sticks
+        assert_clean(at)
+        assert at.query_params["dechkv"] == fixed["dechkv"] and not at.warning
+
+
+def test_changing_h_q_repairs_h_kv_and_offers_only_divisors(make_app):
+    at = open_view(make_app, dechq="8", dechkv="8")
+    at.select_slider(key="dechq").set_value(12).run()
+    assert_clean(at)
+    assert at.query_params["dechkv"] == "6" and "using H_kv = 6" in at.warning[0].value
+    assert len(at.selectbox(key="dechkv").options) == 6
+
+
+def test_a_cache_too_large_to_time_live_is_refused_with_a_fix(make_app):
+    at = make_app(view="decode", declen="65536", dechq="64", dechkv="64", declens="four", d="128")
+    need = 2 * 4 * 64 * 65536 * 128 * 4  # K and V of 4 sequences, 64 heads, fp32; MHA: nothing repeated
+    assert any(f"needs {format_bytes(need)} of K/V tensors (the cache); the live cap" in e.value
+               and "Lower the cache length" in e.value for e in at.error)
+
+
+def test_the_timing_run_measures_every_implementation_and_says_what_it_saw(make_app):
+    at = open_view(make_app, dechq="4", dechkv="1", declens="pair", reps="2", decpage="64")
+    at.button(key="decode_run").click().run()
+    assert_clean(at)
+    fig = charts(at)["Decode step: K/V cache read rate, measured"]
+    df = at.dataframe[-1].value
+    assert list(df["label"]) == ["flash_decode S=1", "flash_decode S=2", "flash_decode S=4", "SDPA (enable_gqa)",
+                                 "naive (K/V repeated)"]  # the chosen S = 4 is timed once
+    kv = 2 * 1 * 16 * 4 * sum(seq_lens(1024, "pair"))
+    assert (df["kv_bytes"] == kv).all() and (df["repeats"] == 2).all()
+    kv_text = f"on {format_bytes(kv)} of K/V cache"
+    assert any("to time 5 implementations × 2 repeat(s)" in i.value and kv_text in i.value for i in open_view(
+        make_app, dechq="4", dechkv="1", declens="pair", reps="2", decpage="64").info)
+    assert list(array(fig["data"][0]["y"])) == pytest.approx(list(kv / df["time_s"] / 1e9))
+    best = df[df["label"].str.startswith("flash")].sort_values("time_s").iloc[0]
+    assert f"Fastest flash_decode here: **{best['label']}**" in text_of(at)
+    sdpa = df[df["label"].str.startswith("SDPA")].iloc[0]
+    assert f"took {best['time_s'] / sdpa['time_s']:.2f}× SDPA's time" in text_of(at)
+
+
+def test_the_timing_run_waits_for_the_lock_and_reports_progress():
+    lock, seen = threading.Lock(), []
+    lock.acquire()
+    threading.Timer(0.3, lock.release).start()
+    setup = DecodeSetup((300, 100), 2, 1, 8, 0, 2, "float32", 1)
+    start = time.perf_counter()
+    df, bandwidth, _ = decode_timing.__wrapped__(setup, "cpu", 1, _progress=lambda *a: seen.append(a[2]),
+                                                 _lock=lock)
+    assert time.perf_counter() - start >= 0.3 and seen[0] == "waiting" and "repeat 1 of 1" in seen
+    assert bandwidth > 0 and set(df["label"]) >= {"flash_decode S=2", "SDPA (enable_gqa)"}
+
+
+def test_the_measured_sentence_compares_with_the_bandwidth_only_when_there_is_one():
+    df = pd.DataFrame({"label": ["flash_decode S=1", "flash_decode S=2", "SDPA (enable_gqa)"],
+                       "time_s": [0.004, 0.002, 0.003], "kv_bytes": [2e7] * 3})
+    df["GB_per_s"] = df["kv_bytes"] / df["time_s"] / 1e9
+    text = measured_md(df, 5e9, "m")
+    assert "**flash_decode S=2**, 2 ms per step" in text and "**10 GB/s**: 200% of the **5 GB/s**" in text
+    assert "took 0.67× SDPA's time" in text and "flash_decode S=2, SDPA (enable_gqa) read faster" in text
+    slow = measured_md(df, 50e9, "m")
+    assert "20% of the **50 GB/s**" in slow and "read faster" not in slow
+    assert "% of the" not in measured_md(df, None, "m")
