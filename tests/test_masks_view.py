@@ -32,6 +32,7 @@ from flashviz.measure.maskview import (
     score_curves,
     tile_grid,
 )
+from flashviz.ui.common import timing_lock
 from flashviz.ui.query import parse_query
 from flashviz.ui.state import MASK_PRESETS, Env
 
@@ -220,6 +221,23 @@ def test_a_grid_beyond_the_cap_is_refused_with_a_fix(make_app):
     (error,) = [e.value for e in at.error]
     assert "512 × 512 grid of tiles" in error and "Raise the block size to at least 64" in error
     assert not charts(at)
+
+
+def test_the_tab_never_waits_for_a_timing_run_and_leaves_the_thread_count_alone(make_app):
+    lock = timing_lock()
+    assert lock.acquire(timeout=60)  # another session is timing: the tab evaluates on the threads it has
+    try:
+        threads = torch.get_num_threads()
+        at = make_app(view="masks", n="384", br="32", bc="32", mask="chunked", mcomb="none", mchunk="100")
+        assert_clean(at)
+        assert torch.get_num_threads() == threads
+    finally:
+        lock.release()
+    assert_summary_matches(at, truth(chunked(100), 384, 32), 384)
+    at = make_app(view="masks", n="384", br="32", bc="32", mask="chunked", mcomb="none", mchunk="101")
+    assert_clean(at)
+    assert torch.get_num_threads() == threads and lock.acquire(blocking=False)  # one thread inside, lock given back
+    lock.release()
 
 
 HOSTILE = [
