@@ -163,14 +163,17 @@ def test_memory_guard_refusals_show_the_memory_they_would_need(make_app, monkeyp
 
 
 def test_a_run_waits_visibly_while_another_session_holds_the_lock(make_app):
+    at = make_app(**{**TINY, "ns": "56", "impls": "flash2", "d": "8"}, view="bench")  # a cache miss: needs the lock
+    assert_clean(at)
     lock = timing_lock()
     assert lock.acquire(timeout=60)
-    timer = threading.Timer(2.0, lock.release)
+    timer = threading.Timer(2.0, lock.release)  # started once the page is drawn, so the click finds the lock held
     timer.start()
     try:
-        at = run_heavy(make_app, "bench", ns="56", impls="flash2", d="8")  # a cache miss: it must take the lock
+        at.button(key="bench_run").click().run()
     finally:
         timer.join()
+    assert_clean(at)
     texts = [i.value for i in at.info]
     assert any(t.startswith("Waited") and "another run" in t for t in texts), texts
 

@@ -239,7 +239,7 @@ def test_step5_benchmark_memory_grows_4x_for_naive_and_2x_for_the_tiled_kernels(
 # step 6: correctness under the dtype's bar
 
 
-@pytest.mark.parametrize(("link", "bar"), [(CORRECT_LINK, "1e-05"), (CORRECT_FP16_LINK, "0.00195")])
+@pytest.mark.parametrize(("link", "bar"), [(CORRECT_LINK, "1e-5"), (CORRECT_FP16_LINK, "1.95e-3")])
 def test_step6_every_implementation_is_under_its_dtype_bar(make_app, link, bar):
     at = make_app(**link)
     at.button(key="correct_run").click().run()

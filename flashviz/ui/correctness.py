@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from flashviz.figures.correctness import correctness_figure, tolerance_for
+from flashviz.figures.style import fmt_sci
 from flashviz.ui import jobs
 from flashviz.ui.common import not_run_ui, run_button_ui, show_figure
 from flashviz.ui.state import Settings
@@ -21,10 +22,11 @@ from flashviz.ui.widgets import draw
 def correctness_ui(s: Settings) -> None:
     """Draw the tab for settings s."""
     tol, why = tolerance_for(s.dtype)
+    bar = fmt_sci(tol)
     st.markdown(
         "Is the tiled kernel exact? Every implementation runs on the same random Q, K, V; each output is compared "
         "with PyTorch's SDPA computed in **float64** (the reference), and the largest absolute difference is shown. "
-        f"In {s.dtype} every implementation should stay under **{tol:.3g}**; SDPA's own error is the yardstick of "
+        f"In {s.dtype} every implementation should stay under **{bar}**; SDPA's own error is the yardstick of "
         "what plain PyTorch achieves in this dtype."
     )
     st.caption(f"Which bar and why (the sidebar's dtype): {why}.")
@@ -44,7 +46,7 @@ def correctness_ui(s: Settings) -> None:
         return
     if s.dtype not in ("float32", "float64"):
         st.warning(f"{s.dtype} keeps only 8-11 bits of mantissa, so errors near 1e-3 are expected: the bar here is "
-                   f"{tol:.3g}, not float32's 1e-5. Choose float32 in the sidebar to check against 1e-5.")
+                   f"{bar}, not float32's 1e-5. Choose float32 in the sidebar to check against 1e-5.")
     args = (s.cds, s.cns, s.br, s.bc, s.causal, s.window, s.dtype, s.device, s.threads)
     df = run_button_ui("correct", jobs.correctness, args, label="Run correctness check", title="Correctness check",
                        help="Runs every (d, N) once for naive, flash, flash2 and SDPA and compares with float64 SDPA.",
@@ -58,7 +60,7 @@ def correctness_ui(s: Settings) -> None:
     passed = worst <= tol
     (st.success if passed else st.error)(
         f"Largest error over every (d, N, implementation): **{worst:.2e}** "
-        + (f"≤ {tol:.3g}, the {s.dtype} bar: pass." if passed else f"> {tol:.3g}, the {s.dtype} bar: fail.")
+        + (f"≤ {bar}, the {s.dtype} bar: pass." if passed else f"> {bar}, the {s.dtype} bar: fail.")
     )
     show_figure(correctness_figure(df, dtype=s.dtype), key="correct_figure")
     st.dataframe(_styled(table, tol), column_config={
