@@ -91,6 +91,8 @@ def test_step2_row_inspector_shows_row_15_rescaling_and_the_exact_logsumexp(make
         assert tr.rescales == 3
         assert all((f < 1) == g for f, g, first in zip(tr.factor, tr.grew, (True, False, False, False), strict=True)
                    if not first)
+        assert all(after < before for after, before, g in zip(tr.l_rescaled, tr.l_before, tr.grew, strict=True)
+                   if g)  # l shrinks where m grew
         assert np.allclose(tr.l, np.add(tr.l_rescaled, tr.tile_sum))
         assert abs(tr.lse_kernel - (tr.m_exact + math.log(tr.l_exact))) < 1e-5
 
@@ -279,6 +281,7 @@ def test_step7_naive_keeps_p_flash_keeps_o_and_l_and_recomputing_costs_25_percen
     assert table[0] == ["512", "1024", "2048"] and set(table[4]) == {"25"}
     text = markdown(at)
     assert "**25% more backward FLOPs**" in text and "1 × 4 × 2048² float32" in text and "67.1 MB" in text
+    assert "2.15 GFLOP more" in text
 
 
 # ----------------------------------------------------------------------------------------------------------------------
