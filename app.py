@@ -6,7 +6,7 @@ The settings live in the URL (flashviz.ui.sidebar), so a copied link reproduces 
 
 import streamlit as st
 
-from flashviz.ui import benchmark, block_size, correctness, how_it_works, io_model, sidebar, training
+from flashviz.ui import benchmark, block_size, correctness, how_it_works, io_model, roofline, sidebar, training
 from flashviz.ui.common import machine_env, running_job_ui
 from flashviz.ui.state import VIEWS
 
@@ -28,6 +28,7 @@ VIEW_UI = {
     "io": io_model.io_model_ui,
     "correct": correctness.correctness_ui,
     "train": training.training_ui,
+    "roof": roofline.roofline_ui,
 }
 tabs = st.tabs(list(VIEWS.values()), key=sidebar.VIEW_KEY, on_change="rerun")
 for tab, slug in zip(tabs, VIEWS, strict=True):

@@ -12,7 +12,8 @@ from flashviz.cli import main
 from flashviz.measure import guards
 from flashviz.measure.guards import TIME_BUDGET_STATUS, available_memory_bytes, cgroup_free_bytes
 from flashviz.measure.sweep import COLUMNS
-from flashviz.ui import jobs, state
+from flashviz.ui import jobs
+from flashviz.ui.query import parse_query
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -86,8 +87,8 @@ def test_no_meminfo_falls_back_to_sysconf_and_still_honours_the_cgroup(fake_syst
                                             ("batch", "--batch", limits.BATCH_MAX),
                                             ("reps", "--repeats", limits.REPEATS_MAX)])
 def test_the_dashboard_and_the_command_line_enforce_the_same_caps(key, option, cap, capsys):
-    at_cap, _ = state.parse_query({key: str(cap)})
-    over, notices = state.parse_query({key: str(cap + 1)})
+    at_cap, _ = parse_query({key: str(cap)})
+    over, notices = parse_query({key: str(cap + 1)})
     assert getattr(at_cap, key) == cap and getattr(over, key) == cap and notices  # a link is clamped, with a notice
     assert main(["bench", "--n", "64", option, str(cap), "--out", "x.csv", "--help"]) == 0  # the cap itself parses
     assert main(["bench", "--n", "64", option, str(cap + 1), "--out", "x.csv"]) == 2  # one more is refused
@@ -96,7 +97,7 @@ def test_the_dashboard_and_the_command_line_enforce_the_same_caps(key, option, c
 
 def test_both_cap_the_length_of_a_sweep_list_and_the_tiles_per_call(capsys):
     too_many = [str(64 * (i + 1)) for i in range(limits.LIST_MAX + 1)]
-    settings, _ = state.parse_query({"ns": ",".join(too_many)})
+    settings, _ = parse_query({"ns": ",".join(too_many)})
     assert len(settings.ns) == limits.LIST_MAX
     assert main(["bench", "--n", *too_many, "--out", "x.csv"]) == 2
     assert f"at most {limits.LIST_MAX}" in capsys.readouterr().err

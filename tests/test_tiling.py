@@ -4,9 +4,11 @@ import itertools
 
 import pytest
 import torch
+from torch.nn.attention.flex_attention import and_masks
 
 from flashviz import FULL, PARTIAL, SKIPPED, flash_attention_forward, tile_schedule
 from flashviz.core.tiling import visible_mask
+from flashviz.masks import causal_mask, sliding_window
 
 MASKS = [
     dict(causal=False, window=None),
@@ -125,3 +127,13 @@ def test_events_carry_the_running_softmax_state(loop_order):
 def test_all_pairs_order_helper():
     sched = tile_schedule(6, 6, 2, 3, loop_order="q_outer")
     assert [(t.q_block, t.k_block) for t in sched] == list(itertools.product(range(3), range(2)))
+
+
+@pytest.mark.parametrize("mask", MASKS, ids=str)
+@pytest.mark.parametrize("size", SIZES, ids=str)
+def test_mask_mod_classifier_agrees_with_the_exact_geometry(size, mask):
+    """The element-level classifier of a mask_mod and the O(1) corner rule give the same statuses for causal/window."""
+    parts = ([causal_mask] if mask["causal"] else []) + ([sliding_window(*mask["window"])] if mask["window"] else [])
+    mask_mod = and_masks(*parts) if parts else (lambda b, h, q_idx, kv_idx: q_idx >= 0)
+    geometric = tile_schedule(*size, **mask)
+    assert [t.status for t in tile_schedule(*size, mask_mod=mask_mod)] == [t.status for t in geometric]

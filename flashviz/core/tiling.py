@@ -10,8 +10,12 @@ FlashAttention-1 (Dao et al. 2022, Algorithm 1) runs the outer loop over K/V blo
 
 The kernels (flash.py, backward.py), the IO model (iomodel.py) and the animation all read `tile_schedule`.
 
+Causal and window are classified in O(1) per tile from the tile's corners, so a schedule of any length costs no
+memory. Any other mask comes as a FlexAttention mask_mod(b, h, q_idx, kv_idx) (masks.py): it is evaluated at element
+level in bounded chunks (maskeval.py), intersected with causal and window, and its Tr x Tc statuses are kept.
+
 Legend: N_q, N_k sequence lengths; Br = block_q, Bc = block_k; Tr = ceil(N_q / Br), Tc = ceil(N_k / Bc).
-Mask conventions (DESIGN.md): causal is top-left aligned (query i sees keys j <= i, as SDPA's is_causal);
+Mask conventions: causal is top-left aligned (query i sees keys j <= i, as SDPA's is_causal);
 window=(left, right) lets query i see keys i - left <= j <= i + right (None: unbounded), intersected with causal.
 """
 
@@ -23,15 +27,19 @@ from dataclasses import dataclass
 from typing import overload
 
 import torch
+from torch.nn.attention.flex_attention import and_masks
 
+from flashviz.core.maskeval import classify_blocks, evaluate, index_grid, validate_mask_mod
 from flashviz.core.validate import (
     Window,
     validate_block,
     validate_causal,
     validate_length,
     validate_loop_order,
+    validate_positive,
     validate_window,
 )
+from flashviz.masks import MaskMod, causal_mask, check_mask_lengths, sliding_window
 from flashviz.vocab import FULL, PARTIAL, SKIPPED, TILE_STATUSES
 
 INT64_MAX = torch.iinfo(torch.int64).max  # largest position an index tensor holds
@@ -66,18 +74,34 @@ def visible_mask(
 
 
 class TileMasks:
-    """Element masks of partial tiles, made once and reused.
+    """Element masks of partial tiles, made on demand; `hidden(tile)` is what the kernels' masked_fill_ takes.
 
-    Every predicate depends only on j - i, so a tile's mask depends only on k_start - q_start and the tile's shape:
-    all diagonal tiles of a causal schedule, say, share one mask.
+    Contract: hidden(tile) is a bool tensor, True where the key is NOT visible, broadcastable to the kernels'
+    (B*H, rows, cols) scores S_ij, with rows = tile.rows and cols = tile.cols:
+        (rows, cols)         causal / window only, or a mask_mod that ignores b and h: one mask for every (b, h);
+        (B*H, rows, cols)    a mask_mod that reads b or h; b-major (row b*H + h), as q.reshape(B*H, N, d) lays out
+                             the heads, with B = schedule.batch and H = schedule.heads.
+    A mask_mod is intersected with the schedule's causal and window. Causal and window masks depend only on
+    j - i, so they are cached by k_start - q_start and shape (all diagonal tiles of a causal schedule share one);
+    mask_mod masks are evaluated per tile, on `device`.
+
+    Example:
+        >>> from flashviz.masks import document
+        >>> s = tile_schedule(4, 4, 2, 2, mask_mod=document([1, 3]))
+        >>> TileMasks(s, "cpu").hidden(s.tile(0, 0)).tolist()
+        [[False, True], [True, False]]
     """
 
     def __init__(self, schedule: TileSchedule, device: torch.device | str):
         self.causal, self.window, self.device = schedule.causal, schedule.window, torch.device(device)
+        self.mask_mod, self.per_head = schedule.combined_mask_mod, schedule.mask_reads_bh
+        self.batch, self.heads = schedule.batch, schedule.heads
         self._hidden: dict[tuple[int, int, int], torch.Tensor] = {}
 
     def hidden(self, tile: Tile) -> torch.Tensor:
-        """(rows, cols) bool, True where the key is NOT visible: the argument masked_fill_ wants."""
+        """(rows, cols) or (B*H, rows, cols) bool, True where the key is NOT visible (see the class docstring)."""
+        if self.mask_mod is not None:
+            return self._hidden_mask_mod(tile)
         key = (tile.k_start - tile.q_start, tile.rows, tile.cols)
         if key not in self._hidden:
             q_idx = torch.arange(tile.q_start, tile.q_end, device=self.device)
@@ -86,6 +110,16 @@ class TileMasks:
             assert mask is not None, "only masked schedules have partial tiles"
             self._hidden[key] = ~mask
         return self._hidden[key]
+
+    def _hidden_mask_mod(self, tile: Tile) -> torch.Tensor:
+        b, h = index_grid(self.batch, self.heads, self.device)
+        q_idx = torch.arange(tile.q_start, tile.q_end, device=self.device)[:, None]  # (rows, 1)
+        k_idx = torch.arange(tile.k_start, tile.k_end, device=self.device)[None, :]  # (1, cols)
+        vis = evaluate(self.mask_mod, b, h, q_idx, k_idx)  # (B', H', rows, cols)
+        if not self.per_head:
+            return ~vis[0, 0]  # (rows, cols)
+        vis = vis.expand(self.batch, self.heads, tile.rows, tile.cols)  # (B, H, rows, cols)
+        return ~vis.reshape(self.batch * self.heads, tile.rows, tile.cols)  # (B*H, rows, cols), b-major
 
 
 def _reach(causal: bool, window: Window) -> tuple[float, float]:
@@ -146,11 +180,13 @@ class Tile:
 class TileSchedule(Sequence):
     """Every (q_block, k_block) tile exactly once, in the visiting order of `loop_order`.
 
-    Lazy: tiles are made on demand in O(1) each, so a schedule of a long sequence costs no memory.
+    Without a mask_mod the schedule is lazy: tiles are made on demand in O(1) each, so a schedule of a long sequence
+    costs no memory. With a mask_mod the Tr x Tc statuses are classified once, at construction.
     """
 
     def __init__(self, n_q: int, n_k: int, block_q: int, block_k: int, *, causal: bool = False,
-                 window: Window = None, loop_order: str = "kv_outer"):
+                 window: Window = None, loop_order: str = "kv_outer", mask_mod: MaskMod | None = None,
+                 batch: int = 1, heads: int = 1):
         self.n_q = validate_length("n_q", n_q)
         self.n_k = validate_length("n_k", n_k)
         self.block_q = validate_block("block_q", block_q)
@@ -158,8 +194,36 @@ class TileSchedule(Sequence):
         self.causal = validate_causal(causal)
         self.window = validate_window(window)
         self.loop_order = validate_loop_order(loop_order)
+        self.batch = validate_positive("batch", batch, "It is the range of b a mask_mod is classified over.")
+        self.heads = validate_positive("heads", heads, "It is the range of h a mask_mod is classified over.")
         self.n_q_blocks = -(-self.n_q // self.block_q)  # Tr = ceil(N_q / Br)
         self.n_k_blocks = -(-self.n_k // self.block_k)  # Tc = ceil(N_k / Bc)
+        self.mask_mod = None if mask_mod is None else validate_mask_mod(mask_mod)
+        self.combined_mask_mod: MaskMod | None = None  # mask_mod AND causal AND window, what partial tiles apply
+        self.mask_reads_bh = False  # True when the mask_mod's mask differs across b or h
+        self.block_any: torch.Tensor | None = None  # (B', H', Tr, Tc) bool: some element visible, per (b, h)
+        self.block_all: torch.Tensor | None = None  # (B', H', Tr, Tc) bool: every element visible, per (b, h)
+        self._statuses: list[list[str]] | None = None  # [q_block][k_block], only with a mask_mod
+        if self.mask_mod is not None:
+            self._classify_mask_mod()
+
+    def _classify_mask_mod(self) -> None:
+        """Classify every tile of mask_mod AND causal AND window at element level (over every b and h)."""
+        check_mask_lengths(self.mask_mod, self.n_q, self.n_k)
+        geometric = ([causal_mask] if self.causal else []) + ([sliding_window(*self.window)] if self.window else [])
+        self.combined_mask_mod = and_masks(self.mask_mod, *geometric) if geometric else self.mask_mod
+        if self.n_q == 0 or self.n_k == 0:
+            self._statuses = [[] for _ in range(self.n_q_blocks)]
+            return
+        any_vis, all_vis = classify_blocks(self.combined_mask_mod, self.n_q, self.n_k, self.block_q, self.block_k,
+                                           batch=self.batch, heads=self.heads)  # (B', H', Tr, Tc) each
+        self.block_any, self.block_all = any_vis, all_vis
+        self.mask_reads_bh = any_vis.shape[0] * any_vis.shape[1] > 1
+        # union over (b, h): skipped only if every (b, h) skips the tile, full only if every (b, h) sees all of it
+        seen, full = any_vis.flatten(0, 1).any(0), all_vis.flatten(0, 1).all(0)  # (Tr, Tc) each
+        codes = (seen.to(torch.uint8) + full.to(torch.uint8)).tolist()  # 0 skipped, 1 partial, 2 full
+        names = (SKIPPED, PARTIAL, FULL)
+        self._statuses = [[names[c] for c in row] for row in codes]
 
     def __len__(self) -> int:
         return self.n_q_blocks * self.n_k_blocks
@@ -170,7 +234,10 @@ class TileSchedule(Sequence):
         q1, k1 = min(q0 + self.block_q, self.n_q), min(k0 + self.block_k, self.n_k)
         if step is None:
             step = self._step_of(q_block, k_block)
-        status = classify_tile(q0, q1, k0, k1, causal=self.causal, window=self.window)
+        if self._statuses is not None:
+            status = self._statuses[q_block][k_block]
+        else:
+            status = classify_tile(q0, q1, k0, k1, causal=self.causal, window=self.window)
         return Tile(step, q_block, k_block, q0, q1, k0, k1, status)
 
     def _step_of(self, q_block: int, k_block: int) -> int:
@@ -221,12 +288,15 @@ class TileSchedule(Sequence):
         return out
 
     def __repr__(self) -> str:
+        mask = "" if self.mask_mod is None else (
+            f", mask_mod={getattr(self.mask_mod, '__name__', 'mask_mod')}, batch={self.batch}, heads={self.heads}")
         return (f"TileSchedule(n_q={self.n_q}, n_k={self.n_k}, block_q={self.block_q}, block_k={self.block_k}, "
-                f"causal={self.causal}, window={self.window}, loop_order={self.loop_order!r}, tiles={len(self)})")
+                f"causal={self.causal}, window={self.window}, loop_order={self.loop_order!r}{mask}, tiles={len(self)})")
 
 
 def tile_schedule(n_q: int, n_k: int, block_q: int, block_k: int, *, causal: bool = False, window: Window = None,
-                  loop_order: str = "kv_outer") -> TileSchedule:
+                  loop_order: str = "kv_outer", mask_mod: MaskMod | None = None, batch: int = 1,
+                  heads: int = 1) -> TileSchedule:
     """The tiles of an n_q x n_k attention matrix in the visiting order of `loop_order`.
 
     Args:
@@ -235,11 +305,19 @@ def tile_schedule(n_q: int, n_k: int, block_q: int, block_k: int, *, causal: boo
         causal: top-left causal mask (query i sees keys j <= i).
         window: (left, right) sliding window, None on a side = unbounded.
         loop_order: "kv_outer" (FA1: outer loop over K/V blocks) or "q_outer" (FA2: outer loop over Q blocks).
+        mask_mod: FlexAttention mask_mod(b, h, q_idx, kv_idx) -> bool (True = visible), intersected with causal and
+            window and classified at element level; None = causal/window only (lazy, O(1) per tile).
+        batch, heads: the ranges of b and h a mask_mod is classified over: a tile is skipped only if every (b, h)
+            skips it, full only if every (b, h) sees all of it.
     Returns:
         A TileSchedule: a sequence of Tile (.q_block, .k_block, .status, ...), every pair once, in visiting order.
 
     Example:
         >>> [t.status for t in tile_schedule(4, 4, 2, 2, causal=True, loop_order="q_outer")]
         ['partial', 'skipped', 'full', 'partial']
+        >>> from flashviz.masks import document
+        >>> [t.status for t in tile_schedule(4, 4, 2, 2, mask_mod=document([2, 2]), loop_order="q_outer")]
+        ['full', 'skipped', 'skipped', 'full']
     """
-    return TileSchedule(n_q, n_k, block_q, block_k, causal=causal, window=window, loop_order=loop_order)
+    return TileSchedule(n_q, n_k, block_q, block_k, causal=causal, window=window, loop_order=loop_order,
+                        mask_mod=mask_mod, batch=batch, heads=heads)

@@ -35,6 +35,7 @@ VIEWS = {  # URL slug -> tab label
     "io": "IO model",
     "correct": "Correctness",
     "train": "Training",
+    "roof": "Roofline",
 }
 IMPL_HELP = {
     "naive": "standard attention: materialises S and P (N² each)",
@@ -169,6 +170,13 @@ class Settings:
     cds: tuple[int, ...] = setting((16, 32, 64, 128), Spec(
         INTS, "multiselect", "Head dimensions d", lo=D_MIN, hi=D_MAX, options=D_OPTIONS, place=TAB,
         help="Odd values (59, 111) exercise code paths that powers of two hide."))
+    gpu_dtype: str = setting("float16", Spec(
+        CHOICE, "selectbox", "GPU dtype", options=("float16", "bfloat16", "float32"), place=TAB,
+        labels={"float16": "float16 (tensor cores)", "bfloat16": "bfloat16 (tensor cores)",
+                "float32": "float32 (CUDA cores)"},
+        help="Element type the GPU roofs and points assume. FlashAttention runs fp16/bf16 on tensor cores (A100: 312 "
+             "TFLOP/s dense); fp32 runs on CUDA cores (19.5 TFLOP/s), so naive attention is already compute-bound "
+             "there and the predicted speedup is about 1x. This CPU uses the sidebar's dtype."))
     cns: tuple[int, ...] = setting((64, 97, 256, 1000), Spec(
         INTS, "multiselect", "Sequence lengths N", lo=N_MIN, hi=N_MAX, options=N_OPTIONS, place=TAB,
         help="Odd lengths (97, 257, 1000) make the last row and column of tiles ragged."))

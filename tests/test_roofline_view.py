@@ -1,0 +1,367 @@
+"""The Roofline tab under AppTest: every claim on screen is checked against the chart it describes (the same
+DataFrames) and, at the defaults and at N = 4096 with 256-wide tiles, against hand-computed values.
+
+Hand counts (elements, B = 1; io_cost's formulas, Tc = N / Bc and Tr = N / Br passes):
+  naive    4 N d + 4 N^2                                   (Q, K, V read, O written; S and P written and read back)
+  FA1      2 N d + N d + 2 N + Tc (3 N d + 4 N)            (K, V once; O, l, m written once; per pass Q, O, l, m
+                                                            read and O, l, m written)
+  FA2      N d + 2 N d Tr + N d + N                         (Q once; K, V once per pass; O and L written once)
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from flashviz.measure import sweep as sweep_module
+from flashviz.measure.guards import format_bytes
+from flashviz.model.iomodel import io_cost
+from flashviz.model.roofline import A100, GPUS, H100, H200, Device
+from flashviz.ui import common, roofline
+from flashviz.ui.query import parse_query
+from flashviz.ui.state import Env, Settings
+
+CHART = "Roofline: why the tiled kernels are faster on a GPU"
+SPEEDUP = "Speedup over naive: GPUs predicted (model), here measured"
+SHORT = {"naive": "naive", "kv_outer": "FA1", "q_outer": "FA2"}
+GPU_NAMES = [g.name for g in GPUS]
+TINY = {"n": "128", "d": "16", "br": "32", "bc": "32", "heads": "1"}  # a timing run in well under a second
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# reading the page
+
+
+def charts(at) -> dict[str, dict]:
+    return {json.loads(el.proto.spec)["layout"]["title"]["text"]: json.loads(el.proto.spec)
+            for el in at.get("plotly_chart")}
+
+
+def values(z) -> list:
+    """A plotly typed array ({"dtype", "bdata"}) or a list -> list."""
+    if isinstance(z, dict):
+        return np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"])).tolist()
+    return list(z)
+
+
+def chart_points(at) -> pd.DataFrame:
+    """The roofline chart's points: device, algorithm, intensity (x), flops_s (y), bytes, time_ms, star."""
+    rows = []
+    for t in charts(at)[CHART]["data"]:
+        if t.get("legendgroup") not in SHORT:
+            continue
+        for x, y, custom in zip(values(t["x"]), values(t["y"]), t["customdata"], strict=True):
+            rows.append({"device": custom[0], "algorithm": t["legendgroup"], "intensity": x, "flops_s": y,
+                         "flops": custom[1], "bytes": custom[2], "time_ms": custom[3],
+                         "star": t["marker"]["symbol"] == "star"})
+    return pd.DataFrame(rows)
+
+
+def chart_ridges(at) -> dict[str, float]:
+    """Each roof's ridge point (FLOP/byte) as the chart draws it, by device."""
+    out = {}
+    for t in charts(at)[CHART]["data"]:
+        if t.get("legendgroup") == "ridge":
+            device = re.match(r"<b>(.*) ridge point</b>", t["hovertemplate"]).group(1)
+            out[device] = values(t["x"])[0]
+    return out
+
+
+def speedup_bars(at) -> dict[tuple[str, str, str], float]:
+    """(device, FA1/FA2, "predicted (model)" / "measured") -> the bar's speedup."""
+    out = {}
+    for t in charts(at)[SPEEDUP]["data"]:
+        if t["type"] == "bar":
+            alg, kind = t["name"].split(": ")
+            out.update({(x, alg, kind): y for x, y in zip(values(t["x"]), values(t["y"]), strict=True)})
+    return out
+
+
+def text(at) -> str:
+    return "\n\n".join(m.value for m in at.markdown)
+
+
+def bound_table(at) -> pd.DataFrame:
+    """The markdown table: one row per (device, algorithm) with the claimed bound and intensity, and the ridge."""
+    (table,) = [m.value for m in at.markdown if m.value.startswith("| device |")]
+    rows = []
+    for line in table.splitlines()[2:]:
+        device, dtype, ridge, *cells = [c.strip() for c in line.strip("|").split("|")]
+        for alg, cell in zip(SHORT, cells, strict=True):
+            bound, intensity = re.fullmatch(r"(memory|compute)-bound \(I = ([0-9.e+]+)\)", cell).groups()
+            rows.append({"device": device, "dtype": dtype, "ridge": float(ridge.split()[0]), "algorithm": alg,
+                         "bound": bound, "intensity": float(intensity)})
+    return pd.DataFrame(rows)
+
+
+def speedup_claims(at) -> dict[str, tuple[float, float, str]]:
+    """The bullets of the predicted speedups: device -> (FA1, FA2, the sentence that says why)."""
+    out = {}
+    for device, fa1, fa2, why in re.findall(r"- \*\*(.+?)\*\*: FA1 ([0-9.]+)×, FA2 ([0-9.]+)×\. (.*)", text(at)):
+        out[device] = (float(fa1), float(fa2), why)
+    return out
+
+
+def open_tab(make_app, **query):
+    at = make_app(view="roof", **query)
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# every claim against the chart
+
+
+def assert_claims_match_the_chart(at) -> None:
+    """Each sentence and table cell on screen says what the chart's own data say."""
+    pts = chart_points(at)
+    model = pts[~pts["star"]]
+    ridges = chart_ridges(at)
+    assert set(model["device"]) == {*GPU_NAMES, roofline.CPU_NAME}
+    # the table: ridge points and memory- or compute-bound, per device and algorithm
+    table = bound_table(at)
+    assert set(table["device"]) == set(ridges)
+    for r in table.itertuples():
+        (x,) = model.loc[model["device"].eq(r.device) & model["algorithm"].eq(r.algorithm), "intensity"]
+        assert r.ridge == pytest.approx(ridges[r.device], rel=5e-3)
+        assert r.intensity == pytest.approx(x, rel=5e-3)
+        assert r.bound == ("compute" if x >= ridges[r.device] else "memory")
+    # the settings named, the FLOPs, and the elements behind "why FA2 moves fewer bytes" (io_cost at these settings)
+    s, _ = parse_query(dict(at.query_params))
+    mask = " + ".join((["causal"] if s.causal else []) + ([f"window ({s.window[0]}, {s.window[1]})"] if s.window
+                                                           else [])) or "no mask"
+    assert (f"At N = {s.n}, d = {s.d}, Br = {s.br}, Bc = {s.bc}, B = {s.batch}, H = {s.heads}, {mask}, "
+            in text(at))
+    flops = model[model["device"].eq(A100.name)].set_index("algorithm")["flops"]
+    if flops.nunique() == 1:
+        assert f"all three do {flops['naive'] / 1e9:.3g} GFLOP of matmuls" in text(at)
+    else:
+        assert (f"naive does {flops['naive'] / 1e9:.3g} GFLOP (every score, masked afterwards), FA1 "
+                f"{flops['kv_outer'] / 1e9:.3g} and FA2 {flops['q_outer'] / 1e9:.3g} GFLOP" in text(at))
+    c = {a: io_cost(a, s.n, s.n, s.d, s.br, s.bc, causal=s.causal, window=s.window, batch=s.batch, heads=s.heads)
+         for a in SHORT}
+    assert (f"({c['kv_outer'].reads - c['kv_outer'].kv_reads:,} elements read besides K and V, "
+            f"{c['kv_outer'].writes:,} written)" in text(at))
+    assert f"({c['q_outer'].reads - c['q_outer'].kv_reads:,} read besides K and V, {c['q_outer'].writes:,} written)" \
+        in text(at)
+    assert f"({c['q_outer'].kv_reads:,} elements of K and V against FA1's {c['kv_outer'].kv_reads:,})" in text(at)
+    # the bytes each algorithm moves, as the chart's hover carries them
+    a100 = model[model["device"].eq(A100.name)].set_index("algorithm")
+    moved = re.search(r"they move: naive (.+?), FA1 (.+?), FA2 (.+?) to and from HBM", text(at)).groups()
+    assert list(moved) == [format_bytes(a100.at[a, "bytes"]) for a in SHORT]
+    fewer = "fewer" if a100.at["q_outer", "bytes"] < a100.at["kv_outer", "bytes"] else "more"
+    assert f"Why FA2 moves {fewer} bytes than FA1 here." in text(at)
+    # the predicted speedups: the ratio of the chart's times, the bars, and the roof that sets each
+    claims = speedup_claims(at)
+    assert set(claims) == set(GPU_NAMES)
+    bars = speedup_bars(at)
+    for device, (fa1, fa2, why) in claims.items():
+        mine = model[model["device"].eq(device)].set_index("algorithm")
+        bound = {a: mine.at[a, "intensity"] >= ridges[device] for a in SHORT}  # True: compute-bound
+        for alg, claimed in (("kv_outer", fa1), ("q_outer", fa2)):
+            predicted = mine.at["naive", "time_ms"] / mine.at[alg, "time_ms"]
+            assert claimed == pytest.approx(predicted, abs=0.005)
+            assert bars[(roofline.bar_label(device), SHORT[alg], "predicted (model)")] == pytest.approx(predicted)
+            if not bound["naive"] and not bound[alg]:  # both memory-bound: the ratio of bytes
+                assert predicted == pytest.approx(mine.at["naive", "bytes"] / mine.at[alg, "bytes"])
+        if bound["naive"]:
+            assert why.startswith("Naive is already compute-bound here")
+        elif not any(bound.values()):
+            assert why == "All three are memory-bound, so each speedup is the ratio of bytes moved."
+        else:
+            capped = [SHORT[a] for a in ("kv_outer", "q_outer") if bound[a]]
+            assert why.startswith(f"{' and '.join(capped)} reach")
+            for alg in capped:
+                ratio = mine.at["naive", "bytes"] / mine.at[{"FA1": "kv_outer", "FA2": "q_outer"}[alg], "bytes"]
+                assert f"{alg} {ratio:.2f}×" in why
+    # this CPU: its measured roof and what the model predicts on it
+    cpu = roofline.cpu_device()  # measured once per process: the app's own numbers
+    mine = model[model["device"].eq(roofline.CPU_NAME)].set_index("algorithm")
+    m = re.search(r"ridge ([0-9.e+]+) FLOP/byte\): naive is (memory|compute)-bound at float32 \(I = ([0-9.]+)\), "
+                  r"and the model predicts FA1 ([0-9.]+)×, FA2 ([0-9.]+)×", text(at))
+    assert float(m[1]) == pytest.approx(cpu.ridge("float32"), rel=5e-3) == ridges[roofline.CPU_NAME]
+    assert m[2] == ("compute" if mine.at["naive", "intensity"] >= ridges[roofline.CPU_NAME] else "memory")
+    for alg, claimed in (("kv_outer", m[4]), ("q_outer", m[5])):
+        predicted = mine.at["naive", "time_ms"] / mine.at[alg, "time_ms"]
+        assert float(claimed) == pytest.approx(predicted, abs=0.005)
+        assert bars[("CPU: model", SHORT[alg], "predicted (model)")] == pytest.approx(predicted)
+
+
+@pytest.mark.parametrize("query", [{}, {"causal": "1"}, {"n": "4096", "br": "256", "bc": "256", "heads": "8"},
+                                   {"gpu_dtype": "float32"}, {"window": "256,0", "br": "128", "bc": "64",
+                                                              "link": "0"}],
+                         ids=["defaults", "causal", "N4096-tiles256-H8", "gpu-fp32", "window-unlinked"])
+def test_every_claim_on_screen_matches_the_chart(make_app, query):
+    assert_claims_match_the_chart(open_tab(make_app, **query))
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# hand-computed values
+
+
+def test_defaults_show_the_hand_computed_bytes_ridges_and_speedups(make_app):
+    at = open_tab(make_app)  # N = 1024, d = 64, Br = Bc = 64, B = 1, H = 4, no mask; GPUs at float16
+    page = text(at)
+    # naive 4 x (4 N d + 4 N^2) = 17,825,792 elements x 2 bytes = 34.0 MiB; FA1 4 x 3,409,920 x 2 = 26.0 MiB;
+    # FA2 4 x 2,229,248 x 2 = 17.0 MiB
+    assert "in float16 they move: naive 34.0 MiB, FA1 26.0 MiB, FA2 17.0 MiB to and from HBM" in page
+    # FA1 per pass reads Q, O, l, m: 4 x 16 x (2 N d + 2 N); writes O, l, m 17 times: 4 x 17 x (N d + 2 N)
+    assert "(8,519,680 elements read besides K and V, 4,595,712 written)" in page
+    # FA2 reads Q once (4 N d), writes O and L once (4 (N d + N)), K and V once per Q block (4 x 2 N d x 16)
+    assert "(262,144 read besides K and V, 266,240 written)" in page
+    assert "(8,388,608 elements of K and V against FA1's 524,288)" in page
+    table = bound_table(at).set_index(["device", "algorithm"])
+    # ridges 312e12 / 2039e9, 989.4e12 / 3.35e12, 989.4e12 / 4.8e12 FLOP/byte; intensities 4 N^2 d / bytes
+    assert [table.at[(g, "naive"), "ridge"] for g in GPU_NAMES] == [153, 295, 206]
+    assert [table.at[(A100.name, a), "intensity"] for a in SHORT] == [30.1, 39.4, 60.2]
+    assert all(table.loc[(g, a), "bound"] == "memory" for g in GPU_NAMES for a in SHORT)
+    # memory-bound everywhere: the speedup is the ratio of bytes, 4,456,448 / 3,409,920 and 4,456,448 / 2,229,248
+    assert {d: c[:2] for d, c in speedup_claims(at).items()} == dict.fromkeys(GPU_NAMES, (1.31, 2.00))
+
+
+def test_long_sequences_with_wide_tiles_reach_the_compute_roof_on_a100(make_app):
+    at = open_tab(make_app, n="4096", br="256", bc="256", heads="8")
+    # naive 68,157,440, FA1 13,639,680, FA2 8,916,992 elements per head; 4 N^2 d = 4,294,967,296 FLOPs per head.
+    # Intensities (fp16) 31.5, 157.4, 240.8 FLOP/byte: FA1 and FA2 past A100's ridge (153), FA2 past H200's (206)
+    claims = speedup_claims(at)
+    assert claims[A100.name][:2] == (4.86, 4.86)  # capped: A100's ridge / naive's intensity = 153.0 / 31.51
+    assert claims[A100.name][2].startswith("FA1 and FA2 reach the compute roof")
+    assert claims[H100.name] == (5.00, 7.64, "All three are memory-bound, so each speedup is the ratio of bytes moved.")
+    assert claims[H200.name][:2] == (5.00, 6.54)  # FA2 capped at 206.1 / 31.51
+    assert claims[H200.name][2] == ("FA2 reaches the compute roof, so FLOPs cap the gain below the ratio of bytes "
+                                    "(FA2 7.64×).")
+
+
+def test_float32_on_cuda_cores_makes_naive_compute_bound_and_says_so(make_app):
+    at = open_tab(make_app, gpu_dtype="float32")
+    claims = speedup_claims(at)
+    # A100 fp32 ridge 19.5e12 / 2039e9 = 9.56 < naive's 15.06 FLOP/byte at 4 bytes an element: no gain
+    assert claims[A100.name][:2] == (1.00, 1.00)
+    assert "choose float16 above" in claims[A100.name][2]
+    assert claims[H100.name][:2] == (1.31, 1.33)  # H100's fp32 ridge is 19.97: naive and FA1 stay memory-bound
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# timing here
+
+
+def test_the_run_button_times_the_kernels_and_every_measured_claim_matches(make_app):
+    at = open_tab(make_app, **TINY)
+    assert any("Press **Time naive, FA1 and FA2 here**" in i.value for i in at.info)
+    assert not chart_points(at)["star"].any()
+    at.button(key="roof_run").click().run()
+    assert not at.exception and not at.error
+    df = at.dataframe[0].value.set_index("impl")
+    assert set(df["status"]) == {"ok"} and set(df["device"]) == {"cpu"}
+    speed = {a: df.at["naive", "time_s"] / df.at[i, "time_s"] for a, i in (("FA1", "flash"), ("FA2", "flash2"))}
+    m = re.search(r"\*\*Measured on this CPU\*\* \(float32, (\d+) threads, median of 3 calls\): FA1 ([0-9.]+)×, "
+                  r"FA2 ([0-9.]+)× naive's speed\. Reached \(.*?\): naive ([0-9.e+]+) GFLOP/s \((\d+)%\), "
+                  r"FA1 ([0-9.e+]+) GFLOP/s \((\d+)%\), FA2 ([0-9.e+]+) GFLOP/s \((\d+)%\)\.", text(at))
+    assert m, text(at)
+    assert float(m[2]) == pytest.approx(speed["FA1"], abs=0.005) and float(m[3]) == pytest.approx(speed["FA2"],
+                                                                                                   abs=0.005)
+    stars = chart_points(at).query("star").set_index("algorithm")
+    assert set(stars["device"]) == {"this CPU (timed here)"}
+    model = chart_points(at).query("not star and device == @roofline.CPU_NAME").set_index("algorithm")
+    for alg, impl, rate, share in (("naive", "naive", m[4], m[5]), ("kv_outer", "flash", m[6], m[7]),
+                                   ("q_outer", "flash2", m[8], m[9])):
+        reached = df.at[impl, "flops"] / df.at[impl, "time_s"]
+        assert float(rate) == pytest.approx(reached / 1e9, rel=5e-3)
+        assert int(share) == round(100 * reached / model.at[alg, "flops_s"])
+        assert stars.at[alg, "flops_s"] == pytest.approx(reached)  # the star sits at the FLOP/s reached
+        assert stars.at[alg, "intensity"] == pytest.approx(df.at[impl, "flops"] / df.at[impl, "hbm_bytes"])
+    above = any(stars.at[alg, "flops_s"] > model.at[alg, "flops_s"] for alg in SHORT)  # faster than the roof
+    assert ("A share above 100%" in text(at)) == above
+    bars = speedup_bars(at)
+    for alg in ("FA1", "FA2"):
+        assert bars[("CPU: timed", alg, "measured")] == pytest.approx(speed[alg])
+    short = [a for a, alg in (("FA1", "kv_outer"), ("FA2", "q_outer"))
+             if speed[a] < model.at["naive", "time_ms"] / model.at[alg, "time_ms"]]
+    assert ("fall short of the model's prediction" in text(at)) == bool(short)
+    if short:
+        assert f"{' and '.join(short)} fall" in text(at)
+        assert "(16 computed tiles per call here)" in text(at)  # (128 / 32)^2
+
+
+def test_a_cuda_device_is_timed_too_and_joins_the_chart(make_app, monkeypatch):
+    """No GPU here: a fake CUDA device (the CPU under another name) stands in, to test the data path."""
+    calls = []
+    real_sweep = sweep_module.run_sweep
+
+    def fake_sweep(ns, *, device, dtype, **kw):
+        calls.append((device, dtype))
+        return real_sweep(ns, device="cpu", dtype=dtype, **kw).assign(device=device)
+
+    env = Env(max_threads=2, devices=("cpu", "cuda"))
+    monkeypatch.setattr(common, "machine_env", lambda: env)  # app.py imports it afresh on every run
+    monkeypatch.setattr(roofline, "machine_env", lambda: env)
+    monkeypatch.setattr(roofline, "run_sweep", fake_sweep)
+    monkeypatch.setattr(roofline, "gpu_name", lambda: "Fake GPU 80GB")
+    at = open_tab(make_app, **TINY, gpu_dtype="bfloat16", threads="1")
+    assert "on this CPU and the CUDA GPU" in at.button(key="roof_run").proto.help
+    at.button(key="roof_run").click().run()
+    assert not at.exception and not at.error
+    assert calls == [("cpu", "float32"), ("cuda", "bfloat16")]  # the GPU runs at the GPU roofs' dtype
+    df = at.dataframe[0].value
+    gpu = df[df["device_name"].eq("Fake GPU 80GB")].set_index("impl")
+    stars = chart_points(at).query("star and device == 'Fake GPU 80GB (timed here)'").set_index("algorithm")
+    assert len(stars) == 3
+    for alg, impl in (("naive", "naive"), ("kv_outer", "flash"), ("q_outer", "flash2")):
+        assert stars.at[alg, "flops_s"] == pytest.approx(gpu.at[impl, "flops"] / gpu.at[impl, "time_s"])
+        assert stars.at[alg, "bytes"] == gpu.at[impl, "hbm_bytes"]  # modelled at 2 bytes an element
+    bars = speedup_bars(at)
+    ratio = gpu.at["naive", "time_s"] / gpu.at["flash2", "time_s"]
+    assert bars[("GPU: timed", "FA2", "measured")] == pytest.approx(ratio)
+    assert "**Measured on Fake GPU 80GB** (bfloat16, 1 thread, median of 3 calls): FA1 " in text(at)
+    assert f"FA2 {ratio:.2f}× naive's speed" in text(at)
+    assert "not flash-attn's fused CUDA kernel" in text(at)
+
+
+def test_timing_too_big_to_run_live_is_refused_with_a_fix_while_the_model_still_draws(make_app):
+    at = make_app(view="roof", n="16384", br="4", bc="4")
+    (error,) = [e.value for e in at.error]
+    assert error.startswith("Timing here is off at these settings: At N = 16384") and "Raise the block size" in error
+    assert not at.exception and len(chart_points(at)) == 12
+    assert_claims_match_the_chart(at)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# controls and links
+
+
+def test_controls_have_help_and_a_hostile_gpu_dtype_is_repaired_with_a_notice(make_app):
+    at = make_app(view="roof", gpu_dtype="int8;drop")
+    (warning,) = [w.value for w in at.warning]
+    assert "`gpu_dtype=int8;drop` is not one of float16, bfloat16, float32; kept float16." in warning
+    assert at.selectbox(key="gpu_dtype").value == "float16" and at.query_params["gpu_dtype"] == "float16"
+    assert "tensor cores" in at.selectbox(key="gpu_dtype").proto.help
+    assert "median" in at.button(key="roof_run").proto.help
+    assert_claims_match_the_chart(at)
+
+
+def test_gpu_dtype_round_trips_through_the_link():
+    s, notices = parse_query({"gpu_dtype": "BFloat16"})
+    assert (s.gpu_dtype, notices) == ("bfloat16", [])
+    assert parse_query(s.to_query())[0] == s
+
+
+def test_a_timing_without_naive_says_there_is_no_speedup_and_draws_no_bar():
+    """Naive refused by the memory guard: the tiled kernels' stars stay, no speedup is claimed or drawn."""
+    s = Settings(n=128, d=16, br=32, bc=32, heads=1)
+    cpu = Device(roofline.CPU_NAME, {"float32": 1e10}, 1e9, None, "fake CPU: 10 GFLOP/s, 1 GB/s", measured=True)
+    df = pd.DataFrame({"impl": ["naive", "flash", "flash2"], "status": ["not run: S and P need 2 TiB", "ok", "ok"],
+                       "flops": [4e6, 4e6, 4e6], "hbm_bytes": [1e6, 5e5, 4e5], "time_s": [np.nan, 0.004, 0.002],
+                       "device_name": roofline.CPU_TIMED})
+    timed = roofline.timed_points(df)
+    assert timed["algorithm"].tolist() == ["kv_outer", "q_outer"] and timed["speedup_vs_naive"].isna().all()
+    assert timed["attainable_flops"].tolist() == [1e9, 2e9]  # 4 MFLOP in 4 ms and in 2 ms
+    points = roofline.model_points(s, "float16", cpu)
+    text = roofline.timed_md(timed, points, s, tiles=16)
+    assert "no speedup to show (naive or the tiled kernels did not run)" in text
+    assert "FA1 1 GFLOP/s (" in text and "FA2 2 GFLOP/s (" in text and "fall short" not in text
