@@ -83,8 +83,8 @@ def recompute_view(table: pd.DataFrame) -> pd.DataFrame:
     """
     return pd.DataFrame({
         "N": table["N"].astype(int).astype(str),
-        "keep-P GFLOP": table["backward_flops_stored_p"] / GIGA,
-        "recompute GFLOP": table["backward_flops"] / GIGA,
+        "naive GFLOP": table["backward_flops_stored_p"] / GIGA,
+        "flash GFLOP": table["backward_flops"] / GIGA,
         "extra GFLOP": table["extra_flops"] / GIGA,
         "extra %": 100 * table["extra_backward_fraction"],
         "P MiB": table["stored_p_bytes"] / MIB,
@@ -110,5 +110,5 @@ def _recompute_ui(s: Settings) -> None:
         f"({fmt_bytes(last['stored_lse_bytes'])}): {fmt_bytes(last['memory_saved_bytes'])} less kept between "
         "forward and backward.")
     show_figure(summary_table_figure(recompute_view(table), title="Backward: FLOPs added, memory saved").update_layout(
-        title_subtitle_text="backward FLOPs, modelled: keep P = 4 matmuls, recompute = 5; saved = P − L"),
+        title_subtitle_text="backward, modelled: naive keeps P (4 matmuls), flash recomputes it (5); saved = P − L"),
         key="train_recompute")
