@@ -1,4 +1,4 @@
-"""Helpers shared by the dashboard's AppTest files (test_app.py, test_lesson.py): reading the page's plotly figures
+"""Functions shared by the dashboard's AppTest files (test_app.py, test_lesson.py): reading the page's plotly figures
 and captions, and running a heavy tab with tiny settings."""
 
 from __future__ import annotations
