@@ -2,8 +2,9 @@
 
 Starts `streamlit run app.py` on a free 127.0.0.1 port (benchmarks/load.py's own_server), opens each view with
 small classroom settings in the URL, presses the view's run button where it has one, waits until plotly has drawn,
-and saves a 1440 x 1600 screenshot of the top of the page. Measured figures differ from machine to machine; the
-pictures show what each view looks like, not reference numbers.
+and saves a screenshot of the top of the page: How it works at 1440 x 900 and 1280 x 720 (the window a classroom
+projector often has: grid, counters and Play must show without scrolling), the other views at 1440 x 1600.
+Measured figures differ from machine to machine; the pictures show what each view looks like, not reference numbers.
 
 Run:  python docs/take_screenshots.py            (about a minute; overwrites docs/screenshots/*.png)
 """
@@ -22,15 +23,18 @@ from load import CHROMIUM, CHROMIUM_ARGS, CONNECTED, EXCEPTION, IDLE, own_server
 OUT = ROOT / "docs" / "screenshots"
 WAIT_MS = 240_000  # the slowest step: the first page load imports torch in the server
 COMMON = "d=64&threads=2&batch=1&heads=1&dtype=float32"
-VIEWS = [  # (file name, query, run button key or None, plotly charts to wait for)
-    ("01-how-it-works.png", f"view=how&n=256&br=32&bc=32&link=1&causal=1&order=fa1&row=150&{COMMON}", None, 2),
-    ("02-benchmark.png", f"view=bench&ns=256,512,1024,2048&impls=naive,flash,flash2,sdpa&reps=3&bblock=256&"
-                         f"{COMMON}", "bench_run", 4),
-    ("03-block-size.png", f"view=block&n=1024&blocks=16,32,64,128,256&reps=3&{COMMON}", "block_run", 1),
-    ("04-io-model.png", f"view=io&n=4096&{COMMON}", None, 1),
-    ("05-correctness.png", f"view=correct&cds=16,59,64&cns=64,97,257&br=64&bc=64&{COMMON}", "correct_run", 0),
+FULL = (1440, 1600)  # the top of a long page
+VIEWS = [  # (file name, query, run button key or None, plotly charts to wait for, viewport (width, height))
+    ("01-how-it-works.png", f"view=how&n=256&br=32&bc=32&link=1&causal=1&order=fa1&{COMMON}", None, 2, (1440, 900)),
+    ("01-how-it-works-1280x720.png", "view=how&n=16&d=8&br=4&bc=4&link=1&causal=1&order=both&threads=2", None, 2,
+     (1280, 720)),
+    ("02-benchmark.png", f"view=bench&ns=512,1024,2048&impls=naive,flash,flash2,sdpa&reps=3&bblock=256&"
+                         f"{COMMON.replace('heads=1', 'heads=4')}", "bench_run", 4, FULL),
+    ("03-block-size.png", f"view=block&n=1024&blocks=16,32,64,128,256&reps=3&{COMMON}", "block_run", 1, FULL),
+    ("04-io-model.png", f"view=io&n=4096&{COMMON}", None, 1, FULL),
+    ("05-correctness.png", f"view=correct&cds=16,59,64&cns=64,97,257&br=64&bc=64&{COMMON}", "correct_run", 0, FULL),
     ("06-training.png", f"view=train&ns=128,256,512&impls=naive,flash2,sdpa&reps=2&bblock=128&{COMMON}",
-     "train_run", 2),
+     "train_run", 2, FULL),
 ]
 
 
@@ -43,8 +47,8 @@ def main() -> int:
             url, _), sync_playwright() as p:
         browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         try:
-            for name, query, button, charts in VIEWS:
-                page = browser.new_page(viewport={"width": 1440, "height": 1600})
+            for name, query, button, charts, (width, height) in VIEWS:
+                page = browser.new_page(viewport={"width": width, "height": height})
                 page.goto(f"{url}/?{query}")
                 page.wait_for_selector(CONNECTED, timeout=WAIT_MS)
                 page.wait_for_timeout(500)
@@ -56,7 +60,7 @@ def main() -> int:
                 page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot .main-svg').length >= {charts}",
                                        timeout=WAIT_MS)
                 page.mouse.move(5, 5)  # no tooltip in the picture
-                if name.startswith("01"):  # a frame in the middle of the animation tells more than the first
+                if name == "01-how-it-works.png":  # a frame in the middle of the animation tells more than the first
                     page.locator(".updatemenu-button").filter(has_text="Play").first.click()
                     page.wait_for_timeout(4000)
                     page.locator(".updatemenu-button").filter(has_text="Pause").first.click()

@@ -5,7 +5,6 @@ Heavy tabs run with tiny sweeps (N <= 128, d = 16, one repeat) so the whole file
 
 from __future__ import annotations
 
-import base64
 import json
 import random
 import re
@@ -35,50 +34,7 @@ from flashviz.ui.state import (
     default_settings,
 )
 from flashviz.vocab import DTYPES, IMPLS
-
-TINY = {"ns": "32,64", "impls": "naive,flash,flash2,sdpa", "reps": "1", "d": "16", "n": "128", "br": "32",
-        "bc": "32", "blocks": "16,32", "cds": "16", "cns": "32,33", "bblock": "32"}  # every heavy tab in a second
-RUN_BUTTON = {"bench": "bench_run", "block": "block_run", "correct": "correct_run", "train": "train_run"}
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# helpers
-
-
-def charts(at) -> dict[str, dict]:
-    """Plotly figures on the page, by title text."""
-    out = {}
-    for el in at.get("plotly_chart"):
-        spec = json.loads(el.proto.spec)
-        out[spec["layout"].get("title", {}).get("text", "")] = spec
-    return out
-
-
-def tile_map(at) -> dict:
-    (spec,) = [s for title, s in charts(at).items() if title.startswith("Tile map")]
-    return spec
-
-
-def decode(z) -> np.ndarray:
-    """A plotly typed array ({"dtype", "bdata", "shape"}) or nested list -> numpy array."""
-    if isinstance(z, dict):
-        shape = tuple(int(x) for x in z["shape"].split(","))
-        return np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"])).reshape(shape)
-    return np.asarray(z)
-
-
-def assert_clean(at) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
-
-
-def run_heavy(make_app, view: str, **extra: str):
-    at = make_app(**{**TINY, **extra}, view=view)
-    assert_clean(at)
-    at.button(key=RUN_BUTTON[view]).click().run()
-    assert_clean(at)
-    return at
-
+from tests._apptest import RUN_BUTTON, TINY, assert_clean, charts, decode, run_heavy, tile_map
 
 # ----------------------------------------------------------------------------------------------------------------------
 # the default view
@@ -207,14 +163,17 @@ def test_memory_guard_refusals_show_the_memory_they_would_need(make_app, monkeyp
 
 
 def test_a_run_waits_visibly_while_another_session_holds_the_lock(make_app):
+    at = make_app(**{**TINY, "ns": "56", "impls": "flash2", "d": "8"}, view="bench")  # a cache miss: needs the lock
+    assert_clean(at)
     lock = timing_lock()
     assert lock.acquire(timeout=60)
-    timer = threading.Timer(2.0, lock.release)
+    timer = threading.Timer(2.0, lock.release)  # started once the page is drawn, so the click finds the lock held
     timer.start()
     try:
-        at = run_heavy(make_app, "bench", ns="56", impls="flash2", d="8")  # a cache miss: it must take the lock
+        at.button(key="bench_run").click().run()
     finally:
         timer.join()
+    assert_clean(at)
     texts = [i.value for i in at.info]
     assert any(t.startswith("Waited") and "another run" in t for t in texts), texts
 
@@ -229,7 +188,7 @@ def test_timing_runs_log_start_and_end_when_asked(make_app, monkeypatch, tmp_pat
 
 
 def test_row_is_clamped_when_n_shrinks(make_app):
-    at = make_app(n="1024", row="900")
+    at = make_app(n="1024", row="900", autorow="0")
     at.select_slider(key="n").set_value(256).run()
     assert_clean(at)
     assert at.query_params["row"] == "255" and at.number_input(key="row").value == 255
@@ -305,6 +264,7 @@ def test_every_sidebar_control_reruns_cleanly_and_lands_in_the_url(make_app):
         (lambda: at.number_input(key="heads").set_value(3), {"heads": "3"}),
         (lambda: at.selectbox(key="device").set_value("cpu"), {"device": "cpu"}),
         (lambda: at.select_slider(key="threads").set_value(1), {"threads": "1"}),
+        (lambda: at.toggle(key="autorow").set_value(False), {"autorow": "0"}),
         (lambda: at.number_input(key="row").set_value(300), {"row": "300"}),
     ]
     for change, expected in steps:
@@ -482,7 +442,7 @@ def test_benchmark_compares_causal_with_no_mask(make_app):
 
 
 def test_the_inspected_row_comes_back_when_n_grows_again(make_app):
-    at = make_app(n="1024", row="900")
+    at = make_app(n="1024", row="900", autorow="0")
     at.select_slider(key="n").set_value(256).run()
     assert at.number_input(key="row").value == 255
     at.select_slider(key="n").set_value(1024).run()

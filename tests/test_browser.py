@@ -35,8 +35,8 @@ def browser():
         b.close()
 
 
-def open_page(browser, url: str, *, height: int = 1400):
-    page = browser.new_page(viewport={"width": 1500, "height": height})
+def open_page(browser, url: str, *, height: int = 1400, width: int = 1500):
+    page = browser.new_page(viewport={"width": width, "height": height})
     page.goto(url)
     page.wait_for_selector("[data-testid='stApp'][data-test-connection-state='CONNECTED']", timeout=LOAD_MS)
     settle(page)
@@ -58,8 +58,8 @@ def wait_charts(page, n: int) -> None:
 
 
 def counter_text(page) -> str:
-    """The per-frame counter above the tile map ('FA1 tile k/K computed ...')."""
-    return page.locator(".js-plotly-plot .annotation-text").filter(has_text="computed").first.text_content()
+    """The per-frame counter beside the tile map ('FA1 tile k/K: i=.., j=.. HBM traffic so far ...')."""
+    return page.locator(".js-plotly-plot .annotation-text").filter(has_text="HBM traffic so far").first.text_content()
 
 
 def test_page_loads_charts_render_and_play_runs_the_animation(browser, streamlit_server):
@@ -69,7 +69,7 @@ def test_page_loads_charts_render_and_play_runs_the_animation(browser, streamlit
         assert page.locator(".js-plotly-plot .heatmaplayer image").count() >= 1  # the heatmap is drawn
         assert page.get_by_text("Tile map of S = QK").count() >= 1
         before = counter_text(page)
-        assert re.search(r"tile 1/\d+ computed", before)
+        assert re.search(r"tile 1/\d+:", before)
         page.screenshot(path=str(SHOTS / "01-how-it-works.png"), full_page=True)
         page.locator(".updatemenu-button").filter(has_text="Play").first.click()
         page.wait_for_timeout(2500)
@@ -83,6 +83,29 @@ def test_page_loads_charts_render_and_play_runs_the_animation(browser, streamlit
         page.close()
 
 
+FIT_QUERIES = {"one panel": "", "two panels": "n=16&d=8&br=4&bc=4&causal=1&order=both"}
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1440, 900)], ids=["1280x720", "1440x900"])
+@pytest.mark.parametrize("panels", list(FIT_QUERIES))
+def test_how_it_works_shows_grid_counters_and_play_without_scrolling(browser, streamlit_server, size, panels):
+    width, height = size
+    page = open_page(browser, f"{streamlit_server}/?{FIT_QUERIES[panels]}", width=width, height=height)
+    try:
+        wait_charts(page, 1)
+        assert page.evaluate("window.scrollY") == 0
+        tile_map = page.locator(".js-plotly-plot").first
+        boxes = {"grid": tile_map.locator(".heatmaplayer image").first.bounding_box(),
+                 "counter": tile_map.locator(".annotation-text").filter(has_text="HBM traffic so far").first
+                 .bounding_box(),
+                 "play": tile_map.locator(".updatemenu-button").filter(has_text="Play").first.bounding_box()}
+        for name, box in boxes.items():
+            assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= height, (name, box, size)
+        page.screenshot(path=str(SHOTS / f"fit-{panels.replace(' ', '-')}-{width}x{height}.png"))
+    finally:
+        page.close()
+
+
 def test_changing_controls_redraws_the_tile_map(browser, streamlit_server):
     page = open_page(browser, streamlit_server + "/?n=256&br=32&bc=32")
     try:
@@ -91,7 +114,7 @@ def test_changing_controls_redraws_the_tile_map(browser, streamlit_server):
         page.get_by_text("Causal mask", exact=True).click()  # the toggle's label
         settle(page)
         assert "causal" in page.locator(".js-plotly-plot").first.text_content()
-        assert re.search(r"tile 1/36 computed", counter_text(page))  # 8 x 8 tiles, 36 of them under the diagonal
+        assert re.search(r"tile 1/36:", counter_text(page))  # 8 x 8 tiles, 36 of them under the diagonal
         slider = page.get_by_role("slider", name="Sequence length N")
         slider.focus()
         slider.press("ArrowRight")  # 256 -> 257: an odd size, a ragged last tile

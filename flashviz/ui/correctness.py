@@ -1,5 +1,6 @@
 """The "Correctness" tab: the largest error of every implementation against SDPA computed in float64, across
-head dimensions d and sequence lengths N (odd sizes hit ragged tiles), with a 1e-5 bar for float32 outputs.
+head dimensions d and sequence lengths N (odd sizes hit ragged tiles), against a bar that suits the dtype
+(correctness.tolerance_for: 1e-5 for float32 / float64, 2 machine epsilons for float16 / bfloat16).
 
 Widgets -> jobs.correctness (cached run_sweep, one repeat, under the timing lock) -> plots.correctness_figure
 (error vs N against the bar) and a table.
@@ -10,23 +11,25 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from flashviz.figures.correctness import correctness_figure
+from flashviz.figures.correctness import correctness_figure, tolerance_for
+from flashviz.figures.style import fmt_sci
 from flashviz.ui import jobs
 from flashviz.ui.common import not_run_ui, run_button_ui, show_figure
 from flashviz.ui.state import Settings
 from flashviz.ui.widgets import draw
 
-TOLERANCE = 1e-5  # bar for float32 outputs (max |O - O_ref|): about 80 float32 ulps (2^-23 each) at |O| ~ 1
-
 
 def correctness_ui(s: Settings) -> None:
     """Draw the tab for settings s."""
+    tol, why = tolerance_for(s.dtype)
+    bar = fmt_sci(tol)
     st.markdown(
         "Is the tiled kernel exact? Every implementation runs on the same random Q, K, V; each output is compared "
         "with PyTorch's SDPA computed in **float64** (the reference), and the largest absolute difference is shown. "
-        f"In float32 every implementation should stay under **{TOLERANCE:g}**; SDPA's own error is the yardstick "
-        "of what plain PyTorch achieves in this dtype."
+        f"In {s.dtype} every implementation should stay under **{bar}**; SDPA's own error is the yardstick of "
+        "what plain PyTorch achieves in this dtype."
     )
+    st.caption(f"Which bar and why (the sidebar's dtype): {why}.")
     st.caption(f"This tab checks the head dimensions and lengths chosen below, not the sidebar's d = {s.d} and "
                f"N = {s.n}; the tiles (Br = {s.br}, Bc = {s.bc}), the mask and the dtype ({s.dtype}) are the "
                "sidebar's.")
@@ -42,8 +45,8 @@ def correctness_ui(s: Settings) -> None:
         st.error(problem)
         return
     if s.dtype not in ("float32", "float64"):
-        st.warning(f"{s.dtype} keeps only 8-11 bits of mantissa: errors near 1e-3 are expected and the "
-                   f"{TOLERANCE:g} bar does not apply. Choose float32 in the sidebar to check against it.")
+        st.warning(f"{s.dtype} keeps only 8-11 bits of mantissa, so errors near 1e-3 are expected: the bar here is "
+                   f"{bar}, not float32's 1e-5. Choose float32 in the sidebar to check against 1e-5.")
     args = (s.cds, s.cns, s.br, s.bc, s.causal, s.window, s.dtype, s.device, s.threads)
     df = run_button_ui("correct", jobs.correctness, args, label="Run correctness check", title="Correctness check",
                        help="Runs every (d, N) once for naive, flash, flash2 and SDPA and compares with float64 SDPA.",
@@ -54,16 +57,16 @@ def correctness_ui(s: Settings) -> None:
     table = df.pivot_table(index=["d", "N"], columns="impl", values="max_abs_err", aggfunc="max")
     table = table[[i for i in ("naive", "flash", "flash2", "sdpa") if i in table.columns]]
     worst = float(table.max().max()) if table.size else float("nan")
-    passed = s.dtype not in ("float32", "float64") or worst <= TOLERANCE
+    passed = worst <= tol
     (st.success if passed else st.error)(
         f"Largest error over every (d, N, implementation): **{worst:.2e}** "
-        + (f"≤ {TOLERANCE:g}: pass." if worst <= TOLERANCE else f"> {TOLERANCE:g}.")
+        + (f"≤ {bar}, the {s.dtype} bar: pass." if passed else f"> {bar}, the {s.dtype} bar: fail.")
     )
-    show_figure(correctness_figure(df, tol=TOLERANCE), key="correct_figure")
-    st.dataframe(_styled(table), column_config={i: st.column_config.NumberColumn(f"{i}: max |err|", format="%.2e")
-                                                for i in table.columns})
+    show_figure(correctness_figure(df, dtype=s.dtype), key="correct_figure")
+    st.dataframe(_styled(table, tol), column_config={
+        i: st.column_config.NumberColumn(f"{i}: max |err|", format="%.2e") for i in table.columns})
 
 
-def _styled(table: pd.DataFrame):
+def _styled(table: pd.DataFrame, tol: float):
     """Cells over the bar in bold red, so a failure is visible from the back of the room."""
-    return table.style.format("{:.2e}").map(lambda v: "color: #b00020; font-weight: bold" if v > TOLERANCE else "")
+    return table.style.format("{:.2e}").map(lambda v: "color: #b00020; font-weight: bold" if v > tol else "")

@@ -12,16 +12,27 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from flashviz.figures.rows import row_figure
-from flashviz.figures.tiles import fmt_bytes, fmt_flops, tile_animation
-from flashviz.measure.trace import RowTrace, ScheduleTrace, row_trace, schedule_trace
+from flashviz.figures.tiles import fmt_bytes, fmt_flops, frame_indices, tile_animation
+from flashviz.measure.trace import RowPick, RowTrace, ScheduleTrace, pick_row, row_trace, schedule_trace
 from flashviz.model.iomodel import io_cost
 from flashviz.ui.common import show_figure, timing_lock
-from flashviz.ui.state import Settings
+from flashviz.ui.state import Settings, spec_of
 from flashviz.ui.widgets import draw
 from flashviz.vocab import DTYPE_BYTES, LOOP_ORDER_LABELS
 
 GRID_MAX = 64  # tiles per side the animation draws (64 x 64 = 4096 tiles, ~2 MB of frames)
 ROW_TRACE_FLOPS_MAX = 1e10  # the row inspector runs the real kernel; ~1-2 s of one CPU core at most
+# The page title and the space above it, smaller on this tab only, so that the tile map starts within
+# PLAY_BOTTOM_MAX_PX of a 720 px window's bottom: grid, counters and Play visible without scrolling at 1280 x 720.
+COMPACT_HEADER_CSS = """<style>
+.stMainBlockContainer { padding-top: 2.5rem; }
+.stMainBlockContainer h1 { font-size: 1.6rem; padding: 0 0 0.25rem 0; }
+</style>"""
+INTRO = ("FlashAttention never builds the N × N score matrix S = QKᵀ. It cuts S into tiles of Br query rows × Bc key "
+         "columns and computes one tile at a time in fast on-chip memory (SRAM), keeping a running max **m** and a "
+         "running sum **l** per query row so the softmax comes out exact. Every tile shows its fate from the start "
+         "(pale until the loop reaches it): **full**, **partial** (masked inside) or **skipped** (never loaded). "
+         "Press **▶ Play**, or drag the slider.")
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -38,22 +49,38 @@ def cached_row(n: int, d: int, br: int, bc: int, row: int, causal: bool, window:
                      threads=threads)
 
 
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_pick(n: int, d: int, br: int, bc: int, causal: bool, window: tuple[int, int] | None, dtype: str,
+                near: int) -> RowPick:
+    """The row with the most rescales (scores of up to 512 rows: milliseconds to a quarter second)."""
+    return pick_row(n, d, br, bc, causal=causal, window=window, dtype=dtype, near=near)
+
+
 @st.cache_resource(show_spinner=False, max_entries=32)
 def cached_animation(n: int, br: int, bc: int, causal: bool, window: tuple[int, int] | None,
-                     loop_orders: tuple[str, ...], d: int, dtype_bytes: int, row: int) -> go.Figure:
+                     loop_orders: tuple[str, ...], d: int, dtype_bytes: int, row: int, start_frame: int) -> go.Figure:
     """The tile-map Figure, built once per configuration for every session (building the frames is the slow
     part of the default page). Shared and never mutated: st.plotly_chart only serialises it."""
     traces = [cached_schedule(n, br, bc, causal, window, order, d, dtype_bytes) for order in loop_orders]
-    return tile_animation(traces, row=row)
+    return tile_animation(traces, row=row, start_frame=start_frame)
 
 
-def _row_traces(s: Settings) -> list[RowTrace]:
+def inspected_row(s: Settings) -> tuple[int, RowPick | None]:
+    """The row the inspector follows and the tile map marks: the most-rescaling row (with the pick) while
+    "Show the row with the most rescales" is on, else the user's row r (and None)."""
+    if not s.autorow:
+        return s.row, None
+    pick = cached_pick(s.n, s.d, s.br, s.bc, s.causal, s.window, s.dtype, s.row)
+    return pick.row, pick
+
+
+def _row_traces(s: Settings, row: int) -> list[RowTrace]:
     """Run the kernel for the inspected row; one thread is fastest for these small tiles, but the thread count is
     process-wide, so it is only changed while no timing run holds the lock."""
     lock = timing_lock()
     have_lock = lock.acquire(blocking=False)
     try:
-        return [cached_row(s.n, s.d, s.br, s.bc, s.row, s.causal, s.window, order, s.dtype, 1 if have_lock else None)
+        return [cached_row(s.n, s.d, s.br, s.bc, row, s.causal, s.window, order, s.dtype, 1 if have_lock else None)
                 for order in s.loop_orders]
     finally:
         if have_lock:
@@ -70,12 +97,8 @@ def _grid_error(s: Settings) -> str | None:
 
 
 def how_it_works_ui(s: Settings) -> None:
-    """Draw the tab for settings s."""
-    st.markdown(
-        "FlashAttention never builds the N × N score matrix S = QKᵀ. It cuts S into tiles of Br query rows × Bc key "
-        "columns and computes one tile at a time in fast on-chip memory (SRAM), keeping a running max **m** and a "
-        "running sum **l** per query row so the softmax comes out exact. Press **▶ Play**, or drag the slider."
-    )
+    """Draw the tab for settings s: the tile map first (it must fit a 1280 x 720 window), then what it means."""
+    st.html(COMPACT_HEADER_CSS)
     error = _grid_error(s)
     if error:
         st.error(error)
@@ -84,14 +107,31 @@ def how_it_works_ui(s: Settings) -> None:
     try:
         traces = [cached_schedule(s.n, s.br, s.bc, s.causal, s.window, order, s.d, dtype_bytes)
                   for order in s.loop_orders]
-        figure = cached_animation(s.n, s.br, s.bc, s.causal, s.window, s.loop_orders, s.d, dtype_bytes, s.row)
+        row, pick = inspected_row(s)
+        frames_at = frame_indices(len(traces[0].computed_steps()))
+        start = min(s.frame, max(len(frames_at) - 1, 0))  # the page's frame, where the new map still has it
+        figure = cached_animation(s.n, s.br, s.bc, s.causal, s.window, s.loop_orders, s.d, dtype_bytes, row, start)
     except (ValueError, TypeError) as e:  # the core's validation speaks for itself
         st.error(f"These settings cannot be drawn: {e}")
         return
     show_figure(figure, key="tile_map")
+    _frame_ui(frames_at, len(traces[0].computed_steps()))
     _totals_ui(s, traces, dtype_bytes)
-    _row_inspector_ui(s, traces[0].steps)
+    st.markdown(INTRO)
+    _row_inspector_ui(s, traces[0].steps, row, pick)
     _concepts_ui()
+
+
+def _frame_ui(frames_at: list[int], n_computed: int) -> None:
+    """The page's own frame control: plotly keeps its slider in the browser, so this is the frame the map opens at
+    and keeps across setting changes (the map's frame k shows computed tile frames_at[k] + 1)."""
+    if len(frames_at) < 2:
+        return
+    ss = st.session_state
+    ss["frame"] = min(int(ss.get("frame", 0)), len(frames_at) - 1)  # this map has no later frame
+    spec = spec_of("frame")
+    st.select_slider(spec.label, options=list(range(len(frames_at))), key="frame", help=spec.help,
+                     format_func=lambda k: f"{frames_at[k] + 1} of {n_computed}")
 
 
 def _totals_ui(s: Settings, traces: list[ScheduleTrace], dtype_bytes: int) -> None:
@@ -109,26 +149,44 @@ def _totals_ui(s: Settings, traces: list[ScheduleTrace], dtype_bytes: int) -> No
                     f"{len(tr.computed_steps())} of {tr.steps} tiles computed.")
 
 
-def _row_inspector_ui(s: Settings, n_steps: int) -> None:
+def _row_inspector_ui(s: Settings, n_steps: int, row: int, pick: RowPick | None) -> None:
     st.subheader("Row inspector: the online softmax of one query row")
-    draw("row", st, hi=s.n - 1)
+    c1, c2 = st.columns([3, 2])
+    draw("autorow", c1)
+    if pick is not None:  # the input shows the row on screen; turning the toggle off starts from it
+        st.session_state["row"] = row
+    draw("row", c2, hi=s.n - 1, disabled=pick is not None)
     flops = io_cost("kv_outer", s.n, s.n, s.d, s.br, s.bc, causal=s.causal, window=s.window).flops
     if flops > ROW_TRACE_FLOPS_MAX:
         st.info(f"The row inspector runs the real kernel, {flops / 1e9:.0f} GFLOP at these settings: too slow to "
                 f"run live. Lower N or d (at most {ROW_TRACE_FLOPS_MAX / 1e9:.0f} GFLOP).")
         return
     try:
-        rows = _row_traces(s)
+        rows = _row_traces(s, row)
     except (ValueError, TypeError) as e:
         st.error(f"The row inspector cannot run at these settings: {e}")
         return
-    show_figure(row_figure(rows, n_steps=n_steps), key="row_inspector")
-    r = rows[0]
-    st.caption(
-        f"After the last tile the kernel's logsumexp is L = m + log l = {r.lse_kernel:.6f}; the exact value over the "
-        f"whole row is {_lse(r):.6f}. m only grows; l is rescaled by e^(m_old − m_new) whenever m grows, then the "
-        f"new tile's terms are added. Random Q, K, V (seed 0), batch 0, head 0, {s.dtype}."
-    )
+    note = f"Picked automatically: {pick.reason}" if pick is not None else None
+    show_figure(row_figure(rows, n_steps=n_steps, note=note), key="row_inspector")
+    st.caption(_row_caption(s, rows[0], pick))
+
+
+def _row_caption(s: Settings, r: RowTrace, pick: RowPick | None) -> str:
+    """What the inspector shows for row r, true for this row: why it was chosen, its rescales, and L."""
+    tiles = len(r.step)
+    if pick is not None:
+        why = (f"Row {r.row} was picked automatically: {pick.reason.split(': ', 1)[1]}, so the rescale is there to "
+               "see. Turn off the toggle to choose any row. ")
+    else:
+        why = f"Row {r.row}, chosen by hand. "
+    if r.rescales:
+        grew = (f"m grew on {r.rescales} of its {tiles} tiles (shaded): there the sum so far, l, was multiplied by "
+                "e^(m_old − m_new) < 1 before the tile's own terms were added. ")
+    else:
+        grew = (f"m never grew after this row's first tile ({tiles} tiles), so every factor is 1 and l only adds; "
+                "turn on the toggle to see a rescale. ")
+    return (f"{why}{grew}After the last tile the kernel's logsumexp is L = m + log l = {r.lse_kernel:.6f}; the "
+            f"exact value over the whole row is {_lse(r):.6f}. Random Q, K, V (seed 0), batch 0, head 0, {s.dtype}.")
 
 
 def _lse(r: RowTrace) -> float:

@@ -24,6 +24,7 @@ BLOCK_MIN, BLOCK_MAX = 1, 1024  # tile sizes Br, Bc (rows / columns of S per til
 N_OPTIONS = (16, 32, 64, 97, 128, 256, 257, 512, 1000, 1024, 1025, 2048, 4096, 8192, 16384)  # powers of 2 + odd
 D_OPTIONS = (8, 16, 32, 59, 64, 111, 128, 256)
 BLOCK_OPTIONS = (4, 8, 16, 32, 64, 128, 256, 512)
+FRAMES_MAX = 120  # frames of the tile map at most (flashviz.figures.tiles.MAX_FRAMES, not imported: plotly-free)
 BENCH_N_OPTIONS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 DEC_LEN_MAX = 65536  # keys in a decoding view's cache: 64 Ki tokens, a long-context model's
 DEC_LEN_OPTIONS = (256, 1000, 1024, 4096, 16384, 32768, 65536)
@@ -90,7 +91,7 @@ class Spec:
     kind: str  # URL form: INT, BOOL, CHOICE, INTS (comma list), STRS (comma list) or WINDOW ("left,right" / "none")
     widget: str  # streamlit widget: "select_slider", "slider", "number_input", "checkbox", "toggle", "radio",
     #              "selectbox", "multiselect"; "window" (on/left/right), "blocks" (link + Br + Bc), "tabs", "" (drawn
-    #              by another setting's widget)
+    #              by another setting's widget or by its tab's own code)
     label: str = ""  # widget label
     help: str = ""  # widget help text (markdown)
     place: str = SIDEBAR  # SIDEBAR, TAB or APP
@@ -101,6 +102,7 @@ class Spec:
     step: int = 1  # number_input step
     half: bool = False  # drawn in half the sidebar's width, next to the following half-width setting
     env: str = ""  # "threads": hi is the machine's thread count; "devices": options are the machine's devices
+    disabled: bool = False  # number_input: shown greyed out (a page sets it while another setting decides the value)
 
 
 def setting(default: Any, spec: Spec) -> Any:
@@ -169,6 +171,15 @@ class Settings:
         INT, "number_input", "Query row r", lo=0, hi=N_MAX - 1, place=TAB,
         help="Which row of S to follow. Its m and l change only on the tiles of its Q block; the dotted "
              "line on the tile map marks it."))
+    autorow: bool = setting(True, Spec(
+        BOOL, "toggle", "Show the row with the most rescales", place=TAB,
+        help="Picks the query row whose running max m grows on the most tiles (so the rescale of l is visible), "
+             "among up to 512 rows; ties go to the row nearest r. Turn it off to choose the row yourself."))
+    frame: int = setting(0, Spec(  # drawn by the How it works tab: its options are the map's frames
+        INT, "", "Tile map opens at computed tile", lo=0, hi=FRAMES_MAX - 1, place=TAB,
+        help="The tile the map shows first. It is kept when you change a setting, as long as the new map still has "
+             "that frame (else the map opens at its last tile), so the class keeps its place. Play and the map's own "
+             "slider move from there but do not change this setting."))
     view: str = setting("how", Spec(CHOICE, "tabs", options=tuple(VIEWS), labels=VIEWS, place=APP))
     ns: tuple[int, ...] = setting((512, 1024, 2048), Spec(  # with H = 4: about 10 s on 2 CPU cores
         INTS, "multiselect", "Sequence lengths N", lo=N_MIN, hi=N_MAX, options=BENCH_N_OPTIONS, place=TAB,
@@ -332,28 +343,30 @@ PRESETS: dict[str, Preset] = {
     "GPT-2 small layer": Preset(
         "One attention layer of GPT-2 small: N = 1024 tokens, 12 heads of d = 64, causal.",
         (("n", 1024), ("d", 64), ("heads", 12), ("batch", 1), ("causal", True), ("window", None),
-         ("br", 64), ("bc", 64), ("link", True), ("row", 700)),
+         ("br", 64), ("bc", 64), ("link", True), ("row", 881)),
     ),
     "Long-context causal": Preset(
         "N = 8192, causal: almost half of the 64 x 64 tiles are never loaded.",
         (("n", 8192), ("d", 64), ("heads", 1), ("causal", True), ("window", None), ("br", 128), ("bc", 128),
-         ("link", True), ("row", 6000), ("ns", (1024, 2048, 4096, 8192))),
+         ("link", True), ("row", 8143), ("ns", (1024, 2048, 4096, 8192))),
     ),
     "Sliding window": Preset(
-        "Local attention: each query sees the 512 keys on either side; only a band of tiles is computed. Turn on "
-        "the causal mask to keep only the previous 512 (Mistral-style): half the band goes.",
+        "Local attention: each query sees the 512 keys on either side; only a band of 268 of the 1024 tiles is "
+        "computed. Turn on the causal mask to keep only the previous 512 (Mistral-style): 150 of the band's 268 "
+        "tiles remain.",
         (("n", 4096), ("d", 128), ("causal", False), ("window", (512, 512)), ("br", 128), ("bc", 128),
-         ("link", True), ("row", 2000)),
+         ("link", True), ("row", 1531)),
     ),
     "Tiny grid for the whiteboard": Preset(
-        "N = 16 with 4 x 4 tiles: few enough steps to narrate every one.",
+        "N = 16 with 4 x 4 tiles, causal, FA1 and FA2 side by side: 10 computed, 6 skipped; few enough steps to "
+        "narrate every one.",
         (("n", 16), ("d", 8), ("causal", True), ("window", None), ("br", 4), ("bc", 4), ("link", True),
-         ("row", 9), ("order", "both")),
+         ("row", 15), ("order", "both")),
     ),
     "Ragged edges (odd N)": Preset(
         "N = 1000 with 64-wide tiles: the last row and column of tiles are only 40 wide.",
         (("n", 1000), ("d", 59), ("causal", False), ("window", None), ("br", 64), ("bc", 64), ("link", True),
-         ("row", 990)),
+         ("row", 229)),
     ),
 }
 

@@ -1,19 +1,26 @@
 """The "Training" tab: forward + backward time and peak memory, and what each implementation saves for the
-backward pass versus recomputes.
+backward pass versus recomputes, and the modelled price of recomputing (flashviz.model.training).
 
 Widgets -> jobs.sweep(mode="training") (cached run_sweep under the timing lock) -> flashviz.figures.plots figures.
 """
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from flashviz.figures.plots import memory_figure, time_figure
 from flashviz.figures.report import summary_table, summary_table_figure
+from flashviz.figures.tiles import fmt_bytes
+from flashviz.model.training import recompute_table
 from flashviz.ui import jobs
 from flashviz.ui.benchmark import slower_caption_ui
 from flashviz.ui.common import not_run_ui, run_button_ui, show_figure
 from flashviz.ui.state import Settings
+from flashviz.vocab import DTYPE_BYTES
+
+GIGA = 1e9  # FLOP per GFLOP
+MIB = 2**20  # bytes per MiB
 
 SAVED = (
     "| implementation | saved for the backward pass | recomputed in the backward pass | memory grows with |\n"
@@ -37,6 +44,7 @@ def training_ui(s: Settings) -> None:
     st.markdown(SAVED)
     st.latex(r"P_{ij} = e^{S_{ij} - L_i},\quad D_i = \operatorname{rowsum}(dO_i \circ O_i),\quad "
              r"dS_{ij} = P_{ij} \circ (dP_{ij} - D_i)")
+    _recompute_ui(s)
     impls = s.impls
     problem = jobs.work_guard(s.ns, d=s.d, br=s.bblock, bc=s.bblock, batch=s.batch, heads=s.heads, reps=s.reps,
                               n_impls=len(impls), training=True, dtype=s.dtype)
@@ -62,3 +70,45 @@ def training_ui(s: Settings) -> None:
     slower_caption_ui(df, "in training")
     st.download_button("Download the measurements (CSV)", df.to_csv(index=False).encode(),
                        file_name="flashviz-training.csv", mime="text/csv", key="train_csv")
+
+
+def recompute_view(table: pd.DataFrame) -> pd.DataFrame:
+    """recompute_table's rows as the page shows them: backward GFLOP with P kept and recomputed, the extra, and the
+    memory that recomputing saves (MiB).
+
+    Example:
+        >>> from flashviz.model.training import recompute_table
+        >>> float(recompute_view(recompute_table([1024], 64)).iloc[0]["extra %"])
+        25.0
+    """
+    return pd.DataFrame({
+        "N": table["N"].astype(int).astype(str),
+        "naive GFLOP": table["backward_flops_stored_p"] / GIGA,
+        "flash GFLOP": table["backward_flops"] / GIGA,
+        "extra GFLOP": table["extra_flops"] / GIGA,
+        "extra %": 100 * table["extra_backward_fraction"],
+        "P MiB": table["stored_p_bytes"] / MIB,
+        "saved MiB": table["memory_saved_bytes"] / MIB,
+    })
+
+
+def _recompute_ui(s: Settings) -> None:
+    """The price of recomputation at the Benchmark's N, the sidebar's B, H, d, mask and dtype: a model, no button."""
+    if not s.ns:
+        return
+    table = recompute_table(s.ns, s.d, batch=s.batch, heads=s.heads, block_q=s.bblock, block_k=s.bblock,
+                            causal=s.causal, window=s.window, dtype=s.dtype)
+    last = table.iloc[-1] if table["N"].is_monotonic_increasing else table.loc[table["N"].idxmax()]
+    st.subheader("The price of recomputation (modelled)")
+    st.markdown(
+        f"FlashAttention's backward recomputes S = QKᵀ tile by tile: five matmuls instead of four, "
+        f"**{100 * last['extra_backward_fraction']:.0f}% more backward FLOPs** (about "
+        f"{100 * last['extra_training_fraction']:.0f}% of a whole training step), so that it never stores P. At "
+        f"N = {int(last['N'])} with B = {s.batch}, H = {s.heads}, d = {s.d}: "
+        f"{last['extra_flops'] / GIGA:,.2f} GFLOP more, and P ({s.batch} × {s.heads} × {int(last['N'])}² {s.dtype} "
+        f"values of {DTYPE_BYTES[s.dtype]} bytes, {fmt_bytes(last['stored_p_bytes'])}) replaced by the logsumexp L "
+        f"({fmt_bytes(last['stored_lse_bytes'])}): {fmt_bytes(last['memory_saved_bytes'])} less kept between "
+        "forward and backward.")
+    show_figure(summary_table_figure(recompute_view(table), title="Backward: FLOPs added, memory saved").update_layout(
+        title_subtitle_text="backward, modelled: naive keeps P (4 matmuls), flash recomputes it (5); saved = P − L"),
+        key="train_recompute")

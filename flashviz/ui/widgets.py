@@ -113,7 +113,8 @@ def _slider(name: str, spec: Spec, where: Any) -> None:
 
 
 def _number_input(name: str, spec: Spec, where: Any) -> None:
-    where.number_input(spec.label, min_value=spec.lo, max_value=spec.hi, step=spec.step, key=name, help=spec.help)
+    where.number_input(spec.label, min_value=spec.lo, max_value=spec.hi, step=spec.step, key=name, help=spec.help,
+                       disabled=spec.disabled)
 
 
 def _multiselect(name: str, spec: Spec, where: Any) -> None:

@@ -1,0 +1,63 @@
+"""Functions shared by the dashboard's AppTest files (test_app.py, test_lesson.py): reading the page's plotly figures
+and captions, and running a heavy tab with tiny settings."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+import numpy as np
+
+TINY = {"ns": "32,64", "impls": "naive,flash,flash2,sdpa", "reps": "1", "d": "16", "n": "128", "br": "32",
+        "bc": "32", "blocks": "16,32", "cds": "16", "cns": "32,33", "bblock": "32"}  # every heavy tab in a second
+RUN_BUTTON = {"bench": "bench_run", "block": "block_run", "correct": "correct_run", "train": "train_run"}
+
+
+def charts(at) -> dict[str, dict]:
+    """Plotly figures on the page, by title text."""
+    out = {}
+    for el in at.get("plotly_chart"):
+        spec = json.loads(el.proto.spec)
+        out[spec["layout"].get("title", {}).get("text", "")] = spec
+    return out
+
+
+def chart(at, prefix: str) -> dict:
+    """The one figure whose title starts with prefix."""
+    (spec,) = [s for title, s in charts(at).items() if title.startswith(prefix)]
+    return spec
+
+
+def tile_map(at) -> dict:
+    return chart(at, "Tile map")
+
+
+def subtitle(spec: dict) -> str:
+    return spec["layout"]["title"].get("subtitle", {}).get("text", "")
+
+
+def decode(z) -> np.ndarray:
+    """A plotly typed array ({"dtype", "bdata", "shape"}) or nested list -> numpy array."""
+    if isinstance(z, dict):
+        shape = tuple(int(x) for x in z["shape"].split(",")) if "shape" in z else (-1,)
+        return np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"])).reshape(shape)
+    return np.asarray(z)
+
+
+def assert_clean(at) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def run_heavy(make_app, view: str, **extra: str):
+    at = make_app(**{**TINY, **extra}, view=view)
+    assert_clean(at)
+    at.button(key=RUN_BUTTON[view]).click().run()
+    assert_clean(at)
+    return at
+
+
+def tiles_computed(at) -> list[int]:
+    """The "k of T tiles computed" counts under the tile map's HBM metrics, one per loop order shown."""
+    return [int(m.group(1)) for c in at.caption if (m := re.search(r"(\d+) of \d+ tiles computed", c.value))]
