@@ -403,3 +403,34 @@ def test_run_figures_carry_the_numbers():
     assert list(fig.data[0].x) == [0.53, 0.2] and list(fig.data[0].text) == ["causal", "document"]
     assert list(fig.data[1].y) == [0.0, 80.0] and fig.layout.xaxis.tickformat == ".0%"
     assert "%{x:.1%} of tiles computed, %{y:.3g} ms" in fig.data[0].hovertemplate
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# How it works, with this tab's mask
+
+
+def test_how_it_works_animates_the_masks_tab_mask(make_app):
+    at = make_app(view="how", usemask="1", n="512", br="32", bc="32", causal="1", mask="sliding_window",
+                  mcomb="or", mask2="prefix_lm", mwin="60", mright="10", mprefix="40")
+    assert_clean(at)
+    mask = or_masks(sliding_window(60, 10), prefix_lm(40))  # the sidebar's causal toggle does not apply
+    sched = tile_schedule(512, 512, 32, 32, mask_mod=mask)
+    computed = sum(t.status != "skipped" for t in sched)
+    (spec,) = [s for t, s in charts(at).items() if t.startswith("Tile map")]
+    assert len(spec["frames"]) == min(computed, 120)
+    last = decode(spec["frames"][-1]["data"][0]["z"])  # every tile visited: full 3, partial 4, skipped 5
+    want = np.array([[3 + ("full", "partial", "skipped").index(s) for s in row] for row in sched.status_grid()])
+    final = [t for t in sched if t.status != "skipped"][-1]  # the last computed tile, in progress (6)
+    want[final.q_block, final.k_block] = 6
+    assert last.tolist() == want.tolist()
+    assert f"{computed} computed · mask from the Masks tab" in spec["layout"]["title"]["subtitle"]["text"]
+    (note,) = [m.value for m in at.markdown if m.value.startswith("**Mask from the Masks tab**")]
+    assert "`mask_mod = or_masks(sliding_window(60, 10), prefix_lm(40))`" in note
+    assert f"{computed} of {len(sched)} tiles computed" in note
+    assert not at.metric and not any(t.startswith("Row inspector") for t in charts(at))  # they model causal only
+    at.toggle(key="usemask").set_value(False).run()  # back to the sidebar's causal mask, with its counters
+    assert_clean(at)
+    assert at.query_params["usemask"] == "0" and at.metric
+    causal = tile_schedule(512, 512, 32, 32, causal=True).counts()
+    (spec,) = [s for t, s in charts(at).items() if t.startswith("Tile map")]
+    assert len(spec["frames"]) == min(causal["full"] + causal["partial"], 120)

@@ -26,6 +26,7 @@ import torch
 from flashviz.core.flash import TileEvent, flash_attention_forward
 from flashviz.core.tiling import tile_schedule, visible_mask
 from flashviz.core.validate import Window
+from flashviz.masks import MaskMod
 from flashviz.model.iomodel import io_trace
 from flashviz.vocab import DTYPES
 
@@ -58,7 +59,8 @@ class ScheduleTrace:
 
 
 def schedule_trace(n: int, block_q: int, block_k: int, *, causal: bool = False, window: Window = None,
-                   loop_order: str = "kv_outer", d: int | None = None, dtype_bytes: int = 4) -> ScheduleTrace:
+                   loop_order: str = "kv_outer", d: int | None = None, dtype_bytes: int = 4,
+                   mask_mod: MaskMod | None = None) -> ScheduleTrace:
     """The tile schedule of an N x N attention matrix as plain tuples, in visiting order.
 
     Args:
@@ -69,14 +71,23 @@ def schedule_trace(n: int, block_q: int, block_k: int, *, causal: bool = False, 
         d: head dimension; when given, the IO model (iomodel.io_trace) adds the cumulative HBM bytes and FLOPs
             after every step, for one (batch, head). None leaves the counters out.
         dtype_bytes: bytes per element for the HBM byte counter (4 for fp32, 2 for fp16/bf16, 8 for fp64).
+        mask_mod: a FlexAttention mask_mod(b, h, q_idx, kv_idx), intersected with causal and window (tile_schedule
+            classifies it at element level). The IO model counts causal and window only, so d must be None then.
     Returns:
         ScheduleTrace with one entry per tile (skipped tiles included: the animation shows them being passed over).
 
     Example:
         >>> schedule_trace(4, 2, 2, causal=True).status
         ('partial', 'full', 'skipped', 'partial')
+        >>> from flashviz.masks import document
+        >>> schedule_trace(4, 2, 2, mask_mod=document([2, 2])).status
+        ('full', 'skipped', 'skipped', 'full')
     """
-    sched = tile_schedule(n, n, block_q, block_k, causal=causal, window=window, loop_order=loop_order)
+    if mask_mod is not None and d is not None:
+        raise ValueError("schedule_trace: the IO model's counters cover causal and window only, not a mask_mod. "
+                         "Pass d=None with mask_mod (the trace then has no HBM or FLOP counters).")
+    sched = tile_schedule(n, n, block_q, block_k, causal=causal, window=window, loop_order=loop_order,
+                          mask_mod=mask_mod)
     tiles = list(sched)
     hbm = flops = None
     if d is not None:

@@ -16,6 +16,7 @@ from flashviz.figures.tiles import fmt_bytes, fmt_flops, frame_indices, tile_ani
 from flashviz.measure.trace import RowPick, RowTrace, ScheduleTrace, pick_row, row_trace, schedule_trace
 from flashviz.model.iomodel import io_cost
 from flashviz.ui.common import show_figure, timing_lock
+from flashviz.ui.masks import how_it_works_mask_ui
 from flashviz.ui.state import Settings, spec_of
 from flashviz.ui.widgets import draw
 from flashviz.vocab import DTYPE_BYTES, LOOP_ORDER_LABELS
@@ -102,6 +103,11 @@ def how_it_works_ui(s: Settings) -> None:
     error = _grid_error(s)
     if error:
         st.error(error)
+        return
+    if s.usemask:  # the Masks tab's mask: no IO counters or row inspector for it (they model causal and window)
+        how_it_works_mask_ui(s)
+        st.markdown(INTRO)
+        _concepts_ui()
         return
     dtype_bytes = DTYPE_BYTES[s.dtype]
     try:

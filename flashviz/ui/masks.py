@@ -14,11 +14,13 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import plotly.graph_objects as go
 import streamlit as st
 
 from flashviz.core.blockmask import to_block_mask
 from flashviz.core.tiling import tile_schedule
 from flashviz.figures.masks import block_mask_table_figure, element_mask_figure, score_mod_figure, tile_map_figure
+from flashviz.figures.tiles import tile_animation
 from flashviz.measure.maskview import (
     PRESET_PARAMS,
     ElementMap,
@@ -32,6 +34,7 @@ from flashviz.measure.maskview import (
     tile_grid,
 )
 from flashviz.measure.timing import threads_set_to
+from flashviz.measure.trace import schedule_trace
 from flashviz.ui.common import show_figure, timing_lock
 from flashviz.ui.state import Settings
 from flashviz.ui.widgets import draw
@@ -225,3 +228,37 @@ def _score_mod_ui(s: Settings, spec: MaskSpec) -> None:
     show_figure(score_mod_figure(curves, kind=spec.score, heads=s.heads, cap=spec.cap, n=s.n), key="mask_score")
     st.caption("A score_mod changes scores before the softmax; it never changes which pairs are visible, so the "
                "element mask, the tile map and the BlockMask above are the same with or without it.")
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the How it works tab, with this tab's mask
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def cached_mask_animation(spec: MaskSpec, n: int, br: int, bc: int, loop_orders: tuple[str, ...],
+                          heads: int) -> tuple[go.Figure, int, int]:
+    """The animated tile map of the mask (one panel per loop order), its computed tiles and all tiles. Shared
+    between sessions and never mutated: st.plotly_chart only serialises it."""
+    mask_mod = build_mask(spec, n, heads).mask_mod
+    traces = [schedule_trace(n, br, bc, loop_order=order, mask_mod=mask_mod) for order in loop_orders]
+    figure = tile_animation(traces, title="Tile map of S = QKᵀ: the Masks tab's mask")
+    computed = len(traces[0].computed_steps())
+    figure.update_layout(title_subtitle_text=(f"N = {n} · Br = {br}, Bc = {bc} · {traces[0].steps} tiles, {computed} "
+                                              f"computed · mask from the Masks tab"))
+    return figure, computed, traces[0].steps
+
+
+def how_it_works_mask_ui(s: Settings) -> None:
+    """The How it works tile map for the Masks tab's mask, and what the tab cannot show for it."""
+    spec = mask_spec(s)
+    try:
+        with one_thread_if_idle():
+            figure, computed, tiles = cached_mask_animation(spec, s.n, s.br, s.bc, s.loop_orders, s.heads)
+    except (ValueError, TypeError) as e:
+        st.error(f"The Masks tab's mask cannot be drawn here: {e}")
+        return
+    show_figure(figure, key="tile_map")
+    st.markdown(f"**Mask from the Masks tab**: `{build_mask(spec, s.n, s.heads).code.splitlines()[0]}`: "
+                f"{computed} of {tiles} tiles computed. The sidebar's causal mask and window do not apply while it "
+                "is on. The HBM counters and the row inspector model the causal mask and window only, so they are "
+                "left out; switch off *Mask from the Masks tab* in the sidebar to see them.")

@@ -146,6 +146,10 @@ class Settings:
         WINDOW, "window", "Sliding window", lo=0, hi=N_MAX, step=64,
         help="Each query sees only nearby keys: i − left ≤ j ≤ i + right (flash-attn's window_size). Combined "
              "with the causal mask by intersection."))  # (left, right) reach; None = no window
+    usemask: bool = setting(False, Spec(
+        BOOL, "toggle", "Mask from the Masks tab",
+        help="How it works: animate the tile map of the mask built in the Masks tab (presets, AND / OR) instead of "
+             "the causal mask and window above."))
     order: str = setting("fa1", Spec(
         CHOICE, "radio", "Loop order", options=tuple(ORDERS), labels=ORDERS,
         help="FA1 (Algorithm 1) loops over K/V blocks outside and Q blocks inside, rewriting O, l, m in HBM "
