@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -77,7 +77,7 @@ def cached_mask_data(spec: MaskSpec, n: int, br: int, bc: int, heads: int) -> Ma
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def cached_matches_torch(spec: MaskSpec, n: int, br: int, bc: int) -> bool:
-    """Whether our BlockMask equals create_block_mask's on this mask (the score_mod does not enter: cache by mask)."""
+    """Whether our BlockMask equals create_block_mask's on this mask (pass score="none": it does not enter)."""
     return matches_torch(build_mask(spec, n).mask_mod, n, br, bc)
 
 
@@ -210,7 +210,7 @@ def _check_ui(s: Settings, spec: MaskSpec) -> None:
                     f"whole N × N mask, so this tab runs it only up to N = {CHECK_N_MAX}.")
         return
     with st.spinner("Building the same mask with torch's create_block_mask ..."), one_thread_if_idle():
-        same = cached_matches_torch(spec, s.n, s.br, s.bc)
+        same = cached_matches_torch(replace(spec, score="none"), s.n, s.br, s.bc)  # a score_mod changes no block
     if same:
         st.success(f"**Equal to create_block_mask: yes.** torch's create_block_mask(mask_mod, 1, 1, {s.n}, {s.n}, "
                    f"BLOCK_SIZE=({s.br}, {s.bc})) lists the same partial and full blocks as this BlockMask, for "
