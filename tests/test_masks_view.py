@@ -81,7 +81,7 @@ def assert_summary_matches(at, want: dict, n: int) -> None:
     assert f"**{want['visible']:.1%} of the {n}² (query, key) pairs are visible**" in text
 
 
-def listed(values: list[int], shown: int = 10) -> str:
+def listed(values: list[int], shown: int = 6) -> str:
     """An index list as the table writes it: the first `shown` entries, then how many more."""
     head = ", ".join(str(v) for v in values[:shown])
     return f"[{head}, ... {len(values) - shown} more]" if len(values) > shown else f"[{head}]"
@@ -370,8 +370,12 @@ def test_block_mask_table_figure_lists_rows_and_truncates_long_index_lists():
     fig = block_mask_table_figure(rows, n_q_blocks=5)
     assert_readable(fig)
     cells = fig.data[0].cells.values
-    assert list(cells[2]) == ["[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, ... 2 more]"] and list(cells[4]) == ["[]"]
+    assert list(cells[2]) == ["[0, 1, 2, 3, 4, 5, ... 6 more]"] and list(cells[4]) == ["[]"]
     assert "the first 1 of 5 query blocks" in fig.layout.title.subtitle.text
+    short = [{**rows[0], "kv_num_blocks": 1, "kv_indices": [0]}]
+    wide = [{**rows[0], "kv_indices": list(range(100, 112))}]  # "[100, 101, ...]" wraps: the table grows for it
+    assert block_mask_table_figure(wide, n_q_blocks=5).layout.height > block_mask_table_figure(
+        short, n_q_blocks=5).layout.height
 
 
 def test_score_mod_figures():

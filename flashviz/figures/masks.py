@@ -39,10 +39,15 @@ LEGEND_Y_PX = 70  # the legend (or colour bar) starts this far below the plot ar
 VISIBLE_COLOR = "#0072B2"  # a visible (query, key) pair: blue (Okabe-Ito)
 MASKED_COLOR = "#FFFFFF"  # a masked pair: white
 TILE_LINE_COLOR = "#AAAAAA"  # tile boundaries drawn over the element map
-TILE_LINES_MAX = 32  # tiles per side up to which the element map shows the tile boundaries
+TILE_LINES_MAX = 16  # tiles per side up to which the element map shows the tile boundaries (denser hides the mask)
+TILE_GAPS_MAX = 32  # tiles per side up to which the tile map leaves a gap between tiles
 STATUS_CODE = {s: k for k, s in enumerate(TILE_STATUSES)}  # full 0, partial 1, skipped 2
 SHORT_LABELS = {FULL: "full", PARTIAL: "partial", SKIPPED: "skipped"}  # legend of a half-width map, after a count
-INDICES_SHOWN = 10  # index entries listed per BlockMask row before "..."
+INDICES_SHOWN = 6  # index entries listed per BlockMask row before "..."
+TABLE_COLUMNS = (1.0, 1.5, 3.3, 2.1, 3.3)  # relative column widths of the BlockMask table
+TABLE_WIDTH_PX = 740  # the table's width on a 1280 px page (the main column)
+TABLE_CHAR_PX = 10.5  # width of one character at TABLE_FONT_PX (20 px), generous for digits and commas
+TABLE_LINE_PX = 24  # one more line of wrapped cell text
 HEADS_DRAWN = 8  # ALiBi: heads drawn as lines (the slopes of the rest lie between)
 HEAD_COLORS = ("#0072B2", "#009E73", "#D55E00", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
 
@@ -146,10 +151,10 @@ def tile_map_figure(status: Sequence[Sequence[str]], *, n: int, block_q: int, bl
         scale += [[k / len(STATUS_CODE), TILE_COLORS[s]], [(k + 1) / len(STATUS_CODE), TILE_COLORS[s]]]
     fig = go.Figure(go.Heatmap(
         z=z, text=words, zmin=-0.5, zmax=len(STATUS_CODE) - 0.5, colorscale=scale, showscale=False, name="tiles",
-        xgap=1 if tc <= TILE_LINES_MAX else 0, ygap=1 if tr <= TILE_LINES_MAX else 0,
+        xgap=1 if tc <= TILE_GAPS_MAX else 0, ygap=1 if tr <= TILE_GAPS_MAX else 0,
         hovertemplate=(f"Q block i = %{{y}} (queries from %{{y}} × {block_q})<br>"
                        f"K/V block j = %{{x}} (keys from %{{x}} × {block_k})<br>%{{text}}<extra></extra>")))
-    _square_axes(fig, f"K/V block j (Bc = {block_k} keys)", f"Q block i (Br = {block_q} queries)",
+    _square_axes(fig, f"K/V block j (Bc = {block_k})", f"Q block i (Br = {block_q})",
                  [-0.5, tc - 0.5], [tr - 0.5, -0.5])
     fig.update_layout(plot_bgcolor="#5a5a5a")  # shows between tiles (xgap / ygap) as grid lines
     if block_q != block_k:
@@ -166,6 +171,13 @@ def _indices(values: Sequence[int]) -> str:
     shown = ", ".join(str(v) for v in values[:INDICES_SHOWN])
     more = len(values) - INDICES_SHOWN
     return f"[{shown}{f', ... {more} more' if more > 0 else ''}]"
+
+
+def _extra_lines(text: str, column: float) -> int:
+    """Lines beyond the first that `text` wraps to in a column of relative width `column` (an estimate that errs
+    on the long side: a table cut short hides its last rows, a little white space hides nothing)."""
+    chars = int(column / sum(TABLE_COLUMNS) * TABLE_WIDTH_PX / TABLE_CHAR_PX)
+    return max(0, -(-len(text) // max(chars, 1)) - 1)
 
 
 def block_mask_table_figure(rows: Sequence[Mapping[str, object]], *, n_q_blocks: int) -> go.Figure:
@@ -189,11 +201,12 @@ def block_mask_table_figure(rows: Sequence[Mapping[str, object]], *, n_q_blocks:
              [_indices(r["kv_indices"]) for r in rows], [str(r["full_kv_num_blocks"]) for r in rows],
              [_indices(r["full_kv_indices"]) for r in rows]]
     fig = go.Figure(go.Table(
-        columnwidth=[1, 1.6, 3.1, 2.2, 3.1],
+        columnwidth=list(TABLE_COLUMNS),
         header={"values": header, "fill_color": "#DDE6F0", "font": {"size": TABLE_FONT_PX}, "align": "left",
                 "height": TABLE_HEADER_PX},
         cells={"values": cells, "fill_color": [["white", "#F4F6F9"] * (len(rows) // 2 + 1)],
                "font": {"size": TABLE_FONT_PX}, "align": "left", "height": TABLE_ROW_PX}))
+    wrapped = sum(max(_extra_lines(cells[c][r], TABLE_COLUMNS[c]) for c in (2, 4)) for r in range(len(rows)))
     subtitle = [f"[0, 0, i] for the first {len(rows)} of {n_q_blocks} query blocks i.",
                 "kv_*: partial blocks (mask_mod applied inside); full_kv_*: full",
                 "blocks (no mask work); blocks in neither list are skipped."]
@@ -201,7 +214,8 @@ def block_mask_table_figure(rows: Sequence[Mapping[str, object]], *, n_q_blocks:
     set_subtitle(fig, "<br>".join(subtitle))
     top = fig.layout.margin.t
     fig.update_layout(margin={"l": 10, "r": 10, "b": 10, "t": top},
-                      height=top + TABLE_HEADER_PX + TABLE_ROW_PX * len(rows) + TABLE_SLACK_PX + 10)
+                      height=top + TABLE_HEADER_PX + TABLE_ROW_PX * len(rows) + TABLE_LINE_PX * wrapped
+                      + TABLE_SLACK_PX + 10)
     return fig
 
 
