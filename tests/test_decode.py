@@ -307,11 +307,12 @@ def pool_with_nan_spares(k, v, page_size, table, spare):
 @pytest.mark.parametrize("batch", [1, 2])
 @pytest.mark.parametrize("step_bytes", [None, 1536])  # None: the default; 1536 B: 3 pages per step, last one partial
 def test_pool_read_in_place_equals_contiguous(page_size, order, batch, step_bytes, monkeypatch):
-    """The in-place pool path (steps of pages, one sequence's queries reused or several gathered, per-split sums by a
-    0/1 matrix product) equals the contiguous cache, whatever the page order, and ignores NaN in unused pages."""
+    """The in-place pool path (steps of pages, one sequence's queries reused or several gathered; one segment summed
+    by the matmul, several by a 0/1 matrix product) equals the contiguous cache. Consecutive tables fill the whole
+    pool (a fresh cache); shuffled ones leave two unused pages full of NaN, which must not leak."""
     if step_bytes is not None:
         monkeypatch.setattr(decode_paged, "STEP_ROW_BYTES", step_bytes)  # rows of a page: 2 * 4 * 16 * 4 B = 512 B
-    n_pages, spare = 5, 2
+    n_pages, spare = 5, (0 if order == "consecutive" else 2)
     n = n_pages * page_size
     q, k, v = make_case(batch, 8, 2, 2, n, 16, seed=page_size)
     lens = torch.tensor([n, n - page_size // 2 - 1][:batch])

@@ -6,7 +6,8 @@ rows it belongs to, so the (small) queries are laid out per tile instead of gath
 page p of sequence b gets the G * N_q stacked rows of b. With small pages these per-tile rows and outputs are a
 sizeable fraction of K/V (G * N_q / page_size of it: a quarter at page_size 16 with G * N_q = 4), so the pool is
 read a step of pages at a time and they stay in cache: one sequence's rows are laid out once and reused by every
-step, and each step's per-page outputs are summed into their split by a 0/1 matrix product before the next step.
+step, and each step's per-page outputs are summed into their split by a 0/1 matrix product before the next step
+(a single sequence and split, every page in use: the matmul itself accumulates the steps, one op per step fewer).
 The small per-page row max and row sum are gathered into logical page order and reduced per split (a gather, not a
 scatter: no write contention). Pages that no sequence uses are computed and dropped, so this path is taken only
 when most of the pool is in use and no page is shared (see pool_owners).
@@ -107,16 +108,25 @@ def _pool_values(P_ij: torch.Tensor, v3: torch.Tensor, segment: torch.Tensor, li
     """sum over the pages of each segment (sequence b, split s) of P_ij @ V, shape (n_segments, H * GN * d).
 
     Each step's per-page partials (step * H * GN * d, cache-resident) are summed into their segments at once by a
-    (n_segments, step) 0/1 matrix product. Pages no sequence uses have P_ij = 0, but their V may hold anything (even
-    NaN, and 0 * NaN = NaN), so their partials are zeroed before the sum.
+    (n_segments, step) 0/1 matrix product; with one segment the steps accumulate in the matmul (baddbmm) instead,
+    since every parallel op can wait for a descheduled thread on a loaded machine. Pages no sequence uses have
+    P_ij = 0, but their V may hold anything (even NaN, and 0 * NaN = NaN), so their partials are zeroed before the
+    sum.
     """
     n_pages, H, GN, page = P_ij.shape
     d = v3.shape[-1]
+    all_live = bool(live.all())
+    if n_segments == 1 and all_live and v3.dtype == P_ij.dtype:  # one segment: the matmul sums the steps' tiles
+        acc = torch.zeros(step * H, GN, d, dtype=v3.dtype, device=v3.device)  # (step*H, GN, d) tile sums
+        for p0 in range(0, n_pages, step):
+            p1 = min(p0 + step, n_pages)
+            # acc[:pages*H] += (pages*H, GN, page) x (pages*H, page, d); read page * d of V per tile
+            acc[: (p1 - p0) * H].baddbmm_(P_ij[p0:p1].reshape(-1, GN, page).to(v3.dtype), v3[p0 * H : p1 * H])
+        return acc.view(step, H * GN * d).sum(0, keepdim=True).to(P_ij.dtype)  # (1, H*GN*d)
     onehot = torch.zeros(n_segments, n_pages, dtype=P_ij.dtype, device=P_ij.device)
     onehot[segment, torch.arange(n_pages, device=segment.device)] = 1.0  # (n_segments, n_pages): page -> segment
     O = torch.zeros(n_segments, H * GN * d, dtype=P_ij.dtype, device=P_ij.device)
     O_pages = torch.empty(step * H, GN, d, dtype=v3.dtype, device=v3.device)  # one step's per-page partials
-    all_live = bool(live.all())
     for p0 in range(0, n_pages, step):
         p1 = min(p0 + step, n_pages)
         out = O_pages[: (p1 - p0) * H]
