@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from _oracle import FLOOR, max_err
 
 import flashviz.core.decode as decode_module
+import flashviz.core.decode_paged as decode_paged
 from flashviz import flash_decode, naive_attention
 from flashviz.core.decode import MergeEvent, SplitEvent, num_splits_heuristic
 from flashviz.core.decode_paged import pool_owners
@@ -285,3 +286,45 @@ def test_pool_fully_in_use_needs_no_mask(num_splits):
     table = torch.arange(8).view(2, 4)  # sequence b's page p is physical page 4b + p
     out = flash_decode(q, k_p, v_p, block_table=table, num_splits=num_splits)
     assert max_err(out, naive_reference(q, k, v, [64, 64], False)) <= 1e-5
+
+
+def pool_with_nan_spares(k, v, page_size, table, spare):
+    """The cache in pages placed where `table` says, plus `spare` unused pages full of NaN (freed, never written)."""
+    b, h, n_max, d = k.shape
+    n_pages = table.shape[1]
+    k, v = (F.pad(x, (0, 0, 0, n_pages * page_size - n_max)) for x in (k, v))
+    k_p = torch.full((b * n_pages + spare, h, page_size, d), float("nan"), dtype=k.dtype)
+    v_p = torch.full_like(k_p, float("nan"))
+    for i in range(b):
+        for p in range(n_pages):
+            k_p[table[i, p]] = k[i, :, p * page_size : (p + 1) * page_size]
+            v_p[table[i, p]] = v[i, :, p * page_size : (p + 1) * page_size]
+    return k_p, v_p
+
+
+@pytest.mark.parametrize("page_size", [1, 7, 16, 256])
+@pytest.mark.parametrize("order", ["consecutive", "shuffled"])
+@pytest.mark.parametrize("batch", [1, 2])
+@pytest.mark.parametrize("step_bytes", [None, 1536])  # None: the default; 1536 B: 3 pages per step, last one partial
+def test_pool_read_in_place_equals_contiguous(page_size, order, batch, step_bytes, monkeypatch):
+    """The in-place pool path (steps of pages, one sequence's queries reused or several gathered; one segment summed
+    by the matmul, several by a 0/1 matrix product) equals the contiguous cache. Consecutive tables fill the whole
+    pool (a fresh cache); shuffled ones leave two unused pages full of NaN, which must not leak."""
+    if step_bytes is not None:
+        monkeypatch.setattr(decode_paged, "STEP_ROW_BYTES", step_bytes)  # rows of a page: 2 * 4 * 16 * 4 B = 512 B
+    n_pages, spare = 5, (0 if order == "consecutive" else 2)
+    n = n_pages * page_size
+    q, k, v = make_case(batch, 8, 2, 2, n, 16, seed=page_size)
+    lens = torch.tensor([n, n - page_size // 2 - 1][:batch])
+    table = torch.arange(batch * n_pages)
+    if order == "shuffled":
+        table = torch.randperm(batch * n_pages + spare, generator=torch.Generator().manual_seed(1))[: batch * n_pages]
+    table = table.view(batch, n_pages)
+    k_p, v_p = pool_with_nan_spares(k, v, page_size, table, spare)
+    assert pool_owners(table, lens, page_size, k_p.shape[0]) is not None  # the in-place path, not the gather
+    for causal in (False, True):
+        for s in (None, 1, 3):
+            contiguous = flash_decode(q, k, v, cache_seqlens=lens, num_splits=s, causal=causal, block_k=page_size)
+            paged = flash_decode(q, k_p, v_p, cache_seqlens=lens, block_table=table, num_splits=s, causal=causal)
+            assert max_err(paged, contiguous) <= 1e-6
+            assert max_err(paged, naive_reference(q, k, v, lens, causal)) <= 1e-5

@@ -2,11 +2,15 @@
 
 A paged cache (num_pages, H_kv, page_size, d) is, as it lies in memory, a batch of num_pages * H_kv tiles of
 (page_size, d): one batched matmul can read every page in place. What differs from page to page is only which query
-rows it belongs to, so the (small) queries are gathered per page instead of the (large) keys and values: page p of
-sequence b gets the G * N_q stacked rows of b. The small per-page results (row max, row sum, G * N_q x d output) are
-gathered back into logical page order and reduced per split (a gather, not a scatter: no write contention). Pages
-that no sequence uses are computed and masked out, so this path is taken only when most of the pool is in use and
-no page is shared (see pool_owners).
+rows it belongs to, so the (small) queries are laid out per tile instead of gathering the (large) keys and values:
+page p of sequence b gets the G * N_q stacked rows of b. With small pages these per-tile rows and outputs are a
+sizeable fraction of K/V (G * N_q / page_size of it: a quarter at page_size 16 with G * N_q = 4), so the pool is
+read a step of pages at a time and they stay in cache: one sequence's rows are laid out once and reused by every
+step, and each step's per-page outputs are summed into their split by a 0/1 matrix product before the next step
+(a single sequence and split, every page in use: the matmul itself accumulates the steps, one op per step fewer).
+The small per-page row max and row sum are gathered into logical page order and reduced per split (a gather, not a
+scatter: no write contention). Pages that no sequence uses are computed and dropped, so this path is taken only
+when most of the pool is in use and no page is shared (see pool_owners).
 
 Legend as in flashviz.core.decode: B batch, H = H_kv, GN = G * N_q stacked rows, S splits, d head dimension.
 """
@@ -17,6 +21,9 @@ import torch
 
 NEG_INF = float("-inf")
 POOL_MIN_USE = 0.5  # read the whole pool only if at least half of its pages hold valid keys (else gather pages)
+STEP_ROW_BYTES = 4 * 2**20  # bytes of per-page query rows (and of per-page outputs) per step: they stay in cache
+#                             (2 MiB of L2 per core here), and a step still reads 4 MiB * page_size / (G * N_q) of K
+#                             (16 MiB at page_size 16 with G * N_q = 4; the whole pool at page_size 256)
 
 
 def pool_owners(table: torch.Tensor, seqlens: torch.Tensor, page_size: int, num_pages: int
@@ -56,21 +63,81 @@ def pool_partials(q4: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
         return None
     owner_b, owner_p, table, used = owners
     split = (owner_p * page // chunk).clamp(max=n_splits - 1)  # (n_pages,) split of each physical page
-    q_items = q4[owner_b].reshape(n_pages * H, GN, d)  # (n_pages*H, GN, d): write GN*d per page, not page*d
-    # (n_pages*H, GN, d) x (n_pages*H, d, page) -> (n_pages*H, GN, page); read page*d of K per item
-    S_ij = torch.bmm(q_items, k3.transpose(1, 2)).view(n_pages, H, GN, page).to(acc)
-    pos = owner_p[:, None] * page + torch.arange(page, device=q4.device)  # (n_pages, page) logical key positions
+    step = min(n_pages, max(1, STEP_ROW_BYTES // (H * GN * d * q4.element_size())))  # pages per step
+    S_ij = _pool_scores(q4, k3, owner_b, step).view(n_pages, H, GN, page).to(acc)
     if int(owner_p.max()) * page + page > int(limit.min()):  # some page holds keys past some row's limit
+        pos = owner_p[:, None] * page + torch.arange(page, device=q4.device)  # (n_pages, page) logical positions
         S_ij = S_ij.masked_fill_(pos[:, None, None, :] >= limit[owner_b][..., None], NEG_INF)
     to_splits = _logical(table, used, chunk // page, n_splits)  # per-page rows -> (B, S, pages per split, ...)
     m = to_splits(S_ij.amax(-1), NEG_INF).amax(2)  # (B, S, H, GN) row max of each split
     m_safe = torch.where(m == NEG_INF, torch.zeros((), dtype=acc, device=m.device), m)
-    P_ij = S_ij.sub_(m_safe[owner_b, split][..., None]).exp_()  # (n_pages, H, GN, page), in place over the scores
+    segment = owner_b * n_splits + split  # (n_pages,) the (sequence, split) each page belongs to
+    m_page = m_safe.view(B * n_splits, H, GN)  # one segment: broadcast its row max to every page, no gather
+    m_page = m_page[segment] if B * n_splits > 1 else m_page  # (n_pages or 1, H, GN)
+    P_ij = S_ij.sub_(m_page[..., None]).exp_()  # (n_pages, H, GN, page), in place over the scores
     l = to_splits(P_ij.sum(-1), 0.0).sum(2)  # (B, S, H, GN)
-    # (n_pages*H, GN, page) x (n_pages*H, page, d) -> (n_pages*H, GN, d); read page*d of V per item
-    O_items = torch.bmm(P_ij.view(n_pages * H, GN, page).to(v3.dtype), v3).view(n_pages, H, GN, d).to(acc)
-    O = to_splits(O_items, 0.0).sum(2)  # (B, S, H, GN, d)
+    live = torch.zeros(n_pages, dtype=torch.bool, device=q4.device)
+    live[table[used]] = True  # (n_pages,) pages some sequence uses
+    O = _pool_values(P_ij, v3, segment, live, B * n_splits, step)  # (B*S, H*GN*d)
+    O = O.view(B, n_splits, H, GN, d)
     return tuple(x.transpose(1, 2).reshape(B * H, n_splits, *x.shape[3:]) for x in (m, l, O))
+
+
+def _pool_scores(q4: torch.Tensor, k3: torch.Tensor, owner_b: torch.Tensor, step: int) -> torch.Tensor:
+    """S_ij (n_pages * H, GN, page) of every page: one batched matmul per `step` pages over the pool in place.
+
+    Each (page, H) tile meets the G * N_q stacked rows of its sequence. With one sequence those rows are the same
+    for every step, so they are laid out once (step * H * GN * d, cache-resident) and reused; otherwise they are
+    gathered per step from the page owners.
+    """
+    B, H, GN, d = q4.shape
+    page = k3.shape[1]
+    n_pages = k3.shape[0] // H
+    S_ij = torch.empty(n_pages * H, GN, page, dtype=q4.dtype, device=q4.device)
+    q_rep = q4[0].expand(step, H, GN, d).reshape(step * H, GN, d) if B == 1 else None  # (step*H, GN, d)
+    for p0 in range(0, n_pages, step):
+        p1 = min(p0 + step, n_pages)
+        q_items = q_rep[: (p1 - p0) * H] if q_rep is not None else q4[owner_b[p0:p1]].reshape(-1, GN, d)
+        # (pages*H, GN, d) x (pages*H, d, page) -> (pages*H, GN, page); read page * d of K per tile
+        torch.bmm(q_items, k3[p0 * H : p1 * H].transpose(1, 2), out=S_ij[p0 * H : p1 * H])
+    return S_ij
+
+
+def _pool_values(P_ij: torch.Tensor, v3: torch.Tensor, segment: torch.Tensor, live: torch.Tensor, n_segments: int,
+                 step: int) -> torch.Tensor:
+    """sum over the pages of each segment (sequence b, split s) of P_ij @ V, shape (n_segments, H * GN * d).
+
+    Each step's per-page partials (step * H * GN * d, cache-resident) are summed into their segments at once by a
+    (n_segments, step) 0/1 matrix product; with one segment the steps accumulate in the matmul (baddbmm) instead,
+    since every parallel op can wait for a descheduled thread on a loaded machine. Pages no sequence uses have
+    P_ij = 0, but their V may hold anything (even NaN, and 0 * NaN = NaN), so their partials are zeroed before the
+    sum.
+    """
+    n_pages, H, GN, page = P_ij.shape
+    d = v3.shape[-1]
+    all_live = bool(live.all())
+    if n_segments == 1 and all_live and v3.dtype == P_ij.dtype:  # one segment: the matmul sums the steps' tiles
+        acc = torch.zeros(step * H, GN, d, dtype=v3.dtype, device=v3.device)  # (step*H, GN, d) tile sums
+        for p0 in range(0, n_pages, step):
+            p1 = min(p0 + step, n_pages)
+            # acc[:pages*H] += (pages*H, GN, page) x (pages*H, page, d); read page * d of V per tile
+            acc[: (p1 - p0) * H].baddbmm_(P_ij[p0:p1].reshape(-1, GN, page).to(v3.dtype), v3[p0 * H : p1 * H])
+        return acc.view(step, H * GN * d).sum(0, keepdim=True).to(P_ij.dtype)  # (1, H*GN*d)
+    onehot = torch.zeros(n_segments, n_pages, dtype=P_ij.dtype, device=P_ij.device)
+    onehot[segment, torch.arange(n_pages, device=segment.device)] = 1.0  # (n_segments, n_pages): page -> segment
+    O = torch.zeros(n_segments, H * GN * d, dtype=P_ij.dtype, device=P_ij.device)
+    O_pages = torch.empty(step * H, GN, d, dtype=v3.dtype, device=v3.device)  # one step's per-page partials
+    for p0 in range(0, n_pages, step):
+        p1 = min(p0 + step, n_pages)
+        out = O_pages[: (p1 - p0) * H]
+        # (pages*H, GN, page) x (pages*H, page, d) -> (pages*H, GN, d); read page * d of V per tile
+        torch.bmm(P_ij[p0:p1].reshape(-1, GN, page).to(v3.dtype), v3[p0 * H : p1 * H], out=out)
+        rows = out.view(p1 - p0, H * GN * d).to(P_ij.dtype)
+        if not all_live:
+            rows = rows.masked_fill(~live[p0:p1, None], 0.0)
+        # (n_segments, pages) x (pages, H*GN*d) -> (n_segments, H*GN*d): each segment's pages summed
+        O.addmm_(onehot[:, p0:p1], rows)
+    return O
 
 
 def _logical(table: torch.Tensor, used: torch.Tensor, pages_per_split: int, n_splits: int):
@@ -81,11 +148,13 @@ def _logical(table: torch.Tensor, used: torch.Tensor, pages_per_split: int, n_sp
     tab = torch.nn.functional.pad(table, (0, pad))[:, :n]  # (B, n) physical page of each logical page
     valid = torch.nn.functional.pad(used, (0, pad))[:, :n]  # (B, n)
     B = table.shape[0]
+    idx = torch.where(valid, tab, 0)
+    all_valid = bool(valid.all())  # every slot holds a page (full splits): nothing to fill
 
     def to_splits(x: torch.Tensor, fill: float) -> torch.Tensor:
-        idx = torch.where(valid, tab, 0)
-        out = x[idx]  # (B, n, ...) gathered per logical page
-        out = out.masked_fill(~valid.view(B, n, *([1] * (x.dim() - 1))), fill)
+        out = x[idx]  # (B, n, ...) gathered per logical page: a new tensor, so filled in place
+        if not all_valid:
+            out.masked_fill_(~valid.view(B, n, *([1] * (x.dim() - 1))), fill)
         return out.view(B, n_splits, pages_per_split, *x.shape[1:])
 
     return to_splits
