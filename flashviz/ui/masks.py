@@ -105,12 +105,14 @@ def one_thread_if_idle() -> Iterator[None]:
 
 
 def _controls_ui(s: Settings) -> None:
-    """The preset pickers and the score mod on one row; the numbers they need (and the softcap's cap) on the next."""
+    """The preset pickers and the score mod, then the numbers they need (and the softcap's cap): on one row where
+    they fit, so the maps start higher on a 720 px screen, else the numbers on the next."""
     spec = mask_spec(s)
     choices = ["mask", "mcomb"] + (["mask2"] if s.mcomb != "none" else []) + ["mscore"]
     params = list(dict.fromkeys(p for name in spec.presets for p in PRESET_PARAMS[name]))
     numbers = [PARAM_SETTING[p] for p in params] + (["mcap"] if s.mscore == "softcap" else [])
-    for row in (choices, numbers):
+    rows = [choices + numbers] if len(choices) + len(numbers) <= CONTROLS_PER_ROW else [choices, numbers]
+    for row in rows:
         for start in range(0, len(row), CONTROLS_PER_ROW):
             for name, col in zip(row[start:start + CONTROLS_PER_ROW], st.columns(CONTROLS_PER_ROW), strict=False):
                 draw(name, col)
