@@ -37,7 +37,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from load import CHROMIUM, CHROMIUM_ARGS, CONNECTED, free_port
+from load import CHROMIUM, CHROMIUM_ARGS, CONNECTED, free_port, stop
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ".js-plotly-plot .main-svg"  # plotly's SVG exists only once plotly.js has drawn the figure
@@ -78,12 +78,7 @@ def server(launcher: str, log: Path, importtime: bool = False) -> Iterator[tuple
             health_s = wait_health(url, proc, t0)
             yield url, t0, health_s
         finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(15)
+            stop(proc)
 
 
 def wait_health(url: str, proc: subprocess.Popen, t0: float) -> float:

@@ -114,6 +114,16 @@ def wait_healthy(url: str, proc: subprocess.Popen | None, timeout_s: float) -> N
     raise RuntimeError(f"{url}/_stcore/health did not answer 'ok' within {timeout_s:.0f} s")
 
 
+def stop(proc: subprocess.Popen, grace_s: float = 15) -> None:
+    """End a server process: SIGTERM, then SIGKILL if it has not exited within grace_s seconds."""
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(grace_s)
+
+
 @contextlib.contextmanager
 def own_server(timing_log: Path, log: Path) -> Iterator[tuple[str, subprocess.Popen]]:
     """`streamlit run app.py` on a free loopback port with the timing log switched on; always stopped afterwards."""
@@ -129,12 +139,7 @@ def own_server(timing_log: Path, log: Path) -> Iterator[tuple[str, subprocess.Po
             wait_healthy(url, proc, SERVER_START_S)
             yield url, proc
         finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(15)
+            stop(proc)
 
 
 def tree_pids(pid: int) -> list[int]:

@@ -28,8 +28,9 @@ from flashviz.figures.decode import (
 from flashviz.measure.guards import format_bytes
 from flashviz.model.decode import decode_cost
 from flashviz.model.roofline import GPUS, bound
-from flashviz.ui import decoding
-from flashviz.ui.decoding import DecodeSetup, animation_data, decode_timing, measured_md, roofline_rows, seq_lens
+from flashviz.ui import decoding_jobs
+from flashviz.ui.decoding import measured_md
+from flashviz.ui.decoding_jobs import DecodeSetup, animation_data, decode_timing, roofline_rows, seq_lens
 from flashviz.ui.state import Settings
 from flashviz.vocab import DTYPE_BYTES
 
@@ -80,7 +81,7 @@ def test_running_m_and_l_fold_to_the_split_events_and_the_weights_merge(lens, pa
         assert w == pytest.approx(math.exp(lse_s - trace.lse), rel=1e-5)
     assert trace.lse == pytest.approx(math.log(sum(math.exp(x) for x in trace.split_lse)), rel=1e-6)
     if page:
-        assert num_pages == sum(math.ceil(n / page) for n in lens) + decoding.SPARE_PAGES and err < 1e-5
+        assert num_pages == sum(math.ceil(n / page) for n in lens) + decoding_jobs.SPARE_PAGES and err < 1e-5
         used = [p for row, n in zip(table, lens, strict=True) for p in row[: math.ceil(n / page)]]
         assert len(set(used)) == len(used)  # no page shared
     else:
@@ -213,7 +214,7 @@ def test_a_paged_gqa_link_draws_the_block_table_and_equal_results(make_app):
     table = spec["data"][0]["text"]
     assert [sum(c != "" for c in row) for row in table] == [math.ceil(n / 64) for n in setup.lens]
     pages = sum(math.ceil(n / 64) for n in setup.lens)
-    assert f"use {pages} of the pool's {pages + decoding.SPARE_PAGES} pages" in text
+    assert f"use {pages} of the pool's {pages + decoding_jobs.SPARE_PAGES} pages" in text
     err = float(text.split("by at most ")[1].split(".\n")[0].rstrip("."))
     assert err < 1e-5
     assert "**4× fewer K/V bytes**" in text and "cut into **S = 3 split(s)**" in text

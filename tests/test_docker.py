@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import pytest
+from load import stop
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -257,12 +258,7 @@ def test_entrypoint_server_starts_without_any_outbound_request(tmp_path):
             while BANNER not in out_log.read_text() and proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.1)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(15)
+            stop(proc)
     log = out_log.read_text()
     assert BANNER in log, f"the server did not start:\n{log[-3000:]}"
     outbound = net_log.read_text() if net_log.exists() else ""
