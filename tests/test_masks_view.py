@@ -66,8 +66,9 @@ def summary(at) -> str:
 def truth(mask_mod, n: int, block: int) -> dict[str, object]:
     """What the tab must show, computed independently: torch's dense mask and create_block_mask."""
     dense = create_mask(mask_mod, 1, 1, n, n, device="cpu")[0, 0]  # (N, N) bool
-    counts = tile_schedule(n, n, block, block, mask_mod=mask_mod).counts()
-    return {"visible": dense.float().mean().item(), "counts": counts,
+    schedule = tile_schedule(n, n, block, block, mask_mod=mask_mod)
+    counts = schedule.counts()
+    return {"visible": dense.double().mean().item(), "counts": counts, "schedule": schedule,
             "computed": counts["full"] + counts["partial"], "tiles": sum(counts.values()),
             "block_mask": create_block_mask(mask_mod, 1, 1, n, n, device="cpu", BLOCK_SIZE=block)}
 
@@ -79,6 +80,9 @@ def assert_summary_matches(at, want: dict, n: int) -> None:
     c = want["counts"]
     assert f"{c['full']} full, {c['partial']} partial, {c['skipped']} skipped" in text
     assert f"**{want['visible']:.1%} of the {n}² (query, key) pairs are visible**" in text
+    inside = sum(t.rows * t.cols for t in want["schedule"] if t.status != "skipped")  # pairs in computed tiles
+    masked = 1 - want["visible"] * n * n / inside
+    assert f"; {masked:.1%} of the pairs inside computed tiles are masked" in text
 
 
 def listed(values: list[int], shown: int = 6) -> str:
