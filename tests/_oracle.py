@@ -14,9 +14,11 @@ from flashviz import naive_attention
 FLOOR = {torch.float64: 1e-12, torch.float32: 1e-6, torch.float16: 1e-3, torch.bfloat16: 1e-2}
 
 
-def make_qkv(b, h, n_q, n_k, d, dtype=torch.float32, seed=0, device="cpu"):
+def make_qkv(b, h, n_q, n_k, d, dtype=torch.float32, seed=0, device="cpu", h_kv=None):
+    """q (b, h, n_q, d) and k, v (b, h_kv, n_k, d) (h_kv defaults to h), standard normal, made in fp64 then cast."""
     g = torch.Generator().manual_seed(seed)
-    q, k, v = (torch.randn(b, h, n, d, generator=g, dtype=torch.float64) for n in (n_q, n_k, n_k))
+    q = torch.randn(b, h, n_q, d, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(b, h if h_kv is None else h_kv, n_k, d, generator=g, dtype=torch.float64) for _ in range(2))
     return tuple(t.to(device=device, dtype=dtype) for t in (q, k, v))
 
 

@@ -54,13 +54,15 @@ scales = st.one_of(
 
 @st.composite
 def qkv(draw, dtypes=FLOAT_DTYPES, max_n=24):
-    """q, k, v of shape (B, H, N_q, d) / (B, H, N_k, d): zeros in any of B, H, N_q, N_k allowed."""
-    b, h = draw(st.integers(0, 2)), draw(st.integers(0, 2))
+    """q (B, H, N_q, d), k, v (B, H_kv, N_k, d), H = G H_kv (G = 1 multi-head, else grouped-query or multi-query):
+    zeros in any of B, H, N_q, N_k allowed."""
+    b, h_kv, group = draw(st.integers(0, 2)), draw(st.integers(0, 2)), draw(st.integers(1, 3))
     n_q, n_k, d = draw(st.integers(0, max_n)), draw(st.integers(0, max_n)), draw(st.integers(1, 12))
     dtype = draw(st.sampled_from(dtypes))
     g = torch.Generator().manual_seed(draw(st.integers(0, 2**16)))
     amp = draw(st.sampled_from([1.0, 1e-20, 30.0]))  # ordinary, vanishing and large (saturating softmax) inputs
-    q, k, v = (amp * torch.randn(b, h, n, d, generator=g, dtype=torch.float64) for n in (n_q, n_k, n_k))
+    q, k, v = (amp * torch.randn(b, h, n, d, generator=g, dtype=torch.float64)
+               for h, n in ((h_kv * group, n_q), (h_kv, n_k), (h_kv, n_k)))
     return tuple(t.to(dtype) for t in (q, k, v))
 
 
@@ -79,7 +81,8 @@ def scores_fit(q: torch.Tensor, k: torch.Tensor, scale: float | None, kernel: st
         return False
     if q.numel() == 0 or k.numel() == 0:
         return True
-    raw = (q.double() @ k.double().transpose(-2, -1)).abs().max().item()  # (B, H, N_q, N_k) -> max |q.k|
+    k = k.double().repeat_interleave(q.shape[1] // k.shape[1], dim=1)  # (B, H, N_k, d): K/V head of each query head
+    raw = (q.double() @ k.transpose(-2, -1)).abs().max().item()  # (B, H, N_q, N_k) -> max |q.k|
     return raw < limit and abs(s) * raw < limit
 
 

@@ -10,10 +10,14 @@ References:
         and are written once; dQ_i is accumulated in HBM (atomic adds on a GPU).
     FlashAttention (Dao et al., 2022), Appendix B.2: the same gradient derivation, in FA1's notation.
 
-Legend: B batch, H heads, N_q / N_k query / key lengths, d head dimension, Br = block_q, Bc = block_k.
-As in flash.py, batch and heads are merged into one axis BH = B * H inside the kernel, so every tile operation is
-one batched matmul over all heads. Only tiles that tile_schedule marks as computed are ever loaded; partial tiles are
-masked. The largest temporary is one (BH, Br, Bc) tile: memory stays O(N d).
+Legend: B batch, H query heads, H_kv key/value heads, G = H / H_kv, N_q / N_k query / key lengths, d head
+dimension, Br = block_q, Bc = block_k.
+As in flash.py, batch and K/V heads are merged into one axis BH_kv = B * H_kv inside the kernel and the G query heads
+of a group are folded into the rows (flash.group_rows), so every tile operation is one batched matmul over all
+groups. With grouped-query attention, dK_j += scale dS_ij^T Q_i contracts over the Br G rows of the tile: the sum
+over the G query heads that share K/V head h_kv happens inside the matmul. Only tiles that tile_schedule marks as
+computed are ever loaded; partial tiles are masked. The largest temporary is one (BH_kv, Br G, Bc) tile: memory
+stays O(N d).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from operator import attrgetter
 
 import torch
 
-from flashviz.core.flash import LOG2_E, tiled_forward
+from flashviz.core.flash import LOG2_E, group_rows, mask_tile, tiled_forward, ungroup_rows
 from flashviz.core.tiling import TileMasks, TileSchedule, tile_schedule
 from flashviz.core.validate import AttentionConfig, Window, tiled_config
 from flashviz.vocab import PARTIAL
@@ -56,58 +60,59 @@ def _row_statistics(O: torch.Tensor, dO: torch.Tensor, L: torch.Tensor, Br: int,
 
 
 def _backward_kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor, dO: torch.Tensor,
-                       L: torch.Tensor, schedule: TileSchedule, scale: float,
-                       acc: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                       L: torch.Tensor, schedule: TileSchedule, scale: float, acc: torch.dtype,
+                       G: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """FlashAttention-2, Algorithm 2, outer loop over K/V blocks.
 
-    q, O, dO: (BH, N_q, d); k, v: (BH, N_k, d), in the input dtype; L: (BH, N_q) in `acc`.
-    Returns dQ (BH, N_q, d), dK, dV (BH, N_k, d) in the accumulator dtype `acc`.
+    q, O, dO: (BH_kv, N_q G, d) in group_rows' layout; k, v: (BH_kv, N_k, d), in the input dtype; L: (BH_kv, N_q G)
+    in `acc`. Returns dQ (BH_kv, N_q G, d), dK, dV (BH_kv, N_k, d) (summed over each group) in `acc`.
 
     As in the forward (flash.py), the exponent is taken in base 2: S_ij and L_i are carried in log2 units
     (times log2(e)), so P_ij = exp2(S_ij log2(e) - L_i log2(e)) = exp(S_ij - L_i), and exp2 is ~3x cheaper than exp.
     """
-    BH, n_q, d = q.shape
+    BH, n_rows, d = q.shape  # BH = BH_kv, n_rows = N_q G
     masks = TileMasks(schedule, q.device)  # element masks of partial tiles, one per distinct (offset, shape)
     qk_scale = scale * LOG2_E  # S_ij in log2 units
     load = (lambda x: x) if q.dtype == acc else (lambda x: x.to(acc))  # a tile "load": fp16/bf16 -> fp32
 
     # Row blocks i as views, sliced once rather than once per tile (torch.split makes all Tr views in one call).
-    Br = min(schedule.block_q, max(n_q, 1))  # a block past N is one block of N rows (and split() needs int64)
-    D, neg_L2 = _row_statistics(O, dO, L, Br, load)  # (BH, N_q, 1) each
-    dQ = torch.zeros(BH, n_q, d, dtype=acc, device=q.device)  # (BH, N_q, d) in HBM, accumulated tile by tile
-    Q_blocks, dO_blocks, dQ_blocks = q.split(Br, dim=1), dO.split(Br, dim=1), dQ.split(Br, dim=1)  # (BH, Br, d)
-    D_blocks, neg_L2_blocks = D.split(Br, dim=1), neg_L2.split(Br, dim=1)  # (BH, Br, 1) views
+    # A block past N is one block of N rows (and split() needs int64); each block holds its Br queries in G heads.
+    Br = min(schedule.block_q, max(schedule.n_q, 1)) * G
+    D, neg_L2 = _row_statistics(O, dO, L, Br, load)  # (BH_kv, N_q G, 1) each
+    dQ = torch.zeros(BH, n_rows, d, dtype=acc, device=q.device)  # (BH_kv, N_q G, d) in HBM, accumulated per tile
+    Q_blocks, dO_blocks, dQ_blocks = q.split(Br, dim=1), dO.split(Br, dim=1), dQ.split(Br, dim=1)  # (BH_kv, Br G, d)
+    D_blocks, neg_L2_blocks = D.split(Br, dim=1), neg_L2.split(Br, dim=1)  # (BH_kv, Br G, 1) views
 
-    dK = torch.zeros(BH, k.shape[1], d, dtype=acc, device=q.device)  # (BH, N_k, d)
-    dV = torch.zeros_like(dK)  # (BH, N_k, d)
+    dK = torch.zeros(BH, k.shape[1], d, dtype=acc, device=q.device)  # (BH_kv, N_k, d)
+    dV = torch.zeros_like(dK)  # (BH_kv, N_k, d)
     for _, column in groupby(schedule, key=attrgetter("k_block")):  # outer loop: K/V block j
         tiles = [t for t in column if t.computed]
         if not tiles:
             continue  # no query sees these keys: K_j, V_j are never loaded, dK_j = dV_j = 0
         cols = slice(tiles[0].k_start, tiles[0].k_end)
-        K_j, V_j = load(k[:, cols]), load(v[:, cols])  # (BH, Bc, d) each; read 2 Bc d
-        K_jT, V_jT = K_j.transpose(1, 2), V_j.transpose(1, 2)  # (BH, d, Bc) views
-        dK_j, dV_j = dK[:, cols], dV[:, cols]  # (BH, Bc, d) accumulators, on chip for the whole column
+        K_j, V_j = load(k[:, cols]), load(v[:, cols])  # (BH_kv, Bc, d) each; read 2 Bc d, once per group
+        K_jT, V_jT = K_j.transpose(1, 2), V_j.transpose(1, 2)  # (BH_kv, d, Bc) views
+        dK_j, dV_j = dK[:, cols], dV[:, cols]  # (BH_kv, Bc, d) accumulators, on chip for the whole column
         for t in tiles:  # inner loop: Q block i
             i = t.q_block
-            Q_i, dO_i = load(Q_blocks[i]), load(dO_blocks[i])  # (BH, Br, d) each; read 2 Br d (+ 2 Br: L_i, D_i)
+            Q_i, dO_i = load(Q_blocks[i]), load(dO_blocks[i])  # (BH_kv, Br G, d) each; read 2 Br d (+ L_i, D_i)
             # -- S_ij = scale Q_i K_j^T, held as S_ij - L_i in log2 units: baddbmm applies the scale and subtracts
             #    L_i inside the matmul, one pass over the tile instead of three (bmm, mul_, sub_: 12% slower per tile)
-            # (BH, Br, d) x (BH, d, Bc) -> (BH, Br, Bc)
+            # (BH_kv, Br G, d) x (BH_kv, d, Bc) -> (BH_kv, Br G, Bc)
             S_ij = torch.baddbmm(neg_L2_blocks[i], Q_i, K_jT, alpha=qk_scale)
             if t.status == PARTIAL:
-                S_ij.masked_fill_(masks.hidden(t), NEG_INF)
+                mask_tile(S_ij, masks.hidden(t), G)
             # -- P_ij = exp(S_ij - L_i), in S_ij's storage; masked entries -> 0
-            P_ij = S_ij.exp2_()  # (BH, Br, Bc)
-            # -- dV_j += P_ij^T dO_i
-            dV_j.baddbmm_(P_ij.transpose(1, 2), dO_i)  # (BH, Bc, Br) x (BH, Br, d) -> (BH, Bc, d)
+            P_ij = S_ij.exp2_()  # (BH_kv, Br G, Bc)
+            # -- dV_j += P_ij^T dO_i, summed over the Br rows of all G heads of the group
+            dV_j.baddbmm_(P_ij.transpose(1, 2), dO_i)  # (BH_kv, Bc, Br G) x (BH_kv, Br G, d) -> (BH_kv, Bc, d)
             # -- dP_ij = dO_i V_j^T
-            dP_ij = torch.bmm(dO_i, V_jT)  # (BH, Br, d) x (BH, d, Bc) -> (BH, Br, Bc)
+            dP_ij = torch.bmm(dO_i, V_jT)  # (BH_kv, Br G, d) x (BH_kv, d, Bc) -> (BH_kv, Br G, Bc)
             # -- dS_ij = P_ij * (dP_ij - D_i), in dP_ij's storage
-            dS_ij = dP_ij.sub_(D_blocks[i]).mul_(P_ij)  # (BH, Br, Bc)
-            # -- dQ_i += scale dS_ij K_j (write Br d); dK_j += scale dS_ij^T Q_i
-            dQ_blocks[i].baddbmm_(dS_ij, K_j, alpha=scale)  # (BH, Br, Bc) x (BH, Bc, d) -> (BH, Br, d)
-            dK_j.baddbmm_(dS_ij.transpose(1, 2), Q_i, alpha=scale)  # (BH, Bc, Br) x (BH, Br, d) -> (BH, Bc, d)
+            dS_ij = dP_ij.sub_(D_blocks[i]).mul_(P_ij)  # (BH_kv, Br G, Bc)
+            # -- dQ_i += scale dS_ij K_j (write Br d); dK_j += scale dS_ij^T Q_i, summed over the group
+            dQ_blocks[i].baddbmm_(dS_ij, K_j, alpha=scale)  # (BH_kv, Br G, Bc) x (BH_kv, Bc, d) -> (BH_kv, Br G, d)
+            dK_j.baddbmm_(dS_ij.transpose(1, 2), Q_i, alpha=scale)  # (BH_kv, Bc, Br G) x (BH_kv, Br G, d)
         # dK_j, dV_j were views into dK, dV: the column's single write of 2 Bc d happened in place
     return dQ, dK, dV
 
@@ -117,7 +122,7 @@ def tiled_backward(dO: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
     """The tiled backward for an already validated config (see tiled_config); no argument is checked again.
 
     Args:
-        dO, q, O: (B, H, N_q, d).  k, v: (B, H, N_k, d).  L: (B, H, N_q) logsumexp.  config: from tiled_config.
+        dO, q, O: (B, H, N_q, d).  k, v: (B, H_kv, N_k, d).  L: (B, H, N_q) logsumexp.  config: from tiled_config.
     Returns:
         (dq, dk, dv), shaped and typed like q, k, v.
 
@@ -129,14 +134,15 @@ def tiled_backward(dO: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
         [10, 10, 10]
     """
     c = config
-    BH = c.B * c.H  # batch and heads merged: one batched matmul per tile over all heads
+    BH_kv = c.B * c.H_kv  # batch and K/V heads merged: one batched matmul per tile over all groups
     schedule = tile_schedule(c.n_q, c.n_k, c.block_q, c.block_k, causal=c.causal, window=c.window,
                              loop_order="kv_outer")  # Algorithm 2's order, whatever order the forward ran in
-    dQ, dK, dV = _backward_kv_outer(q.reshape(BH, c.n_q, c.d), k.reshape(BH, c.n_k, c.d), v.reshape(BH, c.n_k, c.d),
-                                    O.reshape(BH, c.n_q, c.d), dO.contiguous().view(BH, c.n_q, c.d),
-                                    L.reshape(BH, c.n_q).to(c.acc), schedule, c.scale, c.acc)
-    return (dQ.view(c.B, c.H, c.n_q, c.d).to(q.dtype), dK.view(c.B, c.H, c.n_k, c.d).to(k.dtype),
-            dV.view(c.B, c.H, c.n_k, c.d).to(v.dtype))
+    dQ, dK, dV = _backward_kv_outer(group_rows(q, c.H_kv), k.reshape(BH_kv, c.n_k, c.d),
+                                    v.reshape(BH_kv, c.n_k, c.d), group_rows(O, c.H_kv),
+                                    group_rows(dO.contiguous(), c.H_kv), group_rows(L, c.H_kv).to(c.acc), schedule,
+                                    c.scale, c.acc, c.group)
+    return (ungroup_rows(dQ, c.B, c.H, c.H_kv).to(q.dtype), dK.view(c.B, c.H_kv, c.n_k, c.d).to(k.dtype),
+            dV.view(c.B, c.H_kv, c.n_k, c.d).to(v.dtype))
 
 
 def _validate_saved(q: torch.Tensor, O: torch.Tensor, dO: torch.Tensor, L: torch.Tensor) -> None:
@@ -175,7 +181,7 @@ def flash_attention_backward(
 
     Args:
         dO: (B, H, N_q, d) gradient of the loss with respect to the output O.
-        q: (B, H, N_q, d) queries.  k: (B, H, N_k, d) keys.  v: (B, H, N_k, d) values.
+        q: (B, H, N_q, d) queries.  k: (B, H_kv, N_k, d) keys.  v: (B, H_kv, N_k, d) values, H_kv dividing H.
         O: (B, H, N_q, d) forward output.  L: (B, H, N_q) logsumexp from the forward (-inf for rows that see no key).
         block_size, block_q, block_k, causal, window, scale: as in flash_attention_forward; they must match the
             forward that produced O and L.
@@ -234,7 +240,9 @@ def flash_attention(
     Only first-order gradients are supported: backward with create_graph=True raises a RuntimeError.
 
     Args:
-        q: (B, H, N_q, d) queries.  k: (B, H, N_k, d) keys.  v: (B, H, N_k, d) values. Same dtype and device.
+        q: (B, H, N_q, d) queries.  k: (B, H_kv, N_k, d) keys.  v: (B, H_kv, N_k, d) values. Same dtype and device.
+            H_kv dividing H is grouped-query attention (as SDPA's enable_gqa=True; 1 = multi-query): K/V are never
+            copied per query head, and dk, dv sum the gradients of the query heads that share them.
         block_size: tile size used for both Br and Bc unless block_q / block_k are given.
         block_q: Br, query rows per tile.  block_k: Bc, key columns per tile.
         causal: top-left causal mask (query i sees keys j <= i), as SDPA's is_causal.

@@ -7,11 +7,17 @@ References:
         on chip, the division by l_i happens once at the end, and only the logsumexp L_i = m_i + log l_i is saved
         ("q_outer").
 
-Legend: B batch, H heads, N_q / N_k query / key lengths, d head dimension, Br = block_q, Bc = block_k.
-Inside the kernels the batch and head axes are merged into one axis BH = B * H, so every tile operation is one
-batched matmul over all heads. As in the FlashAttention-2 and Triton kernels, the softmax runs in base 2: Q is
-pre-scaled by scale * log2(e), so S_ij and m_i are in log2 units and P~_ij = exp2(S_ij - m_i), which is the same
-number as exp(scale * q.k - m) but cheaper to compute. Reported m and L are converted back to natural log.
+Legend: B batch, H query heads, H_kv key/value heads, G = H / H_kv query heads per K/V head, N_q / N_k query / key
+lengths, d head dimension, Br = block_q, Bc = block_k.
+Grouped-query attention (GQA; MQA when H_kv = 1; plain multi-head when G = 1) shares each K/V head among G query
+heads. Inside the kernels the batch and K/V-head axes are merged into one axis BH_kv = B * H_kv, and the G query
+heads of a group are folded into the rows: q becomes (BH_kv, N_q G, d), row r * G + g holding query r of head g of
+the group (`group_rows`). A Q block i is then the Br G consecutive rows of its Br queries in all G heads, and every
+tile operation is one batched matmul over all groups, (BH_kv, Br G, d) x (BH_kv, d, Bc): K_j and V_j are read once
+per tile for the whole group, never copied per query head. For G = 1 the fold is a free view.
+As in the FlashAttention-2 and Triton kernels, the softmax runs in base 2: Q is pre-scaled by scale * log2(e), so
+S_ij and m_i are in log2 units and P~_ij = exp2(S_ij - m_i), which is the same number as exp(scale * q.k - m) but
+cheaper to compute. Reported m and L are converted back to natural log.
 "Load" means slicing a tile out of the (HBM) input; only tiles that tile_schedule marks as computed are ever loaded.
 """
 
@@ -53,13 +59,55 @@ class TileEvent:
 TileCallback = Callable[[TileEvent], None]
 
 
-def _emit(on_tile: TileCallback | None, tile: Tile, m_i: torch.Tensor, l_i: torch.Tensor) -> None:
-    """Report a computed tile; m_i arrives in log2 units and leaves in natural-log units."""
+def group_rows(x: torch.Tensor, heads_kv: int) -> torch.Tensor:
+    """Fold the query heads of each K/V group into the rows: (B, H, N, *rest) -> (B H_kv, N G, *rest).
+
+    Row r * G + g of group b * H_kv + h_kv is row r of query head h_kv * G + g: the heads sharing K/V head h_kv (as
+    SDPA's enable_gqa pairs them), interleaved so that a block of Br queries is Br G consecutive rows. A view when
+    G = 1 and x is contiguous; one copy otherwise.
+    """
+    B, H, N = x.shape[:3]
+    rest = x.shape[3:]
+    G = H // heads_kv if heads_kv else 1
+    x = x.reshape(B * heads_kv, G, N, *rest)  # (B H_kv, G, N, *rest)
+    return x.transpose(1, 2).reshape(B * heads_kv, N * G, *rest)  # (B H_kv, N G, *rest)
+
+
+def ungroup_rows(x: torch.Tensor, B: int, H: int, heads_kv: int) -> torch.Tensor:
+    """The inverse of group_rows: (B H_kv, N G, *rest) -> (B, H, N, *rest). A view when G = 1."""
+    G = H // heads_kv if heads_kv else 1
+    N, rest = x.shape[1] // G, x.shape[2:]
+    x = x.reshape(B, heads_kv, N, G, *rest).transpose(2, 3)  # (B, H_kv, G, N, *rest)
+    return x.reshape(B, H, N, *rest)  # (B, H, N, *rest)
+
+
+def mask_tile(S_ij: torch.Tensor, hidden: torch.Tensor, G: int) -> None:
+    """Set the hidden elements of a partial tile's scores to -inf, in place.
+
+    Args:
+        S_ij: (BH_kv, Br G, Bc) scores in group_rows' layout.
+        hidden: (Br, Bc) bool, True where the key is not visible (the same for every head).
+        G: query heads per K/V head.
+    """
+    if G == 1:
+        S_ij.masked_fill_(hidden, NEG_INF)  # (BH, Br, Bc)
+        return
+    BH_kv, _, Bc = S_ij.shape
+    Br = hidden.shape[-2]
+    S_ij.view(BH_kv, Br, G, Bc).masked_fill_(hidden[:, None, :], NEG_INF)  # (BH_kv, Br, G, Bc) <- (Br, 1, Bc)
+
+
+def _emit(on_tile: TileCallback | None, tile: Tile, m_i: torch.Tensor, l_i: torch.Tensor, G: int) -> None:
+    """Report a computed tile for batch 0, head 0; m_i arrives in log2 units and leaves in natural-log units.
+
+    m_i, l_i: (BH_kv, Br G) in group_rows' layout, so head 0's rows are every G-th row of group 0.
+    """
     if on_tile is not None:
         if m_i.shape[0] == 0:  # B * H = 0: there is no batch 0, head 0 to report
             m_i, l_i = m_i.new_empty(1, 0), l_i.new_empty(1, 0)
+        m0, l0 = m_i[0, ::G], l_i[0, ::G]  # (Br,) batch 0, head 0
         on_tile(TileEvent(tile.step, tile.q_block, tile.k_block, tile.status, tile.q_start, tile.q_end,
-                          tile.k_start, tile.k_end, m_i[0].detach().cpu() * LN_2, l_i[0].detach().cpu().clone()))
+                          tile.k_start, tile.k_end, m0.detach().cpu() * LN_2, l0.detach().cpu().clone()))
 
 
 def _load_kt(k: torch.Tensor, tile: Tile, acc: torch.dtype) -> torch.Tensor:
@@ -80,6 +128,7 @@ def online_softmax_step(S_ij: torch.Tensor, m_i: torch.Tensor, l_i: torch.Tensor
 
     Args:
         S_ij: (BH, Br, Bc) scores in log2 units, -inf where masked; overwritten by P~_ij (no second tile buffer).
+            Rows are independent: with grouped heads they are the Br G rows of group_rows' layout.
         m_i: (BH, Br) running row max (log2 units), -inf for rows that have seen no visible key yet.
         l_i: (BH, Br) running row sum relative to m_i, 0 for those rows.
         partial: whether the tile has masked elements: only then can a whole row of S_ij be -inf.
@@ -98,69 +147,71 @@ def online_softmax_step(S_ij: torch.Tensor, m_i: torch.Tensor, l_i: torch.Tensor
 
 
 def _kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSchedule, scale: float,
-              acc: torch.dtype, on_tile: TileCallback | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """FlashAttention-1, Algorithm 1. q: (BH, N_q, d); k, v: (BH, N_k, d). Returns O (BH, N_q, d) and L (BH, N_q)."""
-    BH, n_q, d = q.shape
-    # -- initialise O, l, m in HBM (write N_q d + 2 N_q)
+              acc: torch.dtype, G: int, on_tile: TileCallback | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """FlashAttention-1, Algorithm 1. q: (BH_kv, N_q G, d) in group_rows' layout; k, v: (BH_kv, N_k, d).
+    Returns O (BH_kv, N_q G, d) and L (BH_kv, N_q G), in the same layout."""
+    BH, n_rows, d = q.shape  # BH = BH_kv, n_rows = N_q G
+    # -- initialise O, l, m in HBM (write N_q d + 2 N_q per head)
     masks = TileMasks(schedule, q.device)  # element masks of partial tiles
-    O = torch.zeros(BH, n_q, d, dtype=acc, device=q.device)  # (BH, N_q, d)
-    l = torch.zeros(BH, n_q, dtype=acc, device=q.device)  # (BH, N_q) running sums
-    m = torch.full((BH, n_q), NEG_INF, dtype=acc, device=q.device)  # (BH, N_q) running maxima
+    O = torch.zeros(BH, n_rows, d, dtype=acc, device=q.device)  # (BH_kv, N_q G, d)
+    l = torch.zeros(BH, n_rows, dtype=acc, device=q.device)  # (BH_kv, N_q G) running sums
+    m = torch.full((BH, n_rows), NEG_INF, dtype=acc, device=q.device)  # (BH_kv, N_q G) running maxima
 
     for _, column in groupby(schedule, key=attrgetter("k_block")):  # outer loop: K/V block j
         tiles = [t for t in column if t.computed]
         if not tiles:
             continue  # the whole column is masked: K_j, V_j are never loaded
-        K_jT = _load_kt(k, tiles[0], acc)  # (BH, d, Bc); read Bc d
-        V_j = v[:, tiles[0].k_start:tiles[0].k_end].to(acc)  # (BH, Bc, d); read Bc d
+        K_jT = _load_kt(k, tiles[0], acc)  # (BH_kv, d, Bc); read Bc d, once for the G heads of the group
+        V_j = v[:, tiles[0].k_start:tiles[0].k_end].to(acc)  # (BH_kv, Bc, d); read Bc d
         for t in tiles:  # inner loop: Q block i
-            rows = slice(t.q_start, t.q_end)
-            Q_i = q[:, rows].to(acc) * (scale * LOG2_E)  # (BH, Br, d), pre-scaled: S_ij in log2 units; read Br d
-            O_i, l_i, m_i = O[:, rows], l[:, rows], m[:, rows]  # views; read Br d + 2 Br
-            S_ij = torch.bmm(Q_i, K_jT)  # (BH, Br, d) x (BH, d, Bc) -> (BH, Br, Bc), on chip
+            rows = slice(t.q_start * G, t.q_end * G)  # the block's Br queries in all G heads of the group
+            Q_i = q[:, rows].to(acc) * (scale * LOG2_E)  # (BH_kv, Br G, d), pre-scaled: S_ij in log2 units
+            O_i, l_i, m_i = O[:, rows], l[:, rows], m[:, rows]  # views; read Br G d + 2 Br G
+            S_ij = torch.bmm(Q_i, K_jT)  # (BH_kv, Br G, d) x (BH_kv, d, Bc) -> (BH_kv, Br G, Bc), on chip
             if t.status == PARTIAL:
-                S_ij.masked_fill_(masks.hidden(t), NEG_INF)
+                mask_tile(S_ij, masks.hidden(t), G)
             # -- m_new, l_new and P~_ij = 2^(S_ij - m_new): the online softmax step
             P_ij, m_new, l_new, alpha = online_softmax_step(S_ij, m_i, l_i, t.status == PARTIAL)
             l_div = l_new.masked_fill(l_new == 0, 1.0) if t.status == PARTIAL else l_new  # rows seeing nothing yet
             # -- O_i <- diag(l_new)^-1 (diag(l_i) 2^(m_i - m_new) O_i + P~_ij V_j), written back to HBM (write Br d)
-            O_i.mul_((l_i * alpha).unsqueeze(-1)).baddbmm_(P_ij, V_j).div_(l_div.unsqueeze(-1))  # (BH, Br, d)
-            l_i.copy_(l_new)  # write Br
-            m_i.copy_(m_new)  # write Br
-            _emit(on_tile, t, m_i, l_i)
-    L = (m + torch.log2(l)) * LN_2  # (BH, N_q) logsumexp in natural log; rows that saw nothing: -inf
+            O_i.mul_((l_i * alpha).unsqueeze(-1)).baddbmm_(P_ij, V_j).div_(l_div.unsqueeze(-1))  # (BH_kv, Br G, d)
+            l_i.copy_(l_new)  # write Br G
+            m_i.copy_(m_new)  # write Br G
+            _emit(on_tile, t, m_i, l_i, G)
+    L = (m + torch.log2(l)) * LN_2  # (BH_kv, N_q G) logsumexp in natural log; rows that saw nothing: -inf
     return O, L
 
 
 def _q_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSchedule, scale: float,
-             acc: torch.dtype, on_tile: TileCallback | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """FlashAttention-2, Algorithm 1. q: (BH, N_q, d); k, v: (BH, N_k, d). Returns O (BH, N_q, d) and L (BH, N_q)."""
-    BH, n_q, d = q.shape
+             acc: torch.dtype, G: int, on_tile: TileCallback | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """FlashAttention-2, Algorithm 1. q: (BH_kv, N_q G, d) in group_rows' layout; k, v: (BH_kv, N_k, d).
+    Returns O (BH_kv, N_q G, d) and L (BH_kv, N_q G), in the same layout."""
+    BH, n_rows, d = q.shape  # BH = BH_kv, n_rows = N_q G
     masks = TileMasks(schedule, q.device)  # element masks of partial tiles
-    O = torch.zeros(BH, n_q, d, dtype=acc, device=q.device)  # (BH, N_q, d); rows that see nothing stay 0
-    L = torch.full((BH, n_q), NEG_INF, dtype=acc, device=q.device)  # (BH, N_q) logsumexp
+    O = torch.zeros(BH, n_rows, d, dtype=acc, device=q.device)  # (BH_kv, N_q G, d); rows that see nothing stay 0
+    L = torch.full((BH, n_rows), NEG_INF, dtype=acc, device=q.device)  # (BH_kv, N_q G) logsumexp
 
     for _, row in groupby(schedule, key=attrgetter("q_block")):  # outer loop: Q block i
         tiles = [t for t in row if t.computed]
         if not tiles:
             continue  # every key is masked for these rows: Q_i is never loaded, O_i stays 0, L_i stays -inf
-        rows = slice(tiles[0].q_start, tiles[0].q_end)
-        Q_i = q[:, rows].to(acc) * (scale * LOG2_E)  # (BH, Br, d), pre-scaled: S_ij in log2 units; read Br d once
-        acc_i = torch.zeros_like(Q_i)  # (BH, Br, d) unnormalised accumulator, on chip until the end of the row
-        m_i = torch.full(acc_i.shape[:2], NEG_INF, dtype=acc, device=q.device)  # (BH, Br)
-        l_i = torch.zeros(acc_i.shape[:2], dtype=acc, device=q.device)  # (BH, Br)
+        rows = slice(tiles[0].q_start * G, tiles[0].q_end * G)  # the block's Br queries in all G heads of the group
+        Q_i = q[:, rows].to(acc) * (scale * LOG2_E)  # (BH_kv, Br G, d), pre-scaled: S_ij in log2 units; read once
+        acc_i = torch.zeros_like(Q_i)  # (BH_kv, Br G, d) unnormalised accumulator, on chip until the end of the row
+        m_i = torch.full(acc_i.shape[:2], NEG_INF, dtype=acc, device=q.device)  # (BH_kv, Br G)
+        l_i = torch.zeros(acc_i.shape[:2], dtype=acc, device=q.device)  # (BH_kv, Br G)
         for t in tiles:  # inner loop: K/V block j
-            K_jT = _load_kt(k, t, acc)  # (BH, d, Bc); read Bc d
-            V_j = v[:, t.k_start:t.k_end].to(acc)  # (BH, Bc, d); read Bc d
-            S_ij = torch.bmm(Q_i, K_jT)  # (BH, Br, d) x (BH, d, Bc) -> (BH, Br, Bc)
+            K_jT = _load_kt(k, t, acc)  # (BH_kv, d, Bc); read Bc d, once for the G heads of the group
+            V_j = v[:, t.k_start:t.k_end].to(acc)  # (BH_kv, Bc, d); read Bc d
+            S_ij = torch.bmm(Q_i, K_jT)  # (BH_kv, Br G, d) x (BH_kv, d, Bc) -> (BH_kv, Br G, Bc)
             if t.status == PARTIAL:
-                S_ij.masked_fill_(masks.hidden(t), NEG_INF)
+                mask_tile(S_ij, masks.hidden(t), G)
             # -- m_i, l_i and P~_ij = 2^(S_ij - m_new): the online softmax step
             P_ij, m_i, l_i, alpha = online_softmax_step(S_ij, m_i, l_i, t.status == PARTIAL)
             # -- acc_i <- diag(2^(m_old - m_new)) acc_i + P~_ij V_j  (no division yet)
-            acc_i.mul_(alpha.unsqueeze(-1)).baddbmm_(P_ij, V_j)  # (BH, Br, Bc) x (BH, Bc, d) -> (BH, Br, d)
-            _emit(on_tile, t, m_i, l_i)
-        # -- epilogue: O_i = diag(l_i)^-1 acc_i; L_i = m_i + log l_i (write Br d + Br)
+            acc_i.mul_(alpha.unsqueeze(-1)).baddbmm_(P_ij, V_j)  # (BH_kv, Br G, Bc) x (BH_kv, Bc, d) -> (.., Br G, d)
+            _emit(on_tile, t, m_i, l_i, G)
+        # -- epilogue: O_i = diag(l_i)^-1 acc_i; L_i = m_i + log l_i (write Br d + Br per head)
         torch.div(acc_i, l_i.masked_fill(l_i == 0, 1.0).unsqueeze(-1), out=O[:, rows])
         L[:, rows] = (m_i + torch.log2(l_i)) * LN_2  # natural-log logsumexp
     return O, L
@@ -171,7 +222,8 @@ def tiled_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: Att
     """The tiled forward for an already validated config (see tiled_config); no argument is checked again.
 
     Args:
-        q: (B, H, N_q, d) queries.  k, v: (B, H, N_k, d).  config: from tiled_config, with a loop_order.
+        q: (B, H, N_q, d) queries.  k, v: (B, H_kv, N_k, d), H_kv dividing H.  config: from tiled_config, with a
+            loop_order.
         on_tile: as in flash_attention_forward.
     Returns:
         O (B, H, N_q, d) in q's dtype and L (B, H, N_q), the natural-log logsumexp in config.acc.
@@ -186,10 +238,10 @@ def tiled_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: Att
     schedule = tile_schedule(c.n_q, c.n_k, c.block_q, c.block_k, causal=c.causal, window=c.window,
                              loop_order=c.loop_order)
     kernel = _kv_outer if c.loop_order == "kv_outer" else _q_outer
-    BH = c.B * c.H  # batch and heads merged: one batched matmul per tile over all heads
-    O, L = kernel(q.reshape(BH, c.n_q, c.d), k.reshape(BH, c.n_k, c.d), v.reshape(BH, c.n_k, c.d), schedule,
-                  c.scale, c.acc, on_tile)
-    return O.view(c.B, c.H, c.n_q, c.d).to(q.dtype), L.view(c.B, c.H, c.n_q)
+    BH_kv = c.B * c.H_kv  # batch and K/V heads merged: one batched matmul per tile over all groups
+    O, L = kernel(group_rows(q, c.H_kv), k.reshape(BH_kv, c.n_k, c.d), v.reshape(BH_kv, c.n_k, c.d), schedule,
+                  c.scale, c.acc, c.group, on_tile)  # (BH_kv, N_q G, d), (BH_kv, N_q G)
+    return ungroup_rows(O, c.B, c.H, c.H_kv).to(q.dtype), ungroup_rows(L, c.B, c.H, c.H_kv)
 
 
 def flash_attention_forward(
@@ -210,7 +262,9 @@ def flash_attention_forward(
     """Tiled attention with online softmax; never materialises the N_q x N_k matrix.
 
     Args:
-        q: (B, H, N_q, d) queries.  k: (B, H, N_k, d) keys.  v: (B, H, N_k, d) values. Same dtype and device.
+        q: (B, H, N_q, d) queries.  k: (B, H_kv, N_k, d) keys.  v: (B, H_kv, N_k, d) values. Same dtype and device.
+            H_kv = H is multi-head attention; a divisor of H is grouped-query attention (query head h reads K/V head
+            h // (H / H_kv), as SDPA's enable_gqa=True), 1 multi-query. K/V are never copied per query head.
         block_size: tile size used for both Br and Bc unless block_q / block_k are given.
         block_q: Br, query rows per tile.  block_k: Bc, key columns per tile.
         causal: top-left causal mask (query i sees keys j <= i), as SDPA's is_causal.
@@ -229,6 +283,9 @@ def flash_attention_forward(
         >>> out = flash_attention_forward(q, k, v, block_size=32, causal=True, loop_order="q_outer")
         >>> torch.allclose(out, naive_attention(q, k, v, causal=True), atol=1e-5)
         True
+        >>> k1 = v1 = torch.randn(1, 1, 100, 16)  # multi-query: one K/V head for both query heads
+        >>> flash_attention_forward(q, k1, v1, block_size=32).shape
+        torch.Size([1, 2, 100, 16])
     """
     config = tiled_config(q, k, v, block_size=block_size, block_q=block_q, block_k=block_k, causal=causal,
                           window=window, scale=scale, loop_order=loop_order)

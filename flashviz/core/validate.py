@@ -24,7 +24,7 @@ Window = tuple[int | None, int | None] | None
 
 
 def validate_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
-    """Check that q, k, v are (B, H, N, d) floating tensors that agree with one another."""
+    """Check that q (B, H, N_q, d) and k, v (B, H_kv, N_k, d) are floating tensors that agree, H_kv dividing H."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor of shape (B, H, N, d), got {type(t).__name__}.")
@@ -45,11 +45,12 @@ def validate_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         raise ValueError(
             f"q, k, v must be on one device, got q={q.device}, k={k.device}, v={v.device}. Move them with .to(device)."
         )
-    if not (q.shape[0] == k.shape[0] == v.shape[0] and q.shape[1] == k.shape[1] == v.shape[1]):
+    if not (q.shape[0] == k.shape[0] == v.shape[0]):
         raise ValueError(
-            "q, k, v must share batch and head dimensions (B, H), got "
-            f"q={tuple(q.shape[:2])}, k={tuple(k.shape[:2])}, v={tuple(v.shape[:2])}."
+            f"q, k, v must share the batch dimension B (axis 0), got q B={q.shape[0]}, k B={k.shape[0]}, "
+            f"v B={v.shape[0]}."
         )
+    validate_heads(q.shape[1], k.shape[1], v.shape[1])
     if q.shape[3] != k.shape[3]:
         raise ValueError(
             f"q and k must share the head dimension d (last axis), got q d={q.shape[3]} and k d={k.shape[3]}."
@@ -63,6 +64,28 @@ def validate_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
     if v.shape[3] != q.shape[3]:
         raise ValueError(
             f"v must share the head dimension d of q and k, got v d={v.shape[3]} and q d={q.shape[3]}."
+        )
+
+
+def validate_heads(h_q: int, h_k: int, h_v: int) -> None:
+    """Check that k and v share H_kv heads and that H_kv divides H_q (grouped-query attention, as SDPA's enable_gqa).
+
+    H_kv = H_q is multi-head attention, 1 < H_kv < H_q grouped-query (GQA), H_kv = 1 multi-query (MQA): each K/V
+    head serves the H_q / H_kv query heads h_kv * G .. h_kv * G + G - 1, with G = H_q / H_kv.
+    """
+    if h_k != h_v:
+        raise ValueError(
+            f"k and v must have the same number of heads H_kv (axis 1), got k H={h_k} and v H={h_v}."
+        )
+    if h_k == h_q:
+        return  # multi-head attention (or no heads at all: an empty call)
+    if h_q == 0 or h_k == 0 or h_q % h_k:
+        divisors = [n for n in range(1, h_q + 1) if h_q % n == 0]
+        fix = (f"K/V head counts that divide {h_q}: {', '.join(map(str, divisors))} ({h_q} = multi-head, "
+               "1 = multi-query)." if h_q else "With no query heads, give k and v no heads either.")
+        raise ValueError(
+            f"k and v have H_kv={h_k} heads, which does not divide q's H_q={h_q} heads: each K/V head must serve the "
+            f"same number of query heads (grouped-query attention, as SDPA's enable_gqa=True). {fix}"
         )
 
 
@@ -174,7 +197,8 @@ class AttentionConfig:
     """
 
     B: int  # batch size
-    H: int  # number of heads
+    H: int  # number of query heads H_q
+    H_kv: int  # number of key/value heads; divides H (H_kv = H: multi-head, < H: grouped-query, 1: multi-query)
     n_q: int  # N_q, query sequence length (>= 0)
     n_k: int  # N_k, key/value sequence length (>= 0)
     d: int  # head dimension (>= 1), shared by q, k and v
@@ -186,10 +210,15 @@ class AttentionConfig:
     block_k: int | None = None  # Bc, key columns per tile (>= 1); None for naive attention
     loop_order: str | None = None  # "kv_outer" (FA1) or "q_outer" (FA2); None where the order is fixed or moot
 
+    @property
+    def group(self) -> int:
+        """G = H / H_kv, the query heads that share one K/V head (1 for multi-head attention)."""
+        return self.H // self.H_kv if self.H_kv else 1
+
 
 def _shape_of(q: torch.Tensor, k: torch.Tensor) -> dict[str, int]:
     B, H, n_q, d = q.shape
-    return {"B": B, "H": H, "n_q": n_q, "n_k": k.shape[2], "d": d}
+    return {"B": B, "H": H, "H_kv": k.shape[1], "n_q": n_q, "n_k": k.shape[2], "d": d}
 
 
 def naive_config(q: object, k: object, v: object, *, causal: object = False, window: object = None,
@@ -197,7 +226,8 @@ def naive_config(q: object, k: object, v: object, *, causal: object = False, win
     """Validate the arguments of naive attention: scores are computed in q's dtype, as plain PyTorch would.
 
     Args:
-        q: (B, H, N_q, d) queries.  k, v: (B, H, N_k, d) keys and values.  causal, window, scale: as naive_attention.
+        q: (B, H, N_q, d) queries.  k, v: (B, H_kv, N_k, d) keys and values, H_kv dividing H.
+        causal, window, scale: as naive_attention.
     Returns:
         An AttentionConfig with no tiling (block_q, block_k, loop_order are None) and acc = q's dtype.
 
@@ -218,7 +248,7 @@ def tiled_config(q: object, k: object, v: object, *, block_size: object = 64, bl
     """Validate the arguments of a tiled kernel (forward, backward or both).
 
     Args:
-        q: (B, H, N_q, d) queries.  k, v: (B, H, N_k, d) keys and values.
+        q: (B, H, N_q, d) queries.  k, v: (B, H_kv, N_k, d) keys and values, H_kv dividing H.
         block_size: Br and Bc unless block_q / block_k are given.  causal, window, scale: as flash_attention_forward.
         loop_order: "kv_outer" or "q_outer" for a forward; None for the backward, whose loop order is fixed.
     Returns:
