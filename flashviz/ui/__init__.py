@@ -1,12 +1,17 @@
-"""The Streamlit dashboard, one module per tab: widgets -> cached calls -> figures from flashviz.figures.tiles/plots.
+"""The Streamlit dashboard, one module per tab: widgets -> cached calls -> figures from flashviz.figures.
 
-    sidebar        settings widgets, classroom presets, URL query parameters (state.py parses them, pure)
-    how_it_works   animated tile map, row inspector, update equations
-    benchmark      live sweep over N: memory, time, GFLOP/s, summary table, CSV
+    state, query, widgets  every setting declared once (state.py); the URL parser and the widgets derived from it
+    sidebar        the sidebar's settings, classroom presets, the URL kept in sync
+    common, jobs   the timing lock, runs in a worker thread with progress and Cancel, cached sweeps
+    how_it_works   animated tile map, row inspector (the online-softmax rescale), update equations
+    benchmark      live sweep over N: memory, time, GFLOP/s, summary table, causal vs no mask, CSV
     block_size     time and modelled HBM traffic against the tile size
-    io_model       HBM accesses against on-chip memory M (FA1 Theorem 2)
-    correctness    max errors against SDPA and an fp64 reference
-    training       forward + backward time and memory
+    io_model       HBM accesses against on-chip memory M (FA1 Theorem 2), each loop order with its tile rule
+    correctness    max errors against an fp64 reference, against the dtype's bar
+    training       forward + backward time and memory; the price of recomputation
+    roofline       naive, FA1 and FA2 on GPU rooflines and this machine's, predicted and measured speedups
+    decoding       Flash-Decoding: splits, logsumexp merge, paged KV, GQA; bytes per token (+ decoding_jobs)
+    masks          FlexAttention-style masks: element mask, tile map, BlockMask tensors
 
 app.py at the repository root wires them together; nothing here runs on import.
 """
