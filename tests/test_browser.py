@@ -162,3 +162,28 @@ def test_a_setting_change_during_a_run_leaves_a_still_running_box_with_cancel(br
         assert page.locator("[data-testid='stException']").count() == 0
     finally:
         page.close()
+
+
+NEW_VIEWS = [  # (link, charts plotly must draw, text the page must show)
+    ("view=roof", 1, "Predicted on a GPU, measured here"),
+    ("view=decode&decpage=64&dechq=32&dechkv=8&declens=ragged&declen=4096&decsplits=3", 2,
+     "Why decoding is memory-bound"),
+    ("view=masks", 2, "Equal to create_block_mask"),
+]
+
+
+@pytest.mark.parametrize("query,charts,text", NEW_VIEWS, ids=["roofline", "decoding", "masks"])
+def test_roofline_decoding_and_masks_views_draw_in_a_real_browser(browser, streamlit_server, query, charts, text):
+    page = open_page(browser, f"{streamlit_server}/?{query}", height=2400)
+    try:
+        wait_charts(page, charts)
+        assert page.get_by_text(text).count() >= 1
+        if "decode" in query:  # the decode step animates: Play moves its slider off the first frame
+            before = page.locator(".slider-container .slider-label").first.text_content()
+            page.locator(".updatemenu-button").filter(has_text="Play").first.click()
+            page.wait_for_timeout(2500)
+            assert page.locator(".slider-container .slider-label").first.text_content() != before
+        page.screenshot(path=str(SHOTS / f"{query.split('&')[0].split('=')[1]}.png"), full_page=True)
+        assert page.locator("[data-testid='stException']").count() == 0
+    finally:
+        page.close()
