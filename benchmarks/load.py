@@ -252,6 +252,31 @@ def page_error(page) -> str | None:
     return None
 
 
+def await_results(pending: list, timeout_s: float, server_exit: Callable[[], int | None]) -> None:
+    """Poll every clicked session until its results show, its page shows an error, the server dies or time runs out."""
+    deadline = time.monotonic() + timeout_s
+    while pending and time.monotonic() < deadline:
+        if (code := server_exit()) is not None:
+            for s, _ in pending:
+                s.error = f"the server exited with code {code} (negative: killed by that signal)"
+            return
+        still = []
+        for s, page in pending:
+            if s.swept is None and page.locator(SWEEP_DONE).count():
+                s.swept = time.monotonic()
+            if page.locator(RESULT).count():
+                s.swept = s.swept or time.monotonic()
+                s.done = time.monotonic()
+            elif (err := page_error(page)) is not None:
+                s.error = err
+            else:
+                still.append((s, page))
+        pending = still
+        time.sleep(POLL_S)
+    for s, _ in pending:
+        s.error = f"no results within {timeout_s:.0f} s"
+
+
 def drive(sessions: list[Session], args: argparse.Namespace, shots: Path | None,
           server_exit: Callable[[], int | None] = lambda: None) -> None:
     """Open every session, click every run button together, wait for every result (or the server's death)."""
@@ -282,29 +307,8 @@ def drive(sessions: list[Session], args: argparse.Namespace, shots: Path | None,
                 if s.error is None:
                     page.locator(RUN_BUTTON).click(timeout=load_ms)
                     s.clicked = time.monotonic()
-            deadline = time.monotonic() + args.timeout
-            pending = [(s, page) for s, page in zip(sessions, pages, strict=True) if s.error is None]
-            while pending and time.monotonic() < deadline:
-                if (code := server_exit()) is not None:
-                    for s, _ in pending:
-                        s.error = f"the server exited with code {code} (negative: killed by that signal)"
-                    pending = []
-                    break
-                still = []
-                for s, page in pending:
-                    if s.swept is None and page.locator(SWEEP_DONE).count():
-                        s.swept = time.monotonic()
-                    if page.locator(RESULT).count():
-                        s.swept = s.swept or time.monotonic()
-                        s.done = time.monotonic()
-                    elif (err := page_error(page)) is not None:
-                        s.error = err
-                    else:
-                        still.append((s, page))
-                pending = still
-                time.sleep(POLL_S)
-            for s, _ in pending:
-                s.error = f"no results within {args.timeout:.0f} s"
+            await_results([(s, page) for s, page in zip(sessions, pages, strict=True) if s.error is None],
+                          args.timeout, server_exit)
             for s, page in zip(sessions, pages, strict=True):  # results must not come with an error elsewhere
                 if s.error is None and (err := page_error(page)) is not None:
                     s.error, s.done = err, None
