@@ -16,13 +16,12 @@ from flashviz.model.iomodel import hbm_vs_memory
 from flashviz.model.roofline import sram_marks
 from flashviz.ui.common import show_figure
 from flashviz.ui.state import Settings
-from flashviz.vocab import DTYPE_BYTES
+from flashviz.vocab import ALGORITHMS, DTYPE_BYTES, KV_OUTER, LOOP_ORDER_SHORT, LOOP_ORDERS, NAIVE, Q_OUTER
 
 M_EXPONENTS = range(10, 23)  # on-chip memory M = 2^10 .. 2^22 elements (4 KiB .. 16 MiB of fp32)
-ALGORITHMS = ("naive", "kv_outer", "q_outer")
-NAMES = {"naive": "Standard attention", "kv_outer": "FA1 (kv_outer)", "q_outer": "FA2 (q_outer)"}
-TILE_RULES = {"kv_outer": "tile rule: Bc = ⌈M / 4d⌉, Br = min(Bc, d)",
-              "q_outer": "tile rule: Br = ⌈M / 4d⌉, Bc = min(Br, d)"}
+NAMES = {NAIVE: "Standard attention", **{o: f"{LOOP_ORDER_SHORT[o]} ({o})" for o in LOOP_ORDERS}}
+TILE_RULES = {KV_OUTER: "tile rule: Bc = ⌈M / 4d⌉, Br = min(Bc, d)",
+              Q_OUTER: "tile rule: Br = ⌈M / 4d⌉, Bc = min(Br, d)"}
 HALVES = (0.45, 0.55)  # a doubling of M that multiplies the accesses by a factor in this range "halves" them
 SAME = 1e-9  # relative difference below which two access counts are the same number
 

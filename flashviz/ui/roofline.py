@@ -25,7 +25,7 @@ import streamlit as st
 import torch
 
 from flashviz.core.tiling import tile_schedule
-from flashviz.figures.roofline import roofline_figure, speedup_figure, speedup_table
+from flashviz.figures.roofline import SHORT, roofline_figure, speedup_figure, speedup_table
 from flashviz.figures.style import set_subtitle
 from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.measure.guards import format_bytes
@@ -44,11 +44,21 @@ from flashviz.ui.common import (
 )
 from flashviz.ui.state import Settings
 from flashviz.ui.widgets import draw
-from flashviz.vocab import ALGORITHMS, DTYPE_BYTES, FULL, KV_OUTER, LOOP_ORDER_SHORT, NAIVE, OK, PARTIAL, Q_OUTER
+from flashviz.vocab import (
+    ALGORITHMS,
+    DTYPE_BYTES,
+    FULL,
+    IMPL_LOOP_ORDER,
+    KV_OUTER,
+    NAIVE,
+    OK,
+    PARTIAL,
+    Q_OUTER,
+    TILED_IMPLS,
+)
 
-RUN_IMPLS = ("naive", "flash", "flash2")  # what the Run button times
-IMPL_ALGORITHM = {"naive": NAIVE, "flash": KV_OUTER, "flash2": Q_OUTER}  # sweep name -> roofline algorithm
-SHORT = {NAIVE: "naive", **LOOP_ORDER_SHORT}
+RUN_IMPLS = (NAIVE, *TILED_IMPLS)  # what the Run button times
+IMPL_ALGORITHM = {NAIVE: NAIVE, **IMPL_LOOP_ORDER}  # sweep name -> roofline algorithm
 REPEATS = 3  # timed calls per kernel (median): the default run stays a few seconds on 2 cores
 WARMUP = 0  # run_sweep's memory measurement calls each kernel once before it is timed: that is the warm-up
 CPU_NAME = "this CPU, measured"  # the roof's legend reads "this CPU, measured roof"
