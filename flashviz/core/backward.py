@@ -22,14 +22,15 @@ stays O(N d).
 
 from __future__ import annotations
 
-from itertools import groupby
-from operator import attrgetter
+from collections.abc import Callable
 
 import torch
 
-from flashviz.core.flash import LOG2_E, group_rows, mask_tile, tiled_forward, ungroup_rows
-from flashviz.core.tiling import TileMasks, TileSchedule, tile_schedule
+from flashviz.core.flash import LOG2_E, build_schedule, group_rows, mask_tile, tiled_forward, ungroup_rows
+from flashviz.core.tilemods import TileScoreMod
+from flashviz.core.tiling import Tile, TileMasks, TileSchedule
 from flashviz.core.validate import AttentionConfig, Window, tiled_config
+from flashviz.masks import MaskMod, ScoreMod
 from flashviz.vocab import PARTIAL
 
 NEG_INF = float("-inf")
@@ -59,9 +60,35 @@ def _row_statistics(O: torch.Tensor, dO: torch.Tensor, L: torch.Tensor, Br: int,
     return D, neg_L2
 
 
+def _probabilities(Q_i: torch.Tensor, K_jT: torch.Tensor, neg_L2_i: torch.Tensor, t: Tile, masks: TileMasks,
+                   score: TileScoreMod | None, scale: float, G: int) -> tuple[torch.Tensor, Callable | None]:
+    """Recompute P_ij = exp(S_ij - L_i) for one tile (BH_kv, Br G, Bc), with the score_mod's vjp when there is one.
+
+    S_ij = scale Q_i K_j^T is held as S_ij - L_i in log2 units. Without a score_mod, baddbmm applies the scale and
+    subtracts L_i inside the matmul, one pass over the tile instead of three (bmm, mul_, sub_: 12% slower per tile).
+    With one, the natural scores go through the score_mod (recording its graph for the vjp) before the log2 factor.
+    """
+    vjp = None
+    if score is None:
+        S_ij = torch.baddbmm(neg_L2_i, Q_i, K_jT, alpha=scale * LOG2_E)  # (BH_kv, Br G, d) x (BH_kv, d, Bc)
+    else:
+        S_nat = torch.bmm(Q_i, K_jT).mul_(scale)  # (BH_kv, Br G, Bc) natural scores
+        S_ij, vjp = score.differentiable(S_nat, t)  # score_mod(S_nat) log2(e)
+        S_ij.add_(neg_L2_i)  # - L_i log2(e)
+    if t.status == PARTIAL:
+        mask_tile(S_ij, masks.hidden(t), G)
+    return S_ij.exp2_(), vjp  # P_ij in S_ij's storage; masked entries -> 0
+
+
+def _columns(schedule: TileSchedule):
+    """The computed tiles of each K/V block column j, in any schedule's loop order (the forward's is reused)."""
+    for j in range(schedule.n_k_blocks):
+        yield [t for t in (schedule.tile(i, j, step=0) for i in range(schedule.n_q_blocks)) if t.computed]
+
+
 def _backward_kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor, dO: torch.Tensor,
-                       L: torch.Tensor, schedule: TileSchedule, scale: float, acc: torch.dtype,
-                       G: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                       L: torch.Tensor, schedule: TileSchedule, c: AttentionConfig,
+                       score: TileScoreMod | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """FlashAttention-2, Algorithm 2, outer loop over K/V blocks.
 
     q, O, dO: (BH_kv, N_q G, d) in group_rows' layout; k, v: (BH_kv, N_k, d), in the input dtype; L: (BH_kv, N_q G)
@@ -71,8 +98,8 @@ def _backward_kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: tor
     (times log2(e)), so P_ij = exp2(S_ij log2(e) - L_i log2(e)) = exp(S_ij - L_i), and exp2 is ~3x cheaper than exp.
     """
     BH, n_rows, d = q.shape  # BH = BH_kv, n_rows = N_q G
-    masks = TileMasks(schedule, q.device)  # element masks of partial tiles, one per distinct (offset, shape)
-    qk_scale = scale * LOG2_E  # S_ij in log2 units
+    acc, G, scale = c.acc, c.group, c.scale
+    masks = TileMasks(schedule, q.device)  # element masks of partial tiles
     load = (lambda x: x) if q.dtype == acc else (lambda x: x.to(acc))  # a tile "load": fp16/bf16 -> fp32
 
     # Row blocks i as views, sliced once rather than once per tile (torch.split makes all Tr views in one call).
@@ -85,8 +112,7 @@ def _backward_kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: tor
 
     dK = torch.zeros(BH, k.shape[1], d, dtype=acc, device=q.device)  # (BH_kv, N_k, d)
     dV = torch.zeros_like(dK)  # (BH_kv, N_k, d)
-    for _, column in groupby(schedule, key=attrgetter("k_block")):  # outer loop: K/V block j
-        tiles = [t for t in column if t.computed]
+    for tiles in _columns(schedule):  # outer loop: K/V block j
         if not tiles:
             continue  # no query sees these keys: K_j, V_j are never loaded, dK_j = dV_j = 0
         cols = slice(tiles[0].k_start, tiles[0].k_end)
@@ -96,20 +122,16 @@ def _backward_kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: tor
         for t in tiles:  # inner loop: Q block i
             i = t.q_block
             Q_i, dO_i = load(Q_blocks[i]), load(dO_blocks[i])  # (BH_kv, Br G, d) each; read 2 Br d (+ L_i, D_i)
-            # -- S_ij = scale Q_i K_j^T, held as S_ij - L_i in log2 units: baddbmm applies the scale and subtracts
-            #    L_i inside the matmul, one pass over the tile instead of three (bmm, mul_, sub_: 12% slower per tile)
-            # (BH_kv, Br G, d) x (BH_kv, d, Bc) -> (BH_kv, Br G, Bc)
-            S_ij = torch.baddbmm(neg_L2_blocks[i], Q_i, K_jT, alpha=qk_scale)
-            if t.status == PARTIAL:
-                mask_tile(S_ij, masks.hidden(t), G)
-            # -- P_ij = exp(S_ij - L_i), in S_ij's storage; masked entries -> 0
-            P_ij = S_ij.exp2_()  # (BH_kv, Br G, Bc)
+            # -- S_ij = scale Q_i K_j^T (score_mod, mask) and P_ij = exp(S_ij - L_i); masked entries -> 0
+            P_ij, vjp = _probabilities(Q_i, K_jT, neg_L2_blocks[i], t, masks, score, scale, G)  # (BH_kv, Br G, Bc)
             # -- dV_j += P_ij^T dO_i, summed over the Br rows of all G heads of the group
             dV_j.baddbmm_(P_ij.transpose(1, 2), dO_i)  # (BH_kv, Bc, Br G) x (BH_kv, Br G, d) -> (BH_kv, Bc, d)
             # -- dP_ij = dO_i V_j^T
             dP_ij = torch.bmm(dO_i, V_jT)  # (BH_kv, Br G, d) x (BH_kv, d, Bc) -> (BH_kv, Br G, Bc)
             # -- dS_ij = P_ij * (dP_ij - D_i), in dP_ij's storage
             dS_ij = dP_ij.sub_(D_blocks[i]).mul_(P_ij)  # (BH_kv, Br G, Bc)
+            if vjp is not None:  # through the score_mod: dS_ij is with respect to the modified score
+                dS_ij = vjp(dS_ij)  # (BH_kv, Br G, Bc) with respect to scale q.k
             # -- dQ_i += scale dS_ij K_j (write Br d); dK_j += scale dS_ij^T Q_i, summed over the group
             dQ_blocks[i].baddbmm_(dS_ij, K_j, alpha=scale)  # (BH_kv, Br G, Bc) x (BH_kv, Bc, d) -> (BH_kv, Br G, d)
             dK_j.baddbmm_(dS_ij.transpose(1, 2), Q_i, alpha=scale)  # (BH_kv, Bc, Br G) x (BH_kv, Br G, d)
@@ -118,11 +140,13 @@ def _backward_kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: tor
 
 
 def tiled_backward(dO: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor,
-                   L: torch.Tensor, config: AttentionConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   L: torch.Tensor, config: AttentionConfig,
+                   schedule: TileSchedule | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The tiled backward for an already validated config (see tiled_config); no argument is checked again.
 
     Args:
         dO, q, O: (B, H, N_q, d).  k, v: (B, H_kv, N_k, d).  L: (B, H, N_q) logsumexp.  config: from tiled_config.
+        schedule: the forward's tile schedule (any loop order), reused rather than classified again; None builds it.
     Returns:
         (dq, dk, dv), shaped and typed like q, k, v.
 
@@ -135,12 +159,13 @@ def tiled_backward(dO: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
     """
     c = config
     BH_kv = c.B * c.H_kv  # batch and K/V heads merged: one batched matmul per tile over all groups
-    schedule = tile_schedule(c.n_q, c.n_k, c.block_q, c.block_k, causal=c.causal, window=c.window,
-                             loop_order="kv_outer")  # Algorithm 2's order, whatever order the forward ran in
+    # Algorithm 2 visits K/V block columns whatever order the forward ran in; the statuses are the same
+    schedule = build_schedule(c, "kv_outer") if schedule is None else schedule
+    score = None if c.score_mod is None else TileScoreMod(c.score_mod, c.B, c.H, c.H_kv, q.device)
     dQ, dK, dV = _backward_kv_outer(group_rows(q, c.H_kv), k.reshape(BH_kv, c.n_k, c.d),
                                     v.reshape(BH_kv, c.n_k, c.d), group_rows(O, c.H_kv),
                                     group_rows(dO.contiguous(), c.H_kv), group_rows(L, c.H_kv).to(c.acc), schedule,
-                                    c.scale, c.acc, c.group)
+                                    c, score)
     return (ungroup_rows(dQ, c.B, c.H, c.H_kv).to(q.dtype), dK.view(c.B, c.H_kv, c.n_k, c.d).to(k.dtype),
             dV.view(c.B, c.H_kv, c.n_k, c.d).to(v.dtype))
 
@@ -176,6 +201,8 @@ def flash_attention_backward(
     causal: bool = False,
     window: Window = None,
     scale: float | None = None,
+    mask_mod: MaskMod | None = None,
+    score_mod: ScoreMod | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients of attention by tiled recomputation (FlashAttention-2, Algorithm 2); no N_q x N_k tensor is built.
 
@@ -183,8 +210,8 @@ def flash_attention_backward(
         dO: (B, H, N_q, d) gradient of the loss with respect to the output O.
         q: (B, H, N_q, d) queries.  k: (B, H_kv, N_k, d) keys.  v: (B, H_kv, N_k, d) values, H_kv dividing H.
         O: (B, H, N_q, d) forward output.  L: (B, H, N_q) logsumexp from the forward (-inf for rows that see no key).
-        block_size, block_q, block_k, causal, window, scale: as in flash_attention_forward; they must match the
-            forward that produced O and L.
+        block_size, block_q, block_k, causal, window, scale, mask_mod, score_mod: as in flash_attention_forward;
+            they must match the forward that produced O and L.
     Returns:
         (dq, dk, dv), shaped and typed like q, k, v (fp32 accumulation for fp16/bf16, fp64 stays fp64).
 
@@ -197,7 +224,7 @@ def flash_attention_backward(
         torch.Size([1, 2, 100, 16])
     """
     config = tiled_config(q, k, v, block_size=block_size, block_q=block_q, block_k=block_k, causal=causal,
-                          window=window, scale=scale)
+                          window=window, scale=scale, mask_mod=mask_mod, score_mod=score_mod)
     _validate_saved(q, O, dO, L)
     return tiled_backward(dO, q, k, v, O, L, config)
 
@@ -207,9 +234,10 @@ class _FlashAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, config: AttentionConfig):
-        O, L = tiled_forward(q, k, v, config)
+        schedule = build_schedule(config, config.loop_order)  # classified once, for the forward and the backward
+        O, L = tiled_forward(q, k, v, config, schedule=schedule)
         ctx.save_for_backward(q, k, v, O, L)  # O(N d): never P
-        ctx.config = config
+        ctx.config, ctx.schedule = config, schedule
         return O
 
     @staticmethod
@@ -217,7 +245,7 @@ class _FlashAttention(torch.autograd.Function):
         if torch.is_grad_enabled():  # the engine runs backward in grad mode only for create_graph=True
             raise RuntimeError(DOUBLE_BACKWARD_MESSAGE)
         q, k, v, O, L = ctx.saved_tensors
-        dq, dk, dv = tiled_backward(dO, q, k, v, O, L, ctx.config)
+        dq, dk, dv = tiled_backward(dO, q, k, v, O, L, ctx.config, ctx.schedule)
         return dq, dk, dv, None
 
 
@@ -233,6 +261,8 @@ def flash_attention(
     window: Window = None,
     scale: float | None = None,
     loop_order: str = "q_outer",
+    mask_mod: MaskMod | None = None,
+    score_mod: ScoreMod | None = None,
 ) -> torch.Tensor:
     """Differentiable tiled attention: a tiled forward that saves only O and L, FA2 backward by recomputation.
 
@@ -250,6 +280,8 @@ def flash_attention(
         scale: softmax scale, default 1/sqrt(d).
         loop_order: the forward's loop order, "q_outer" (FlashAttention-2, default) or "kv_outer" (FlashAttention-1);
             both save the same O and L, and the backward is FlashAttention-2's Algorithm 2 either way.
+        mask_mod, score_mod: FlexAttention's, as in flash_attention_forward. The backward differentiates the
+            score_mod by autograd on each tile's scores, so q, k and v get its gradient too.
     Returns:
         O of shape (B, H, N_q, d) in q's dtype; rows that see no key are zeros and get zero gradients.
 
@@ -260,5 +292,5 @@ def flash_attention(
         torch.Size([1, 2, 100, 16])
     """
     config = tiled_config(q, k, v, block_size=block_size, block_q=block_q, block_k=block_k, causal=causal,
-                          window=window, scale=scale, loop_order=loop_order)
+                          window=window, scale=scale, loop_order=loop_order, mask_mod=mask_mod, score_mod=score_mod)
     return _FlashAttention.apply(q, k, v, config)

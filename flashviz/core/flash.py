@@ -19,6 +19,11 @@ As in the FlashAttention-2 and Triton kernels, the softmax runs in base 2: Q is 
 S_ij and m_i are in log2 units and P~_ij = exp2(S_ij - m_i), which is the same number as exp(scale * q.k - m) but
 cheaper to compute. Reported m and L are converted back to natural log.
 "Load" means slicing a tile out of the (HBM) input; only tiles that tile_schedule marks as computed are ever loaded.
+
+FlexAttention's mask_mod and score_mod (torch.nn.attention.flex_attention's signatures) run on the same schedule:
+tile_schedule classifies the mask_mod (with causal and window) over every batch and query head, so skipped tiles are
+never loaded, full tiles apply no mask and partial tiles apply it element by element (TileMasks); a score_mod changes
+every computed tile's natural-unit scores before the mask and the base-2 factor (tilemods.py).
 """
 
 from __future__ import annotations
@@ -30,8 +35,10 @@ from operator import attrgetter
 
 import torch
 
+from flashviz.core.tilemods import TileScoreMod
 from flashviz.core.tiling import Tile, TileMasks, TileSchedule, tile_schedule
 from flashviz.core.validate import AttentionConfig, Window, tiled_config
+from flashviz.masks import MaskMod, ScoreMod
 from flashviz.vocab import PARTIAL
 
 NEG_INF = float("-inf")
@@ -86,15 +93,20 @@ def mask_tile(S_ij: torch.Tensor, hidden: torch.Tensor, G: int) -> None:
 
     Args:
         S_ij: (BH_kv, Br G, Bc) scores in group_rows' layout.
-        hidden: (Br, Bc) bool, True where the key is not visible (the same for every head).
+        hidden: (Br, Bc) bool, True where the key is not visible, the same for every head; or (B H, Br, Bc) for a
+            mask_mod that reads b or h, row b H + h (TileMasks.hidden).
         G: query heads per K/V head.
     """
+    if S_ij.numel() == 0:
+        return  # B H = 0: nothing to mask (and no (b, h) for a per-head mask to match)
     if G == 1:
-        S_ij.masked_fill_(hidden, NEG_INF)  # (BH, Br, Bc)
+        S_ij.masked_fill_(hidden, NEG_INF)  # (BH, Br, Bc) <- (Br, Bc) or (BH, Br, Bc)
         return
     BH_kv, _, Bc = S_ij.shape
     Br = hidden.shape[-2]
-    S_ij.view(BH_kv, Br, G, Bc).masked_fill_(hidden[:, None, :], NEG_INF)  # (BH_kv, Br, G, Bc) <- (Br, 1, Bc)
+    # (B H, Br, Bc) with head h = h_kv G + g -> (BH_kv, Br, G, Bc); one mask for all heads (Br, Bc) -> (Br, 1, Bc)
+    hidden = hidden.view(BH_kv, G, Br, Bc).transpose(1, 2) if hidden.dim() == 3 else hidden[:, None, :]
+    S_ij.view(BH_kv, Br, G, Bc).masked_fill_(hidden, NEG_INF)  # (BH_kv, Br, G, Bc)
 
 
 def _emit(on_tile: TileCallback | None, tile: Tile, m_i: torch.Tensor, l_i: torch.Tensor, G: int) -> None:
@@ -146,11 +158,35 @@ def online_softmax_step(S_ij: torch.Tensor, m_i: torch.Tensor, l_i: torch.Tensor
     return P_ij, m_new, l_new, alpha
 
 
-def _kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSchedule, scale: float,
-              acc: torch.dtype, G: int, on_tile: TileCallback | None) -> tuple[torch.Tensor, torch.Tensor]:
+def _mod_and_mask(S_ij: torch.Tensor, tile: Tile, masks: TileMasks, score: TileScoreMod | None,
+                  G: int) -> tuple[torch.Tensor, bool]:
+    """The score_mod (every computed tile), then the mask (partial tiles only), as flex_attention orders them.
+
+    S_ij: (BH_kv, Br G, Bc) in log2 units, or natural units when there is a score_mod. Returns S_ij in log2 units
+    and whether a row of it may be all -inf (a mask, or a score_mod that returns -inf), which the online softmax
+    step must guard against.
+    """
+    if score is not None:
+        S_ij = score.log2_scores(S_ij, tile)  # (BH_kv, Br G, Bc) score_mod(scale q.k) log2(e)
+    if tile.status == PARTIAL:
+        mask_tile(S_ij, masks.hidden(tile), G)
+    return S_ij, tile.status == PARTIAL or score is not None
+
+
+def build_schedule(config: AttentionConfig, loop_order: str) -> TileSchedule:
+    """The tile schedule of a validated call: causal, window and mask_mod, classified over its batch and heads."""
+    c = config
+    return tile_schedule(c.n_q, c.n_k, c.block_q, c.block_k, causal=c.causal, window=c.window, loop_order=loop_order,
+                         mask_mod=c.mask_mod, batch=max(c.B, 1), heads=max(c.H, 1))
+
+
+def _kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSchedule, c: AttentionConfig,
+              score: TileScoreMod | None, on_tile: TileCallback | None) -> tuple[torch.Tensor, torch.Tensor]:
     """FlashAttention-1, Algorithm 1. q: (BH_kv, N_q G, d) in group_rows' layout; k, v: (BH_kv, N_k, d).
     Returns O (BH_kv, N_q G, d) and L (BH_kv, N_q G), in the same layout."""
     BH, n_rows, d = q.shape  # BH = BH_kv, n_rows = N_q G
+    acc, G = c.acc, c.group
+    qk_scale = c.scale * LOG2_E if score is None else c.scale  # with a score_mod, S_ij starts in natural units
     # -- initialise O, l, m in HBM (write N_q d + 2 N_q per head)
     masks = TileMasks(schedule, q.device)  # element masks of partial tiles
     O = torch.zeros(BH, n_rows, d, dtype=acc, device=q.device)  # (BH_kv, N_q G, d)
@@ -165,14 +201,13 @@ def _kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileS
         V_j = v[:, tiles[0].k_start:tiles[0].k_end].to(acc)  # (BH_kv, Bc, d); read Bc d
         for t in tiles:  # inner loop: Q block i
             rows = slice(t.q_start * G, t.q_end * G)  # the block's Br queries in all G heads of the group
-            Q_i = q[:, rows].to(acc) * (scale * LOG2_E)  # (BH_kv, Br G, d), pre-scaled: S_ij in log2 units
+            Q_i = q[:, rows].to(acc) * qk_scale  # (BH_kv, Br G, d), pre-scaled: S_ij in log2 units
             O_i, l_i, m_i = O[:, rows], l[:, rows], m[:, rows]  # views; read Br G d + 2 Br G
             S_ij = torch.bmm(Q_i, K_jT)  # (BH_kv, Br G, d) x (BH_kv, d, Bc) -> (BH_kv, Br G, Bc), on chip
-            if t.status == PARTIAL:
-                mask_tile(S_ij, masks.hidden(t), G)
+            S_ij, masked = _mod_and_mask(S_ij, t, masks, score, G)
             # -- m_new, l_new and P~_ij = 2^(S_ij - m_new): the online softmax step
-            P_ij, m_new, l_new, alpha = online_softmax_step(S_ij, m_i, l_i, t.status == PARTIAL)
-            l_div = l_new.masked_fill(l_new == 0, 1.0) if t.status == PARTIAL else l_new  # rows seeing nothing yet
+            P_ij, m_new, l_new, alpha = online_softmax_step(S_ij, m_i, l_i, masked)
+            l_div = l_new.masked_fill(l_new == 0, 1.0) if masked else l_new  # rows seeing nothing yet
             # -- O_i <- diag(l_new)^-1 (diag(l_i) 2^(m_i - m_new) O_i + P~_ij V_j), written back to HBM (write Br d)
             O_i.mul_((l_i * alpha).unsqueeze(-1)).baddbmm_(P_ij, V_j).div_(l_div.unsqueeze(-1))  # (BH_kv, Br G, d)
             l_i.copy_(l_new)  # write Br G
@@ -182,11 +217,13 @@ def _kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileS
     return O, L
 
 
-def _q_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSchedule, scale: float,
-             acc: torch.dtype, G: int, on_tile: TileCallback | None) -> tuple[torch.Tensor, torch.Tensor]:
+def _q_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSchedule, c: AttentionConfig,
+             score: TileScoreMod | None, on_tile: TileCallback | None) -> tuple[torch.Tensor, torch.Tensor]:
     """FlashAttention-2, Algorithm 1. q: (BH_kv, N_q G, d) in group_rows' layout; k, v: (BH_kv, N_k, d).
     Returns O (BH_kv, N_q G, d) and L (BH_kv, N_q G), in the same layout."""
     BH, n_rows, d = q.shape  # BH = BH_kv, n_rows = N_q G
+    acc, G = c.acc, c.group
+    qk_scale = c.scale * LOG2_E if score is None else c.scale  # with a score_mod, S_ij starts in natural units
     masks = TileMasks(schedule, q.device)  # element masks of partial tiles
     O = torch.zeros(BH, n_rows, d, dtype=acc, device=q.device)  # (BH_kv, N_q G, d); rows that see nothing stay 0
     L = torch.full((BH, n_rows), NEG_INF, dtype=acc, device=q.device)  # (BH_kv, N_q G) logsumexp
@@ -196,7 +233,7 @@ def _q_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSc
         if not tiles:
             continue  # every key is masked for these rows: Q_i is never loaded, O_i stays 0, L_i stays -inf
         rows = slice(tiles[0].q_start * G, tiles[0].q_end * G)  # the block's Br queries in all G heads of the group
-        Q_i = q[:, rows].to(acc) * (scale * LOG2_E)  # (BH_kv, Br G, d), pre-scaled: S_ij in log2 units; read once
+        Q_i = q[:, rows].to(acc) * qk_scale  # (BH_kv, Br G, d), pre-scaled: S_ij in log2 units; read once
         acc_i = torch.zeros_like(Q_i)  # (BH_kv, Br G, d) unnormalised accumulator, on chip until the end of the row
         m_i = torch.full(acc_i.shape[:2], NEG_INF, dtype=acc, device=q.device)  # (BH_kv, Br G)
         l_i = torch.zeros(acc_i.shape[:2], dtype=acc, device=q.device)  # (BH_kv, Br G)
@@ -204,10 +241,9 @@ def _q_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSc
             K_jT = _load_kt(k, t, acc)  # (BH_kv, d, Bc); read Bc d, once for the G heads of the group
             V_j = v[:, t.k_start:t.k_end].to(acc)  # (BH_kv, Bc, d); read Bc d
             S_ij = torch.bmm(Q_i, K_jT)  # (BH_kv, Br G, d) x (BH_kv, d, Bc) -> (BH_kv, Br G, Bc)
-            if t.status == PARTIAL:
-                mask_tile(S_ij, masks.hidden(t), G)
+            S_ij, masked = _mod_and_mask(S_ij, t, masks, score, G)
             # -- m_i, l_i and P~_ij = 2^(S_ij - m_new): the online softmax step
-            P_ij, m_i, l_i, alpha = online_softmax_step(S_ij, m_i, l_i, t.status == PARTIAL)
+            P_ij, m_i, l_i, alpha = online_softmax_step(S_ij, m_i, l_i, masked)
             # -- acc_i <- diag(2^(m_old - m_new)) acc_i + P~_ij V_j  (no division yet)
             acc_i.mul_(alpha.unsqueeze(-1)).baddbmm_(P_ij, V_j)  # (BH_kv, Br G, Bc) x (BH_kv, Bc, d) -> (.., Br G, d)
             _emit(on_tile, t, m_i, l_i, G)
@@ -218,13 +254,15 @@ def _q_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSc
 
 
 def tiled_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: AttentionConfig,
-                  on_tile: TileCallback | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                  on_tile: TileCallback | None = None,
+                  schedule: TileSchedule | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The tiled forward for an already validated config (see tiled_config); no argument is checked again.
 
     Args:
         q: (B, H, N_q, d) queries.  k, v: (B, H_kv, N_k, d), H_kv dividing H.  config: from tiled_config, with a
             loop_order.
         on_tile: as in flash_attention_forward.
+        schedule: build_schedule(config, config.loop_order), if the caller already has it.
     Returns:
         O (B, H, N_q, d) in q's dtype and L (B, H, N_q), the natural-log logsumexp in config.acc.
 
@@ -235,12 +273,12 @@ def tiled_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: Att
         (torch.Size([1, 2, 10, 4]), torch.Size([1, 2, 10]))
     """
     c = config
-    schedule = tile_schedule(c.n_q, c.n_k, c.block_q, c.block_k, causal=c.causal, window=c.window,
-                             loop_order=c.loop_order)
+    schedule = build_schedule(c, c.loop_order) if schedule is None else schedule
+    score = None if c.score_mod is None else TileScoreMod(c.score_mod, c.B, c.H, c.H_kv, q.device)
     kernel = _kv_outer if c.loop_order == "kv_outer" else _q_outer
     BH_kv = c.B * c.H_kv  # batch and K/V heads merged: one batched matmul per tile over all groups
     O, L = kernel(group_rows(q, c.H_kv), k.reshape(BH_kv, c.n_k, c.d), v.reshape(BH_kv, c.n_k, c.d), schedule,
-                  c.scale, c.acc, c.group, on_tile)  # (BH_kv, N_q G, d), (BH_kv, N_q G)
+                  c, score, on_tile)  # (BH_kv, N_q G, d), (BH_kv, N_q G)
     return ungroup_rows(O, c.B, c.H, c.H_kv).to(q.dtype), ungroup_rows(L, c.B, c.H, c.H_kv)
 
 
@@ -258,6 +296,8 @@ def flash_attention_forward(
     loop_order: str = "kv_outer",
     return_lse: bool = False,
     on_tile: TileCallback | None = None,
+    mask_mod: MaskMod | None = None,
+    score_mod: ScoreMod | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Tiled attention with online softmax; never materialises the N_q x N_k matrix.
 
@@ -274,6 +314,11 @@ def flash_attention_forward(
         return_lse: also return the logsumexp L = m + log l, shape (B, H, N_q), natural log, -inf for empty rows.
         on_tile: called once per computed tile, in schedule order, with a TileEvent (q_block, k_block, status and
             the running m and l of the tile's rows for batch 0, head 0).
+        mask_mod: FlexAttention mask_mod(b, h, q_idx, kv_idx) -> bool (True = visible; h is the query head),
+            intersected with causal and window (presets in flashviz.masks). Tiles it hides entirely are never
+            loaded, tiles it shows entirely apply no mask, the rest apply it element by element.
+        score_mod: FlexAttention score_mod(score, b, h, q_idx, kv_idx) -> score, applied to every computed score
+            scale * q.k (natural units) before the mask and the softmax; see flashviz.core.tilemods for its call.
     Returns:
         O of shape (B, H, N_q, d) in q's dtype (fp32 accumulation for half types), or (O, lse) with return_lse.
 
@@ -286,9 +331,14 @@ def flash_attention_forward(
         >>> k1 = v1 = torch.randn(1, 1, 100, 16)  # multi-query: one K/V head for both query heads
         >>> flash_attention_forward(q, k1, v1, block_size=32).shape
         torch.Size([1, 2, 100, 16])
+        >>> from flashviz.masks import document, softcap  # FlexAttention's mask_mod / score_mod signatures
+        >>> out = flash_attention_forward(q, k, v, 32, mask_mod=document([40, 60]), score_mod=softcap(20.0))
+        >>> ref = naive_attention(q, k, v, mask_mod=document([40, 60]), score_mod=softcap(20.0))
+        >>> torch.allclose(out, ref, atol=1e-5)
+        True
     """
     config = tiled_config(q, k, v, block_size=block_size, block_q=block_q, block_k=block_k, causal=causal,
-                          window=window, scale=scale, loop_order=loop_order)
+                          window=window, scale=scale, loop_order=loop_order, mask_mod=mask_mod, score_mod=score_mod)
     if on_tile is not None and not callable(on_tile):
         raise TypeError(f"on_tile must be a callable taking a TileEvent, or None, got {type(on_tile).__name__}.")
     out, L = tiled_forward(q, k, v, config, on_tile)

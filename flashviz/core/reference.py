@@ -13,12 +13,29 @@ from __future__ import annotations
 
 import torch
 
+from flashviz.core.maskeval import evaluate, index_grid
+from flashviz.core.tilemods import checked_call
 from flashviz.core.tiling import visible_mask
-from flashviz.core.validate import Window, naive_config
+from flashviz.core.validate import AttentionConfig, Window, naive_config
+from flashviz.masks import MaskMod, ScoreMod
+
+SCORE_CALL = "score (B, H, N_q, N_k), b (B,1,1,1), h (1,H,1,1), q_idx (N_q,1), kv_idx (1,N_k)"
+
+
+def _dense_mask(c: AttentionConfig, device: torch.device) -> torch.Tensor | None:
+    """(N_q, N_k) or (B', H', N_q, N_k) bool, True = visible: causal AND window AND mask_mod; None = all visible."""
+    q_idx, k_idx = torch.arange(c.n_q, device=device), torch.arange(c.n_k, device=device)
+    mask = visible_mask(q_idx, k_idx, causal=c.causal, window=c.window)  # (N_q, N_k) or None
+    if c.mask_mod is None:
+        return mask
+    b, h = index_grid(c.B, c.H, device)
+    vis = evaluate(c.mask_mod, b, h, q_idx[:, None], k_idx[None, :])  # (B', H', N_q, N_k)
+    return vis if mask is None else vis & mask
 
 
 def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = False,
-                    window: Window = None, scale: float | None = None) -> torch.Tensor:
+                    window: Window = None, scale: float | None = None, mask_mod: MaskMod | None = None,
+                    score_mod: ScoreMod | None = None) -> torch.Tensor:
     """Attention that materialises the full score and probability matrices.
 
     Args:
@@ -27,6 +44,10 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal
         causal: top-left causal mask (query i sees keys j <= i), as SDPA's is_causal.
         window: (left, right) sliding window (query i sees keys i-left..i+right; None = unbounded side).
         scale: softmax scale, default 1/sqrt(d).
+        mask_mod: FlexAttention mask_mod(b, h, q_idx, kv_idx) -> bool (True = visible), intersected with causal and
+            window; called once on index tensors b (B,1,1,1), h (1,H,1,1), q_idx (N_q,1), kv_idx (1,N_k).
+        score_mod: FlexAttention score_mod(score, b, h, q_idx, kv_idx) -> score on the scaled scores (natural
+            units) before the mask; called once with score (B, H, N_q, N_k) and the same index tensors.
     Returns:
         (B, H, N_q, d) output in q's dtype; rows that see no key are zeros. Computed in q's dtype, as plain
         PyTorch code would (this is the "plain PyTorch run" whose error bounds the tiled kernels' error).
@@ -36,15 +57,19 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal
         >>> naive_attention(q, k, v, causal=True).shape
         torch.Size([1, 2, 16, 8])
     """
-    c = naive_config(q, k, v, causal=causal, window=window, scale=scale)  # S is computed in q's dtype
+    c = naive_config(q, k, v, causal=causal, window=window, scale=scale, mask_mod=mask_mod,
+                     score_mod=score_mod)  # S is computed in q's dtype
 
     G = c.group  # query heads per K/V head
     q_g = q.reshape(c.B, c.H_kv, G * c.n_q, c.d)  # (B, H_kv, G N_q, d): the group's heads stacked along the rows
     # (B, H_kv, G N_q, d) x (B, H_kv, d, N_k) -> (B, H_kv, G N_q, N_k); read N_q d + N_k d, write N_q N_k (per head)
     S = torch.matmul(q_g, k.transpose(-2, -1)).mul_(c.scale)  # scaled in place: S and P are the only N x N tensors
     S = S.view(c.B, c.H, c.n_q, c.n_k)  # (B, H, N_q, N_k)
-    mask = visible_mask(torch.arange(c.n_q, device=q.device), torch.arange(c.n_k, device=q.device),
-                        causal=c.causal, window=c.window)  # (N_q, N_k) bool or None
+    if c.score_mod is not None:
+        b, h = index_grid(c.B, c.H, q.device)
+        q_idx, k_idx = torch.arange(c.n_q, device=q.device)[:, None], torch.arange(c.n_k, device=q.device)[None, :]
+        S = checked_call(c.score_mod, S, b, h, q_idx, k_idx, SCORE_CALL).to(S.dtype).contiguous()  # (B, H, N_q, N_k)
+    mask = _dense_mask(c, q.device)  # (N_q, N_k) or (B', H', N_q, N_k) bool, or None
     if mask is not None:
         S.masked_fill_(~mask, float("-inf"))
     P = torch.softmax(S, dim=-1)  # (B, H, N_q, N_k); read N^2, write N^2

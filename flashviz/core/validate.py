@@ -11,11 +11,15 @@ validate again, so one training step validates once.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from numbers import Integral, Real
 
 import torch
 
+from flashviz.core.maskeval import validate_mask_mod
+from flashviz.core.tilemods import validate_score_mod
+from flashviz.masks import check_mask_lengths
 from flashviz.vocab import DTYPES, LOOP_ORDERS
 
 FLOAT_DTYPES = tuple(getattr(torch, name) for name in DTYPES)  # the floating dtypes every kernel accepts
@@ -209,11 +213,22 @@ class AttentionConfig:
     block_q: int | None = None  # Br, query rows per tile (>= 1); None for naive attention, which does not tile
     block_k: int | None = None  # Bc, key columns per tile (>= 1); None for naive attention
     loop_order: str | None = None  # "kv_outer" (FA1) or "q_outer" (FA2); None where the order is fixed or moot
+    mask_mod: Callable | None = None  # FlexAttention mask_mod(b, h, q_idx, kv_idx) -> bool, True = visible; with
+    #                                   causal and window by intersection
+    score_mod: Callable | None = None  # FlexAttention score_mod(score, b, h, q_idx, kv_idx) -> score, natural units
 
     @property
     def group(self) -> int:
         """G = H / H_kv, the query heads that share one K/V head (1 for multi-head attention)."""
         return self.H // self.H_kv if self.H_kv else 1
+
+
+def _mods(q: torch.Tensor, k: torch.Tensor, mask_mod: object, score_mod: object) -> dict[str, Callable | None]:
+    """The validated mask_mod and score_mod; a document mask must cover N_q and N_k exactly."""
+    if mask_mod is not None:
+        mask_mod = validate_mask_mod(mask_mod)
+        check_mask_lengths(mask_mod, q.shape[2], k.shape[2])
+    return {"mask_mod": mask_mod, "score_mod": validate_score_mod(score_mod)}
 
 
 def _shape_of(q: torch.Tensor, k: torch.Tensor) -> dict[str, int]:
@@ -222,12 +237,12 @@ def _shape_of(q: torch.Tensor, k: torch.Tensor) -> dict[str, int]:
 
 
 def naive_config(q: object, k: object, v: object, *, causal: object = False, window: object = None,
-                 scale: object = None) -> AttentionConfig:
+                 scale: object = None, mask_mod: object = None, score_mod: object = None) -> AttentionConfig:
     """Validate the arguments of naive attention: scores are computed in q's dtype, as plain PyTorch would.
 
     Args:
         q: (B, H, N_q, d) queries.  k, v: (B, H_kv, N_k, d) keys and values, H_kv dividing H.
-        causal, window, scale: as naive_attention.
+        causal, window, scale, mask_mod, score_mod: as naive_attention.
     Returns:
         An AttentionConfig with no tiling (block_q, block_k, loop_order are None) and acc = q's dtype.
 
@@ -239,17 +254,19 @@ def naive_config(q: object, k: object, v: object, *, causal: object = False, win
     causal = validate_causal(causal)
     window = validate_window(window)
     scale = validate_scale(scale, q.shape[-1], q.dtype)  # S is computed in q's dtype
-    return AttentionConfig(**_shape_of(q, k), causal=causal, window=window, scale=scale, acc=q.dtype)
+    return AttentionConfig(**_shape_of(q, k), causal=causal, window=window, scale=scale, acc=q.dtype,
+                           **_mods(q, k, mask_mod, score_mod))
 
 
 def tiled_config(q: object, k: object, v: object, *, block_size: object = 64, block_q: object = None,
                  block_k: object = None, causal: object = False, window: object = None, scale: object = None,
-                 loop_order: object = None) -> AttentionConfig:
+                 loop_order: object = None, mask_mod: object = None, score_mod: object = None) -> AttentionConfig:
     """Validate the arguments of a tiled kernel (forward, backward or both).
 
     Args:
         q: (B, H, N_q, d) queries.  k, v: (B, H_kv, N_k, d) keys and values, H_kv dividing H.
-        block_size: Br and Bc unless block_q / block_k are given.  causal, window, scale: as flash_attention_forward.
+        block_size: Br and Bc unless block_q / block_k are given.
+        causal, window, scale, mask_mod, score_mod: as flash_attention_forward.
         loop_order: "kv_outer" or "q_outer" for a forward; None for the backward, whose loop order is fixed.
     Returns:
         An AttentionConfig with the tile sizes resolved and acc the accumulator dtype (see accumulator_dtype).
@@ -269,4 +286,4 @@ def tiled_config(q: object, k: object, v: object, *, block_size: object = 64, bl
     if loop_order is not None:
         loop_order = validate_loop_order(loop_order)
     return AttentionConfig(**_shape_of(q, k), causal=causal, window=window, scale=scale, acc=acc, block_q=block_q,
-                           block_k=block_k, loop_order=loop_order)
+                           block_k=block_k, loop_order=loop_order, **_mods(q, k, mask_mod, score_mod))

@@ -1,0 +1,142 @@
+"""The tiled kernel with a mask_mod against FlexAttention and dense SDPA, and its time against the computed tiles.
+
+Prints, for B=1, H=8, N=4096, d=64 fp32 and a document mask (documents of 1000, 1500, 600, 996 tokens) AND causal:
+  1. tiled forward (mask_mod, schedule built inside the call) / torch.compile(flex_attention) with create_block_mask
+     (block mask built once, outside the timing; compile time reported separately; if torch.compile cannot run here,
+     the reason is printed and eager flex_attention is timed instead, labelled "eager"),
+  2. tiled forward / SDPA with the dense boolean mask (which computes every tile),
+  3. tiled time against the fraction of computed tiles, over the presets of flashviz.masks.
+All times in one process, interleaved (benchmarks/_common.py), medians of --repeats.
+Run:  PYTHONPATH=$PWD python benchmarks/bench_mask_kernels.py            (a few minutes on 2 CPU cores)
+      PYTHONPATH=$PWD python benchmarks/bench_mask_kernels.py --n 2048 --repeats 3 --no-compile
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import torch
+import torch.nn.functional as F
+from _common import interleaved_medians, print_table  # benchmarks/ is on sys.path when run
+from torch.nn.attention.flex_attention import and_masks, create_block_mask, flex_attention
+
+from flashviz import flash_attention_forward, tile_schedule
+from flashviz import masks as M
+from flashviz.core.maskeval import evaluate, index_grid
+
+DOC_LENGTHS = [1000, 1500, 600, 996]  # tokens per packed document, summing to N = 4096
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=int, default=4096, help="sequence length N (document lengths scale with it)")
+    p.add_argument("--d", type=int, default=64, help="head dimension d")
+    p.add_argument("--heads", type=int, default=8, help="number of heads H")
+    p.add_argument("--block", type=int, default=128, help="tile size Br = Bc of the tiled kernel and the BlockMask")
+    p.add_argument("--repeats", type=int, default=5, help="interleaved timed repeats per candidate")
+    p.add_argument("--no-compile", action="store_true", help="skip torch.compile (time eager flex_attention)")
+    return p.parse_args(argv)
+
+
+def documents(n: int) -> list[int]:
+    """DOC_LENGTHS scaled to n, the last document taking the rounding."""
+    lengths = [max(1, round(x * n / sum(DOC_LENGTHS))) for x in DOC_LENGTHS[:-1]]
+    return [*lengths, n - sum(lengths)]
+
+
+def compiled_flex(args) -> tuple[object, str]:
+    """torch.compile(flex_attention), or eager flex_attention with the reason compile could not be used."""
+    if args.no_compile:
+        return flex_attention, "eager (--no-compile)"
+    return torch.compile(flex_attention, dynamic=False), "compiled"
+
+
+def first_call(fn, label: str, eager_fallback) -> tuple[object, str, float]:
+    """Run fn once (compiling it); on failure fall back to eager flex_attention and say why."""
+    t0 = time.perf_counter()
+    try:
+        fn()
+        return fn, label, time.perf_counter() - t0
+    except Exception as e:  # inductor needs a working C++ toolchain; report what failed
+        print(f"torch.compile(flex_attention) failed here: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+        return eager_fallback, "eager (compile failed)", float("nan")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    torch.manual_seed(0)
+    B, H, N, d, blk = 1, args.heads, args.n, args.d, args.block
+    q, k, v = (torch.randn(B, H, N, d) for _ in range(3))
+    lengths = documents(N)
+    mask_mod = and_masks(M.document(lengths), M.causal_mask)
+    print(f"B={B} H={H} N={N} d={d} fp32, document {lengths} AND causal, tiles {blk}x{blk}, "
+          f"threads={torch.get_num_threads()}")
+
+    t0 = time.perf_counter()
+    block_mask = create_block_mask(mask_mod, B, H, N, N, device="cpu", BLOCK_SIZE=blk)
+    bm_s = time.perf_counter() - t0
+    sched = tile_schedule(N, N, blk, blk, mask_mod=mask_mod, loop_order="q_outer")
+    counts = sched.counts()
+    print(f"create_block_mask: {bm_s:.3f} s; tiles full/partial/skipped: {counts['full']}/{counts['partial']}/"
+          f"{counts['skipped']} ({(counts['full'] + counts['partial']) / len(sched):.1%} computed)")
+    b, h = index_grid(B, H)
+    dense = evaluate(mask_mod, b, h, torch.arange(N)[:, None], torch.arange(N)[None, :])  # (1, 1, N, N) bool
+
+    flex_fn, flex_label = compiled_flex(args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eager = lambda: flex_attention(q, k, v, block_mask=block_mask)  # noqa: E731
+        flex_call, flex_label, compile_s = first_call(lambda: flex_fn(q, k, v, block_mask=block_mask), flex_label,
+                                                      eager)
+        print(f"flex_attention ({flex_label}) first call (compile): {compile_s:.1f} s")
+        def tiled():
+            return flash_attention_forward(q, k, v, block_size=blk, loop_order="q_outer", mask_mod=mask_mod)
+
+        flex_name = f"flex {flex_label}"
+        # Two interleaved groups: SDPA first, then flex, so that each ratio is measured side by side and the
+        # compiled kernel's OpenMP worker threads cannot slow the SDPA comparison.
+        t = interleaved_medians({"tiled": tiled, "sdpa dense mask": lambda: F.scaled_dot_product_attention(
+            q, k, v, attn_mask=dense)}, repeats=args.repeats)
+        t_flex = interleaved_medians({"tiled": tiled, flex_name: flex_call}, repeats=args.repeats)
+    print("\n1-2. document AND causal, median seconds (two interleaved groups)")
+    rows = [{"group": "vs sdpa", "kernel": n, "time_s": f"{s:.4f}"} for n, s in t.items()]
+    rows += [{"group": "vs flex", "kernel": n, "time_s": f"{s:.4f}"} for n, s in t_flex.items()]
+    print_table(rows, ["group", "kernel", "time_s"])
+    print(f"tiled / {flex_name}: {t_flex['tiled'] / t_flex[flex_name]:.2f}x (aim <= 1.3x, at most 2x)")
+    sdpa_ratio = t["tiled"] / t["sdpa dense mask"]
+    verdict = "PASS" if sdpa_ratio <= 0.35 else "MISS"
+    print(f"tiled / SDPA dense boolean mask: {sdpa_ratio:.2f}x (target <= 0.35x): {verdict}")
+    sparsity_table(q, k, v, blk, lengths, args.repeats)
+
+
+def sparsity_table(q, k, v, blk: int, lengths: list[int], repeats: int) -> None:
+    """3. Tiled time against the fraction of computed tiles, over the presets (interleaved with unmasked)."""
+    N = q.shape[2]
+    presets = {
+        "none": None,
+        "causal": M.causal_mask,
+        "sliding_window(256, 0)": M.sliding_window(256, 0),
+        "prefix_lm(N/4)": M.prefix_lm(N // 4),
+        "document": M.document(lengths),
+        "document AND causal": and_masks(M.document(lengths), M.causal_mask),
+        "attention_sink(4, 256)": M.attention_sink(4, 256),
+        "chunked(512)": M.chunked(512),
+        "dilated(256, 2)": M.dilated(256, 2),
+    }
+    fractions, cands = {}, {}
+    for name, mm in presets.items():
+        c = tile_schedule(N, N, blk, blk, mask_mod=mm, loop_order="q_outer").counts()
+        fractions[name] = (c["full"] + c["partial"]) / sum(c.values())
+        cands[name] = (lambda mm=mm: flash_attention_forward(q, k, v, block_size=blk, loop_order="q_outer",
+                                                             mask_mod=mm))
+    t = interleaved_medians(cands, repeats=repeats)
+    print("\n3. tiled time against the fraction of computed tiles (q_outer, mask_mod, schedule built per call)")
+    print_table([{"mask": n, "computed": f"{fractions[n]:.3f}", "time_s": f"{t[n]:.4f}",
+                  "x_unmasked": f"{t[n] / t['none']:.3f}"} for n in presets],
+                ["mask", "computed", "time_s", "x_unmasked"])
+
+
+if __name__ == "__main__":
+    main()
