@@ -2,10 +2,12 @@
 
 Public API (these names and their meanings are a stable contract):
     naive_attention, flash_attention_forward, flash_attention, tile_schedule, io_cost,
-    measure_memory, benchmark, run_sweep
+    measure_memory, benchmark, run_sweep, flash_decode, to_block_mask
+Masks and score mods in FlexAttention's signatures live in flashviz.masks.
 """
 
 from flashviz.core.backward import flash_attention, flash_attention_backward
+from flashviz.core.blockmask import to_block_mask
 from flashviz.core.decode import flash_decode
 from flashviz.core.flash import TileEvent, flash_attention_forward
 from flashviz.core.reference import naive_attention
@@ -43,4 +45,5 @@ __all__ = [
     "tile_schedule",
     "time_call",
     "time_calls",
+    "to_block_mask",
 ]
