@@ -482,5 +482,5 @@ def test_a_run_too_large_for_the_dense_mask_is_refused_with_a_fix(make_app):
     at = make_app(view="masks", n="16384", br="128", bc="128", heads="8")
     assert_clean(at)
     (refusal,) = [w.value for w in at.warning if w.value.startswith("This run is refused")]
-    assert refusal.startswith("This run is refused: Dense SDPA at N = 16384") and "Lower N or H" in refusal
+    assert refusal.startswith("This run is refused: Dense SDPA at N = 16384") and "Lower N (sidebar)" in refusal
     assert not [b for b in at.button if b.key == "masks_run"]

@@ -32,7 +32,7 @@ from flashviz.figures.masks import (
     tile_map_figure,
 )
 from flashviz.figures.tiles import tile_animation
-from flashviz.limits import LIVE_INPUT_BYTES_MAX
+from flashviz.limits import LIVE_INPUT_BYTES_MAX, WORK_FLOP_MAX
 from flashviz.measure.guards import format_bytes
 from flashviz.measure.impls import resolve_dtype
 from flashviz.measure.maskview import (
@@ -59,7 +59,7 @@ TILE_GRID_MAX = 256  # tiles per side the tile map draws (65,536 tiles)
 CHECK_N_MAX = 4096  # create_block_mask builds the whole N x N mask: about 150 MB of temporaries at 4096, 0.5 GB at 8192
 TABLE_ROWS = 8  # query blocks of the BlockMask listed
 RUN_REPEATS = 3  # interleaved timed calls per run: a median, while the Python tile loop keeps the run short
-DENSE_BYTES_MAX = 1 << 29  # bytes (512 MiB) of the dense run's N x N boolean mask plus its H x N x N scores
+DENSE_BYTES_MAX = 1 << 29  # bytes (512 MiB) of the dense run's N x N boolean mask plus SDPA's additive copy
 PARAM_SETTING = {  # MaskSpec field -> the setting (widget) that holds it
     "docs": "mdocs", "prefix": "mprefix", "sinks": "msinks", "window": "mwin", "right": "mright", "chunk": "mchunk",
     "dilation": "mdil",
@@ -260,14 +260,15 @@ MASK_RUN_LABELS = {MASKED: "tiled, this mask", DENSE: "SDPA, dense mask", UNMASK
 
 
 def run_bytes(n: int, d: int, heads: int, dtype: str) -> tuple[int, int]:
-    """Bytes a run needs: (q, k, v and the output; the dense run's boolean mask plus its H x N x N scores).
+    """Bytes a run needs: (q, k, v and the output; the dense run's N x N boolean mask plus the additive mask of the
+    run's dtype that SDPA makes from it on the CPU).
 
     Example:
-        >>> run_bytes(1024, 64, 4, "float32")  # 4 MiB of tensors; 1 MiB of mask + 16 MiB of scores
-        (4194304, 17825792)
+        >>> run_bytes(1024, 64, 4, "float32")  # 4 MiB of tensors; 1 MiB of boolean mask + 4 MiB of additive mask
+        (4194304, 5242880)
     """
     b = DTYPE_BYTES[dtype]
-    return 4 * heads * n * d * b, n * n + heads * n * n * b
+    return 4 * heads * n * d * b, n * n * (1 + b)
 
 
 def run_problem(s: Settings) -> str | None:
@@ -277,9 +278,18 @@ def run_problem(s: Settings) -> str | None:
         return (f"q, k, v and the output at N = {s.n}, d = {s.d}, H = {s.heads} ({s.dtype}) take "
                 f"{format_bytes(inputs)}; the cap is {format_bytes(LIVE_INPUT_BYTES_MAX)}. Lower N, d or H.")
     if dense > DENSE_BYTES_MAX:
-        return (f"Dense SDPA at N = {s.n} needs the {s.n} × {s.n} boolean mask and H = {s.heads} score matrices: "
-                f"{format_bytes(dense)}; the cap is {format_bytes(DENSE_BYTES_MAX)}. Lower N or H (sidebar).")
+        return (f"Dense SDPA at N = {s.n} needs the {s.n} × {s.n} boolean mask and the {s.dtype} mask SDPA makes "
+                f"from it: {format_bytes(dense)}; the cap is {format_bytes(DENSE_BYTES_MAX)}. Lower N (sidebar).")
+    flops = len(MASK_RUN_LABELS) * (RUN_REPEATS + 1) * attention_flops(s.n, s.d, s.heads)
+    if flops > WORK_FLOP_MAX:
+        return (f"{len(MASK_RUN_LABELS) * (RUN_REPEATS + 1)} calls at N = {s.n}, d = {s.d}, H = {s.heads} cost up "
+                f"to {flops:.3g} FLOPs; the cap is {WORK_FLOP_MAX:.3g}. Lower N, d or H (sidebar).")
     return None
+
+
+def attention_flops(n: int, d: int, heads: int) -> int:
+    """FLOPs of one unmasked forward call: QKᵀ and PV, 2·N²·d each, per head."""
+    return 4 * heads * n * n * d
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
