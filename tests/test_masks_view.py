@@ -442,3 +442,45 @@ def test_how_it_works_animates_the_masks_tab_mask(make_app):
     causal = tile_schedule(512, 512, 32, 32, causal=True).counts()
     (spec,) = [s for t, s in charts(at).items() if t.startswith("Tile map")]
     assert len(spec["frames"]) == min(causal["full"] + causal["partial"], 120)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the run button
+
+
+def test_the_run_button_times_the_three_runs_and_says_what_it_measured(make_app):
+    at = make_app(view="masks", n="256", br="32", bc="32", heads="2", d="32")
+    assert_clean(at)
+    assert "mask_run" not in [c.key for c in at.get("plotly_chart")]
+    at.button(key="masks_run").click().run()
+    assert_clean(at)
+    (fig,) = [s for t, s in charts(at).items() if t == "The mask at work: time and peak memory"]
+    time_bars, memory_bars = fig["data"]
+    assert list(time_bars["x"]) == ["tiled, this mask", "SDPA, dense mask", "tiled, no mask"]
+    times, peaks = decode(time_bars["y"]), decode(memory_bars["y"])
+    assert (times > 0).all() and (peaks > 0).all()  # every run took time and allocated at least its output
+    text = [m.value for m in at.markdown if m.value.startswith("The tiled kernel with this mask")]
+    (line,) = text
+    masked, dense, unmasked = (float(x) for x in times)  # ms, as drawn
+    for other, name in ((unmasked, "the unmasked tiled kernel"), (dense, "dense SDPA with the boolean mask")):
+        ratio, word = (other / masked, "faster") if masked <= other else (masked / other, "slower")
+        assert f"{ratio:.1f}× {word} than {name} ({other:.3g} ms)" in line
+    sched = tile_schedule(256, 256, 32, 32, mask_mod=and_masks(document([62, 94, 38, 62]), causal_mask))
+    computed = sum(s != "skipped" for row in sched.status_grid() for s in row)
+    assert f"({computed} of 64 tiles computed)" in line
+
+
+def test_a_score_mod_run_says_sdpa_runs_the_mask_only(make_app):
+    at = make_app(view="masks", n="128", br="32", bc="32", heads="2", d="16", mscore="softcap")
+    at.button(key="masks_run").click().run()
+    assert_clean(at)
+    assert any("SDPA has no score-mod hook: its row runs the mask only, without softcap" in c.value
+               for c in at.caption)
+
+
+def test_a_run_too_large_for_the_dense_mask_is_refused_with_a_fix(make_app):
+    at = make_app(view="masks", n="16384", br="128", bc="128", heads="8")
+    assert_clean(at)
+    (refusal,) = [w.value for w in at.warning if w.value.startswith("This run is refused")]
+    assert refusal.startswith("This run is refused: Dense SDPA at N = 16384") and "Lower N (sidebar)" in refusal
+    assert not [b for b in at.button if b.key == "masks_run"]

@@ -11,16 +11,30 @@ Legend: N sequence length, Br = block_q, Bc = block_k, Tr x Tc tiles.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 import plotly.graph_objects as go
 import streamlit as st
+import torch
+import torch.nn.functional as F
+from torch.nn.attention.flex_attention import create_mask
 
 from flashviz.core.blockmask import to_block_mask
+from flashviz.core.flash import flash_attention_forward
 from flashviz.core.tiling import tile_schedule
-from flashviz.figures.masks import block_mask_table_figure, element_mask_figure, score_mod_figure, tile_map_figure
+from flashviz.figures.masks import (
+    block_mask_table_figure,
+    element_mask_figure,
+    masked_run_figure,
+    score_mod_figure,
+    tile_map_figure,
+)
 from flashviz.figures.tiles import tile_animation
+from flashviz.limits import LIVE_INPUT_BYTES_MAX, WORK_FLOP_MAX
+from flashviz.measure.guards import format_bytes
+from flashviz.measure.impls import resolve_dtype
 from flashviz.measure.maskview import (
     PRESET_PARAMS,
     ElementMap,
@@ -33,15 +47,19 @@ from flashviz.measure.maskview import (
     score_curves,
     tile_grid,
 )
-from flashviz.measure.timing import threads_set_to
+from flashviz.measure.memory import measure_memory
+from flashviz.measure.timing import median_iqr, threads_set_to, time_calls
 from flashviz.measure.trace import schedule_trace
-from flashviz.ui.common import show_figure, timing_lock
+from flashviz.ui.common import Progress, holding, run_button_ui, show_figure, timing_lock
 from flashviz.ui.state import Settings
 from flashviz.ui.widgets import draw
+from flashviz.vocab import DTYPE_BYTES, Q_OUTER
 
 TILE_GRID_MAX = 256  # tiles per side the tile map draws (65,536 tiles)
 CHECK_N_MAX = 4096  # create_block_mask builds the whole N x N mask: about 150 MB of temporaries at 4096, 0.5 GB at 8192
 TABLE_ROWS = 8  # query blocks of the BlockMask listed
+RUN_REPEATS = 3  # interleaved timed calls per run: a median, while the Python tile loop keeps the run short
+DENSE_BYTES_MAX = 1 << 29  # bytes (512 MiB) of the dense run's N x N boolean mask plus SDPA's additive copy
 PARAM_SETTING = {  # MaskSpec field -> the setting (widget) that holds it
     "docs": "mdocs", "prefix": "mprefix", "sinks": "msinks", "window": "mwin", "right": "mright", "chunk": "mchunk",
     "dilation": "mdil",
@@ -158,6 +176,7 @@ def masks_ui(s: Settings) -> None:
     _summary_ui(s, data)
     _block_mask_ui(s, spec, data)
     _score_mod_ui(s, spec)
+    _run_ui(s, spec, data)
 
 
 def _summary_ui(s: Settings, data: MaskData) -> None:
@@ -230,6 +249,124 @@ def _score_mod_ui(s: Settings, spec: MaskSpec) -> None:
     show_figure(score_mod_figure(curves, kind=spec.score, heads=s.heads, cap=spec.cap, n=s.n), key="mask_score")
     st.caption("A score_mod changes scores before the softmax; it never changes which pairs are visible, so the "
                "element mask, the tile map and the BlockMask above are the same with or without it.")
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the run button: the mask at work
+
+
+MASKED, DENSE, UNMASKED = "masked", "dense", "unmasked"  # the three runs (masked_run_figure's kinds)
+MASK_RUN_LABELS = {MASKED: "tiled, this mask", DENSE: "SDPA, dense mask", UNMASKED: "tiled, no mask"}
+
+
+def run_bytes(n: int, d: int, heads: int, dtype: str) -> tuple[int, int]:
+    """Bytes a run needs: (q, k, v and the output; the dense run's N x N boolean mask plus the additive mask of the
+    run's dtype that SDPA makes from it on the CPU).
+
+    Example:
+        >>> run_bytes(1024, 64, 4, "float32")  # 4 MiB of tensors; 1 MiB of boolean mask + 4 MiB of additive mask
+        (4194304, 5242880)
+    """
+    b = DTYPE_BYTES[dtype]
+    return 4 * heads * n * d * b, n * n * (1 + b)
+
+
+def run_problem(s: Settings) -> str | None:
+    """Why a run at these settings is refused (with the fix), or None."""
+    inputs, dense = run_bytes(s.n, s.d, s.heads, s.dtype)
+    if inputs > LIVE_INPUT_BYTES_MAX:
+        return (f"q, k, v and the output at N = {s.n}, d = {s.d}, H = {s.heads} ({s.dtype}) take "
+                f"{format_bytes(inputs)}; the cap is {format_bytes(LIVE_INPUT_BYTES_MAX)}. Lower N, d or H.")
+    if dense > DENSE_BYTES_MAX:
+        return (f"Dense SDPA at N = {s.n} needs the {s.n} × {s.n} boolean mask and the {s.dtype} mask SDPA makes "
+                f"from it: {format_bytes(dense)}; the cap is {format_bytes(DENSE_BYTES_MAX)}. Lower N (sidebar).")
+    flops = len(MASK_RUN_LABELS) * (RUN_REPEATS + 1) * attention_flops(s.n, s.d, s.heads)
+    if flops > WORK_FLOP_MAX:
+        return (f"{len(MASK_RUN_LABELS) * (RUN_REPEATS + 1)} calls at N = {s.n}, d = {s.d}, H = {s.heads} cost up "
+                f"to {flops:.3g} FLOPs; the cap is {WORK_FLOP_MAX:.3g}. Lower N, d or H (sidebar).")
+    return None
+
+
+def attention_flops(n: int, d: int, heads: int) -> int:
+    """FLOPs of one unmasked forward call: QKᵀ and PV, 2·N²·d each, per head."""
+    return 4 * heads * n * n * d
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def masked_runs(spec: MaskSpec, n: int, d: int, heads: int, br: int, bc: int, dtype: str, threads: int,
+                _progress: Progress | None = None, _lock: threading.Lock | None = None) -> list[dict[str, object]]:
+    """Time (median and IQR of RUN_REPEATS interleaved calls) and peak memory of the tiled kernel with the mask (and
+    score mod), dense SDPA with the boolean mask, and the tiled kernel without a mask, on B = 1, H heads, CPU."""
+    built = build_mask(spec, n, heads)
+    dt = resolve_dtype(dtype)
+    with holding(_lock or threading.Lock(), _progress), threads_set_to(threads), torch.no_grad():
+        g = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(1, heads, n, d, generator=g).to(dt) for _ in range(3))  # (1, H, N, d) each
+        dense = create_mask(built.mask_mod, 1, 1, n, n, device="cpu")  # (1, 1, N, N) bool
+        tiled = {"block_q": br, "block_k": bc, "loop_order": Q_OUTER}
+        fns = {
+            MASKED: lambda: flash_attention_forward(q, k, v, **tiled, mask_mod=built.mask_mod,
+                                                    score_mod=built.score_mod),
+            DENSE: lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=dense),
+            UNMASKED: lambda: flash_attention_forward(q, k, v, **tiled),
+        }
+        steps = len(fns) + RUN_REPEATS
+        peaks = {}
+        for i, (name, fn) in enumerate(fns.items()):  # the memory call is also each run's untimed warm-up call
+            if _progress is not None:
+                _progress(i, steps, f"peak memory (and warm-up): {name}")
+            peaks[name] = measure_memory(fn)
+        samples: dict[str, list[float]] = {name: [] for name in fns}
+        for r in range(RUN_REPEATS):
+            if _progress is not None:
+                _progress(len(fns) + r, steps, f"timing: repeat {r + 1} of {RUN_REPEATS}")
+            for name, t in time_calls(fns, warmup=0, repeats=1).items():
+                samples[name].append(t.median)
+    return [{"kind": name, "label": MASK_RUN_LABELS[name], "time_s": median_iqr(ts)[0], "iqr_s": median_iqr(ts)[1],
+             "peak_bytes": peaks[name], "repeats": len(ts)} for name, ts in samples.items()]
+
+
+def _times_faster(a: float, b: float) -> str:
+    """How a time a compares with b, in words: '2.5× faster than' / '1.3× slower than'."""
+    return f"{b / a:.1f}× faster than" if a <= b else f"{a / b:.1f}× slower than"
+
+
+def run_md(runs: list[dict[str, object]], computed: int, tiles: int) -> str:
+    """The result in words, every number from the runs."""
+    t = {r["kind"]: float(r["time_s"]) for r in runs}
+    m = {r["kind"]: int(r["peak_bytes"]) for r in runs}
+    return (f"The tiled kernel with this mask ({computed} of {tiles} tiles computed) took "
+            f"**{t[MASKED] * 1e3:.3g} ms**: {_times_faster(t[MASKED], t[UNMASKED])} the unmasked tiled kernel "
+            f"({t[UNMASKED] * 1e3:.3g} ms) and {_times_faster(t[MASKED], t[DENSE])} dense SDPA with the boolean mask "
+            f"({t[DENSE] * 1e3:.3g} ms), which computes every pair. Peak memory above the inputs: "
+            f"{format_bytes(m[MASKED])} masked tiled, {format_bytes(m[DENSE])} dense SDPA, "
+            f"{format_bytes(m[UNMASKED])} unmasked tiled.")
+
+
+def _run_ui(s: Settings, spec: MaskSpec, data: MaskData) -> None:
+    st.subheader("The mask at work")
+    st.markdown(f"Times the tiled kernel (FlashAttention-2 loop order) with this mask, dense SDPA with the {s.n} × "
+                f"{s.n} boolean mask (it cannot skip a tile) and the tiled kernel with no mask, interleaved call by "
+                f"call, {RUN_REPEATS} repeats after one untimed call that measures its peak memory, at the sidebar's "
+                f"N, d, H, Br, Bc and dtype on the CPU ({s.threads} thread(s)).")
+    problem = run_problem(s)
+    if problem:
+        st.warning(f"This run is refused: {problem}", icon="🛑")
+        return
+    args = (spec, s.n, s.d, s.heads, s.br, s.bc, s.dtype, s.threads)
+    runs = run_button_ui("masks", masked_runs, args, label="Run the mask", title="Mask timing",
+                         help="Times the three runs on these settings (cached per setting).",
+                         idle=f"Press **Run the mask** to time the three runs "
+                              f"({len(MASK_RUN_LABELS) * (RUN_REPEATS + 1)} calls).")
+    if runs is None:
+        return
+    if spec.score != "none":
+        st.caption(f"SDPA has no score-mod hook: its row runs the mask only, without {spec.score}. The masked tiled "
+                   "row applies the score mod too; the unmasked row applies neither.")
+    show_figure(masked_run_figure(runs), key="mask_run")
+    st.markdown(run_md(runs, data.grid.computed, data.grid.tiles))
+    with st.expander("All measurements"):
+        st.dataframe(runs, hide_index=True)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
