@@ -22,7 +22,16 @@ from flashviz.figures.masks import (
     sparsity_time_figure,
     tile_map_figure,
 )
-from flashviz.masks import alibi, causal_mask, chunked, dilated, document, prefix_lm, sliding_window
+from flashviz.masks import (
+    alibi,
+    attention_sink,
+    causal_mask,
+    chunked,
+    dilated,
+    document,
+    prefix_lm,
+    sliding_window,
+)
 from flashviz.measure.maskview import (
     DOC_RATIOS,
     MaskSpec,
@@ -484,3 +493,31 @@ def test_a_run_too_large_for_the_dense_mask_is_refused_with_a_fix(make_app):
     (refusal,) = [w.value for w in at.warning if w.value.startswith("This run is refused")]
     assert refusal.startswith("This run is refused: Dense SDPA at N = 16384") and "Lower N (sidebar)" in refusal
     assert not [b for b in at.button if b.key == "masks_run"]
+
+
+def test_time_every_preset_draws_one_point_per_preset_at_its_tile_fraction(make_app):
+    at = make_app(view="masks", n="128", br="32", bc="32", heads="1", d="16", mwin="32", mprefix="32", mchunk="64",
+                  msinks="4", mdil="4", mdocs="equal4")
+    assert_clean(at)
+    assert "mask_sweep" not in [c.key for c in at.get("plotly_chart")]
+    at.button(key="mask_sweep_run").click().run()
+    assert_clean(at)
+    mods = {"causal": causal_mask, "sliding window": sliding_window(32, 0), "prefix LM": prefix_lm(32),
+            "document": document([32, 32, 32, 32]), "attention sink": attention_sink(4, 32), "chunked": chunked(64),
+            "dilated": dilated(32, 4)}
+    counts = {label: tile_schedule(128, 128, 32, 32, mask_mod=mod).counts() for label, mod in mods.items()}
+    computed = {label: c["full"] + c["partial"] for label, c in counts.items()}
+    (fig,) = [s for t, s in charts(at).items() if t == "Tiled time against the fraction of tiles computed"]
+    points, line = fig["data"]
+    assert list(points["text"]) == list(mods)  # one point per preset, in preset order
+    assert decode(points["x"]).tolist() == [computed[label] / 16 for label in mods]
+    times = decode(points["y"])  # ms
+    assert (times > 0).all()
+    unmasked = float(decode(line["y"])[1])  # ms: the reference line reaches the unmasked time at 100%
+    assert unmasked > 0
+    best = min(mods, key=lambda label: computed[label])  # the first on a tie, as the page says
+    t = float(times[list(mods).index(best)])
+    (sentence,) = [m.value for m in at.markdown if "computed the fewest tiles" in m.value]
+    assert sentence.startswith(f"**{best}** computed the fewest tiles, {computed[best]} of 16 "
+                               f"({computed[best] / 16:.1%}), and took **{t:.3g} ms**, {t / unmasked:.1%} of the "
+                               f"unmasked kernel's {unmasked:.3g} ms"), sentence

@@ -29,6 +29,7 @@ from flashviz.figures.masks import (
     element_mask_figure,
     masked_run_figure,
     score_mod_figure,
+    sparsity_time_figure,
     tile_map_figure,
 )
 from flashviz.figures.tiles import tile_animation
@@ -51,7 +52,7 @@ from flashviz.measure.memory import measure_memory
 from flashviz.measure.timing import median_iqr, threads_set_to, time_calls
 from flashviz.measure.trace import schedule_trace
 from flashviz.ui.common import Progress, holding, run_button_ui, show_figure, timing_lock
-from flashviz.ui.state import Settings
+from flashviz.ui.state import MASK_PRESETS, Settings
 from flashviz.ui.widgets import draw
 from flashviz.vocab import DTYPE_BYTES, Q_OUTER
 
@@ -177,6 +178,7 @@ def masks_ui(s: Settings) -> None:
     _block_mask_ui(s, spec, data)
     _score_mod_ui(s, spec)
     _run_ui(s, spec, data)
+    _sweep_ui(s, spec)
 
 
 def _summary_ui(s: Settings, data: MaskData) -> None:
@@ -367,6 +369,103 @@ def _run_ui(s: Settings, spec: MaskSpec, data: MaskData) -> None:
     st.markdown(run_md(runs, data.grid.computed, data.grid.tiles))
     with st.expander("All measurements"):
         st.dataframe(runs, hide_index=True)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the sweep button: time against sparsity, one point per preset
+
+
+SWEEP_REPEATS = 3  # interleaved timed calls per preset: the Python tile loop runs 8 kernels per repeat
+NO_MASK = "none"  # the sweep's unmasked row
+
+
+def sweep_problem(s: Settings) -> str | None:
+    """Why a sweep at these settings is refused (with the fix), or None: the run's input cap, and the shared FLOP
+    cap counted as if every preset computed every tile."""
+    inputs, _ = run_bytes(s.n, s.d, s.heads, s.dtype)
+    if inputs > LIVE_INPUT_BYTES_MAX:
+        return (f"q, k, v and the output at N = {s.n}, d = {s.d}, H = {s.heads} ({s.dtype}) take "
+                f"{format_bytes(inputs)}; the cap is {format_bytes(LIVE_INPUT_BYTES_MAX)}. Lower N, d or H.")
+    calls = (len(MASK_PRESETS) + 1) * (SWEEP_REPEATS + 1)
+    flops = calls * attention_flops(s.n, s.d, s.heads)
+    if flops > WORK_FLOP_MAX:
+        return (f"{calls} calls at N = {s.n}, d = {s.d}, H = {s.heads} cost up to {flops:.3g} FLOPs; the cap is "
+                f"{WORK_FLOP_MAX:.3g}. Lower N, d or H (sidebar).")
+    return None
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def sparsity_runs(spec: MaskSpec, n: int, d: int, heads: int, br: int, bc: int, dtype: str, threads: int,
+                  _progress: Progress | None = None, _lock: threading.Lock | None = None) -> list[dict[str, object]]:
+    """Time (median and IQR of SWEEP_REPEATS interleaved calls, after one untimed call each) the tiled kernel with
+    every preset alone, at the tab's parameters and without a score mod, and without a mask, on B = 1, H heads, CPU;
+    with the fraction of tiles each computes. The unmasked row ("preset" NO_MASK) comes last."""
+    mods = {name: build_mask(replace(spec, preset=name, combine="none", score="none"), n).mask_mod
+            for name in MASK_PRESETS}
+    counts = {name: tile_schedule(n, n, br, bc, mask_mod=mod).counts() for name, mod in mods.items()}
+    tiles = -(-n // br) * -(-n // bc)
+    dt = resolve_dtype(dtype)
+    with holding(_lock or threading.Lock(), _progress), threads_set_to(threads), torch.no_grad():
+        g = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(1, heads, n, d, generator=g).to(dt) for _ in range(3))  # (1, H, N, d) each
+        tiled = {"block_q": br, "block_k": bc, "loop_order": Q_OUTER}
+        fns = {name: (lambda mod=mod: flash_attention_forward(q, k, v, **tiled, mask_mod=mod))
+               for name, mod in mods.items()}
+        fns[NO_MASK] = lambda: flash_attention_forward(q, k, v, **tiled)
+        steps = len(fns) + SWEEP_REPEATS
+        for i, (name, fn) in enumerate(fns.items()):
+            if _progress is not None:
+                _progress(i, steps, f"warm-up: {MASK_PRESETS.get(name, 'no mask')}")
+            fn()
+        samples: dict[str, list[float]] = {name: [] for name in fns}
+        for r in range(SWEEP_REPEATS):
+            if _progress is not None:
+                _progress(len(fns) + r, steps, f"timing: repeat {r + 1} of {SWEEP_REPEATS}")
+            for name, t in time_calls(fns, warmup=0, repeats=1).items():
+                samples[name].append(t.median)
+    rows = []
+    for name, ts in samples.items():
+        c = counts.get(name, {"full": tiles, "partial": 0})
+        done = c["full"] + c["partial"]
+        rows.append({"preset": name, "label": MASK_PRESETS.get(name, "no mask"), "computed": done / tiles,
+                     "tiles_computed": done, "tiles": tiles, "time_s": median_iqr(ts)[0], "iqr_s": median_iqr(ts)[1],
+                     "repeats": len(ts)})
+    return rows
+
+
+def sweep_md(rows: list[dict[str, object]]) -> str:
+    """The sweep in one sentence, every number from the rows: the preset that computed the fewest tiles (the first
+    in preset order on a tie) against the unmasked kernel."""
+    *presets, unmasked = rows
+    best = min(presets, key=lambda r: int(r["tiles_computed"]))
+    t, t0 = float(best["time_s"]), float(unmasked["time_s"])
+    return (f"**{best['label']}** computed the fewest tiles, {best['tiles_computed']} of {best['tiles']} "
+            f"({float(best['computed']):.1%}), and took **{t * 1e3:.3g} ms**, {t / t0:.1%} of the unmasked kernel's "
+            f"{t0 * 1e3:.3g} ms: time proportional to tiles computed would be {float(best['computed']):.1%}.")
+
+
+def _sweep_ui(s: Settings, spec: MaskSpec) -> None:
+    st.subheader("Time against sparsity, every preset")
+    st.markdown(f"Times the tiled kernel with each of the {len(MASK_PRESETS)} presets alone (at this tab's window, "
+                f"prefix, documents, sinks, chunk and dilation; no score mod) and with no mask, interleaved call by "
+                f"call, {SWEEP_REPEATS} repeats after one untimed call each, at the sidebar's N, d, H, Br, Bc and "
+                f"dtype on the CPU ({s.threads} thread(s)).")
+    problem = sweep_problem(s)
+    if problem:
+        st.warning(f"This sweep is refused: {problem}", icon="🛑")
+        return
+    args = (spec, s.n, s.d, s.heads, s.br, s.bc, s.dtype, s.threads)
+    calls = (len(MASK_PRESETS) + 1) * (SWEEP_REPEATS + 1)
+    rows = run_button_ui("mask_sweep", sparsity_runs, args, label="Time every preset", title="Preset timing",
+                         help="Times every preset and the unmasked kernel on these settings (cached per setting).",
+                         idle=f"Press **Time every preset** to time the {len(MASK_PRESETS)} presets and the unmasked "
+                              f"kernel ({calls} calls).")
+    if rows is None:
+        return
+    show_figure(sparsity_time_figure(rows[:-1], unmasked_s=float(rows[-1]["time_s"])), key="mask_sweep")
+    st.markdown(sweep_md(rows))
+    with st.expander("All preset timings"):
+        st.dataframe(rows, hide_index=True)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
