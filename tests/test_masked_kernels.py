@@ -287,3 +287,49 @@ def test_bad_mods_get_errors_that_say_how_to_fix_them(fn, kwargs, error, match):
     q, k, v = make_qkv(1, 2, 8, 8, 4)
     with pytest.raises(error, match=match):
         fn(q, k, v, **kwargs)
+
+
+@pytest.mark.parametrize("loop_order", LOOP_ORDERS)
+def test_prebuilt_schedule_gives_the_same_output(loop_order):
+    """A schedule built once (with a per-head mask_mod and causal) gives the output of the call that builds its own,
+    on its first use (masks cached then) and on its second (masks read from the cache)."""
+    q, k, v = make_qkv(2, 3, N, N, 8, torch.float32, seed=5)
+    mm = and_masks(M.document([30, 40, 27]), lambda b, h, q_idx, kv_idx: (kv_idx + b + h) % 5 != 0)
+    kw = dict(block_size=16, causal=True, loop_order=loop_order)
+    want = flash_attention_forward(q, k, v, mask_mod=mm, **kw)
+    sched = tile_schedule(N, N, 16, 16, causal=True, loop_order=loop_order, mask_mod=mm, batch=2, heads=3)
+    assert sched.hidden_cache == {}
+    first = flash_attention_forward(q, k, v, schedule=sched, **kw)
+    assert len(sched.hidden_cache) == sched.counts()["partial"] > 0
+    second = flash_attention_forward(q, k, v, mask_mod=mm, schedule=sched, **kw)
+    assert torch.equal(first, want) and torch.equal(second, want)
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(n=96), r"n_q=96 \(the call has 97\)"),
+    (dict(block=32), r"block_q=32 \(the call has 16\)"),
+    (dict(causal=False), r"causal=False \(the call has True\)"),
+    (dict(window=(4, 0)), r"window=\(4, 0\) \(the call has None\)"),
+    (dict(loop_order="q_outer"), r"loop_order='q_outer' \(the call has 'kv_outer'\)"),
+    (dict(heads=2), r"heads=2 \(the call has 3\)"),
+    (dict(mask_mod=M.document([30, 40, 27])), r"mask_mod=\w+ \(the call has \w+\)"),
+])
+def test_mismatched_schedule_is_refused(change, message):
+    """Every property the kernel reads from the schedule must equal the call's, or the call raises and says which."""
+    mm = M.document([30, 40, 27])
+    q, k, v = make_qkv(1, 3, N, N, 8, torch.float32, seed=6)
+    call = dict(n=N, block=16, causal=True, window=None, loop_order="kv_outer", heads=3, mask_mod=mm)
+    c = call | change
+    if "n" in change:
+        c["mask_mod"] = M.document([30, 40, 26])
+    sched = tile_schedule(c["n"], c["n"], c["block"], c["block"], causal=c["causal"], window=c["window"],
+                          loop_order=c["loop_order"], mask_mod=c["mask_mod"], batch=1, heads=c["heads"])
+    with pytest.raises(ValueError, match=rf"schedule does not match this call: .*{message}"):
+        flash_attention_forward(q, k, v, block_size=16, causal=True, loop_order="kv_outer", mask_mod=mm,
+                                schedule=sched)
+
+
+def test_schedule_must_be_a_tile_schedule():
+    q, k, v = make_qkv(1, 1, 8, 8, 4, torch.float32, seed=7)
+    with pytest.raises(TypeError, match="schedule must be a TileSchedule"):
+        flash_attention_forward(q, k, v, block_size=4, schedule="causal")

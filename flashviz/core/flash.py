@@ -180,6 +180,32 @@ def build_schedule(config: AttentionConfig, loop_order: str) -> TileSchedule:
                          mask_mod=c.mask_mod, batch=max(c.B, 1), heads=max(c.H, 1))
 
 
+def check_schedule(schedule: object, config: AttentionConfig, loop_order: str) -> TileSchedule:
+    """Return a prebuilt schedule if it is the one build_schedule(config, loop_order) would make, else raise.
+
+    Compared: N_q, N_k, Br, Bc, causal, window, loop order, the mask_mod (the same function object) and, with a
+    mask_mod, the batch and heads it was classified over.
+    """
+    if not isinstance(schedule, TileSchedule):
+        raise TypeError(f"schedule must be a TileSchedule from tile_schedule(...), or None, got "
+                        f"{type(schedule).__name__}.")
+    c, s = config, schedule
+    want = {"n_q": c.n_q, "n_k": c.n_k, "block_q": c.block_q, "block_k": c.block_k, "causal": c.causal,
+            "window": c.window, "loop_order": loop_order}
+    if c.mask_mod is not None:
+        want |= {"batch": max(c.B, 1), "heads": max(c.H, 1)}
+    got = {name: getattr(s, name) for name in want}
+    wrong = [f"{n}={got[n]!r} (the call has {want[n]!r})" for n in want if got[n] != want[n]]
+    if s.mask_mod is not c.mask_mod:
+        wrong.append(f"mask_mod={getattr(s.mask_mod, '__name__', s.mask_mod)} (the call has "
+                     f"{getattr(c.mask_mod, '__name__', c.mask_mod)})")
+    if wrong:
+        raise ValueError(f"schedule does not match this call: {', '.join(wrong)}. Build it with tile_schedule(N_q, "
+                         "N_k, block_q, block_k, causal=, window=, loop_order=, mask_mod=, batch=B, heads=H) from the "
+                         "same values the call gets, or pass schedule=None to build it inside the call.")
+    return s
+
+
 def _kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSchedule, c: AttentionConfig,
               score: TileScoreMod | None, on_tile: TileCallback | None) -> tuple[torch.Tensor, torch.Tensor]:
     """FlashAttention-1, Algorithm 1. q: (BH_kv, N_q G, d) in group_rows' layout; k, v: (BH_kv, N_k, d).
@@ -298,6 +324,7 @@ def flash_attention_forward(
     on_tile: TileCallback | None = None,
     mask_mod: MaskMod | None = None,
     score_mod: ScoreMod | None = None,
+    schedule: TileSchedule | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Tiled attention with online softmax; never materialises the N_q x N_k matrix.
 
@@ -319,6 +346,11 @@ def flash_attention_forward(
             loaded, tiles it shows entirely apply no mask, the rest apply it element by element.
         score_mod: FlexAttention score_mod(score, b, h, q_idx, kv_idx) -> score, applied to every computed score
             scale * q.k (natural units) before the mask and the softmax; see flashviz.core.tilemods for its call.
+        schedule: a TileSchedule built once with tile_schedule(N_q, N_k, block_q, block_k, causal=, window=,
+            loop_order=, mask_mod=, batch=B, heads=H) and reused across calls, as FlexAttention reuses a BlockMask:
+            the call then neither classifies the mask_mod nor evaluates it again in partial tiles (their masks are
+            cached in the schedule on first use). mask_mod=None takes the schedule's mask_mod; anything else that
+            differs from the call raises ValueError. None builds the schedule inside the call.
     Returns:
         O of shape (B, H, N_q, d) in q's dtype (fp32 accumulation for half types), or (O, lse) with return_lse.
 
@@ -336,10 +368,18 @@ def flash_attention_forward(
         >>> ref = naive_attention(q, k, v, mask_mod=document([40, 60]), score_mod=softcap(20.0))
         >>> torch.allclose(out, ref, atol=1e-5)
         True
+        >>> sched = tile_schedule(100, 100, 32, 32, mask_mod=document([40, 60]), batch=1, heads=2)  # built once
+        >>> torch.allclose(flash_attention_forward(q, k, v, 32, schedule=sched, score_mod=softcap(20.0)), ref,
+        ...                atol=1e-5)
+        True
     """
+    if mask_mod is None and isinstance(schedule, TileSchedule):
+        mask_mod = schedule.mask_mod  # the schedule carries its mask_mod, as a BlockMask does
     config = tiled_config(q, k, v, block_size=block_size, block_q=block_q, block_k=block_k, causal=causal,
                           window=window, scale=scale, loop_order=loop_order, mask_mod=mask_mod, score_mod=score_mod)
     if on_tile is not None and not callable(on_tile):
         raise TypeError(f"on_tile must be a callable taking a TileEvent, or None, got {type(on_tile).__name__}.")
-    out, L = tiled_forward(q, k, v, config, on_tile)
+    if schedule is not None:
+        schedule = check_schedule(schedule, config, config.loop_order)
+    out, L = tiled_forward(q, k, v, config, on_tile, schedule)
     return (out, L) if return_lse else out

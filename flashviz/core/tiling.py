@@ -83,7 +83,9 @@ class TileMasks:
                              the heads, with B = schedule.batch and H = schedule.heads.
     A mask_mod is intersected with the schedule's causal and window. Causal and window masks depend only on
     j - i, so they are cached by k_start - q_start and shape (all diagonal tiles of a causal schedule share one);
-    mask_mod masks are evaluated per tile, on `device`.
+    mask_mod masks are evaluated once per partial tile and device and kept in the schedule (TileSchedule.
+    hidden_cache), so every call that reuses a prebuilt schedule skips the mask_mod. That cache holds at most
+    partial tiles x Br x Bc bools (x B H for a mask_mod that reads b or h): 10 MiB for 78 tiles of 128 x 128 x 8.
 
     Example:
         >>> from flashviz.masks import document
@@ -97,6 +99,7 @@ class TileMasks:
         self.mask_mod, self.per_head = schedule.combined_mask_mod, schedule.mask_reads_bh
         self.batch, self.heads = schedule.batch, schedule.heads
         self._hidden: dict[tuple[int, int, int], torch.Tensor] = {}
+        self._shared = schedule.hidden_cache  # mask_mod tiles: kept with the schedule, reused across calls
 
     def hidden(self, tile: Tile) -> torch.Tensor:
         """(rows, cols) or (B*H, rows, cols) bool, True where the key is NOT visible (see the class docstring)."""
@@ -112,6 +115,12 @@ class TileMasks:
         return self._hidden[key]
 
     def _hidden_mask_mod(self, tile: Tile) -> torch.Tensor:
+        key = (tile.q_block, tile.k_block, str(self.device))
+        if key not in self._shared:
+            self._shared[key] = self._evaluate_hidden(tile)
+        return self._shared[key]
+
+    def _evaluate_hidden(self, tile: Tile) -> torch.Tensor:
         b, h = index_grid(self.batch, self.heads, self.device)
         q_idx = torch.arange(tile.q_start, tile.q_end, device=self.device)[:, None]  # (rows, 1)
         k_idx = torch.arange(tile.k_start, tile.k_end, device=self.device)[None, :]  # (1, cols)
@@ -204,6 +213,8 @@ class TileSchedule(Sequence):
         self.block_any: torch.Tensor | None = None  # (B', H', Tr, Tc) bool: some element visible, per (b, h)
         self.block_all: torch.Tensor | None = None  # (B', H', Tr, Tc) bool: every element visible, per (b, h)
         self._statuses: list[list[str]] | None = None  # [q_block][k_block], only with a mask_mod
+        # (q_block, k_block, device) -> hidden mask of a partial mask_mod tile, filled by TileMasks on first use
+        self.hidden_cache: dict[tuple[int, int, str], torch.Tensor] = {}
         if self.mask_mod is not None:
             self._classify_mask_mod()
 
