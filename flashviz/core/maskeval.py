@@ -19,10 +19,16 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+from flashviz._lazy import lazy_import
 
-from flashviz.masks import MaskMod
+if TYPE_CHECKING:
+    import torch
+
+    from flashviz.masks import MaskMod
+else:
+    torch = lazy_import("torch")  # imported when a mask is first evaluated: tiling.py imports this module without it
 
 # Mask elements per mask_mod call. On one thread, 256 Ki keeps an int64 temporary such as j - i (2 MiB) in cache:
 # 2 to 3x faster than 4 Mi at N = 4096. Multi-threaded, every op wakes the thread pool (milliseconds on a busy

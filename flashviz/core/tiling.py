@@ -24,11 +24,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
-import torch
-from torch.nn.attention.flex_attention import and_masks
-
+from flashviz._lazy import lazy_import
 from flashviz.core.maskeval import classify_blocks, evaluate, index_grid, validate_mask_mod
 from flashviz.core.validate import (
     Window,
@@ -39,10 +37,16 @@ from flashviz.core.validate import (
     validate_positive,
     validate_window,
 )
-from flashviz.masks import MaskMod, causal_mask, check_mask_lengths, sliding_window
 from flashviz.vocab import FULL, PARTIAL, SKIPPED, TILE_STATUSES
 
-INT64_MAX = torch.iinfo(torch.int64).max  # largest position an index tensor holds
+if TYPE_CHECKING:
+    import torch
+
+    from flashviz.masks import MaskMod
+else:
+    torch = lazy_import("torch")  # element masks and mask_mod tiles only: a causal/window schedule needs no torch
+
+INT64_MAX = 2**63 - 1  # largest position an index tensor holds: torch.iinfo(torch.int64).max
 
 
 def visible_mask(
@@ -220,6 +224,10 @@ class TileSchedule(Sequence):
 
     def _classify_mask_mod(self) -> None:
         """Classify every tile of mask_mod AND causal AND window at element level (over every b and h)."""
+        from torch.nn.attention.flex_attention import and_masks  # a mask_mod is made of torch ops: torch is here
+
+        from flashviz.masks import causal_mask, check_mask_lengths, sliding_window
+
         check_mask_lengths(self.mask_mod, self.n_q, self.n_k)
         geometric = ([causal_mask] if self.causal else []) + ([sliding_window(*self.window)] if self.window else [])
         self.combined_mask_mod = and_masks(self.mask_mod, *geometric) if geometric else self.mask_mod

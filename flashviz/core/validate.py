@@ -10,21 +10,36 @@ validate again, so one training step validates once.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from numbers import Integral, Real
+from typing import TYPE_CHECKING
 
-import torch
-
+from flashviz._lazy import lazy_import
 from flashviz.core.maskeval import validate_mask_mod
-from flashviz.core.tilemods import validate_score_mod
-from flashviz.masks import check_mask_lengths
 from flashviz.vocab import DTYPES, LOOP_ORDERS
 
-FLOAT_DTYPES = tuple(getattr(torch, name) for name in DTYPES)  # the floating dtypes every kernel accepts
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_import("torch")  # the tensor checks only: the tile schedule's validators run without torch
 
 Window = tuple[int | None, int | None] | None
+
+
+@functools.cache
+def _float_dtypes() -> tuple[torch.dtype, ...]:
+    """The floating dtypes every kernel accepts (torch.float32, ...), as FLOAT_DTYPES; made on first use."""
+    return tuple(getattr(torch, name) for name in DTYPES)
+
+
+def __getattr__(name: str) -> object:
+    """FLOAT_DTYPES, the floating dtypes every kernel accepts, made on first use (so importing this needs no torch)."""
+    if name == "FLOAT_DTYPES":
+        return _float_dtypes()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def validate_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -37,7 +52,7 @@ def validate_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
                 f"{name} must be 4-D (B, H, N, d), got {t.dim()}-D with shape {tuple(t.shape)}. "
                 "Add missing batch/head dimensions with .unsqueeze(0), e.g. x[None, None] for a single (N, d) matrix."
             )
-        if t.dtype not in FLOAT_DTYPES:
+        if t.dtype not in _float_dtypes():
             raise TypeError(
                 f"{name} must be float16, bfloat16, float32 or float64, got {t.dtype}. Convert it with {name}.float()."
             )
@@ -225,6 +240,9 @@ class AttentionConfig:
 
 def _mods(q: torch.Tensor, k: torch.Tensor, mask_mod: object, score_mod: object) -> dict[str, Callable | None]:
     """The validated mask_mod and score_mod; a document mask must cover N_q and N_k exactly."""
+    from flashviz.core.tilemods import validate_score_mod  # torch modules: the tensors q, k have brought torch in
+    from flashviz.masks import check_mask_lengths
+
     if mask_mod is not None:
         mask_mod = validate_mask_mod(mask_mod)
         check_mask_lengths(mask_mod, q.shape[2], k.shape[2])

@@ -20,15 +20,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-
-from flashviz.core.flash import TileEvent, flash_attention_forward
+from flashviz._lazy import lazy_import
 from flashviz.core.tiling import tile_schedule, visible_mask
 from flashviz.core.validate import Window
-from flashviz.masks import MaskMod
-from flashviz.model.iomodel import io_trace
+from flashviz.model.iomodel import io_trace_steps
 from flashviz.vocab import DTYPES
+
+if TYPE_CHECKING:
+    import torch
+
+    from flashviz.core.flash import TileEvent
+    from flashviz.masks import MaskMod
+else:
+    torch = lazy_import("torch")  # the row tools only: schedule_trace is integer arithmetic on tiles
 
 
 @dataclass(frozen=True)
@@ -68,7 +74,7 @@ def schedule_trace(n: int, block_q: int, block_k: int, *, causal: bool = False, 
         causal, window: the mask: causal is top-left aligned (query i sees keys j <= i); window = (left, right)
             lets query i see keys i - left <= j <= i + right (None on a side: unbounded).
         loop_order: "kv_outer" (FA1) or "q_outer" (FA2).
-        d: head dimension; when given, the IO model (iomodel.io_trace) adds the cumulative HBM bytes and FLOPs
+        d: head dimension; when given, the IO model (iomodel.io_trace_steps) adds the cumulative HBM bytes and FLOPs
             after every step, for one (batch, head). None leaves the counters out.
         dtype_bytes: bytes per element for the HBM byte counter (4 for fp32, 2 for fp16/bf16, 8 for fp64).
         mask_mod: a FlexAttention mask_mod(b, h, q_idx, kv_idx), intersected with causal and window (tile_schedule
@@ -91,12 +97,11 @@ def schedule_trace(n: int, block_q: int, block_k: int, *, causal: bool = False, 
     tiles = list(sched)
     hbm = flops = None
     if d is not None:
-        io = io_trace(sched.loop_order, n, n, d, block_q, block_k, causal=causal, window=window,
-                      dtype_bytes=dtype_bytes)
-        io = io[io["step"] >= 0]  # drop the start row; one row per schedule step remains, in order
-        assert len(io) == len(tiles), "io_trace and tile_schedule disagree on the number of steps"
-        hbm = tuple(float(x) for x in io["hbm_bytes"])
-        flops = tuple(float(x) for x in io["flops"])
+        io = [s for s in io_trace_steps(sched.loop_order, n, n, d, block_q, block_k, causal=causal, window=window,
+                                        dtype_bytes=dtype_bytes) if s.step >= 0]  # one per schedule step, in order
+        assert len(io) == len(tiles), "io_trace_steps and tile_schedule disagree on the number of steps"
+        hbm = tuple(float(s.hbm_bytes) for s in io)
+        flops = tuple(float(s.flops) for s in io)
     return ScheduleTrace(
         loop_order=sched.loop_order, n=n, block_q=sched.block_q, block_k=sched.block_k, causal=sched.causal,
         window=sched.window,
@@ -199,6 +204,8 @@ def row_trace(n: int, d: int, block_q: int, block_k: int, *, row: int, causal: b
         >>> tr.k_block, abs(tr.m[-1] - tr.m_exact) < 1e-6, tr.factor[0]
         ((0, 1, 2), True, 0.0)
     """
+    from flashviz.core.flash import flash_attention_forward  # the real kernel (torch): only the row tools run it
+
     if not 0 <= row < n:
         raise ValueError(f"row must be a query row in 0..{n - 1}, got {row}. Pick a row inside the sequence.")
     q, k, v = _random_qkv(n, d, dtype, seed)

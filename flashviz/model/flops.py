@@ -15,11 +15,17 @@ Legend: B batch, H heads, N_q / N_k query / key lengths, d head dimension, Br = 
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
+from flashviz._lazy import lazy_import
 from flashviz.core.tiling import tile_schedule
 from flashviz.core.validate import Window, validate_block, validate_causal, validate_length, validate_window
 from flashviz.vocab import IMPLS, NAIVE, SDPA, TILED_IMPLS
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = lazy_import("torch")  # visible_pairs only: the IO model counts FLOPs without torch
 
 FLOPS_PER_MAC = 2  # one multiply-accumulate = one multiply + one add
 MATMULS_FORWARD = 2  # S = Q K^T and O = P V

@@ -57,9 +57,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
-import pandas as pd
-
+from flashviz._lazy import lazy_import
 from flashviz.core.tiling import TileSchedule, tile_schedule
 from flashviz.core.validate import (
     Window,
@@ -72,12 +72,32 @@ from flashviz.core.validate import (
 from flashviz.model.flops import matmul_flops, score_flops
 from flashviz.vocab import ALGORITHM_ALIASES, ALGORITHMS, KV_OUTER, NAIVE, Q_OUTER
 
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_import("pandas")  # the DataFrames only: io_cost and io_trace_steps (the tile map's counters) need none
+
 SRAM_OPERAND_BLOCKS = 4  # FA1 Algorithm 1 line 1: Bc = ceil(M / 4d), room for K_j, V_j, Q_i, O_i in M elements
-TRACE_COLUMNS = ("step", "q_block", "k_block", "status", "reads", "writes", "flops", "hbm_bytes")
 
 # One step's traffic per (batch, query head): (q_block, k_block, label, reads of Q/O/l/m/S/P, reads of K/V, writes,
 # flops); -1 for "no tile".
 Step = tuple[int, int, str, int, int, int, int]
+
+
+class TraceStep(NamedTuple):
+    """One row of io_trace: the cumulative traffic after one step, for all B H (counts in elements)."""
+
+    step: int  # -1: the start row of a tiled algorithm; then 0, 1, ... (tiles in visiting order, or naive phases)
+    q_block: int  # tile row i, -1 for no tile
+    k_block: int  # tile column j, -1 for no tile
+    status: str  # "start", a tile status ("full", "partial", "skipped") or the naive phase
+    reads: int  # elements read from HBM so far
+    writes: int  # elements written to HBM so far
+    flops: int  # FLOPs so far
+    hbm_bytes: int  # (reads + writes) * dtype_bytes so far
+
+
+TRACE_COLUMNS = TraceStep._fields  # io_trace's columns
 
 
 @dataclass(frozen=True)
@@ -268,6 +288,49 @@ def io_cost(algorithm: str, n_q: int, n_k: int, d: int, block_q: int, block_k: i
     return IOCost(algorithm, reads_q * bh + reads_kv * bh_kv, writes * bh, flops * bh, dtype_bytes, reads_kv * bh_kv)
 
 
+def io_trace_steps(algorithm: str, n_q: int, n_k: int, d: int, block_q: int, block_k: int, *,
+                   causal: bool = False, window: Window = None, batch: int = 1, heads: int = 1, dtype_bytes: int = 4,
+                   heads_kv: int | None = None) -> Iterator[TraceStep]:
+    """Cumulative HBM traffic and FLOPs after each step of the algorithm, one TraceStep at a time: the rows of
+    `io_trace`, as plain tuples (no pandas), in one pass over the schedule.
+
+    For the tiled algorithms a step is a tile of `tile_schedule` in visiting order (skipped tiles included: they add
+    nothing), preceded by a start row (step -1) holding kv_outer's initial write of O, l, m. For "naive" the steps
+    are its three phases S = QK^T, P = softmax(S), O = PV. The last step equals `io_cost(...)`. The arguments are
+    validated at the call, before the first step.
+
+    Args:
+        same as `io_cost`.
+    Returns:
+        An iterator of TraceStep(step, q_block, k_block, status, reads, writes, flops, hbm_bytes); counts are
+        cumulative, in elements (hbm_bytes in bytes), for all B H.
+
+    Example:
+        >>> steps = list(io_trace_steps("q_outer", 4, 4, 2, 2, 2, causal=True))
+        >>> [(s.status, s.hbm_bytes) for s in steps]  # the skipped tile ends row 0: only O_0 and L_0 are written
+        [('start', 0), ('partial', 48), ('skipped', 72), ('full', 120), ('partial', 176)]
+    """
+    algorithm = resolve_algorithm(algorithm)
+    n_q, n_k = validate_length("n_q", n_q), validate_length("n_k", n_k)
+    d, batch, dtype_bytes = _validate_dims(d, batch, dtype_bytes)
+    heads, heads_kv = validate_heads(heads, heads_kv)
+    block_q, block_k = validate_block("block_q", block_q), validate_block("block_k", block_k)
+    causal, window = validate_causal(causal), validate_window(window)
+    if algorithm == NAIVE:
+        steps, first_step = _naive_steps(n_q, n_k, d), 0
+    else:
+        steps, first_step = _tiled_steps(_schedule(algorithm, n_q, n_k, block_q, block_k, causal, window), d), -1
+    return _cumulative(steps, first_step, batch * heads, batch * heads_kv, dtype_bytes)
+
+
+def _cumulative(steps: Iterable[Step], first_step: int, bh: int, bh_kv: int, dtype_bytes: int) -> Iterator[TraceStep]:
+    """Running sums of per-(batch, head) steps over all B H: K/V reads count B H_kv times, the rest B H times."""
+    reads = writes = flops = 0
+    for step, (i, j, status, r_q, r_kv, w, f) in enumerate(steps, start=first_step):
+        reads, writes, flops = reads + r_q * bh + r_kv * bh_kv, writes + w * bh, flops + f * bh
+        yield TraceStep(step, i, j, status, reads, writes, flops, (reads + writes) * dtype_bytes)
+
+
 def io_trace(algorithm: str, n_q: int, n_k: int, d: int, block_q: int, block_k: int, *, causal: bool = False,
              window: Window = None, batch: int = 1, heads: int = 1, dtype_bytes: int = 4,
              heads_kv: int | None = None) -> pd.DataFrame:
@@ -275,7 +338,8 @@ def io_trace(algorithm: str, n_q: int, n_k: int, d: int, block_q: int, block_k: 
 
     For the tiled algorithms a step is a tile of `tile_schedule` in visiting order (skipped tiles included: they add
     nothing), preceded by a start row (step -1) holding kv_outer's initial write of O, l, m. For "naive" the steps
-    are its three phases S = QK^T, P = softmax(S), O = PV. The last row equals `io_cost(...)`.
+    are its three phases S = QK^T, P = softmax(S), O = PV. The last row equals `io_cost(...)`. The rows are those of
+    `io_trace_steps`.
 
     Args:
         same as `io_cost`.
@@ -288,23 +352,9 @@ def io_trace(algorithm: str, n_q: int, n_k: int, d: int, block_q: int, block_k: 
         >>> list(tr["status"]), int(tr["reads"].iloc[-1]) == io_cost("q_outer", 4, 4, 2, 2, 2, causal=True).reads
         (['start', 'partial', 'skipped', 'full', 'partial'], True)
     """
-    algorithm = resolve_algorithm(algorithm)
-    n_q, n_k = validate_length("n_q", n_q), validate_length("n_k", n_k)
-    d, batch, dtype_bytes = _validate_dims(d, batch, dtype_bytes)
-    heads, heads_kv = validate_heads(heads, heads_kv)
-    block_q, block_k = validate_block("block_q", block_q), validate_block("block_k", block_k)
-    causal, window = validate_causal(causal), validate_window(window)
-    bh, bh_kv = batch * heads, batch * heads_kv
-    if algorithm == NAIVE:
-        steps, first_step = _naive_steps(n_q, n_k, d), 0
-    else:
-        steps, first_step = _tiled_steps(_schedule(algorithm, n_q, n_k, block_q, block_k, causal, window), d), -1
-    rows: list[tuple] = []
-    reads = writes = flops = 0
-    for step, (i, j, status, r_q, r_kv, w, f) in enumerate(steps, start=first_step):
-        reads, writes, flops = reads + r_q * bh + r_kv * bh_kv, writes + w * bh, flops + f * bh
-        rows.append((step, i, j, status, reads, writes, flops, (reads + writes) * dtype_bytes))
-    return pd.DataFrame(rows, columns=list(TRACE_COLUMNS))
+    steps = io_trace_steps(algorithm, n_q, n_k, d, block_q, block_k, causal=causal, window=window, batch=batch,
+                           heads=heads, dtype_bytes=dtype_bytes, heads_kv=heads_kv)
+    return pd.DataFrame(list(steps), columns=list(TRACE_COLUMNS))
 
 
 # ----------------------------------------------------------------------------------------------------------------------
