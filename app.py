@@ -1,25 +1,31 @@
 """flashviz dashboard: `streamlit run app.py`. Wiring only: sidebar settings -> one tab module per view.
 
 The settings live in the URL (flashviz.ui.sidebar), so a copied link reproduces the view. Only the open tab runs
-(st.tabs with on_change="rerun"), and heavy work waits for a button, so the first page renders at once.
+(st.tabs with on_change="rerun") and only its module is imported, and heavy work waits for a button, so the first
+page renders at once.
 """
+
+import importlib
 
 import streamlit as st
 
-from flashviz.ui import (
-    benchmark,
-    block_size,
-    correctness,
-    decoding,
-    how_it_works,
-    io_model,
-    masks,
-    roofline,
-    sidebar,
-    training,
-)
+from flashviz.ui import sidebar
 from flashviz.ui.common import machine_env, running_job_ui
 from flashviz.ui.state import VIEWS
+
+# slug -> (module, function) of each tab. A tab's module is imported when the tab is first open, so the first page
+# does not wait for what only the other tabs need (torch takes 2 to 3 s to import, pandas most of a second).
+VIEW_UI = {
+    "how": ("flashviz.ui.how_it_works", "how_it_works_ui"),
+    "bench": ("flashviz.ui.benchmark", "benchmark_ui"),
+    "block": ("flashviz.ui.block_size", "block_size_ui"),
+    "io": ("flashviz.ui.io_model", "io_model_ui"),
+    "correct": ("flashviz.ui.correctness", "correctness_ui"),
+    "train": ("flashviz.ui.training", "training_ui"),
+    "roof": ("flashviz.ui.roofline", "roofline_ui"),
+    "decode": ("flashviz.ui.decoding", "decoding_ui"),
+    "masks": ("flashviz.ui.masks", "masks_ui"),
+}
 
 st.set_page_config(page_title="flashviz: FlashAttention, tile by tile", page_icon="⚡", layout="wide",
                    initial_sidebar_state="expanded")
@@ -32,19 +38,9 @@ sidebar.sync_url(settings)
 st.title("FlashAttention, tile by tile")
 sidebar.notices_ui()
 running_job_ui()
-VIEW_UI = {
-    "how": how_it_works.how_it_works_ui,
-    "bench": benchmark.benchmark_ui,
-    "block": block_size.block_size_ui,
-    "io": io_model.io_model_ui,
-    "correct": correctness.correctness_ui,
-    "train": training.training_ui,
-    "roof": roofline.roofline_ui,
-    "decode": decoding.decoding_ui,
-    "masks": masks.masks_ui,
-}
 tabs = st.tabs(list(VIEWS.values()), key=sidebar.VIEW_KEY, on_change="rerun")
 for tab, slug in zip(tabs, VIEWS, strict=True):
     if tab.open:
+        module, function = VIEW_UI[slug]
         with tab:
-            VIEW_UI[slug](settings)
+            getattr(importlib.import_module(module), function)(settings)

@@ -7,6 +7,8 @@ imported both), with the repository first on sys.path.
 
 from __future__ import annotations
 
+import ast
+import importlib
 import json
 import pydoc
 import subprocess
@@ -20,6 +22,7 @@ import flashviz
 from flashviz.core.tiling import TileMasks, tile_schedule, visible_mask
 from flashviz.measure.trace import schedule_trace
 from flashviz.model.iomodel import io_trace
+from flashviz.ui.state import VIEWS
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "pandas")
@@ -186,6 +189,20 @@ def test_schedule_trace_counters_are_io_traces_columns(n, br, bc, causal, window
     assert list(tr.hbm_bytes) == [float(x) for x in df["hbm_bytes"]]
     assert list(tr.flops) == [float(x) for x in df["flops"]]
     assert list(tr.status) == list(df["status"]) and list(tr.q_block) == list(df["q_block"])
+
+
+def test_app_py_names_a_function_for_every_tab_and_imports_none_of_them_up_front():
+    tree = ast.parse((ROOT / "app.py").read_text())
+    (view_ui,) = [node.value for node in tree.body if isinstance(node, ast.Assign)
+                  and [getattr(t, "id", None) for t in node.targets] == ["VIEW_UI"]]
+    wiring = ast.literal_eval(view_ui)
+    assert list(wiring) == list(VIEWS)
+    for slug, (module, function) in wiring.items():
+        assert callable(getattr(importlib.import_module(module), function)), slug
+    tabs = {module for module, _ in wiring.values()}
+    top = {f"{node.module}.{a.name}" if node.module == "flashviz.ui" else node.module
+           for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names}
+    assert not top & tabs, top & tabs
 
 
 def test_a_lazy_module_imports_on_first_use_and_forwards_every_access(tmp_path, monkeypatch):
