@@ -20,13 +20,17 @@ S_ij and m_i are in log2 units and P~_ij = exp2(S_ij - m_i), which is the same n
 cheaper to compute. Reported m and L are converted back to natural log.
 "Load" means slicing a tile out of the (HBM) input; only tiles that tile_schedule marks as computed are ever loaded.
 
-Steps: without an on_tile callback, consecutive computed tiles of one Q-block row (q_outer) or K/V-block column
-(kv_outer) are computed as one wider tile, a Step (TileSchedule.runs). The K/V (or Q) slices of adjacent blocks are
-one contiguous view (no copy), full tiles still apply no mask and partial ones add their cached mask to their own
-block of the step, so a step of n tiles does the work of its n tiles with one launch of each op instead of n (the
-row max is updated once per step instead of once per tile: the same result up to rounding). A step spans at most
-MAX_STEP_WIDTH key columns (q_outer) or query rows (kv_outer), so its scores never grow with N. With on_tile every
-step is a single tile, so that each tile reports the running m_i, l_i it leaves behind.
+Steps: the classic path (causal and window, no mask_mod) computes one tile per loop iteration, as the paper's loops
+do and as the dashboard's Benchmark and Block size views explain. With a mask_mod (the FlexAttention path) and no
+on_tile callback, consecutive computed tiles of one Q-block row (q_outer) or K/V-block column (kv_outer) are
+computed as one wider tile, a Step (TileSchedule.runs): a programmable mask is classified once and typically leaves
+long runs of full tiles (documents, prefixes), and on a CPU the per-iteration overhead of many small tiles would
+otherwise dominate. The K/V (or Q) slices of adjacent blocks are one contiguous view (no copy), full tiles still
+apply no mask and partial ones add their cached mask to their own block of the step, so a step of n tiles does the
+work of its n tiles with one launch of each op instead of n (the row max is updated once per step instead of once
+per tile: the same result up to rounding). A step spans at most MAX_STEP_WIDTH key columns (q_outer) or query rows
+(kv_outer), so its scores never grow with N. With on_tile every step is a single tile, so that each tile reports
+the running m_i, l_i it leaves behind.
 
 FlexAttention's mask_mod and score_mod (torch.nn.attention.flex_attention's signatures) run on the same schedule:
 tile_schedule classifies the mask_mod (with causal and window) over every batch and query head, so skipped tiles are
@@ -52,10 +56,11 @@ from flashviz.vocab import PARTIAL
 NEG_INF = float("-inf")
 LOG2_E = 1.4426950408889634  # 1/ln(2): e^x = 2^(x log2 e), and exp2 is ~3x cheaper than exp on CPU
 LN_2 = 0.6931471805599453  # ln(2): converts base-2 maxima and logsumexps back to natural log
-# Widest step: consecutive tiles are merged only up to this many key columns (q_outer) or query positions (kv_outer),
-# and never less than one tile. A step's scores S_ij (BH_kv, Br G, <= 512) are then bounded whatever N is, as a
-# tile's are (the FlashAttention point: O(N) memory, no N x N block), at most 512 / d times its Q block. On 2 CPU
-# cores (B=1, H=8, N=4096, d=64, 128 x 128 tiles) 512 and 1024 were equally fast, 256 ~5% slower, 2048 ~10% slower.
+# Widest step (mask_mod path): consecutive tiles are merged only up to this many key columns (q_outer) or query
+# positions (kv_outer), and never less than one tile. A step's scores S_ij (BH_kv, Br G, <= 512) are then bounded
+# whatever N is, as a tile's are (the FlashAttention point: O(N) memory, no N x N block), at most 512 / d times its
+# Q block. On 2 CPU cores (B=1, H=8, N=4096, d=64, 128 x 128 tiles) 512 and 1024 were equally fast, 256 ~5% slower,
+# 2048 ~10% slower.
 MAX_STEP_WIDTH = 512
 
 
@@ -155,10 +160,12 @@ class Step:
 
 
 def _steps(schedule: TileSchedule, on_tile: TileCallback | None) -> list[Step]:
-    """The schedule's computed tiles as steps: single tiles with on_tile (one event each), else runs of adjacent
-    tiles up to MAX_STEP_WIDTH wide along the inner loop (key columns for q_outer, query rows for kv_outer)."""
+    """The schedule's computed tiles as steps: single tiles on the classic path (no mask_mod) and with on_tile (one
+    event each); with a mask_mod, runs of adjacent tiles up to MAX_STEP_WIDTH wide along the inner loop (key columns
+    for q_outer, query rows for kv_outer)."""
     block = schedule.block_q if schedule.loop_order == "kv_outer" else schedule.block_k
-    max_tiles = 1 if on_tile is not None else max(1, MAX_STEP_WIDTH // block)
+    merge = on_tile is None and schedule.mask_mod is not None
+    max_tiles = max(1, MAX_STEP_WIDTH // block) if merge else 1
     return [Step.of(run) for run in schedule.runs(max_tiles)]
 
 
@@ -408,7 +415,8 @@ def flash_attention_forward(
         return_lse: also return the logsumexp L = m + log l, shape (B, H, N_q), natural log, -inf for empty rows.
         on_tile: called once per computed tile, in schedule order, with a TileEvent (q_block, k_block, status and
             the running m and l of the tile's rows for batch 0, head 0). With it the kernel computes tile by tile;
-            without it, adjacent tiles are merged into wider steps (faster, the same output up to rounding).
+            without it and with a mask_mod, adjacent tiles are merged into wider steps (faster, the same output up
+            to rounding); without a mask_mod every tile is one step either way.
         mask_mod: FlexAttention mask_mod(b, h, q_idx, kv_idx) -> bool (True = visible; h is the query head),
             intersected with causal and window (presets in flashviz.masks). Tiles it hides entirely are never
             loaded, tiles it shows entirely apply no mask, the rest apply it element by element.
