@@ -22,7 +22,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 from _common import interleaved_medians, print_table  # benchmarks/ is on sys.path when run
-from torch.nn.attention.flex_attention import and_masks, create_block_mask, flex_attention
+from torch.nn.attention.flex_attention import and_masks, create_block_mask, flex_attention, noop_mask
 
 from flashviz import flash_attention_forward, tile_schedule
 from flashviz import masks as M
@@ -127,7 +127,7 @@ def sparsity_table(q, k, v, blk: int, lengths: list[int], repeats: int) -> None:
     """3. Tiled time against the fraction of computed tiles, over the presets (interleaved with unmasked)."""
     N = q.shape[2]
     presets = {
-        "none": None,
+        "none": noop_mask,  # no mask, on the same (mask_mod) path as the presets: every tile full
         "causal": M.causal_mask,
         "sliding_window(256, 0)": M.sliding_window(256, 0),
         "prefix_lm(N/4)": M.prefix_lm(N // 4),

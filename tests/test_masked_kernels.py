@@ -20,9 +20,11 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.nn.attention.flex_attention import and_masks, create_block_mask, flex_attention, or_masks
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from flashviz import flash_attention, flash_attention_forward, naive_attention, tile_schedule
 from flashviz import masks as M
+from flashviz.core import flash
 from flashviz.core.maskeval import evaluate, index_grid
 from flashviz.core.tiling import TileMasks
 from tests._oracle import FLOOR, make_qkv, max_err
@@ -169,6 +171,122 @@ def test_skipped_tiles_are_never_loaded_and_only_partial_tiles_are_masked(loop_o
     out_bad = flash_attention_forward(q, k_bad, v, 16, loop_order=loop_order, mask_mod=mask_mod)
     assert torch.isfinite(out_bad[:, :, :70]).all()  # documents 1 and 2 never load key block 5
     torch.testing.assert_close(out_bad[:, :, :70], out[:, :, :70])
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# merged steps: with a mask_mod and without on_tile, runs of consecutive computed tiles are one wider tile
+
+
+class _ScoreBlocks(TorchDispatchMode):
+    """Records the shape of every tensor the kernel takes a row max of: in the forward kernels that is the online
+    softmax step's S_ij.amax(-1), once per step, on the step's whole score block (BH_kv, rows G, cols)."""
+
+    def __init__(self):
+        super().__init__()
+        self.shapes: list[tuple[int, ...]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if str(func.overloadpacket) == "aten.amax" and args[0].dim() == 3:  # not the schedule's 6-d tile reductions
+            self.shapes.append(tuple(args[0].shape))
+        return func(*args, **(kwargs or {}))
+
+
+STEP_CASES = {  # name -> (B, H, H_kv, N_q, N_k, Br, Bc, call kwargs)
+    "document_causal": (1, 4, 4, N, N, 16, 8, {"mask_mod": PRESETS["document_causal"]}),
+    "causal_lazy_schedule": (2, 2, 2, N, N, 8, 16, {"causal": True}),
+    "window_gqa_nq_ne_nk": (2, 6, 2, 61, 130, 16, 8, {"window": (20, 5)}),
+    "head_mask_gqa": (2, 4, 2, 130, 61, 8, 16, {"mask_mod": head_mask}),
+    "empty_rows_softcap": (1, 2, 2, N, N, 16, 16, {"mask_mod": first_rows_only, "score_mod": M.softcap(3.0)}),
+    "prefix_alibi": (1, 4, 1, N, N, 16, 8, {"mask_mod": PRESETS["prefix_lm"], "score_mod": M.alibi(4)}),
+}
+
+
+@pytest.mark.parametrize("loop_order", LOOP_ORDERS)
+@pytest.mark.parametrize("case", STEP_CASES, ids=str)
+def test_merged_steps_equal_the_tile_by_tile_path_and_sdpa(case, loop_order):
+    """Ragged last tiles, N_q != N_k, GQA, per-head masks, rows that see nothing, score_mods: the merged path (no
+    on_tile) and the tile-by-tile path (on_tile) agree, and both match naive attention in fp32 within 1e-5."""
+    B, H, H_kv, n_q, n_k, bq, bk, kw = STEP_CASES[case]
+    q, k, v = make_qkv(B, H, n_q, n_k, 16, seed=n_q + H, h_kv=H_kv)
+    call = dict(block_q=bq, block_k=bk, loop_order=loop_order, return_lse=True, **kw)
+    events = []
+    with _ScoreBlocks() as merged:
+        out, lse = flash_attention_forward(q, k, v, **call)
+    with _ScoreBlocks() as single:
+        out_t, lse_t = flash_attention_forward(q, k, v, on_tile=events.append, **call)
+    if "mask_mod" in kw:  # the FlexAttention path: fewer, wider steps; one per tile with on_tile
+        assert len(merged.shapes) < len(single.shapes) == len(events)
+        assert max(s[1] * s[2] for s in merged.shapes) > bq * (H // H_kv) * bk  # some step is wider than a tile
+    else:  # the classic path (causal, window): one loop iteration per tile either way
+        assert merged.shapes == single.shapes and len(single.shapes) == len(events)
+    empty = lse.isneginf()  # rows that see nothing: lse -inf on both paths
+    assert torch.equal(empty, lse_t.isneginf()) and max_err(lse[~empty], lse_t[~empty]) <= 1e-5
+    assert max_err(out, out_t) <= 1e-5
+    ref = naive_attention(q.double(), k.double(), v.double(), **kw)
+    assert max_err(out, ref) <= 1e-5 and max_err(out_t, ref) <= 1e-5
+    if "mask_mod" in kw and "score_mod" not in kw:
+        vis = dense_visible(kw["mask_mod"], B, H, n_q, n_k)
+        sdpa = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=vis,
+                                              enable_gqa=H_kv != H)
+        seen = vis.any(-1).expand(B, H, n_q)  # SDPA gives NaN for rows that see nothing; the kernels give 0
+        assert max_err(out[seen], sdpa[seen]) <= 1e-5 and (out[~seen] == 0).all()
+
+
+@pytest.mark.parametrize("loop_order", LOOP_ORDERS)
+@pytest.mark.parametrize("cap_tiles", [1, 2, 3])
+def test_a_step_is_never_wider_than_max_step_width(loop_order, cap_tiles, monkeypatch):
+    """MAX_STEP_WIDTH bounds every step along the merged axis (key columns for q_outer, query rows for kv_outer):
+    with room for cap_tiles tiles, no score block is wider, some reach it, and the output does not change."""
+    B, H, H_kv, bq, bk, G = 2, 4, 2, 16, 8, 2
+    q, k, v = make_qkv(B, H, N, N, 8, seed=cap_tiles, h_kv=H_kv)
+    mm = PRESETS["document_causal"]
+    want = flash_attention_forward(q, k, v, block_q=bq, block_k=bk, loop_order=loop_order, mask_mod=mm,
+                                   on_tile=lambda e: None)
+    block = bq if loop_order == "kv_outer" else bk
+    monkeypatch.setattr(flash, "MAX_STEP_WIDTH", cap_tiles * block + block - 1)  # room for cap_tiles whole tiles
+    with _ScoreBlocks() as rec:
+        out = flash_attention_forward(q, k, v, block_q=bq, block_k=bk, loop_order=loop_order, mask_mod=mm)
+    # (BH_kv, rows G, cols): the merged axis is cols for q_outer, rows for kv_outer; the other one is one block
+    widths = [s[1] // G if loop_order == "kv_outer" else s[2] for s in rec.shapes]
+    others = [s[2] if loop_order == "kv_outer" else s[1] // G for s in rec.shapes]
+    assert max(widths) == cap_tiles * block and max(others) == (bk if loop_order == "kv_outer" else bq)
+    assert all(s[0] == B * H_kv for s in rec.shapes)
+    assert max_err(out, want) <= 1e-5
+
+
+@pytest.mark.parametrize("loop_order", LOOP_ORDERS)
+def test_one_step_per_run_of_computed_tiles_and_no_step_crosses_a_skipped_tile(loop_order):
+    """With room for every tile, a step is exactly a maximal run of adjacent computed tiles of one outer block."""
+    q, k, v = make_qkv(1, 2, N, N, 8, seed=1)
+    mm = PRESETS["document_causal"]
+    sched = tile_schedule(N, N, 16, 16, loop_order=loop_order, mask_mod=mm, batch=1, heads=2)
+    runs = sched.runs(len(sched))
+    with _ScoreBlocks() as rec:
+        out = flash_attention_forward(q, k, v, block_size=16, loop_order=loop_order, schedule=sched)
+    widths = [(r[-1].q_end - r[0].q_start, r[-1].k_end - r[0].k_start) for r in runs]  # (rows, cols) of each run
+    assert rec.shapes == [(2, rows, cols) for rows, cols in widths]
+    assert max_err(out, naive_attention(q, k, v, mask_mod=mm)) <= 1e-5
+
+
+def test_partial_tiles_of_a_step_add_their_cached_bias():
+    """TileMasks.bias is hidden as 0 / -inf, cached in the schedule next to hidden; a prebuilt schedule fills both
+    caches on its first call and a second call reuses them."""
+    mm = and_masks(M.document([30, 40, 27]), head_mask)
+    sched = tile_schedule(N, N, 16, 16, loop_order="q_outer", mask_mod=mm, batch=1, heads=2)
+    q, k, v = make_qkv(1, 2, N, N, 8, seed=2)
+    out = flash_attention_forward(q, k, v, block_size=16, loop_order="q_outer", schedule=sched)
+    partial = sched.counts()["partial"]
+    assert len(sched.bias_cache) == len(sched.hidden_cache) == partial > 0
+    masks = TileMasks(sched, "cpu")
+    for t in sched.computed():
+        if t.status == "partial":
+            hidden, bias = masks.hidden(t), masks.bias(t)
+            assert bias.dtype == torch.float32 and bias.shape == hidden.shape == (2, t.rows, t.cols)
+            assert torch.equal(bias, torch.zeros(hidden.shape).masked_fill(hidden, float("-inf")))
+    cached = dict(sched.bias_cache)
+    again = flash_attention_forward(q, k, v, block_size=16, loop_order="q_outer", schedule=sched)
+    assert torch.equal(again, out) and all(sched.bias_cache[key] is b for key, b in cached.items())
+    assert max_err(out, naive_attention(q, k, v, mask_mod=mm)) <= 1e-5
 
 
 # ---------------------------------------------------------------------------------------------------------------------

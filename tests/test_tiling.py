@@ -8,7 +8,7 @@ from torch.nn.attention.flex_attention import and_masks
 
 from flashviz import FULL, PARTIAL, SKIPPED, flash_attention_forward, tile_schedule
 from flashviz.core.tiling import visible_mask
-from flashviz.masks import causal_mask, sliding_window
+from flashviz.masks import attention_sink, causal_mask, sliding_window
 
 MASKS = [
     dict(causal=False, window=None),
@@ -79,6 +79,30 @@ def test_schedule_is_lazy_for_long_sequences():
     sched = tile_schedule(10**9, 10**9, 1, 1, causal=True)
     assert len(sched) == 10**18
     assert sched[-1].status == FULL and sched.tile(0, 1).status == SKIPPED and sched[1].status == FULL
+
+
+@pytest.mark.parametrize("max_tiles", [1, 2, 5, 10**6])
+@pytest.mark.parametrize("mask", [*MASKS[:3], dict(mask_mod=attention_sink(3, 6))])  # sinks: runs with gaps
+@pytest.mark.parametrize("loop_order", ["kv_outer", "q_outer"])
+def test_runs_partition_the_computed_tiles_into_adjacent_blocks(max_tiles, mask, loop_order):
+    """runs(): every computed tile once, in visiting order; a run is at most max_tiles adjacent tiles of one outer
+    block (nothing skipped in between), and runs are maximal: two runs of one outer block that touch are full."""
+    sched = tile_schedule(23, 31, 4, 5, loop_order=loop_order, **mask)
+    runs = sched.runs(max_tiles)
+    assert [t.step for run in runs for t in run] == [t.step for t in sched.computed()]
+    outer, inner = ("k_block", "q_block") if loop_order == "kv_outer" else ("q_block", "k_block")
+    for run in runs:
+        assert 1 <= len(run) <= max_tiles and len({getattr(t, outer) for t in run}) == 1
+        first = getattr(run[0], inner)
+        assert [getattr(t, inner) for t in run] == list(range(first, first + len(run)))
+    for a, b in itertools.pairwise(runs):
+        if getattr(a[-1], outer) == getattr(b[0], outer) and getattr(b[0], inner) == getattr(a[-1], inner) + 1:
+            assert len(a) == max_tiles  # adjacent in the same outer block: only the cap split them
+    if "mask_mod" in mask and loop_order == "q_outer":  # a row sees the sinks, skips, then sees its window
+        assert any(getattr(a[-1], outer) == getattr(b[0], outer) for a, b in itertools.pairwise(runs))
+    assert (sched.runs(max_tiles) is runs) == ("mask_mod" in mask)  # memoised where statuses are stored
+    with pytest.raises(ValueError, match="max_tiles must be a positive"):
+        sched.runs(0)
 
 
 def test_visible_mask_matches_sdpa_causal_convention():

@@ -20,6 +20,18 @@ S_ij and m_i are in log2 units and P~_ij = exp2(S_ij - m_i), which is the same n
 cheaper to compute. Reported m and L are converted back to natural log.
 "Load" means slicing a tile out of the (HBM) input; only tiles that tile_schedule marks as computed are ever loaded.
 
+Steps: the classic path (causal and window, no mask_mod) computes one tile per loop iteration, as the paper's loops
+do and as the dashboard's Benchmark and Block size views explain. With a mask_mod (the FlexAttention path) and no
+on_tile callback, consecutive computed tiles of one Q-block row (q_outer) or K/V-block column (kv_outer) are
+computed as one wider tile, a Step (TileSchedule.runs): a programmable mask is classified once and typically leaves
+long runs of full tiles (documents, prefixes), and on a CPU the per-iteration overhead of many small tiles would
+otherwise dominate. The K/V (or Q) slices of adjacent blocks are one contiguous view (no copy), full tiles still
+apply no mask and partial ones add their cached mask to their own block of the step, so a step of n tiles does the
+work of its n tiles with one launch of each op instead of n (the row max is updated once per step instead of once
+per tile: the same result up to rounding). A step spans at most MAX_STEP_WIDTH key columns (q_outer) or query rows
+(kv_outer), so its scores never grow with N. With on_tile every step is a single tile, so that each tile reports
+the running m_i, l_i it leaves behind.
+
 FlexAttention's mask_mod and score_mod (torch.nn.attention.flex_attention's signatures) run on the same schedule:
 tile_schedule classifies the mask_mod (with causal and window) over every batch and query head, so skipped tiles are
 never loaded, full tiles apply no mask and partial tiles apply it element by element (TileMasks); a score_mod changes
@@ -44,6 +56,12 @@ from flashviz.vocab import PARTIAL
 NEG_INF = float("-inf")
 LOG2_E = 1.4426950408889634  # 1/ln(2): e^x = 2^(x log2 e), and exp2 is ~3x cheaper than exp on CPU
 LN_2 = 0.6931471805599453  # ln(2): converts base-2 maxima and logsumexps back to natural log
+# Widest step (mask_mod path): consecutive tiles are merged only up to this many key columns (q_outer) or query
+# positions (kv_outer), and never less than one tile. A step's scores S_ij (BH_kv, Br G, <= 512) are then bounded
+# whatever N is, as a tile's are (the FlashAttention point: O(N) memory, no N x N block), at most 512 / d times its
+# Q block. On 2 CPU cores (B=1, H=8, N=4096, d=64, 128 x 128 tiles) 512 and 1024 were equally fast, 256 ~5% slower,
+# 2048 ~10% slower.
+MAX_STEP_WIDTH = 512
 
 
 @dataclass(frozen=True)
@@ -88,6 +106,17 @@ def ungroup_rows(x: torch.Tensor, B: int, H: int, heads_kv: int) -> torch.Tensor
     return x.reshape(B, H, N, *rest)  # (B, H, N, *rest)
 
 
+def _grouped(S_ij: torch.Tensor, mask: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """S_ij (BH_kv, Br G, Bc) and a tile mask (Br, Bc) or (B H, Br, Bc) as views that broadcast together."""
+    if G == 1:
+        return S_ij, mask  # (BH, Br, Bc) and (Br, Bc) or (BH, Br, Bc)
+    BH_kv, _, Bc = S_ij.shape
+    Br = mask.shape[-2]
+    # (B H, Br, Bc) with head h = h_kv G + g -> (BH_kv, Br, G, Bc); one mask for all heads (Br, Bc) -> (Br, 1, Bc)
+    mask = mask.view(BH_kv, G, Br, Bc).transpose(1, 2) if mask.dim() == 3 else mask[:, None, :]
+    return S_ij.view(BH_kv, Br, G, Bc), mask  # S_ij may be a strided slice of a step: splitting its rows is a view
+
+
 def mask_tile(S_ij: torch.Tensor, hidden: torch.Tensor, G: int) -> None:
     """Set the hidden elements of a partial tile's scores to -inf, in place.
 
@@ -99,14 +128,45 @@ def mask_tile(S_ij: torch.Tensor, hidden: torch.Tensor, G: int) -> None:
     """
     if S_ij.numel() == 0:
         return  # B H = 0: nothing to mask (and no (b, h) for a per-head mask to match)
-    if G == 1:
-        S_ij.masked_fill_(hidden, NEG_INF)  # (BH, Br, Bc) <- (Br, Bc) or (BH, Br, Bc)
-        return
-    BH_kv, _, Bc = S_ij.shape
-    Br = hidden.shape[-2]
-    # (B H, Br, Bc) with head h = h_kv G + g -> (BH_kv, Br, G, Bc); one mask for all heads (Br, Bc) -> (Br, 1, Bc)
-    hidden = hidden.view(BH_kv, G, Br, Bc).transpose(1, 2) if hidden.dim() == 3 else hidden[:, None, :]
-    S_ij.view(BH_kv, Br, G, Bc).masked_fill_(hidden, NEG_INF)  # (BH_kv, Br, G, Bc)
+    S, hidden = _grouped(S_ij, hidden, G)
+    S.masked_fill_(hidden, NEG_INF)
+
+
+def add_tile_bias(S_ij: torch.Tensor, bias: torch.Tensor, G: int) -> None:
+    """mask_tile with the additive form of the mask (TileMasks.bias: 0 visible, -inf hidden), in place: the same
+    result for finite scores, about 8x faster on CPU. S_ij: (BH_kv, Br G, Bc); bias: (Br, Bc) or (B H, Br, Bc)."""
+    if S_ij.numel() == 0:
+        return  # B H = 0
+    S, bias = _grouped(S_ij, bias, G)
+    S.add_(bias)
+
+
+@dataclass(frozen=True)
+class Step:
+    """A run of consecutive computed tiles (TileSchedule.runs), computed as one tile of S: rows [q_start, q_end) x
+    columns [k_start, k_end). q_outer runs share the rows and abut in columns; kv_outer runs the other way round."""
+
+    tiles: tuple[Tile, ...]
+    q_start: int
+    q_end: int
+    k_start: int
+    k_end: int
+    partial: bool  # some tile has masked elements
+
+    @classmethod
+    def of(cls, run: tuple[Tile, ...]) -> Step:
+        first, last = run[0], run[-1]
+        return cls(run, first.q_start, last.q_end, first.k_start, last.k_end, any(t.status == PARTIAL for t in run))
+
+
+def _steps(schedule: TileSchedule, on_tile: TileCallback | None) -> list[Step]:
+    """The schedule's computed tiles as steps: single tiles on the classic path (no mask_mod) and with on_tile (one
+    event each); with a mask_mod, runs of adjacent tiles up to MAX_STEP_WIDTH wide along the inner loop (key columns
+    for q_outer, query rows for kv_outer)."""
+    block = schedule.block_q if schedule.loop_order == "kv_outer" else schedule.block_k
+    merge = on_tile is None and schedule.mask_mod is not None
+    max_tiles = max(1, MAX_STEP_WIDTH // block) if merge else 1
+    return [Step.of(run) for run in schedule.runs(max_tiles)]
 
 
 def _emit(on_tile: TileCallback | None, tile: Tile, m_i: torch.Tensor, l_i: torch.Tensor, G: int) -> None:
@@ -122,10 +182,10 @@ def _emit(on_tile: TileCallback | None, tile: Tile, m_i: torch.Tensor, l_i: torc
                           tile.k_start, tile.k_end, m0.detach().cpu() * LN_2, l0.detach().cpu().clone()))
 
 
-def _load_kt(k: torch.Tensor, tile: Tile, acc: torch.dtype) -> torch.Tensor:
-    """K_j^T as a (BH, d, Bc) view: the matmul reads the transposed operand in place (BLAS's "T" flag), which is
-    faster than copying it into a contiguous tile first."""
-    return k[:, tile.k_start:tile.k_end].to(acc).transpose(1, 2)  # read Bc d
+def _load_kt(k: torch.Tensor, k_start: int, k_end: int, acc: torch.dtype) -> torch.Tensor:
+    """K_j^T for keys [k_start, k_end) as a (BH, d, Bc) view: the matmul reads the transposed operand in place
+    (BLAS's "T" flag), which is faster than copying it into a contiguous tile first."""
+    return k[:, k_start:k_end].to(acc).transpose(1, 2)  # read Bc d
 
 
 def online_softmax_step(S_ij: torch.Tensor, m_i: torch.Tensor, l_i: torch.Tensor,
@@ -158,19 +218,26 @@ def online_softmax_step(S_ij: torch.Tensor, m_i: torch.Tensor, l_i: torch.Tensor
     return P_ij, m_new, l_new, alpha
 
 
-def _mod_and_mask(S_ij: torch.Tensor, tile: Tile, masks: TileMasks, score: TileScoreMod | None,
+def _mod_and_mask(S_ij: torch.Tensor, step: Step, masks: TileMasks, score: TileScoreMod | None,
                   G: int) -> tuple[torch.Tensor, bool]:
     """The score_mod (every computed tile), then the mask (partial tiles only), as flex_attention orders them.
 
-    S_ij: (BH_kv, Br G, Bc) in log2 units, or natural units when there is a score_mod. Returns S_ij in log2 units
-    and whether a row of it may be all -inf (a mask, or a score_mod that returns -inf), which the online softmax
-    step must guard against.
+    S_ij: (BH_kv, rows G, cols) scores of a step, in log2 units, or natural units when there is a score_mod.
+    Returns S_ij in log2 units and whether a row of it may be all -inf (a mask, or a score_mod that returns -inf),
+    which the online softmax step must guard against.
     """
     if score is not None:
-        S_ij = score.log2_scores(S_ij, tile)  # (BH_kv, Br G, Bc) score_mod(scale q.k) log2(e)
-    if tile.status == PARTIAL:
-        mask_tile(S_ij, masks.hidden(tile), G)
-    return S_ij, tile.status == PARTIAL or score is not None
+        S_ij = score.log2_scores(S_ij, step)  # (BH_kv, rows G, cols) score_mod(scale q.k) log2(e)
+    for t in step.tiles:
+        if t.status != PARTIAL:
+            continue  # full tiles apply no mask; a partial one masks its own block of the step
+        rows = slice((t.q_start - step.q_start) * G, (t.q_end - step.q_start) * G)
+        S_t = S_ij[:, rows, t.k_start - step.k_start:t.k_end - step.k_start]  # (BH_kv, Br G, Bc) view of the step
+        if score is None:
+            add_tile_bias(S_t, masks.bias(t), G)  # finite inputs give finite q.k: + (-inf) hides it, as SDPA
+        else:
+            mask_tile(S_t, masks.hidden(t), G)  # a score_mod may return +-inf or NaN where hidden: overwrite it
+    return S_ij, step.partial or score is not None
 
 
 def build_schedule(config: AttentionConfig, loop_order: str) -> TileSchedule:
@@ -219,18 +286,18 @@ def _kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileS
     l = torch.zeros(BH, n_rows, dtype=acc, device=q.device)  # (BH_kv, N_q G) running sums
     m = torch.full((BH, n_rows), NEG_INF, dtype=acc, device=q.device)  # (BH_kv, N_q G) running maxima
 
-    for _, column in groupby(schedule, key=attrgetter("k_block")):  # outer loop: K/V block j
-        tiles = [t for t in column if t.computed]
-        if not tiles:
-            continue  # the whole column is masked: K_j, V_j are never loaded
-        K_jT = _load_kt(k, tiles[0], acc)  # (BH_kv, d, Bc); read Bc d, once for the G heads of the group
-        V_j = v[:, tiles[0].k_start:tiles[0].k_end].to(acc)  # (BH_kv, Bc, d); read Bc d
-        for t in tiles:  # inner loop: Q block i
-            rows = slice(t.q_start * G, t.q_end * G)  # the block's Br queries in all G heads of the group
+    # steps: runs of consecutive Q blocks of one column (single tiles with on_tile); fully masked columns have none
+    for _, column in groupby(_steps(schedule, on_tile), key=attrgetter("k_start")):  # outer loop: j
+        column = list(column)
+        cols = slice(column[0].k_start, column[0].k_end)
+        K_jT = _load_kt(k, cols.start, cols.stop, acc)  # (BH_kv, d, Bc); read Bc d, once for the G heads of the group
+        V_j = v[:, cols].to(acc)  # (BH_kv, Bc, d); read Bc d
+        for st in column:  # inner loop: Q blocks i (one or several adjacent ones)
+            rows = slice(st.q_start * G, st.q_end * G)  # the step's queries in all G heads of the group
             Q_i = q[:, rows].to(acc) * qk_scale  # (BH_kv, Br G, d), pre-scaled: S_ij in log2 units
             O_i, l_i, m_i = O[:, rows], l[:, rows], m[:, rows]  # views; read Br G d + 2 Br G
             S_ij = torch.bmm(Q_i, K_jT)  # (BH_kv, Br G, d) x (BH_kv, d, Bc) -> (BH_kv, Br G, Bc), on chip
-            S_ij, masked = _mod_and_mask(S_ij, t, masks, score, G)
+            S_ij, masked = _mod_and_mask(S_ij, st, masks, score, G)
             # -- m_new, l_new and P~_ij = 2^(S_ij - m_new): the online softmax step
             P_ij, m_new, l_new, alpha = online_softmax_step(S_ij, m_i, l_i, masked)
             l_div = l_new.masked_fill(l_new == 0, 1.0) if masked else l_new  # rows seeing nothing yet
@@ -238,7 +305,8 @@ def _kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileS
             O_i.mul_((l_i * alpha).unsqueeze(-1)).baddbmm_(P_ij, V_j).div_(l_div.unsqueeze(-1))  # (BH_kv, Br G, d)
             l_i.copy_(l_new)  # write Br G
             m_i.copy_(m_new)  # write Br G
-            _emit(on_tile, t, m_i, l_i, G)
+            _emit(on_tile, st.tiles[0], m_i, l_i, G)  # with on_tile, every step is one tile
+            del S_ij, P_ij  # free the step's scores before the next step allocates its own: one block at a time
     L = (m + torch.log2(l)) * LN_2  # (BH_kv, N_q G) logsumexp in natural log; rows that saw nothing: -inf
     return O, L
 
@@ -254,27 +322,33 @@ def _q_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSc
     O = torch.zeros(BH, n_rows, d, dtype=acc, device=q.device)  # (BH_kv, N_q G, d); rows that see nothing stay 0
     L = torch.full((BH, n_rows), NEG_INF, dtype=acc, device=q.device)  # (BH_kv, N_q G) logsumexp
 
-    for _, row in groupby(schedule, key=attrgetter("q_block")):  # outer loop: Q block i
-        tiles = [t for t in row if t.computed]
-        if not tiles:
-            continue  # every key is masked for these rows: Q_i is never loaded, O_i stays 0, L_i stays -inf
-        rows = slice(tiles[0].q_start * G, tiles[0].q_end * G)  # the block's Br queries in all G heads of the group
+    # steps: runs of consecutive K/V blocks of one row (single tiles with on_tile). A row block with no step sees
+    # no key: Q_i is never loaded, O_i stays 0 and L_i stays -inf.
+    for _, row in groupby(_steps(schedule, on_tile), key=attrgetter("q_start")):  # outer loop: i
+        row = list(row)
+        rows = slice(row[0].q_start * G, row[0].q_end * G)  # the block's Br queries in all G heads of the group
         Q_i = q[:, rows].to(acc) * qk_scale  # (BH_kv, Br G, d), pre-scaled: S_ij in log2 units; read once
-        acc_i = torch.zeros_like(Q_i)  # (BH_kv, Br G, d) unnormalised accumulator, on chip until the end of the row
-        m_i = torch.full(acc_i.shape[:2], NEG_INF, dtype=acc, device=q.device)  # (BH_kv, Br G)
-        l_i = torch.zeros(acc_i.shape[:2], dtype=acc, device=q.device)  # (BH_kv, Br G)
-        for t in tiles:  # inner loop: K/V block j
-            K_jT = _load_kt(k, t, acc)  # (BH_kv, d, Bc); read Bc d, once for the G heads of the group
-            V_j = v[:, t.k_start:t.k_end].to(acc)  # (BH_kv, Bc, d); read Bc d
+        acc_i = None  # (BH_kv, Br G, d) unnormalised accumulator, on chip until the end of the row
+        m_i = torch.full(Q_i.shape[:2], NEG_INF, dtype=acc, device=q.device)  # (BH_kv, Br G)
+        l_i = torch.zeros(Q_i.shape[:2], dtype=acc, device=q.device)  # (BH_kv, Br G)
+        for st in row:  # inner loop: K/V blocks j (one or several adjacent ones: Bc = their total width)
+            K_jT = _load_kt(k, st.k_start, st.k_end, acc)  # (BH_kv, d, Bc); read Bc d, once for the G heads
+            V_j = v[:, st.k_start:st.k_end].to(acc)  # (BH_kv, Bc, d); read Bc d
             S_ij = torch.bmm(Q_i, K_jT)  # (BH_kv, Br G, d) x (BH_kv, d, Bc) -> (BH_kv, Br G, Bc)
-            S_ij, masked = _mod_and_mask(S_ij, t, masks, score, G)
+            S_ij, masked = _mod_and_mask(S_ij, st, masks, score, G)
             # -- m_i, l_i and P~_ij = 2^(S_ij - m_new): the online softmax step
             P_ij, m_i, l_i, alpha = online_softmax_step(S_ij, m_i, l_i, masked)
-            # -- acc_i <- diag(2^(m_old - m_new)) acc_i + P~_ij V_j  (no division yet)
-            acc_i.mul_(alpha.unsqueeze(-1)).baddbmm_(P_ij, V_j)  # (BH_kv, Br G, Bc) x (BH_kv, Bc, d) -> (.., Br G, d)
-            _emit(on_tile, t, m_i, l_i, G)
+            # -- acc_i <- diag(2^(m_old - m_new)) acc_i + P~_ij V_j  (no division yet); the first step has nothing
+            # to rescale: acc_i = P~_ij V_j
+            if acc_i is None:
+                acc_i = torch.bmm(P_ij, V_j)  # (BH_kv, Br G, Bc) x (BH_kv, Bc, d) -> (BH_kv, Br G, d)
+            else:
+                acc_i.mul_(alpha.unsqueeze(-1)).baddbmm_(P_ij, V_j)  # (BH_kv, Br G, d)
+            _emit(on_tile, st.tiles[0], m_i, l_i, G)  # with on_tile, every step is one tile
+            del S_ij, P_ij  # free the step's scores before the next step allocates its own: one block at a time
         # -- epilogue: O_i = diag(l_i)^-1 acc_i; L_i = m_i + log l_i (write Br d + Br per head)
-        torch.div(acc_i, l_i.masked_fill(l_i == 0, 1.0).unsqueeze(-1), out=O[:, rows])
+        # l_i >= 1 once a row has seen a key (its maximum adds 2^0); a row that saw none has l_i = 0, acc_i = 0
+        torch.div(acc_i, l_i.clamp(min=1.0).unsqueeze(-1), out=O[:, rows])
         L[:, rows] = (m_i + torch.log2(l_i)) * LN_2  # natural-log logsumexp
     return O, L
 
@@ -340,7 +414,9 @@ def flash_attention_forward(
         loop_order: "kv_outer" (FlashAttention-1 Algorithm 1) or "q_outer" (FlashAttention-2).
         return_lse: also return the logsumexp L = m + log l, shape (B, H, N_q), natural log, -inf for empty rows.
         on_tile: called once per computed tile, in schedule order, with a TileEvent (q_block, k_block, status and
-            the running m and l of the tile's rows for batch 0, head 0).
+            the running m and l of the tile's rows for batch 0, head 0). With it the kernel computes tile by tile;
+            without it and with a mask_mod, adjacent tiles are merged into wider steps (faster, the same output up
+            to rounding); without a mask_mod every tile is one step either way.
         mask_mod: FlexAttention mask_mod(b, h, q_idx, kv_idx) -> bool (True = visible; h is the query head),
             intersected with causal and window (presets in flashviz.masks). Tiles it hides entirely are never
             loaded, tiles it shows entirely apply no mask, the rest apply it element by element.

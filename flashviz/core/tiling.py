@@ -90,6 +90,8 @@ class TileMasks:
     mask_mod masks are evaluated once per partial tile and device and kept in the schedule (TileSchedule.
     hidden_cache), so every call that reuses a prebuilt schedule skips the mask_mod. That cache holds at most
     partial tiles x Br x Bc bools (x B H for a mask_mod that reads b or h): 10 MiB for 78 tiles of 128 x 128 x 8.
+    bias(tile) is the same mask as an additive fp32 tile (0 visible, -inf hidden), what the forward kernels add to
+    S_ij; it is cached the same way (TileSchedule.bias_cache, 4 bytes per element of the same partial tiles).
 
     Example:
         >>> from flashviz.masks import document
@@ -103,7 +105,9 @@ class TileMasks:
         self.mask_mod, self.per_head = schedule.combined_mask_mod, schedule.mask_reads_bh
         self.batch, self.heads = schedule.batch, schedule.heads
         self._hidden: dict[tuple[int, int, int], torch.Tensor] = {}
+        self._bias: dict[tuple[int, int, int], torch.Tensor] = {}
         self._shared = schedule.hidden_cache  # mask_mod tiles: kept with the schedule, reused across calls
+        self._shared_bias = schedule.bias_cache  # their additive form, likewise
 
     def hidden(self, tile: Tile) -> torch.Tensor:
         """(rows, cols) or (B*H, rows, cols) bool, True where the key is NOT visible (see the class docstring)."""
@@ -117,6 +121,21 @@ class TileMasks:
             assert mask is not None, "only masked schedules have partial tiles"
             self._hidden[key] = ~mask
         return self._hidden[key]
+
+    def bias(self, tile: Tile) -> torch.Tensor:
+        """hidden(tile) as an additive fp32 mask of the same shape: 0 where the key is visible, -inf where hidden.
+
+        S_ij.add_(bias) masks a tile like S_ij.masked_fill_(hidden, -inf), about 8x faster on CPU (a plain
+        elementwise add against a per-element branch); -inf + a finite score is -inf. fp64 scores add it exactly.
+        """
+        if self.mask_mod is not None:
+            cache, key = self._shared_bias, (tile.q_block, tile.k_block, str(self.device))
+        else:
+            cache, key = self._bias, (tile.k_start - tile.q_start, tile.rows, tile.cols)
+        if key not in cache:
+            hidden = self.hidden(tile)  # (rows, cols) or (B*H, rows, cols) bool
+            cache[key] = torch.zeros(hidden.shape, device=self.device).masked_fill_(hidden, float("-inf"))
+        return cache[key]
 
     def _hidden_mask_mod(self, tile: Tile) -> torch.Tensor:
         key = (tile.q_block, tile.k_block, str(self.device))
@@ -219,6 +238,8 @@ class TileSchedule(Sequence):
         self._statuses: list[list[str]] | None = None  # [q_block][k_block], only with a mask_mod
         # (q_block, k_block, device) -> hidden mask of a partial mask_mod tile, filled by TileMasks on first use
         self.hidden_cache: dict[tuple[int, int, str], torch.Tensor] = {}
+        self.bias_cache: dict[tuple[int, int, str], torch.Tensor] = {}  # the same tiles as fp32 0 / -inf (TileMasks)
+        self._runs: dict[int, list[tuple[Tile, ...]]] = {}  # runs(max_tiles), memoised when statuses are stored
         if self.mask_mod is not None:
             self._classify_mask_mod()
 
@@ -253,11 +274,14 @@ class TileSchedule(Sequence):
         q1, k1 = min(q0 + self.block_q, self.n_q), min(k0 + self.block_k, self.n_k)
         if step is None:
             step = self._step_of(q_block, k_block)
+        return Tile(step, q_block, k_block, q0, q1, k0, k1, self._status(q_block, k_block))
+
+    def _status(self, q_block: int, k_block: int) -> str:
         if self._statuses is not None:
-            status = self._statuses[q_block][k_block]
-        else:
-            status = classify_tile(q0, q1, k0, k1, causal=self.causal, window=self.window)
-        return Tile(step, q_block, k_block, q0, q1, k0, k1, status)
+            return self._statuses[q_block][k_block]
+        q0, k0 = q_block * self.block_q, k_block * self.block_k
+        q1, k1 = min(q0 + self.block_q, self.n_q), min(k0 + self.block_k, self.n_k)
+        return classify_tile(q0, q1, k0, k1, causal=self.causal, window=self.window)
 
     def _step_of(self, q_block: int, k_block: int) -> int:
         if self.loop_order == "kv_outer":
@@ -293,6 +317,43 @@ class TileSchedule(Sequence):
     def computed(self) -> Iterator[Tile]:
         """The tiles that are loaded and computed (full or partial), in visiting order."""
         return (t for t in self if t.computed)
+
+    def runs(self, max_tiles: int) -> list[tuple[Tile, ...]]:
+        """The computed tiles in visiting order, cut into runs of at most max_tiles consecutive tiles of one outer
+        block: adjacent k_blocks of one Q-block row (q_outer) or adjacent q_blocks of one K/V column (kv_outer).
+
+        A run covers one contiguous block of S, so a kernel can compute it as one wider tile. A skipped tile, the
+        end of the outer block or max_tiles ends a run. Memoised for a mask_mod schedule (its statuses are stored
+        anyway); recomputed for a lazy causal / window one, which keeps it free of O(Tr Tc) memory.
+
+        Example:
+            >>> s = tile_schedule(6, 6, 2, 2, causal=True, loop_order="q_outer")
+            >>> [[(t.q_block, t.k_block) for t in run] for run in s.runs(2)]
+            [[(0, 0)], [(1, 0), (1, 1)], [(2, 0), (2, 1)], [(2, 2)]]
+        """
+        if max_tiles < 1:
+            raise ValueError(f"max_tiles must be a positive number of tiles per run (1: every tile alone), got "
+                             f"{max_tiles}.")
+        if max_tiles in self._runs:
+            return self._runs[max_tiles]
+        kv_outer = self.loop_order == "kv_outer"
+        n_outer, n_inner = (self.n_k_blocks, self.n_q_blocks) if kv_outer else (self.n_q_blocks, self.n_k_blocks)
+        runs: list[tuple[Tile, ...]] = []
+        for a in range(n_outer):  # the outer block: a K/V column (kv_outer) or a Q row (q_outer)
+            run: list[Tile] = []
+            for b in range(n_inner):
+                i, j = (b, a) if kv_outer else (a, b)
+                computed = self._status(i, j) != SKIPPED  # a Tile is made only for computed tiles
+                if run and (not computed or len(run) == max_tiles):
+                    runs.append(tuple(run))
+                    run = []
+                if computed:
+                    run.append(self.tile(i, j, step=a * n_inner + b))  # step: the visiting order's index
+            if run:
+                runs.append(tuple(run))
+        if self._statuses is not None:
+            self._runs[max_tiles] = runs
+        return runs
 
     def status_grid(self) -> list[list[str]]:
         """Statuses as a Tr x Tc nested list, [q_block][k_block] (for plots: no torch needed downstream)."""

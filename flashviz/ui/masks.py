@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 import streamlit as st
 import torch
 import torch.nn.functional as F
-from torch.nn.attention.flex_attention import create_mask
+from torch.nn.attention.flex_attention import create_mask, noop_mask
 
 from flashviz.core.blockmask import to_block_mask
 from flashviz.core.flash import flash_attention_forward
@@ -310,7 +310,8 @@ def masked_runs(spec: MaskSpec, n: int, d: int, heads: int, br: int, bc: int, dt
             MASKED: lambda: flash_attention_forward(q, k, v, **tiled, mask_mod=built.mask_mod,
                                                     score_mod=built.score_mod),
             DENSE: lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=dense),
-            UNMASKED: lambda: flash_attention_forward(q, k, v, **tiled),
+            # no mask, on the same (mask_mod) path as the masked run: noop_mask keeps every tile full
+            UNMASKED: lambda: flash_attention_forward(q, k, v, **tiled, mask_mod=noop_mask),
         }
         steps = len(fns) + RUN_REPEATS
         peaks = {}
@@ -411,7 +412,7 @@ def sparsity_runs(spec: MaskSpec, n: int, d: int, heads: int, br: int, bc: int, 
         tiled = {"block_q": br, "block_k": bc, "loop_order": Q_OUTER}
         fns = {name: (lambda mod=mod: flash_attention_forward(q, k, v, **tiled, mask_mod=mod))
                for name, mod in mods.items()}
-        fns[NO_MASK] = lambda: flash_attention_forward(q, k, v, **tiled)
+        fns[NO_MASK] = lambda: flash_attention_forward(q, k, v, **tiled, mask_mod=noop_mask)  # same path, no mask
         steps = len(fns) + SWEEP_REPEATS
         for i, (name, fn) in enumerate(fns.items()):
             if _progress is not None:
