@@ -11,14 +11,15 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from flashviz.figures import correctness, plots, report, roofline, style
+from flashviz.figures import correctness, palette, plots, report, roofline, style
 from flashviz.measure.sweep import COLUMNS
 from flashviz.model.iomodel import hbm_vs_memory
 
 PLOTS_SOURCE = Path(plots.__file__)
 PURE_PLOT_MODULES = ("flashviz.figures.plots", "flashviz.figures.style", "flashviz.figures.report",
                      "flashviz.figures.correctness", "flashviz.figures.roofline")
-PURE_PACKAGES = {*PURE_PLOT_MODULES, "flashviz.figures", "flashviz.vocab"}  # what importing them may load of flashviz
+PURE_PACKAGES = {*PURE_PLOT_MODULES, "flashviz.figures", "flashviz.figures.palette",
+                 "flashviz.vocab"}  # what importing them may load of flashviz
 MIB = 1 << 20
 
 
@@ -60,7 +61,7 @@ def test_sweep_figures_have_titles_units_log_axes_and_one_colour_per_impl(make):
     lines = [t for t in fig.data if t.mode == "lines+markers"]
     for trace in lines:
         impl = trace.legendgroup
-        assert trace.line.color == style.IMPL_COLORS[impl]  # the same colour in every figure
+        assert trace.line.color == palette.IMPL_COLORS[impl]  # the same colour in every figure
         assert trace.hovertemplate and "%{y" in trace.hovertemplate  # hover carries the number
 
 
@@ -273,7 +274,7 @@ def test_flash_and_flash2_stay_distinguishable_when_their_lines_coincide():
                      for i in ("flash", "flash2"))
     assert list(flash.y) == list(flash2.y)
     assert flash.line.dash != flash2.line.dash and flash.marker.symbol != flash2.marker.symbol
-    assert flash.line.color == style.IMPL_COLORS["flash"] and flash2.line.color == style.IMPL_COLORS["flash2"]
+    assert flash.line.color == palette.IMPL_COLORS["flash"] and flash2.line.color == palette.IMPL_COLORS["flash2"]
     assert flash.marker.symbol.endswith("-open") and flash.marker.size > flash2.marker.size  # a ring around it
     io = plots.hbm_vs_memory_figure(hbm_vs_memory([2 ** k for k in range(10, 17)], 1024, 64,
                                                   algorithms=("kv_outer", "q_outer")))
@@ -318,7 +319,7 @@ def test_correctness_figure_draws_each_impl_and_d_under_the_bar():
     flash64 = next(t for t in lines if t.name == "flash, d=64")
     assert list(flash64.x) == [64, 97, 1000] and list(flash64.y) == pytest.approx([4e-7] * 3)
     assert "%{customdata[0]}" in flash64.hovertemplate and flash64.customdata[0][0] == "4.00e-07"
-    assert flash64.line.color == style.IMPL_COLORS["flash"]
+    assert flash64.line.color == palette.IMPL_COLORS["flash"]
     legend = [t.name for t in fig.data if t.showlegend is not False]
     assert {"d = 16", "d = 64", "flash (FA1 loop order)"} <= set(legend)
 
@@ -507,7 +508,7 @@ def test_roofline_draws_one_roof_per_device_with_its_ridge_and_the_points_on_it(
     assert list(naive.y) == pytest.approx([10 * A100_BW, 10 * H100_BW])  # bandwidth-bound on both
     assert list(fa2.y) == pytest.approx([A100_PEAK, 200 * H100_BW])  # A100: past its ridge, at the compute roof
     for trace, impl in ((naive, "naive"), (fa1, "flash"), (fa2, "flash2")):
-        assert trace.marker.color == style.IMPL_COLORS[impl]  # FA1 and FA2 in flash's and flash2's colours
+        assert trace.marker.color == palette.IMPL_COLORS[impl]  # FA1 and FA2 in flash's and flash2's colours
     lo, hi = fig.layout.xaxis.range
     assert lo < 1 and hi > math.log10(H100_PEAK / H100_BW)  # every ridge and point on screen
 
@@ -547,7 +548,7 @@ def test_speedup_figure_labels_model_and_measured_bars_and_marks_one():
     measured = bars[1]
     assert measured.marker.pattern.shape == "/" and list(measured.x) == ["this CPU (measured)"]
     assert measured.text[0] == "0.45×" and bars[0].text[0] == "10×"
-    assert bars[0].marker.color == style.IMPL_COLORS["kv_outer"]
+    assert bars[0].marker.color == palette.IMPL_COLORS["kv_outer"]
     assert "model" in fig.layout.title.text and "compute-bound" in fig.layout.title.subtitle.text
     (one,) = fig.layout.shapes
     assert one.y0 == one.y1 == 1.0 and "naive" in fig.layout.annotations[0].text

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from flashviz.figures import palette
 from flashviz.figures import rows as rowplots
-from flashviz.figures import style
 from flashviz.figures import tiles as tileplots
 from flashviz.figures.rows import row_figure
 from flashviz.figures.tiles import (
@@ -145,11 +145,12 @@ def test_play_sits_beside_the_slider_rail_never_over_its_label_and_fits_720_px(p
 
 def test_tile_map_uses_the_shared_style():
     fig = tile_animation([schedule_trace(64, 16, 16, causal=True)], row=40)
-    assert fig.layout.template.layout.font.size == style.BASE_FONT_PX
-    assert fig.layout.xaxis.tickfont.size == style.TICK_FONT_PX and fig.layout.title.font.size == style.TITLE_FONT_PX
+    assert fig.layout.template.layout.font.size == palette.BASE_FONT_PX
+    assert fig.layout.xaxis.tickfont.size == palette.TICK_FONT_PX
+    assert fig.layout.title.font.size == palette.TITLE_FONT_PX
     source = Path(tileplots.__file__).read_text()
-    assert "#d55e00" not in source.lower() and "#0072b2" not in source.lower()  # colours come from style.py
-    assert set(tileplots.COLORS.values()).isdisjoint({c.upper() for c in style.IMPL_COLORS.values()})
+    assert "#d55e00" not in source.lower() and "#0072b2" not in source.lower()  # colours come from palette.py
+    assert set(tileplots.COLORS.values()).isdisjoint({c.upper() for c in palette.IMPL_COLORS.values()})
 
 
 def test_a_64_by_64_grid_stays_under_5_mb_with_both_loop_orders():
@@ -194,8 +195,8 @@ def test_row_figure_shows_m_factor_and_the_three_l_values_per_tile():
     assert list(by_name["FA1: l after the rescale"].y) == list(fa1.l_rescaled)
     assert list(by_name["FA1: l after each tile"].y) == list(fa1.l)
     assert "FA2: l after each tile" in by_name and "exact value over the whole row" in by_name
-    assert by_name["FA1: m after each tile"].line.color == style.IMPL_COLORS["flash"]
-    assert by_name["FA2: m after each tile"].line.color == style.IMPL_COLORS["flash2"]
+    assert by_name["FA1: m after each tile"].line.color == palette.IMPL_COLORS["flash"]
+    assert by_name["FA2: m after each tile"].line.color == palette.IMPL_COLORS["flash2"]
     assert "factor e^(m_old − m_new)" in by_name["FA1: rescale factor"].text[1]
 
 

@@ -12,10 +12,8 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
+from flashviz.figures.palette import D_SYMBOLS, MARKER_PX, REFERENCE_COLOR
 from flashviz.figures.style import (
-    D_SYMBOLS,
-    MARKER_PX,
-    REFERENCE_COLOR,
     add_not_run,
     add_note,
     axis_extent,

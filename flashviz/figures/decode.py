@@ -18,13 +18,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from flashviz.figures.palette import BASE_FONT_PX, LINE_PX, MARKER_PX, REFERENCE_COLOR
 from flashviz.figures.style import (
-    BASE_FONT_PX,
     FIG_HEIGHT_PX,
     GB,
-    LINE_PX,
-    MARKER_PX,
-    REFERENCE_COLOR,
     add_note,
     flashviz_template,
     log_axis,

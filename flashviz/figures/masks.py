@@ -16,16 +16,12 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from flashviz.figures.palette import AXIS_TITLE_FONT_PX, LEGEND_FONT_PX, LINE_PX, TICK_FONT_PX, TILE_COLORS
 from flashviz.figures.report import TABLE_FONT_PX, TABLE_HEADER_PX, TABLE_ROW_PX, TABLE_SLACK_PX
 from flashviz.figures.style import (
-    AXIS_TITLE_FONT_PX,
-    LEGEND_FONT_PX,
-    LINE_PX,
     MIB,
     MS_PER_S,
     SUBTITLE_LINE_PX,
-    TICK_FONT_PX,
-    TILE_COLORS,
     TITLE_BLOCK_PX,
     flashviz_template,
     set_subtitle,

@@ -23,9 +23,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from flashviz.figures.palette import AXIS_TITLE_FONT_PX, BASE_FONT_PX
 from flashviz.figures.style import (
-    AXIS_TITLE_FONT_PX,
-    BASE_FONT_PX,
     BLOCK_FIG_HEIGHT_PX,
     MIB,
     MS_PER_S,

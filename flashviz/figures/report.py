@@ -14,7 +14,8 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from flashviz.figures.style import BASE_FONT_PX, MIB, MS_PER_S, add_note, flashviz_template, ok_rows
+from flashviz.figures.palette import BASE_FONT_PX
+from flashviz.figures.style import MIB, MS_PER_S, add_note, flashviz_template, ok_rows
 
 TABLE_TITLE_PX = 100  # title, subtitle and top margin of a table figure
 TABLE_BOTTOM_PX = 8

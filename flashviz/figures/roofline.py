@@ -21,17 +21,8 @@ from collections.abc import Mapping
 import pandas as pd
 import plotly.graph_objects as go
 
-from flashviz.figures.style import (
-    BASE_FONT_PX,
-    MARKER_PX,
-    REFERENCE_COLOR,
-    add_note,
-    impl_color,
-    impl_marker,
-    log_axis,
-    set_subtitle,
-    style_figure,
-)
+from flashviz.figures.palette import BASE_FONT_PX, MARKER_PX, REFERENCE_COLOR
+from flashviz.figures.style import add_note, impl_color, impl_marker, log_axis, set_subtitle, style_figure
 from flashviz.vocab import ALGORITHMS, KV_OUTER, LOOP_ORDER_SHORT, NAIVE, Q_OUTER
 
 ROOF_DASHES = ("solid", "dash", "dot", "dashdot", "longdash")  # one per device, in order of appearance

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from flashviz.figures.style import (
+from flashviz.figures.palette import (
     AXIS_TITLE_FONT_PX,
     BASE_FONT_PX,
     LEGEND_FONT_PX,
@@ -30,8 +30,8 @@ from flashviz.figures.style import (
     MARKER_PX,
     TICK_FONT_PX,
     TITLE_FONT_PX,
-    flashviz_template,
 )
+from flashviz.figures.style import flashviz_template
 from flashviz.vocab import LOOP_ORDER_SHORT
 
 if TYPE_CHECKING:  # a plain dataclass; imported for type hints only, so this module never loads torch

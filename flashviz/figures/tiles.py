@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from flashviz import vocab
-from flashviz.figures.style import (
+from flashviz.figures.palette import (
     BASE_FONT_PX,
     CURRENT_TILE_COLOR,
     LEGEND_FONT_PX,
@@ -31,8 +31,8 @@ from flashviz.figures.style import (
     TILE_AHEAD_COLORS,
     TILE_COLORS,
     TITLE_FONT_PX,
-    flashviz_template,
 )
+from flashviz.figures.style import flashviz_template
 from flashviz.vocab import LOOP_ORDER_LABELS, LOOP_ORDER_SHORT
 
 if TYPE_CHECKING:  # a plain dataclass; imported for type hints only, so this module never loads torch
