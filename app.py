@@ -32,7 +32,7 @@ st.set_page_config(page_title="flashviz: FlashAttention, tile by tile", page_ico
 
 env = machine_env()
 sidebar.init_from_url(env)
-settings = sidebar.settings_ui(env)
+settings = sidebar.current_settings(env)
 sidebar.sync_url(settings)
 
 st.title("FlashAttention, tile by tile")
@@ -44,3 +44,6 @@ for tab, slug in zip(tabs, VIEWS, strict=True):
         module, function = VIEW_UI[slug]
         with tab:
             getattr(importlib.import_module(module), function)(settings)
+# The sidebar's widgets last: the browser draws a batch of elements only once the code of every element in it has
+# loaded, so the open tab (the tile map first) is not held back by the widgets' code on a first visit.
+sidebar.settings_ui(env)

@@ -9,6 +9,8 @@ import re
 
 import numpy as np
 
+from tests._tilemap import Panel, TileMap, parse
+
 TINY = {"ns": "32,64", "impls": "naive,flash,flash2,sdpa", "reps": "1", "d": "16", "n": "128", "br": "32",
         "bc": "32", "blocks": "16,32", "cds": "16", "cns": "32,33", "bblock": "32"}  # every heavy tab in a second
 RUN_BUTTON = {"bench": "bench_run", "block": "block_run", "correct": "correct_run", "train": "train_run"}
@@ -29,8 +31,15 @@ def chart(at, prefix: str) -> dict:
     return spec
 
 
-def tile_map(at) -> dict:
-    return chart(at, "Tile map")
+def tile_map(at) -> TileMap:
+    """The How it works tab's tile map (flashviz.figures.tilemap's markup in a markdown element), read back."""
+    (html,) = [m.value for m in at.markdown if 'class="fv-tilemap"' in m.value]
+    return parse(html)
+
+
+def done_grid(panel: Panel, frame: int) -> dict[tuple[int, int], bool]:
+    """Per tile (i, j): drawn in full colour at `frame` (reached before that frame's tile), else pale."""
+    return {ij: t["done"] or t["reveal"] <= frame for ij, t in panel.tiles.items()}
 
 
 def subtitle(spec: dict) -> str:

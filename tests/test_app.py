@@ -11,7 +11,6 @@ import re
 import string
 import threading
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -34,7 +33,7 @@ from flashviz.ui.state import (
     default_settings,
 )
 from flashviz.vocab import DTYPES, IMPLS
-from tests._apptest import RUN_BUTTON, TINY, assert_clean, charts, decode, run_heavy, tile_map
+from tests._apptest import RUN_BUTTON, TINY, assert_clean, charts, run_heavy, tile_map
 
 # ----------------------------------------------------------------------------------------------------------------------
 # the default view
@@ -44,17 +43,15 @@ def test_default_page_shows_the_tile_map_row_inspector_and_equations(make_app):
     at = make_app()
     assert_clean(at)
     assert not at.warning  # a clean link gets no notices
-    spec = tile_map(at)
-    heat = [t for t in spec["data"] if t["type"] == "heatmap"]
-    assert len(heat) == 1 and decode(heat[0]["z"]).shape == (16, 16)  # N = 1024, Br = Bc = 64
-    assert len(spec["frames"]) == 120  # 256 computed tiles, subsampled
-    names = {t.get("name") for t in spec["data"]}
-    assert {"Q_i in SRAM (block row)", "K_j, V_j in SRAM (block column)", "full: computed, no mask",
-            "skipped: never loaded", "in progress"} <= names
-    assert [b["label"] for b in spec["layout"]["updatemenus"][0]["buttons"]] == ["▶ Play", "❚❚ Pause"]
-    assert len(spec["layout"]["sliders"][0]["steps"]) == 120
-    assert spec["layout"]["xaxis"]["range"] == [-0.5, 15.5] and spec["layout"]["yaxis"]["range"] == [15.5, -0.5]
-    assert "HBM traffic so far" in spec["layout"]["annotations"][0]["text"]
+    m = tile_map(at)
+    (panel,) = m.panels
+    assert len(panel.tiles) == 16 * 16 and max(panel.tiles) == (15, 15)  # N = 1024, Br = Bc = 64
+    assert m.frames == len(panel.frames) == 120  # 256 computed tiles, subsampled
+    for word in ("in SRAM", "full: computed, no mask", "skipped: never loaded", "in progress"):
+        assert word in m.legend
+    assert m.controls == ["▶ Play❚❚ Pause", "⟲ Restart"]
+    assert "HBM traffic so far" in panel.frames[0]["counter"][1]
+    assert panel.row_marker is not None  # the row the inspector follows
     (row,) = [s for title, s in charts(at).items() if title.startswith("Row inspector")]
     assert {"FA1: m after each tile", "FA1: l after each tile", "exact value over the whole row"} <= {
         t.get("name") for t in row["data"]}
@@ -65,8 +62,9 @@ def test_default_page_shows_the_tile_map_row_inspector_and_equations(make_app):
 
 def test_animation_frames_change_with_causal_and_window(make_app):
     def frames(**q):
-        spec = tile_map(make_app(n="256", br="32", bc="32", **q))
-        return len(spec["frames"]), decode(spec["frames"][-1]["data"][0]["z"])
+        m = tile_map(make_app(n="256", br="32", bc="32", **q))
+        (panel,) = m.panels
+        return m.frames, {ij: (t["fate"], t["done"] or t["reveal"] <= m.frames) for ij, t in panel.tiles.items()}
 
     n_full, last_full = frames()
     n_causal, last_causal = frames(causal="1")
@@ -74,18 +72,20 @@ def test_animation_frames_change_with_causal_and_window(make_app):
     computed = [tile_schedule(256, 256, 32, 32, causal=c, window=w).counts() for c, w in
                 ((False, None), (True, None), (True, (40, 0)))]
     assert (n_full, n_causal, n_window) == tuple(c["full"] + c["partial"] for c in computed) == (64, 36, 21)
-    assert not np.array_equal(last_full, last_causal) and not np.array_equal(last_causal, last_window)
-    assert (last_causal == 3).sum() == 28  # skipped tiles above the diagonal (code 3) by the last frame
+    assert last_full != last_causal and last_causal != last_window
+    assert all(reached for _, reached in last_causal.values())  # by the end of the run every tile is reached
+    assert sum(fate == "skipped" for fate, _ in last_causal.values()) == 28  # above the diagonal
 
 
 def test_both_loop_orders_side_by_side_run_in_lockstep(make_app):
     at = make_app(order="both", n="256", br="64", bc="64", causal="1")
     assert_clean(at)
-    spec = tile_map(at)
-    assert sum(t["type"] == "heatmap" for t in spec["data"]) == 2
-    assert all(len(f["data"]) == 6 for f in spec["frames"])  # per panel: heatmap + two SRAM outlines
-    texts = spec["layout"]["annotations"]
-    assert texts[0]["text"].startswith("<b>FA1</b>") and texts[1]["text"].startswith("<b>FA2</b>")
+    m = tile_map(at)
+    assert [p.loop_order for p in m.panels] == ["kv_outer", "q_outer"]
+    assert sorted(m.panels[0].frames) == sorted(m.panels[1].frames) == list(range(m.frames))  # frame k in both
+    assert m.panels[0].frames[1]["counter"][0].startswith("FA1 tile 2/10: i=1, j=0")  # FA1 down a column,
+    assert m.panels[1].frames[1]["counter"][0].startswith("FA2 tile 2/10: i=1, j=0")  # FA2 along a row (causal)
+    assert m.panels[1].frames[2]["counter"][0].startswith("FA2 tile 3/10: i=1, j=1")
     (row,) = [s for title, s in charts(at).items() if title.startswith("Row inspector")]
     assert {"FA1: m after each tile", "FA2: m after each tile"} <= {t.get("name") for t in row["data"]}
     assert len(at.metric) == 3
@@ -95,7 +95,7 @@ def test_a_grid_beyond_the_cap_is_refused_with_a_fix(make_app):
     at = make_app(n="16384", br="16", bc="16")
     assert not at.exception
     assert "Raise the block size to at least 256" in at.error[0].value
-    assert not any(t.startswith("Tile map") for t in charts(at))
+    assert not [m for m in at.markdown if 'class="fv-tilemap"' in m.value]
 
 
 def test_row_inspector_skips_runs_too_big_for_live(make_app):
@@ -272,9 +272,8 @@ def test_every_sidebar_control_reruns_cleanly_and_lands_in_the_url(make_app):
         assert_clean(at)
         for key, value in expected.items():
             assert at.query_params[key] == value, (key, at.query_params)
-    spec = tile_map(at)
-    assert "window (64, 8)" in spec["layout"]["title"]["subtitle"]["text"]
-    assert sum(t["type"] == "heatmap" for t in spec["data"]) == 2
+    m = tile_map(at)
+    assert "window (64, 8)" in m.subtitle and len(m.panels) == 2
 
 
 @pytest.mark.parametrize("name", list(PRESETS))

@@ -1,7 +1,8 @@
 """The dashboard in a real browser: `streamlit run` + Debian's headless Chromium, driven by playwright.
 
-Checks what only a browser can: the page loads, plotly draws the charts, Play advances the animation, a control
-change redraws a chart, and no exception box appears. Screenshots go to artifacts/screenshots/ (CI artifacts).
+Checks what only a browser can: the page loads, the tile map (SVG + CSS) and plotly's charts are drawn, Play
+advances the animation and Pause holds it, a control change redraws a chart, and no exception box appears.
+Screenshots go to artifacts/screenshots/ (CI artifacts).
 """
 
 from __future__ import annotations
@@ -57,26 +58,44 @@ def wait_charts(page, n: int) -> None:
     page.wait_for_timeout(500)
 
 
+TILE_MAP = ".fv-tilemap svg.fv-grid"  # a panel of the tile map (flashviz.figures.tilemap)
+VISIBLE_FRAME_TEXT = """() => {
+    const frames = [...document.querySelectorAll('.fv-tilemap svg.fv-grid')[0].querySelectorAll('g.fr')];
+    const shown = frames.filter(g => getComputedStyle(g).visibility === 'visible');
+    return shown.map(g => [...g.querySelectorAll('text')].map(t => t.textContent).join(' ')).join(' | ');
+}"""
+
+
 def counter_text(page) -> str:
-    """The per-frame counter beside the tile map ('FA1 tile k/K: i=.., j=.. HBM traffic so far ...')."""
-    return page.locator(".js-plotly-plot .annotation-text").filter(has_text="HBM traffic so far").first.text_content()
+    """The counter over the tile map's first panel in the frame on screen ('FA1 tile k/K: i=.., j=.. HBM traffic
+    so far ...'): exactly one frame is visible at a time."""
+    text = page.evaluate(VISIBLE_FRAME_TEXT)
+    assert text and " | " not in text, text
+    return text
+
+
+def play(page) -> None:
+    page.locator(".fv-tilemap label.fv-playlabel").first.click()
 
 
 def test_page_loads_charts_render_and_play_runs_the_animation(browser, streamlit_server):
     page = open_page(browser, streamlit_server)
     try:
-        wait_charts(page, 2)  # tile map and row inspector
-        assert page.locator(".js-plotly-plot .heatmaplayer image").count() >= 1  # the heatmap is drawn
+        page.wait_for_selector(TILE_MAP)
+        wait_charts(page, 1)  # the row inspector (plotly)
         assert page.get_by_text("Tile map of S = QK").count() >= 1
         before = counter_text(page)
         assert re.search(r"tile 1/\d+:", before)
         page.screenshot(path=str(SHOTS / "01-how-it-works.png"), full_page=True)
-        page.locator(".updatemenu-button").filter(has_text="Play").first.click()
+        play(page)
         page.wait_for_timeout(2500)
         after = counter_text(page)
         assert after != before and int(re.search(r"tile (\d+)/", after).group(1)) > 1
-        page.locator(".updatemenu-button").filter(has_text="Pause").first.click()
-        page.wait_for_timeout(800)
+        play(page)  # the same control pauses
+        paused = counter_text(page)
+        page.wait_for_timeout(1200)
+        assert counter_text(page) == paused  # Pause holds the frame
+        assert page.locator(".fv-tilemap label.fv-playlabel").first.inner_text().strip() == "▶ Play"  # shown again
         page.screenshot(path=str(SHOTS / "02-playing-paused.png"), full_page=True)
         assert page.locator("[data-testid='stException']").count() == 0
     finally:
@@ -92,13 +111,12 @@ def test_how_it_works_shows_grid_counters_and_play_without_scrolling(browser, st
     width, height = size
     page = open_page(browser, f"{streamlit_server}/?{FIT_QUERIES[panels]}", width=width, height=height)
     try:
-        wait_charts(page, 1)
+        page.wait_for_selector(TILE_MAP)
         assert page.evaluate("window.scrollY") == 0
-        tile_map = page.locator(".js-plotly-plot").first
-        boxes = {"grid": tile_map.locator(".heatmaplayer image").first.bounding_box(),
-                 "counter": tile_map.locator(".annotation-text").filter(has_text="HBM traffic so far").first
-                 .bounding_box(),
-                 "play": tile_map.locator(".updatemenu-button").filter(has_text="Play").first.bounding_box()}
+        grid = page.locator(TILE_MAP).first
+        boxes = {"grid": grid.locator("rect").first.bounding_box(),  # the grid's background, under the tiles
+                 "counter": grid.locator("g.fr text").first.bounding_box(),
+                 "play": page.locator(".fv-tilemap label.fv-playlabel").first.bounding_box()}
         for name, box in boxes.items():
             assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= height, (name, box, size)
         page.screenshot(path=str(SHOTS / f"fit-{panels.replace(' ', '-')}-{width}x{height}.png"))
@@ -109,17 +127,17 @@ def test_how_it_works_shows_grid_counters_and_play_without_scrolling(browser, st
 def test_changing_controls_redraws_the_tile_map(browser, streamlit_server):
     page = open_page(browser, streamlit_server + "/?n=256&br=32&bc=32")
     try:
-        wait_charts(page, 2)
-        assert "no mask" in page.locator(".js-plotly-plot").first.text_content()
+        page.wait_for_selector(TILE_MAP)
+        assert "no mask" in page.locator(".fv-tilemap .fv-sub").first.text_content()
         page.get_by_text("Causal mask", exact=True).click()  # the toggle's label
         settle(page)
-        assert "causal" in page.locator(".js-plotly-plot").first.text_content()
+        assert "causal" in page.locator(".fv-tilemap .fv-sub").first.text_content()
         assert re.search(r"tile 1/36:", counter_text(page))  # 8 x 8 tiles, 36 of them under the diagonal
         slider = page.get_by_role("slider", name="Sequence length N")
         slider.focus()
         slider.press("ArrowRight")  # 256 -> 257: an odd size, a ragged last tile
         settle(page)
-        assert "N = 257" in page.locator(".js-plotly-plot").first.text_content()
+        assert "N = 257" in page.locator(".fv-tilemap .fv-sub").first.text_content()
         assert "n=257" in page.url and "causal=1" in page.url  # the link reproduces the view
         page.screenshot(path=str(SHOTS / "03-causal-n257.png"), full_page=True)
         assert page.locator("[data-testid='stException']").count() == 0

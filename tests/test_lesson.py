@@ -19,12 +19,12 @@ import torch
 from flashviz.core.backward import flash_attention
 from flashviz.core.reference import naive_attention
 from flashviz.core.tiling import tile_schedule
-from flashviz.figures.tiles import AHEAD, CURRENT
+from flashviz.figures.tilemap import MAX_FRAMES
 from flashviz.measure.trace import PICK_ROWS_MAX, pick_row, row_trace
 from flashviz.ui.benchmark import speedups
-from flashviz.ui.state import FRAMES_MAX, PRESET_KEEPS, PRESETS, Settings, apply_preset, spec_of
+from flashviz.ui.state import PRESET_KEEPS, PRESETS, Settings, apply_preset, spec_of
 from flashviz.vocab import FULL, PARTIAL, SKIPPED
-from tests._apptest import assert_clean, chart, decode, subtitle, tile_map, tiles_computed
+from tests._apptest import assert_clean, chart, decode, done_grid, subtitle, tile_map, tiles_computed
 
 # Each step's settings, exactly as the lesson names them (links are relative to the dashboard's address).
 TINY_GRID = "Tiny grid for the whiteboard"  # steps 1 and 2
@@ -57,21 +57,20 @@ def markdown(at) -> str:
 
 def test_step1_tiny_grid_shows_10_computed_and_6_skipped_tiles_before_play(make_app):
     at = with_preset(make_app, TINY_GRID)
-    spec = tile_map(at)
-    assert "4 × 4 = 16 tiles, 10 computed · causal" in subtitle(spec)
+    m = tile_map(at)
+    assert "4 × 4 = 16 tiles, 10 computed · causal" in m.subtitle
     fate = tile_schedule(16, 16, 4, 4, causal=True).status_grid()  # [i][j] -> full / partial / skipped
-    heat = [t for t in spec["data"] if t["type"] == "heatmap"]
-    assert len(heat) == 2  # FA1 and FA2 side by side
-    for h in heat:  # the first frame drawn: the current tile, every other tile pale in the colour of its fate
-        z = decode(h["z"]).reshape(4, 4)
-        assert z[0, 0] == CURRENT
-        rest = [(i, j) for i in range(4) for j in range(4) if (i, j) != (0, 0)]
-        assert all(z[i, j] == AHEAD[fate[i][j]] for i, j in rest)
-        assert sum(z[i, j] == AHEAD[SKIPPED] for i, j in rest) == 6
-        assert sum(z[i, j] in (AHEAD[FULL], AHEAD[PARTIAL]) for i, j in rest) == 9
-    assert len(spec["frames"]) == 10 and tiles_computed(at) == [10, 10]
-    third = spec["frames"][2]["layout"]["annotations"]  # FA1 goes down a column, FA2 along a row
-    assert "i=2, j=0" in third[0]["text"] and "i=1, j=1" in third[1]["text"]
+    assert len(m.panels) == 2  # FA1 and FA2 side by side
+    for panel in m.panels:  # before Play: the current tile, every other tile pale in the colour of its fate
+        assert panel.frames[0]["current"] == (0, 0)
+        assert not any(done_grid(panel, 0).values())
+        assert all(t["fate"] == fate[i][j] for (i, j), t in panel.tiles.items())
+        rest = [t for ij, t in panel.tiles.items() if ij != (0, 0)]
+        assert sum(t["fate"] == SKIPPED for t in rest) == 6
+        assert sum(t["fate"] in (FULL, PARTIAL) for t in rest) == 9
+    assert m.frames == 10 and tiles_computed(at) == [10, 10]
+    third = [p.frames[2]["counter"][0] for p in m.panels]  # FA1 goes down a column, FA2 along a row
+    assert "i=2, j=0" in third[0] and "i=1, j=1" in third[1]
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -82,7 +81,7 @@ def test_step2_row_inspector_shows_row_15_rescaling_and_the_exact_logsumexp(make
     at = with_preset(make_app, TINY_GRID)
     row = chart(at, "Row inspector")
     assert "m grew on 3 of the row's 4 tiles" in subtitle(row) and "Picked automatically: row 15" in subtitle(row)
-    assert "row 15" in {t.get("name") for t in tile_map(at)["data"]}  # the map marks the same row
+    assert all(p.row_marker["row"] == 15 for p in tile_map(at).panels)  # the map marks the same row
     (caption,) = [c.value for c in at.caption if c.value.startswith("Row 15 was picked automatically")]
     kernel, exact = (float(x) for x in re.findall(r"(-?\d+\.\d{6})", caption)[-2:])
     assert kernel == pytest.approx(exact, abs=2e-6)
@@ -104,7 +103,7 @@ def test_the_inspected_row_rescales_at_the_default_and_every_preset(make_app, na
     pick = pick_row(s.n, s.d, s.br, s.bc, causal=s.causal, window=s.window, dtype=s.dtype, near=s.row)
     assert pick.rescales >= 1
     assert f"Picked automatically: {pick.reason}" in subtitle(chart(at, "Row inspector"))
-    assert f"row {pick.row}" in {t.get("name") for t in tile_map(at)["data"]}
+    assert tile_map(at).panels[0].row_marker["row"] == pick.row
     if name is not None:  # the preset's own row is that row, so turning the toggle off keeps it
         assert s.row == pick.row
 
@@ -118,7 +117,7 @@ def test_the_user_can_still_choose_a_row(make_app):
     at.number_input(key="row").set_value(3).run()
     assert_clean(at)
     assert "Row 3, chosen by hand" in " ".join(c.value for c in at.caption)
-    assert "row 3" in {t.get("name") for t in tile_map(at)["data"]}
+    assert tile_map(at).panels[0].row_marker["row"] == 3
     assert "Picked automatically" not in subtitle(chart(at, "Row inspector"))
 
 
@@ -129,15 +128,15 @@ def test_the_user_can_still_choose_a_row(make_app):
 def test_the_tile_map_keeps_its_frame_when_a_setting_changes(make_app):
     at = make_app(n="256", br="32", bc="32")
     at.select_slider(key="frame").set_value(20).run()
-    assert tile_map(at)["layout"]["sliders"][0]["active"] == 20 and at.query_params["frame"] == "20"
+    assert tile_map(at).start == 20 and at.query_params["frame"] == "20"
     at.toggle(key="causal").set_value(True).run()  # 36 frames: frame 20 still exists
     assert_clean(at)
-    spec = tile_map(at)
-    assert spec["layout"]["sliders"][0]["active"] == 20
-    assert "tile 21/36" in spec["layout"]["annotations"][0]["text"]
+    m = tile_map(at)
+    assert m.start == 20 and m.frames == 36
+    assert "tile 21/36" in m.panels[0].frames[20]["counter"][0] and m.panels[0].frames[20]["delay"] == 0
     at.select_slider(key="n").set_value(128).run()  # 10 frames: the map opens at its last one
-    assert tile_map(at)["layout"]["sliders"][0]["active"] == 9
-    assert spec_of("frame").hi == FRAMES_MAX - 1
+    assert tile_map(at).start == 9
+    assert spec_of("frame").hi == MAX_FRAMES - 1
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -146,11 +145,11 @@ def test_the_tile_map_keeps_its_frame_when_a_setting_changes(make_app):
 
 def test_step3_sliding_window_then_causal_computes_150_instead_of_268_tiles(make_app):
     at = with_preset(make_app, SLIDING)
-    assert tiles_computed(at) == [268] and "268 computed" in subtitle(tile_map(at))
+    assert tiles_computed(at) == [268] and "268 computed" in tile_map(at).subtitle
     before = at.metric[1].value
     at.toggle(key="causal").set_value(True).run()
     assert_clean(at)
-    assert tiles_computed(at) == [150] and "150 computed" in subtitle(tile_map(at))
+    assert tiles_computed(at) == [150] and "150 computed" in tile_map(at).subtitle
     assert _mb(at.metric[1].value) < _mb(before)
 
 

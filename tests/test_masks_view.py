@@ -44,6 +44,7 @@ from flashviz.measure.maskview import (
 from flashviz.ui.common import timing_lock
 from flashviz.ui.query import parse_query
 from flashviz.ui.state import MASK_PRESETS, Env
+from tests._apptest import done_grid, tile_map
 
 FONT_MIN_PX = 16  # readable on a projector
 
@@ -433,14 +434,16 @@ def test_how_it_works_animates_the_masks_tab_mask(make_app):
     mask = or_masks(sliding_window(60, 10), prefix_lm(40))  # the sidebar's causal toggle does not apply
     sched = tile_schedule(512, 512, 32, 32, mask_mod=mask)
     computed = sum(t.status != "skipped" for t in sched)
-    (spec,) = [s for t, s in charts(at).items() if t.startswith("Tile map")]
-    assert len(spec["frames"]) == min(computed, 120)
-    last = decode(spec["frames"][-1]["data"][0]["z"])  # every tile visited: full 3, partial 4, skipped 5
-    want = np.array([[3 + ("full", "partial", "skipped").index(s) for s in row] for row in sched.status_grid()])
-    final = [t for t in sched if t.status != "skipped"][-1]  # the last computed tile, in progress (6)
-    want[final.q_block, final.k_block] = 6
-    assert last.tolist() == want.tolist()
-    assert f"{computed} computed · mask from the Masks tab" in spec["layout"]["title"]["subtitle"]["text"]
+    m = tile_map(at)
+    assert m.frames == min(computed, 120) and m.title == "Tile map of S = QKᵀ: the Masks tab's mask"
+    grid = sched.status_grid()
+    (panel,) = m.panels
+    assert {ij: t["fate"] for ij, t in panel.tiles.items()} == {
+        (i, j): grid[i][j] for i in range(len(grid)) for j in range(len(grid[0]))}
+    assert all(done_grid(panel, m.frames).values())  # every tile reached by the end of the run
+    final = [t for t in sched if t.status != "skipped"][-1]  # the last computed tile, in progress at the end
+    assert panel.frames[m.frames - 1]["current"] == (final.q_block, final.k_block)
+    assert f"{computed} computed · mask from the Masks tab" in m.subtitle
     (note,) = [m.value for m in at.markdown if m.value.startswith("**Mask from the Masks tab**")]
     assert "`mask_mod = or_masks(sliding_window(60, 10), prefix_lm(40))`" in note
     assert f"{computed} of {len(sched)} tiles computed" in note
@@ -449,8 +452,7 @@ def test_how_it_works_animates_the_masks_tab_mask(make_app):
     assert_clean(at)
     assert at.query_params["usemask"] == "0" and at.metric
     causal = tile_schedule(512, 512, 32, 32, causal=True).counts()
-    (spec,) = [s for t, s in charts(at).items() if t.startswith("Tile map")]
-    assert len(spec["frames"]) == min(causal["full"] + causal["partial"], 120)
+    assert tile_map(at).frames == min(causal["full"] + causal["partial"], 120)
 
 
 # ----------------------------------------------------------------------------------------------------------------------

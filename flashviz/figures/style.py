@@ -1,6 +1,6 @@
 """The shared look of every flashviz figure: one template, one colour / dash / marker per implementation, number
-formatting with units, and log axes with a few round, labelled ticks. No torch, no streamlit: only pandas and plotly;
-the colours, dashes, markers and sizes are figures/palette.py's.
+formatting with units, and log axes with a few round, labelled ticks. No torch, no streamlit: plotly, and pandas for the
+DataFrame helpers (imported on first use); the colours, dashes, markers and sizes are figures/palette.py's.
 
 Large fonts for a projector (>= 16 px everywhere) and hover text carrying the numbers; one colour per implementation
 and loop order in every figure (FA1 = kv_outer = "flash" blue, FA2 = q_outer = "flash2" green, naive vermillion), and
@@ -15,10 +15,11 @@ from __future__ import annotations
 import math
 import textwrap
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import pandas as pd
 import plotly.graph_objects as go
 
+from flashviz._lazy import lazy_import
 from flashviz.figures.palette import (
     AXIS_TITLE_FONT_PX,
     BASE_FONT_PX,
@@ -35,6 +36,11 @@ from flashviz.figures.palette import (
     TITLE_FONT_PX,
 )
 from flashviz.vocab import IMPLS, OK
+
+if TYPE_CHECKING:
+    import pandas as pd
+else:
+    pd = lazy_import("pandas")  # only ok_rows builds a Series; the row inspector and the tile map never load pandas
 
 MAX_LABELLED_TICKS = 12  # label every measured N on the x axis up to this many (thinned where they would collide)
 TICK_GAP_FRACTION = 1 / 14  # two labelled ticks on a measured axis are at least this fraction of its width apart

@@ -271,6 +271,19 @@ def show_figure(fig: Any, key: str) -> None:
     st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, theme=None)
 
 
+# With a tile map, the page title and the space above it are smaller, so that the grid, counters and Play fit a
+# 1280 x 720 window. Sent with the map (one markdown element, whose code the browser already has), not with st.html,
+# whose code would be one more download before the browser can draw the map.
+COMPACT_HEADER_CSS = ("<style>.stMainBlockContainer { padding-top: 2.5rem; } "
+                      ".stMainBlockContainer h1 { font-size: 1.6rem; padding: 0 0 0.25rem 0; }</style>")
+
+
+def show_map(html: str, where: Any = st) -> None:
+    """Draw a tile map built by flashviz.figures.tilemap in `where` (the page, or a placeholder to redraw): our own
+    markup (SVG and CSS, no script, nothing from the user unescaped), so it may bypass markdown's HTML filter."""
+    where.markdown(COMPACT_HEADER_CSS + html, unsafe_allow_html=True)
+
+
 def remember(name: str, args: tuple, result: Any) -> None:
     """Keep a tab's latest result in this session, tagged with the arguments that produced it."""
     st.session_state[f"_fv_result_{name}"] = (args, result)

@@ -1,39 +1,33 @@
 """The "How it works" tab: the animated tile map, the row inspector and the update equations.
 
 Widgets -> cached traces (flashviz.measure.trace: the tile schedule, the IO model's counters, the real kernel's on_tile
-events) -> figures (flashviz.figures.tiles). Nothing is computed here.
+events) -> figures (flashviz.figures.tilemap: SVG + CSS, drawn without plotly; flashviz.figures.rows). Nothing is
+computed here.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from flashviz.figures.rows import row_figure
-from flashviz.figures.tiles import fmt_bytes, fmt_flops, frame_indices, tile_animation
+from flashviz.figures.tilemap import fmt_bytes, fmt_flops, frame_indices, tile_map_html
 from flashviz.measure.trace import RowPick, RowTrace, ScheduleTrace, pick_row, row_trace, schedule_trace
 from flashviz.model.iomodel import io_cost
-from flashviz.ui.common import show_figure, timing_lock
-from flashviz.ui.masks import how_it_works_mask_ui
+from flashviz.ui.common import show_figure, show_map, timing_lock
 from flashviz.ui.state import Settings, spec_of
 from flashviz.ui.widgets import draw
 from flashviz.vocab import DTYPE_BYTES, LOOP_ORDER_LABELS
 
-GRID_MAX = 64  # tiles per side the animation draws (64 x 64 = 4096 tiles, ~2 MB of frames)
+GRID_MAX = 64  # tiles per side the animation draws (64 x 64 x 2 panels: about 0.75 MB of markup)
 ROW_TRACE_FLOPS_MAX = 1e10  # the row inspector runs the real kernel; ~1-2 s of one CPU core at most
-# The page title and the space above it, smaller on this tab only, so that the tile map starts within
-# PLAY_BOTTOM_MAX_PX of a 720 px window's bottom: grid, counters and Play visible without scrolling at 1280 x 720.
-COMPACT_HEADER_CSS = """<style>
-.stMainBlockContainer { padding-top: 2.5rem; }
-.stMainBlockContainer h1 { font-size: 1.6rem; padding: 0 0 0.25rem 0; }
-</style>"""
 INTRO = ("FlashAttention never builds the N × N score matrix S = QKᵀ. It cuts S into tiles of Br query rows × Bc key "
          "columns and computes one tile at a time in fast on-chip memory (SRAM), keeping a running max **m** and a "
          "running sum **l** per query row so the softmax comes out exact. Every tile shows its fate from the start "
          "(pale until the loop reaches it): **full**, **partial** (masked inside) or **skipped** (never loaded). "
-         "Press **▶ Play**, or drag the slider.")
+         "Press **▶ Play** (the same button pauses), or choose the tile the map opens at with the slider under it.")
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -57,13 +51,12 @@ def cached_pick(n: int, d: int, br: int, bc: int, causal: bool, window: tuple[in
     return pick_row(n, d, br, bc, causal=causal, window=window, dtype=dtype, near=near)
 
 
-@st.cache_resource(show_spinner=False, max_entries=32)
-def cached_animation(n: int, br: int, bc: int, causal: bool, window: tuple[int, int] | None,
-                     loop_orders: tuple[str, ...], d: int, dtype_bytes: int, row: int, start_frame: int) -> go.Figure:
-    """The tile-map Figure, built once per configuration for every session (building the frames is the slow
-    part of the default page). Shared and never mutated: st.plotly_chart only serialises it."""
+@st.cache_data(show_spinner=False, max_entries=32)
+def cached_map(n: int, br: int, bc: int, causal: bool, window: tuple[int, int] | None, loop_orders: tuple[str, ...],
+               d: int, dtype_bytes: int, row: int | None, start_frame: int) -> str:
+    """The tile map's HTML (flashviz.figures.tilemap), built once per configuration; row None: no row marker."""
     traces = [cached_schedule(n, br, bc, causal, window, order, d, dtype_bytes) for order in loop_orders]
-    return tile_animation(traces, row=row, start_frame=start_frame)
+    return tile_map_html(traces, row=row, start_frame=start_frame)
 
 
 def inspected_row(s: Settings) -> tuple[int, RowPick | None]:
@@ -99,28 +92,33 @@ def _grid_error(s: Settings) -> str | None:
 
 def how_it_works_ui(s: Settings) -> None:
     """Draw the tab for settings s: the tile map first (it must fit a 1280 x 720 window), then what it means."""
-    st.html(COMPACT_HEADER_CSS)
     error = _grid_error(s)
     if error:
         st.error(error)
         return
     if s.usemask:  # the Masks tab's mask: no IO counters or row inspector for it (they model causal and window)
+        from flashviz.ui.masks import how_it_works_mask_ui  # the Masks tab's module loads torch: only when asked
+
         how_it_works_mask_ui(s)
         st.markdown(INTRO)
         _concepts_ui()
         return
     dtype_bytes = DTYPE_BYTES[s.dtype]
+    slot = st.empty()  # the tile map: drawn once, or twice on a fresh server (first without the row marker)
     try:
         traces = [cached_schedule(s.n, s.br, s.bc, s.causal, s.window, order, s.d, dtype_bytes)
                   for order in s.loop_orders]
-        row, pick = inspected_row(s)
         frames_at = frame_indices(len(traces[0].computed_steps()))
         start = min(s.frame, max(len(frames_at) - 1, 0))  # the page's frame, where the new map still has it
-        figure = cached_animation(s.n, s.br, s.bc, s.causal, s.window, s.loop_orders, s.d, dtype_bytes, row, start)
+        if "torch" not in sys.modules:  # a fresh server: picking the row loads the kernel (seconds); show the map
+            show_map(cached_map(s.n, s.br, s.bc, s.causal, s.window, s.loop_orders, s.d, dtype_bytes, None, start),
+                     slot)  # at once; the row marker follows
+        row, pick = inspected_row(s)
+        html = cached_map(s.n, s.br, s.bc, s.causal, s.window, s.loop_orders, s.d, dtype_bytes, row, start)
     except (ValueError, TypeError) as e:  # the core's validation speaks for itself
-        st.error(f"These settings cannot be drawn: {e}")
+        slot.error(f"These settings cannot be drawn: {e}")
         return
-    show_figure(figure, key="tile_map")
+    show_map(html, slot)
     _frame_ui(frames_at, len(traces[0].computed_steps()))
     _totals_ui(s, traces, dtype_bytes)
     st.markdown(INTRO)
@@ -129,8 +127,8 @@ def how_it_works_ui(s: Settings) -> None:
 
 
 def _frame_ui(frames_at: list[int], n_computed: int) -> None:
-    """The page's own frame control: plotly keeps its slider in the browser, so this is the frame the map opens at
-    and keeps across setting changes (the map's frame k shows computed tile frames_at[k] + 1)."""
+    """The page's own frame control: the map animates in the browser (Play, Pause, Restart), and this is the frame
+    it opens at and keeps across setting changes (the map's frame k shows computed tile frames_at[k] + 1)."""
     if len(frames_at) < 2:
         return
     ss = st.session_state

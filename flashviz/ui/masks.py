@@ -15,7 +15,6 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-import plotly.graph_objects as go
 import streamlit as st
 import torch
 import torch.nn.functional as F
@@ -32,7 +31,7 @@ from flashviz.figures.masks import (
     sparsity_time_figure,
     tile_map_figure,
 )
-from flashviz.figures.tiles import tile_animation
+from flashviz.figures.tilemap import tile_map_html
 from flashviz.limits import LIVE_INPUT_BYTES_MAX, WORK_FLOP_MAX
 from flashviz.measure.guards import format_bytes
 from flashviz.measure.impls import resolve_dtype
@@ -51,7 +50,7 @@ from flashviz.measure.maskview import (
 from flashviz.measure.memory import measure_memory
 from flashviz.measure.timing import median_iqr, threads_set_to, time_calls
 from flashviz.measure.trace import schedule_trace
-from flashviz.ui.common import Progress, holding, run_button_ui, show_figure, timing_lock
+from flashviz.ui.common import Progress, holding, run_button_ui, show_figure, show_map, timing_lock
 from flashviz.ui.state import MASK_PRESETS, Settings
 from flashviz.ui.widgets import draw
 from flashviz.vocab import DTYPE_BYTES, Q_OUTER
@@ -473,18 +472,18 @@ def _sweep_ui(s: Settings, spec: MaskSpec) -> None:
 # the How it works tab, with this tab's mask
 
 
-@st.cache_resource(show_spinner=False, max_entries=16)
-def cached_mask_animation(spec: MaskSpec, n: int, br: int, bc: int, loop_orders: tuple[str, ...],
-                          heads: int) -> tuple[go.Figure, int, int]:
-    """The animated tile map of the mask (one panel per loop order), its computed tiles and all tiles. Shared
-    between sessions and never mutated: st.plotly_chart only serialises it."""
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_mask_map(spec: MaskSpec, n: int, br: int, bc: int, loop_orders: tuple[str, ...],
+                    heads: int) -> tuple[str, int, int]:
+    """The animated tile map of the mask (one panel per loop order, flashviz.figures.tilemap's HTML), its computed
+    tiles and all tiles."""
     mask_mod = build_mask(spec, n, heads).mask_mod
     traces = [schedule_trace(n, br, bc, loop_order=order, mask_mod=mask_mod) for order in loop_orders]
-    figure = tile_animation(traces, title="Tile map of S = QKᵀ: the Masks tab's mask")
     computed = len(traces[0].computed_steps())
-    figure.update_layout(title_subtitle_text=(f"N = {n} · Br = {br}, Bc = {bc} · {traces[0].steps} tiles, {computed} "
-                                              f"computed · mask from the Masks tab"))
-    return figure, computed, traces[0].steps
+    html = tile_map_html(traces, title="Tile map of S = QKᵀ: the Masks tab's mask",
+                         subtitle=(f"N = {n} · Br = {br}, Bc = {bc} · {traces[0].steps} tiles, {computed} computed · "
+                                   "mask from the Masks tab"))
+    return html, computed, traces[0].steps
 
 
 def how_it_works_mask_ui(s: Settings) -> None:
@@ -492,11 +491,11 @@ def how_it_works_mask_ui(s: Settings) -> None:
     spec = mask_spec(s)
     try:
         with one_thread_if_idle():
-            figure, computed, tiles = cached_mask_animation(spec, s.n, s.br, s.bc, s.loop_orders, s.heads)
+            html, computed, tiles = cached_mask_map(spec, s.n, s.br, s.bc, s.loop_orders, s.heads)
     except (ValueError, TypeError) as e:
         st.error(f"The Masks tab's mask cannot be drawn here: {e}")
         return
-    show_figure(figure, key="tile_map")
+    show_map(html)
     st.markdown(f"**Mask from the Masks tab**: `{build_mask(spec, s.n, s.heads).code.splitlines()[0]}`: "
                 f"{computed} of {tiles} tiles computed. The sidebar's causal mask and window do not apply while it "
                 "is on. The HBM counters and the row inspector model the causal mask and window only, so they are "

@@ -53,8 +53,14 @@ def _apply_preset(env: Env) -> None:
     st.session_state[PRESET_KEY] = None
 
 
-def settings_ui(env: Env) -> Settings:
-    """Draw the sidebar and return the chosen settings."""
+def current_settings(env: Env) -> Settings:
+    """The chosen settings, from the widgets' session state (the URL's, on a first run): readable before the sidebar
+    is drawn, so the page can draw its open tab first."""
+    return read_state(env)
+
+
+def settings_ui(env: Env) -> None:
+    """Draw the sidebar's widgets (they hold the settings current_settings reads)."""
     sb = st.sidebar
     sb.header("Settings")
     sb.selectbox(
@@ -66,7 +72,6 @@ def settings_ui(env: Env) -> Settings:
     if story:
         sb.caption(story)
     sidebar_widgets(env)
-    return read_state(env)
 
 
 def notices_ui() -> None:
@@ -83,4 +88,4 @@ def notices_ui() -> None:
         st.rerun()
 
 
-__all__ = ["init_from_url", "notices_ui", "settings_ui", "sync_url"]
+__all__ = ["current_settings", "init_from_url", "notices_ui", "settings_ui", "sync_url"]

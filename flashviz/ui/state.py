@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, fields, replace
 from typing import Any
 
+from flashviz.figures.tilemap import MAX_FRAMES  # plain Python: no plotly, pandas or torch
 from flashviz.limits import BATCH_MAX, HEADS_MAX, LIST_MAX, REPEATS_MAX  # shared with the CLI
 from flashviz.vocab import DTYPES, IMPLS, KV_OUTER, Q_OUTER
 
@@ -24,7 +25,6 @@ BLOCK_MIN, BLOCK_MAX = 1, 1024  # tile sizes Br, Bc (rows / columns of S per til
 N_OPTIONS = (16, 32, 64, 97, 128, 256, 257, 512, 1000, 1024, 1025, 2048, 4096, 8192, 16384)  # powers of 2 + odd
 D_OPTIONS = (8, 16, 32, 59, 64, 111, 128, 256)
 BLOCK_OPTIONS = (4, 8, 16, 32, 64, 128, 256, 512)
-FRAMES_MAX = 120  # frames of the tile map at most (flashviz.figures.tiles.MAX_FRAMES, not imported: plotly-free)
 BENCH_N_OPTIONS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 DEC_LEN_MAX = 65536  # keys in a decoding view's cache: 64 Ki tokens, a long-context model's
 DEC_LEN_OPTIONS = (256, 1000, 1024, 4096, 16384, 32768, 65536)
@@ -180,7 +180,7 @@ class Settings:
         help="Picks the query row whose running max m grows on the most tiles (so the rescale of l is visible), "
              "among up to 512 rows; ties go to the row nearest r. Turn it off to choose the row yourself."))
     frame: int = setting(0, Spec(  # drawn by the How it works tab: its options are the map's frames
-        INT, "", "Tile map opens at computed tile", lo=0, hi=FRAMES_MAX - 1, place=TAB,
+        INT, "", "Tile map opens at computed tile", lo=0, hi=MAX_FRAMES - 1, place=TAB,
         help="The tile the map shows first. It is kept when you change a setting, as long as the new map still has "
              "that frame (else the map opens at its last tile), so the class keeps its place. Play and the map's own "
              "slider move from there but do not change this setting."))

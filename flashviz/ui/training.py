@@ -11,7 +11,7 @@ import streamlit as st
 
 from flashviz.figures.plots import memory_figure, time_figure
 from flashviz.figures.report import summary_table, summary_table_figure
-from flashviz.figures.tiles import fmt_bytes
+from flashviz.figures.tilemap import fmt_bytes
 from flashviz.model.training import recompute_table
 from flashviz.ui import jobs
 from flashviz.ui.benchmark import slower_caption_ui

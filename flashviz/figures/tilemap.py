@@ -1,0 +1,377 @@
+"""The animated tile map of the "How it works" view, as one self-contained SVG + CSS snippet (no plotly, no JS).
+
+Input is the plain data of flashviz.measure.trace (ScheduleTrace); nothing here imports torch, numpy or streamlit, so
+the map is the first thing a fresh dashboard can draw (plotly.js alone costs seconds in a browser on a small
+laptop). The map is a grid of Q blocks (rows, i) x K/V blocks (columns, j) of the score matrix S = Q K^T. Every tile
+shows its fate from the start: full (computed, no mask), partial (computed, masked inside) or skipped (never loaded),
+pale until the schedule reaches it and in full colour once visited, so the mask and the saved work are visible before
+Play. Play animates the visiting order, one frame per computed tile (FlashAttention-1 Algorithm 1 visits them column
+by column, "kv_outer"; FlashAttention-2 row by row, "q_outer"); frames are subsampled to at most `max_frames`.
+
+How it animates without JavaScript: every animated element runs a CSS animation whose delay is its frame's start
+time, all paused (`animation-play-state: paused`) until the Play checkbox is checked; a paused animation's clock,
+delay included, stands still, so Pause keeps the frame. A tile turns from pale to full colour at its frame; each
+frame's overlay (the tile in progress, the Q_i row and K_j, V_j column held on chip, the counter) is visible for
+its frame only. Restart swaps every animation for an identical copy, which starts it again from the first frame.
+
+Legend: N sequence length, Br = block_q, Bc = block_k, Tr x Tc tiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import TYPE_CHECKING
+
+from flashviz import vocab
+from flashviz.figures.palette import (
+    BASE_FONT_PX,
+    CURRENT_TILE_COLOR,
+    ROW_MARKER_COLOR,
+    SRAM_OUTLINE_COLOR,
+    TICK_FONT_PX,
+    TILE_AHEAD_COLORS,
+    TILE_COLORS,
+    TITLE_FONT_PX,
+)
+from flashviz.vocab import LOOP_ORDER_SHORT
+
+if TYPE_CHECKING:  # a plain dataclass; imported for type hints only, so this module never loads torch
+    from flashviz.measure.trace import ScheduleTrace
+
+MAX_FRAMES = 120  # frames per animation: a 15-25 s playthrough at 120-800 ms a frame
+FRAME_S_MIN, FRAME_S_MAX, PLAY_S = 0.12, 0.8, 15.0  # seconds per frame, clamped; about PLAY_S for a whole run
+TITLED_TILES = 1024  # grids of at most this many tiles (32 x 32) get a hover title per tile
+HOLD_S = 100000  # seconds a revealed tile's animation stays active: longer than any playthrough
+ROOT_CLASS = "fv-tilemap"  # the snippet's outer <div>; tests and the first-chart benchmark look for it
+
+# -- layout (px). The title, Play, the counters and both grids fit under the page's header in a 1280 x 720 window.
+GRID_PX = {1: 330, 2: 300}  # the longer side of a grid, by panel count
+LEFT_PX = 64  # room left of a grid: the y tick labels and the rotated y axis title
+TOP_PX = 50  # room above a grid: the two-line counter
+BOTTOM_PX = 54  # room below a grid: the x tick labels and the x axis title
+RIGHT_PX = 8
+GAP_MIN_CELL_PX = 7  # cells at least this large get a 1 px gap (grid lines); smaller ones would lose their colour
+MAP_HEIGHT_PX = 470  # the whole snippet's height at most (title, controls and legend included), tested
+
+FATES = vocab.TILE_STATUSES  # full, partial, skipped
+FATE_CLASS = {vocab.FULL: "f", vocab.PARTIAL: "p", vocab.SKIPPED: "s"}  # CSS class of a tile, by fate
+LEGEND = ((vocab.FULL, "full: computed, no mask"), (vocab.PARTIAL, "partial: computed, masked inside"),
+          (vocab.SKIPPED, "skipped: never loaded"))
+
+
+def fmt_bytes(x: float) -> str:
+    """1234567 -> '1.23 MB' (decimal units, as bandwidths are quoted)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {unit}"
+    return f"{x:.0f} B"
+
+
+def fmt_flops(x: float) -> str:
+    """1.5e9 -> '1.5 GFLOP'."""
+    for unit, scale in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g} {unit}"
+    return f"{x:.0f} FLOP"
+
+
+def frame_indices(n_computed: int, max_frames: int = MAX_FRAMES) -> list[int]:
+    """Which computed tiles (0-based, in visiting order) get a frame: all, or an even subsample ending on the last.
+
+    Example:
+        >>> frame_indices(5, 3)
+        [0, 2, 4]
+    """
+    if n_computed <= 0:
+        return []
+    if n_computed <= max_frames:
+        return list(range(n_computed))
+    picks = {round(k * (n_computed - 1) / (max_frames - 1)) for k in range(max_frames)}
+    return sorted(picks)
+
+
+def row_marker_y(n: int, block_q: int, row: int) -> float:
+    """Where query row `row` sits on the map's y axis in block units (block i spans i .. i + 1): the middle of its
+    line inside its block, which holds min(Br, N - i Br) rows (the last block may be ragged, or Br > N).
+
+    Example:
+        >>> row_marker_y(10, 4, 9)  # the last block holds rows 8 and 9: row 9 is the lower of its two lines
+        2.75
+    """
+    i = row // block_q
+    rows_in_block = min(block_q, n - i * block_q)
+    return i + (row - i * block_q + 0.5) / rows_in_block
+
+
+def frame_seconds(n_frames: int) -> float:
+    """Seconds per frame: about PLAY_S for a whole run, clamped to [FRAME_S_MIN, FRAME_S_MAX].
+
+    Example:
+        >>> frame_seconds(10), frame_seconds(120)
+        (0.8, 0.125)
+    """
+    return min(FRAME_S_MAX, max(FRAME_S_MIN, PLAY_S / max(1, n_frames)))
+
+
+@dataclass(frozen=True)
+class _Timeline:
+    """When things happen, shared by the panels: frame k (start <= k < len(frames_at)) starts (k - start) * dt
+    seconds after Play; it shows computed tile frames_at[k] of each panel."""
+
+    frames_at: list[int]  # per frame: the index of the computed tile it shows
+    start: int  # the frame drawn before Play
+    dt: float  # seconds per frame
+
+    def at(self, k: int) -> float:
+        return (k - self.start) * self.dt
+
+
+def _reveal_frames(tr: ScheduleTrace, computed: list[int], frames_at: list[int]) -> list[int]:
+    """Per schedule step: the first frame at which the tile shows in full colour (the frame whose current tile comes
+    later in the schedule); tiles after the last computed one get len(frames_at), the end of the run."""
+    out, k = [], 0
+    for step in range(tr.steps):
+        while k < len(frames_at) and computed[frames_at[k]] <= step:
+            k += 1
+        out.append(k)
+    return out
+
+
+def _style(uid: str) -> str:
+    """The snippet's CSS, scoped to its root id. Each animation has two identical names (a, b): Restart switches."""
+    r = f"#{uid}"
+    fates = "".join(f"{r} .t.{FATE_CLASS[s]}{{fill:{TILE_AHEAD_COLORS[s]}}}{r} .t.{FATE_CLASS[s]}.done"
+                    f"{{fill:{TILE_COLORS[s]}}}" for s in FATES)
+    keyframes = "".join(f"@keyframes fv-{FATE_CLASS[s]}{ab}{{to{{fill:{TILE_COLORS[s]}}}}}" for s in FATES
+                        for ab in "ab")
+    keyframes += "@keyframes fv-showa{from,to{visibility:visible}}@keyframes fv-showb{from,to{visibility:visible}}"
+    anims = "".join(f"{r} .t.{FATE_CLASS[s]}.later{{animation-name:fv-{FATE_CLASS[s]}a}}"
+                    f"{r} .fv-restart:checked~.fv-panels .t.{FATE_CLASS[s]}.later{{animation-name:fv-{FATE_CLASS[s]}b}}"
+                    for s in FATES)
+    return (
+        f"<style>{r}{{font-family:Arial,Helvetica,sans-serif;font-size:{BASE_FONT_PX}px;color:#111}}"
+        f"{r} .fv-title{{font-size:{TITLE_FONT_PX}px;font-weight:600;margin:0}}"
+        f"{r} .fv-sub{{margin:2px 0 6px 0}}"
+        f"{r} input{{position:absolute;opacity:0;width:1px;height:1px}}"
+        f"{r} label{{display:inline-block;border:1px solid #888;border-radius:6px;padding:3px 12px;margin:0 8px 4px 0;"
+        f"cursor:pointer;user-select:none;background:#f6f6f6}}"
+        f"{r} label:hover{{border-color:{CURRENT_TILE_COLOR}}}"
+        f"{r} .fv-pause,{r} .fv-play:checked~.fv-bar .fv-go{{display:none}}"
+        f"{r} .fv-play:checked~.fv-bar .fv-pause{{display:inline}}"
+        f"{r} .fv-play:focus-visible~.fv-bar .fv-playlabel{{outline:2px solid {CURRENT_TILE_COLOR}}}"
+        f"{r} .fv-legend{{display:flex;flex-wrap:wrap;gap:2px 14px;font-size:16px}}"
+        f"{r} .fv-legend.beside{{flex-direction:column;flex-wrap:nowrap;max-width:330px;padding-top:{TOP_PX}px}}"
+        f"{r} .fv-sw{{display:inline-block;width:14px;height:14px;border:1px solid #333;margin-right:5px;"
+        f"vertical-align:-2px}}"
+        f"{r} .fv-panels{{display:flex;flex-wrap:wrap;gap:4px 18px}}"
+        # longhands only: a shorthand would reset animation-play-state, which Play alone sets. A tile's colour
+        # jumps at the start of a long active phase (step-start), so it never depends on a short one being sampled.
+        f"{r} .later{{animation-duration:{HOLD_S}s;animation-timing-function:step-start;"
+        f"animation-fill-mode:forwards}}"
+        f"{r} .fr{{visibility:hidden;animation-name:fv-showa;animation-duration:var(--d);"
+        f"animation-timing-function:step-end}}"
+        f"{r} .fr.last{{animation-fill-mode:forwards}}"
+        f"{r} .fv-restart:checked~.fv-panels .fr{{animation-name:fv-showb}}"
+        f"{anims}{r} .later,{r} .fr{{animation-play-state:paused}}"
+        f"{r} .fv-play:checked~.fv-panels .later,{r} .fv-play:checked~.fv-panels .fr{{animation-play-state:running}}"
+        f"{fates}{keyframes}</style>"
+    )
+
+
+def _cell_px(tr: ScheduleTrace, panels: int) -> float:
+    return GRID_PX[panels] / max(tr.n_q_blocks, tr.n_k_blocks)
+
+
+def _tiles_svg(tr: ScheduleTrace, reveal: list[int], tl: _Timeline, cell: float) -> str:
+    """One <rect> per tile, classed by fate: "done" (full colour) if reached by the start frame, else "later rK"
+    (pale, turning full colour at frame K's time, set once per frame in _reveal_css). Grids of up to TITLED_TILES
+    tiles get a hover title each (rows, keys, step); on larger ones a tile is too small to point at."""
+    gap = 1.0 if cell >= GAP_MIN_CELL_PX else 0.0
+    titled = tr.steps <= TITLED_TILES
+    out = []
+    for step in range(tr.steps):
+        i, j, fate = tr.q_block[step], tr.k_block[step], tr.status[step]
+        when = "done" if reveal[step] <= tl.start else f"later r{reveal[step]}"
+        rect = (f'<rect class="t {FATE_CLASS[fate]} {when}" x="{j * cell + gap / 2:.1f}" y="{i * cell + gap / 2:.1f}" '
+                f'width="{cell - gap:.1f}" height="{cell - gap:.1f}"')
+        if titled:
+            rows = f"{i * tr.block_q}-{min((i + 1) * tr.block_q, tr.n) - 1}"
+            keys = f"{j * tr.block_k}-{min((j + 1) * tr.block_k, tr.n) - 1}"
+            rect += (f"><title>Q block i={i} (rows {rows}), K/V block j={j} (keys {keys}): {fate}, step {step + 1} "
+                     f"of {tr.steps}</title></rect>")
+        out.append(rect if titled else rect + "/>")
+    return "".join(out)
+
+
+def _reveal_css(uid: str, tl: _Timeline) -> str:
+    """The delay of every reveal class rK: frame K's start time (tiles revealed at the end of the run included)."""
+    return "".join(f"#{uid} .r{k}{{animation-delay:{tl.at(k):.3f}s}}"
+                   for k in range(tl.start + 1, len(tl.frames_at) + 1))
+
+
+def counter_text(tr: ScheduleTrace, computed: list[int], f: int) -> tuple[str, str]:
+    """The two counter lines over a panel while computed tile f is in progress: which tile, and the IO model's
+    running HBM traffic (when the trace has it).
+
+    Example:
+        >>> from flashviz.measure.trace import schedule_trace
+        >>> tr = schedule_trace(64, 32, 32, causal=True)
+        >>> counter_text(tr, tr.computed_steps(), 1)
+        ('FA1 tile 2/3: i=1, j=0', '')
+    """
+    short = LOOP_ORDER_SHORT[tr.loop_order]
+    if not computed:
+        return f"{short}: every tile is masked,", "nothing is computed"
+    step = computed[f]
+    second = f"HBM traffic so far {fmt_bytes(tr.hbm_bytes[step])}" if tr.hbm_bytes is not None else ""
+    return f"{short} tile {f + 1}/{len(computed)}: i={tr.q_block[step]}, j={tr.k_block[step]}", second
+
+
+def _overlay(tr: ScheduleTrace, computed: list[int], f: int, cell: float) -> str:
+    """What a frame adds over the grid: the tile in progress, the Q_i row and K_j, V_j column in SRAM (outlines)."""
+    step = computed[f]
+    i, j = tr.q_block[step], tr.k_block[step]
+    width, height = tr.n_k_blocks * cell, tr.n_q_blocks * cell
+    return (f'<rect class="cur" x="{j * cell:.2f}" y="{i * cell:.2f}" width="{cell:.2f}" height="{cell:.2f}" '
+            f'fill="{CURRENT_TILE_COLOR}"/>'
+            f'<rect x="0" y="{i * cell:.2f}" width="{width:.2f}" height="{cell:.2f}" fill="none" '
+            f'stroke="{SRAM_OUTLINE_COLOR}" stroke-width="3"/>'
+            f'<rect x="{j * cell:.2f}" y="0" width="{cell:.2f}" height="{height:.2f}" fill="none" '
+            f'stroke="{SRAM_OUTLINE_COLOR}" stroke-width="3" stroke-dasharray="7 4"/>')
+
+
+def _frames_svg(tr: ScheduleTrace, computed: list[int], tl: _Timeline, cell: float, grid_x: float) -> str:
+    """One <g class="fr"> per frame from the start frame on, visible for its frame only (the last one stays): the
+    overlay on the grid and the counter above it."""
+    out = []
+    for k in range(tl.start, len(tl.frames_at)):
+        f = tl.frames_at[k]
+        first, second = (escape(t) for t in counter_text(tr, computed, f))
+        last = " last" if k == len(tl.frames_at) - 1 else ""
+        out.append(f'<g class="fr{last}" data-frame="{k}" style="--d:{tl.dt:.3f}s;animation-delay:{tl.at(k):.3f}s">'
+                   f'<text class="counter" x="{grid_x:.1f}" y="20">{first}</text>'
+                   f'<text class="counter" x="{grid_x:.1f}" y="42">{second}</text>'
+                   f'<g transform="translate({grid_x:.1f},{TOP_PX})">{_overlay(tr, computed, f, cell)}</g></g>')
+    return "".join(out)
+
+
+def _axes_svg(tr: ScheduleTrace, cell: float, width: float, height: float, y_title: bool) -> str:
+    """Tick labels every _dtick blocks and the axis titles (the y title on the first panel only)."""
+    x0, y0 = LEFT_PX, TOP_PX
+    ticks = "".join(f'<text x="{x0 + (j + 0.5) * cell:.1f}" y="{y0 + height + 20:.1f}" text-anchor="middle" '
+                    f'font-size="{TICK_FONT_PX}">{j}</text>' for j in range(0, tr.n_k_blocks, _dtick(tr.n_k_blocks)))
+    ticks += "".join(f'<text x="{x0 - 6}" y="{y0 + (i + 0.5) * cell + 6:.1f}" text-anchor="end" '
+                     f'font-size="{TICK_FONT_PX}">{i}</text>' for i in range(0, tr.n_q_blocks, _dtick(tr.n_q_blocks)))
+    ticks += (f'<text x="{x0 + width / 2:.1f}" y="{y0 + height + 46:.1f}" text-anchor="middle">K/V block j '
+              f"(Bc = {tr.block_k} keys)</text>")
+    if y_title:
+        cy = y0 + height / 2
+        ticks += (f'<text transform="translate(16,{cy:.1f}) rotate(-90)" text-anchor="middle">Q block i '
+                  f"(Br = {tr.block_q} rows)</text>")
+    return ticks
+
+
+def _panel_svg(tr: ScheduleTrace, p: int, panels: int, tl: _Timeline, row: int | None) -> str:
+    """Panel p: counters over the grid, the grid, its axes, the frames' overlays and the row marker."""
+    computed = tr.computed_steps()
+    cell = _cell_px(tr, panels)
+    width, height = tr.n_k_blocks * cell, tr.n_q_blocks * cell
+    reveal = _reveal_frames(tr, computed, tl.frames_at)
+    marker = ""
+    if row is not None and 0 <= row < tr.n:
+        y = row_marker_y(tr.n, tr.block_q, row) * cell
+        marker = (f'<line class="row-marker" data-row="{row}" x1="0" x2="{width:.2f}" y1="{y:.2f}" y2="{y:.2f}" '
+                  f'stroke="{ROW_MARKER_COLOR}" stroke-width="3" stroke-dasharray="6 4"/>')
+    svg_w, svg_h = LEFT_PX + width + RIGHT_PX, TOP_PX + height + BOTTOM_PX
+    empty = "".join(f'<text class="counter" x="{LEFT_PX}" y="{y}">{escape(line)}</text>'
+                    for y, line in zip((20, 42), counter_text(tr, [], 0), strict=True)) if not computed else ""
+    return (f'<svg class="fv-grid" data-loop-order="{tr.loop_order}" data-cell="{cell:.4f}" width="{svg_w:.0f}" '
+            f'height="{svg_h:.0f}" viewBox="0 0 {svg_w:.0f} {svg_h:.0f}" role="img" '
+            f'aria-label="tile map, {tr.loop_order}">'
+            f'<rect x="{LEFT_PX}" y="{TOP_PX}" width="{width:.2f}" height="{height:.2f}" fill="#5a5a5a"/>'
+            f'<g transform="translate({LEFT_PX},{TOP_PX})">{_tiles_svg(tr, reveal, tl, cell)}{marker}</g>'
+            f"{_axes_svg(tr, cell, width, height, p == 0)}{empty}"
+            f"{_frames_svg(tr, computed, tl, cell, LEFT_PX) if computed else ''}</svg>")
+
+
+def _legend(row: int | None, beside: bool) -> str:
+    """The colour key: beside a single grid (a column), or under two (wrapped lines)."""
+    items = [f'<span><span class="fv-sw" style="background:{TILE_COLORS[s]}"></span>{label}</span>'
+             for s, label in LEGEND]
+    items.append(f'<span><span class="fv-sw" style="background:{TILE_AHEAD_COLORS[vocab.FULL]}"></span>pale: not '
+                 "reached yet</span>")
+    items.append(f'<span><span class="fv-sw" style="background:{CURRENT_TILE_COLOR}"></span>in progress, its Q_i '
+                 "row (solid) and K_j, V_j column (dashed) in SRAM</span>")
+    if row is not None:
+        items.append(f'<span><span class="fv-sw" style="background:{ROW_MARKER_COLOR}"></span>row {row} '
+                     "(the row inspector's)</span>")
+    return f'<span class="fv-legend{" beside" if beside else ""}">{"".join(items)}</span>'
+
+
+def tile_map_html(traces: Sequence[ScheduleTrace], *, row: int | None = None, max_frames: int = MAX_FRAMES,
+                  title: str | None = None, subtitle: str | None = None, start_frame: int = 0,
+                  uid: str = "fv-tm") -> str:
+    """The animated tile map of one or two loop orders (lockstep: frame k = each order's k-th computed tile), as
+    one line of HTML (an SVG per panel, CSS animations, a Play/Pause and a Restart control).
+
+    Args:
+        traces: one ScheduleTrace per panel (same N, blocks and mask; e.g. kv_outer and q_outer).
+        row: a query row to mark on the map (the row inspector's row), or None.
+        max_frames: at most this many frames (evenly subsampled); the last frame is always the last computed tile.
+        title, subtitle: None names what the map shows and gives N, Br, Bc, the tiles computed and the mask.
+        start_frame: the frame drawn before Play (0 <= start_frame < frames), so a page keeps its place when a
+            setting changes; Play and Restart run from it.
+        uid: the root element's id (unique on a page): the CSS is scoped to it.
+    Returns:
+        HTML for st.markdown(..., unsafe_allow_html=True): no blank lines, no script.
+
+    Example:
+        >>> from flashviz.measure.trace import schedule_trace
+        >>> html = tile_map_html([schedule_trace(256, 64, 64, causal=True)], start_frame=3)
+        >>> html.count('class="fr'), html.count('class="t s ')  # frames from the start frame on; skipped tiles
+        (7, 6)
+    """
+    if not traces:
+        raise ValueError("tile_map_html needs at least one ScheduleTrace (one per loop order to show).")
+    if len(traces) not in GRID_PX:
+        raise ValueError(f"tile_map_html draws one or two panels, got {len(traces)} traces. Pass one per loop order.")
+    computed = traces[0].computed_steps()
+    frames_at = frame_indices(len(computed), max_frames)
+    if not 0 <= start_frame < max(len(frames_at), 1):
+        raise ValueError(f"start_frame must be in 0..{max(len(frames_at) - 1, 0)} (this map has {len(frames_at)} "
+                         f"frames), got {start_frame}. Start at 0 when the settings change the frame count.")
+    tl = _Timeline(frames_at, start_frame, frame_seconds(len(frames_at)))
+    panels = "".join(_panel_svg(tr, p, len(traces), tl, row) for p, tr in enumerate(traces))
+    title = escape(title or "Tile map of S = QKᵀ: computed, masked, skipped")
+    subtitle = escape(subtitle or _subtitle(traces[0], len(computed)))
+    play = "" if len(frames_at) < 2 else (
+        f'<label for="{uid}-play" class="fv-playlabel"><span class="fv-go">▶ Play</span>'
+        f'<span class="fv-pause">❚❚ Pause</span></label><label for="{uid}-restart">⟲ Restart</label>')
+    return (f'<div id="{uid}" class="{ROOT_CLASS}" data-frames="{len(frames_at)}" data-start="{start_frame}" '
+            f'data-frame-s="{tl.dt:.3f}">{_style(uid)}<style>{_reveal_css(uid, tl)}</style>'
+            f'<p class="fv-title">{title}</p><p class="fv-sub">{subtitle}</p>'
+            f'<input type="checkbox" id="{uid}-play" class="fv-play" aria-label="Play or pause the animation"/>'
+            f'<input type="checkbox" id="{uid}-restart" class="fv-restart" aria-label="Restart the animation"/>'
+            f'<div class="fv-bar">{play}</div><div class="fv-panels">{panels}{_legend(row, beside=len(traces) == 1)}'
+            "</div></div>")
+
+
+def _subtitle(tr: ScheduleTrace, n_computed: int) -> str:
+    """The settings the map shows: N, the tile sizes, how many tiles are computed, and the mask."""
+    mask = ", ".join(m for m in ("causal" if tr.causal else "", _window_text(tr.window)) if m) or "no mask"
+    return (f"N = {tr.n} · Br = {tr.block_q}, Bc = {tr.block_k} · {tr.n_q_blocks} × {tr.n_k_blocks} = {tr.steps} "
+            f"tiles, {n_computed} computed · {mask}")
+
+
+def _dtick(n_blocks: int) -> int:
+    """Whole-number tick spacing: every block up to 10 blocks, then about 8 ticks."""
+    return 1 if n_blocks <= 10 else max(1, round(n_blocks / 8 / 5) * 5) if n_blocks > 40 else max(1, n_blocks // 8)
+
+
+def _window_text(window: tuple[int | None, int | None] | None) -> str:
+    if window is None:
+        return ""
+    left, right = ("∞" if w is None else str(w) for w in window)
+    return f"window ({left}, {right})"

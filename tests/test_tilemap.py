@@ -1,0 +1,184 @@
+"""figures/tilemap.py: the animated tile map, from plain traces, read back by tests/_tilemap."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from flashviz.core.tiling import tile_schedule
+from flashviz.figures import palette, tilemap
+from flashviz.figures.tilemap import (
+    MAX_FRAMES,
+    fmt_bytes,
+    fmt_flops,
+    frame_indices,
+    frame_seconds,
+    row_marker_y,
+    tile_map_html,
+)
+from flashviz.measure.trace import schedule_trace
+from tests._tilemap import parse
+
+
+@given(st.integers(0, 5000), st.integers(2, 200))
+def test_frame_indices_cover_first_and_last_and_respect_the_cap(n, cap):
+    idx = frame_indices(n, cap)
+    if n == 0:
+        assert idx == []
+        return
+    assert idx[0] == 0 and idx[-1] == n - 1 and len(idx) <= cap
+    assert idx == sorted(set(idx)) and len(idx) == min(n, cap)
+
+
+def test_every_frame_shows_every_fate_pale_ahead_and_full_once_visited():
+    tr = schedule_trace(160, 32, 32, causal=True, window=(90, 0), loop_order="kv_outer", d=16)
+    m = parse(tile_map_html([tr], row=70))
+    (panel,) = m.panels
+    computed = tr.computed_steps()
+    assert m.frames == len(panel.frames) == len(computed)  # 5 x 5 grid: one frame per computed tile
+    assert {"full", "partial", "skipped"} <= set(tr.status)
+    for k in range(m.frames):
+        step = computed[k]
+        for s in range(tr.steps):  # visited before this frame's tile: full colour from frame k on, else pale
+            tile = panel.tiles[(tr.q_block[s], tr.k_block[s])]
+            assert tile["fate"] == tr.status[s] and (tile["done"] or tile["reveal"] <= k) == (s < step), (k, s)
+        frame = panel.frames[k]
+        assert frame["current"] == (tr.q_block[step], tr.k_block[step])
+        assert frame["counter"][0] == f"FA1 tile {k + 1}/{len(computed)}: i={tr.q_block[step]}, j={tr.k_block[step]}"
+        assert frame["counter"][1] == f"HBM traffic so far {fmt_bytes(tr.hbm_bytes[step])}"
+        assert frame["delay"] == pytest.approx(k * m.frame_s, abs=1e-3) and frame["last"] == (k == m.frames - 1)
+    for tile in panel.tiles.values():  # a tile turns at its frame's time; all by the end of the run
+        at = None if tile["done"] else tile["reveal"] * m.frame_s
+        assert tile["done"] or (tile["reveal"] <= m.frames and tile["delay"] == pytest.approx(at, abs=1e-3))
+
+
+@pytest.mark.parametrize(("n", "br", "causal", "window"), [(8192, 128, True, None), (4096, 128, True, (512, 0)),
+                                                             (16, 4, True, None), (1000, 64, False, None)])
+def test_the_map_drawn_before_play_shows_every_tiles_fate(n, br, causal, window):
+    tr = schedule_trace(n, br, br, causal=causal, window=window)
+    (panel,) = parse(tile_map_html([tr])).panels
+    fate = tile_schedule(n, n, br, br, causal=causal, window=window).status_grid()
+    assert len(panel.tiles) == tr.steps
+    assert all(t["fate"] == fate[i][j] for (i, j), t in panel.tiles.items())
+    first = tr.computed_steps()[0]  # before Play only the tiles passed over before the first computed one are done
+    assert {ij for ij, t in panel.tiles.items() if t["done"]} == {(tr.q_block[s], tr.k_block[s]) for s in range(first)}
+    assert panel.frames[0]["current"] == (tr.q_block[first], tr.k_block[first])
+    colours = {*palette.TILE_COLORS.values(), *palette.TILE_AHEAD_COLORS.values(), palette.CURRENT_TILE_COLOR}
+    assert len(colours) == 7  # every fate, pale and full, and the tile in progress: seven distinct colours
+
+
+def test_start_frame_draws_that_frame_first_and_bad_values_are_refused():
+    traces = [schedule_trace(256, 32, 32, causal=True, loop_order=o, d=8) for o in ("kv_outer", "q_outer")]
+    m = parse(tile_map_html(traces, start_frame=20))
+    assert (m.start, m.frames) == (20, 36)
+    for panel, tr in zip(m.panels, traces, strict=True):
+        assert sorted(panel.frames) == list(range(20, 36))  # Play and Restart run from frame 20
+        assert panel.frames[20]["delay"] == 0 and "tile 21/36" in panel.frames[20]["counter"][0]
+        step = tr.computed_steps()[20]
+        assert {ij for ij, t in panel.tiles.items() if t["done"]} == {(tr.q_block[s], tr.k_block[s])
+                                                                       for s in range(step)}
+    with pytest.raises(ValueError, match=r"start_frame must be in 0\.\.35"):
+        tile_map_html(traces, start_frame=36)
+    with pytest.raises(ValueError, match="start_frame"):
+        tile_map_html(traces, start_frame=-1)
+
+
+@pytest.mark.parametrize(("n", "br", "row", "expected"), [
+    (1000, 64, 990, 15 + (990 - 960 + 0.5) / 40),  # ragged last block: 40 rows
+    (1000, 64, 999, 15 + 39.5 / 40),  # the very last row sits at the bottom of the grid, not below it
+    (10, 16, 9, 9.5 / 10),  # Br > N: one block of 10 rows
+    (1024, 64, 512, 8 + 0.5 / 64),
+])
+def test_the_row_marker_sits_inside_its_block_also_when_the_last_block_is_ragged(n, br, row, expected):
+    assert row_marker_y(n, br, row) == pytest.approx(expected)
+    tr = schedule_trace(n, br, br)
+    (panel,) = parse(tile_map_html([tr], row=row)).panels
+    y = panel.row_marker["y"] / panel.cell
+    assert panel.row_marker["row"] == row and y == pytest.approx(expected, abs=0.01)
+    assert row // br < y < row // br + 1 <= tr.n_q_blocks
+
+
+def test_titles_axes_legend_controls_and_hover_text():
+    traces = [schedule_trace(100, 16, 16, causal=True, d=8, loop_order=o) for o in ("kv_outer", "q_outer")]
+    m = parse(tile_map_html(traces, row=40))
+    assert m.title == "Tile map of S = QKᵀ: computed, masked, skipped"
+    assert m.subtitle == "N = 100 · Br = 16, Bc = 16 · 7 × 7 = 49 tiles, 28 computed · causal"
+    assert [p.loop_order for p in m.panels] == ["kv_outer", "q_outer"]
+    assert m.controls == ["▶ Play❚❚ Pause", "⟲ Restart"] and m.frames == 28  # 7 * 8 / 2 computed tiles
+    for word in ("full: computed, no mask", "partial: computed, masked inside", "skipped: never loaded",
+                 "pale: not reached yet", "in progress", "in SRAM", "row 40"):
+        assert word in m.legend
+    assert "K/V block j (Bc = 16 keys)" in m.html and m.html.count("Q block i (Br = 16 rows)</text>") == 1
+    tile = m.panels[0].tiles[(6, 2)]
+    assert tile["title"] == "Q block i=6 (rows 96-99), K/V block j=2 (keys 32-47): full, step 21 of 49"
+    assert m.panels[1].frames[2]["counter"][0].startswith("FA2 tile 3/28: i=1, j=1")  # FA2 goes along a row
+
+
+def test_markup_is_safe_for_markdown_and_scoped():
+    html = tile_map_html([schedule_trace(64, 16, 16, causal=True)], title="<b>x</b> $y$", uid="map-7")
+    assert "\n" not in html and "<script" not in html.lower() and "javascript:" not in html.lower()
+    assert parse(html).title == "<b>x</b> $y$"  # shown as text, never as markup
+    assert "$" not in html.replace("$y$", "")  # no other dollar sign: markdown's maths would eat it
+    style = html[html.index("<style>"):html.index("</style>")]
+    rules = [r.split("{")[0] for r in style[len("<style>"):].split("}") if "{" in r]
+    assert all(r.startswith(("#map-7", "@keyframes", "from", "to")) for r in rules), rules  # scoped to the map
+
+
+@pytest.mark.parametrize("panels", [1, 2])
+def test_grids_fit_the_space_the_page_gives_them(panels):
+    traces = [schedule_trace(1024, 64, 32, loop_order=o, d=64) for o in ("kv_outer", "q_outer")[:panels]]
+    m = parse(tile_map_html(traces))
+    for panel in m.panels:
+        width = (1 + max(j for _, j in panel.tiles)) * panel.cell  # px; the cell is rounded to 0.01 px
+        height = (1 + max(i for i, _ in panel.tiles)) * panel.cell
+        assert max(width, height) == pytest.approx(tilemap.GRID_PX[panels], rel=0.01) and min(width, height) >= 100
+    assert tilemap.TOP_PX + tilemap.GRID_PX[1] + tilemap.BOTTOM_PX <= tilemap.MAP_HEIGHT_PX
+
+
+def test_a_64_by_64_grid_with_both_loop_orders_stays_small_and_ends_with_every_tile_reached():
+    traces = [schedule_trace(8192, 128, 128, causal=True, loop_order=o, d=64) for o in ("kv_outer", "q_outer")]
+    html = tile_map_html(traces, row=5000)
+    assert len(html.encode()) <= 1024 * 1024, len(html)
+    m = parse(html)
+    assert m.frames == MAX_FRAMES and m.frame_s == pytest.approx(frame_seconds(MAX_FRAMES), abs=1e-3)
+    for panel in m.panels:
+        assert len(panel.tiles) == 64 * 64 and len(panel.frames) == MAX_FRAMES
+        assert all(t["done"] or t["reveal"] <= MAX_FRAMES for t in panel.tiles.values())
+        assert all(t["title"] is None for t in panel.tiles.values())  # 4.7 px tiles: no hover titles
+        assert panel.frames[MAX_FRAMES - 1]["current"] == (63, 63) and panel.frames[MAX_FRAMES - 1]["last"]
+
+
+def test_a_one_tile_grid_has_one_frame_and_no_play_and_bad_input_is_refused():
+    tr = schedule_trace(1, 1, 1)  # the smallest grid: one full tile
+    m = parse(tile_map_html([tr]))
+    assert m.frames == 1 and m.controls == []  # nothing to play
+    empty = schedule_trace(8, 4, 4, window=(0, 0), causal=True)
+    assert empty.computed_steps()  # the diagonal is always computed; a fully masked map is drawn as well:
+    assert "nothing is computed" in tile_map_html([schedule_trace(8, 4, 4, mask_mod=lambda b, h, q, k: q < 0)])
+    with pytest.raises(ValueError, match="at least one ScheduleTrace"):
+        tile_map_html([])
+    with pytest.raises(ValueError, match="one or two panels"):
+        tile_map_html([tr] * 3)
+
+
+def test_number_formats():
+    assert (fmt_bytes(999), fmt_bytes(1234567), fmt_flops(1.5e9), fmt_flops(12)) == \
+        ("999 B", "1.23 MB", "1.5 GFLOP", "12 FLOP")
+
+
+def test_the_tile_map_imports_neither_torch_pandas_plotly_nor_streamlit():
+    tree = ast.parse(Path(tilemap.__file__).read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                 and node.module and "TYPE_CHECKING" not in ast.unparse(node)}
+    assert not imported & {"torch", "streamlit", "plotly", "pandas", "numpy"}, imported
+    code = ("import sys; from flashviz.figures.tilemap import tile_map_html; "
+            "print(sorted(m for m in ('torch', 'pandas', 'plotly', 'numpy') if m in sys.modules))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).parents[1])
+    assert run.stdout.strip() == "[]", run.stdout  # the first chart of a fresh dashboard waits for none of them
