@@ -59,6 +59,5 @@ EXPOSE 8501
 HEALTHCHECK --interval=3s --timeout=3s --start-period=60s --retries=3 \
     CMD ["python", "-I", "-S", "-c", "import urllib.request; urllib.request.urlopen('http://localhost:8501/_stcore/health', timeout=2)"]
 
-# scripts/serve.py is `streamlit run app.py` with torch, pandas and plotly imported while the first browser loads the
-# page, and a clear error at start when no temporary directory is writable.
+# scripts/serve.py is `streamlit run app.py` with a clear error at start when no temporary directory is writable.
 ENTRYPOINT ["python", "scripts/serve.py", "--server.headless=true", "--server.address=0.0.0.0", "--server.port=8501", "--browser.gatherUsageStats=false"]
