@@ -5,7 +5,6 @@ timing run)."""
 from __future__ import annotations
 
 import base64
-import json
 import math
 import threading
 import time
@@ -33,14 +32,10 @@ from flashviz.ui.decoding import measured_md
 from flashviz.ui.decoding_jobs import DecodeSetup, animation_data, decode_timing, roofline_rows, seq_lens
 from flashviz.ui.state import Settings
 from flashviz.vocab import DTYPE_BYTES
+from tests._apptest import assert_clean, charts
 
 SMALL = {"view": "decode", "declen": "1024", "d": "16"}  # one AppTest run in a second or two
 MIN_FONT_PX = 16  # readable on a projector
-
-
-def charts(at) -> dict[str, dict]:
-    return {json.loads(c.proto.spec)["layout"]["title"]["text"]: json.loads(c.proto.spec)
-            for c in at.get("plotly_chart")}
 
 
 def array(z) -> np.ndarray:
@@ -52,11 +47,6 @@ def array(z) -> np.ndarray:
 
 def text_of(at) -> str:
     return "\n".join([m.value for m in at.markdown] + [c.value for c in at.caption])
-
-
-def assert_clean(at) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
 
 
 def open_view(make_app, **query: str):

@@ -3,9 +3,6 @@ settings where it is shown; hostile links are repaired; the figures have the str
 
 from __future__ import annotations
 
-import base64
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -44,28 +41,9 @@ from flashviz.measure.maskview import (
 from flashviz.ui.common import timing_lock
 from flashviz.ui.query import parse_query
 from flashviz.ui.state import MASK_PRESETS, Env
-from tests._apptest import done_grid, tile_map
+from tests._apptest import assert_clean, charts, decode, done_grid, tile_map
 
 FONT_MIN_PX = 16  # readable on a projector
-
-
-def charts(at) -> dict[str, dict]:
-    """Plotly figures on the page, by title text."""
-    return {json.loads(el.proto.spec)["layout"].get("title", {}).get("text", ""): json.loads(el.proto.spec)
-            for el in at.get("plotly_chart")}
-
-
-def decode(z) -> np.ndarray:
-    """A plotly typed array ({"dtype", "bdata", "shape"}) or nested list -> numpy array."""
-    if isinstance(z, dict):
-        shape = tuple(int(x) for x in z["shape"].split(","))
-        return np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"])).reshape(shape)
-    return np.asarray(z)
-
-
-def assert_clean(at) -> None:
-    assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error]
 
 
 def summary(at) -> str:

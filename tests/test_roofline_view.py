@@ -11,7 +11,6 @@ Hand counts (elements, B = 1; io_cost's formulas, Tc = N / Bc and Tr = N / Br pa
 from __future__ import annotations
 
 import base64
-import json
 import re
 
 import numpy as np
@@ -25,6 +24,7 @@ from flashviz.model.roofline import A100, GPUS, H100, H200, Device
 from flashviz.ui import common, roofline
 from flashviz.ui.query import parse_query
 from flashviz.ui.state import Env, Settings
+from tests._apptest import charts
 
 CHART = "Roofline: why the tiled kernels are faster on a GPU"
 SPEEDUP = "Speedup over naive: GPUs predicted (model), here measured"
@@ -35,11 +35,6 @@ TINY = {"n": "128", "d": "16", "br": "32", "bc": "32", "heads": "1"}  # a timing
 
 # ----------------------------------------------------------------------------------------------------------------------
 # reading the page
-
-
-def charts(at) -> dict[str, dict]:
-    return {json.loads(el.proto.spec)["layout"]["title"]["text"]: json.loads(el.proto.spec)
-            for el in at.get("plotly_chart")}
 
 
 def values(z) -> list:
