@@ -17,7 +17,7 @@ Legend: Br = block_q, Bc = block_k; Tr, Tc tiles along N_q, N_k; B batch, H head
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -39,17 +39,29 @@ ELEMENT_BUDGET = max(SLAB_ONE_THREAD, SLAB_THREADED)  # the most elements one ca
 CALL_SHAPES = "b (B,1,1,1), h (1,H,1,1), q_idx (rows,1), kv_idx (1,cols)"  # what a mask_mod is called with
 
 
+def required_positional(fn: Callable) -> int | None:
+    """How many positional parameters fn requires (no default), or None when it has no signature to read (builtins
+    and some C callables: the call itself decides). Tells a mask_mod (4) from a score_mod (5) passed in its place.
+
+    Example:
+        >>> required_positional(lambda b, h, q_idx, kv_idx: q_idx >= kv_idx)
+        4
+        >>> required_positional(lambda score, b, h, q_idx, kv_idx, cap=30.0: score)  # a default is not required
+        5
+    """
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty for p in params)
+
+
 def validate_mask_mod(mask_mod: object) -> MaskMod:
     """Return mask_mod if it is a callable of four arguments (b, h, q_idx, kv_idx), else raise TypeError."""
     if not callable(mask_mod):
         raise TypeError(f"mask_mod must be a function mask_mod(b, h, q_idx, kv_idx) -> bool tensor, got {mask_mod!r}. "
                         "Example: mask_mod=lambda b, h, q_idx, kv_idx: q_idx >= kv_idx.")
-    try:
-        params = inspect.signature(mask_mod).parameters.values()
-    except (TypeError, ValueError):  # builtins and some C callables have no signature: let the call decide
-        return mask_mod
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
-    if len(positional) == 5:
+    if required_positional(mask_mod) == 5:
         raise TypeError(f"mask_mod {getattr(mask_mod, '__name__', mask_mod)} takes 5 arguments, like a "
                         "score_mod(score, b, h, q_idx, kv_idx). Pass it as score_mod=..., or give the mask "
                         "as mask_mod(b, h, q_idx, kv_idx) -> bool.")

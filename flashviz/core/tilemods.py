@@ -17,11 +17,11 @@ requirement) cannot tell this layout from flex_attention's scalars.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 
 import torch
 
+from flashviz.core.maskeval import required_positional
 from flashviz.masks import ScoreMod
 
 LOG2_E = 1.4426950408889634  # 1/ln(2): natural-log scores -> the kernels' log2 units
@@ -36,12 +36,7 @@ def validate_score_mod(score_mod: object) -> ScoreMod | None:
         raise TypeError(f"score_mod must be a function score_mod(score, b, h, q_idx, kv_idx) -> score, or None, got "
                         f"{score_mod!r}. Example: score_mod=lambda score, b, h, q_idx, kv_idx: 30 * torch.tanh(score "
                         "/ 30).")
-    try:
-        params = inspect.signature(score_mod).parameters.values()
-    except (TypeError, ValueError):  # no signature (a builtin): let the call decide
-        return score_mod
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty]
-    if len(positional) == 4:
+    if required_positional(score_mod) == 4:
         raise TypeError(f"score_mod {getattr(score_mod, '__name__', score_mod)} takes 4 arguments, like a "
                         "mask_mod(b, h, q_idx, kv_idx). Pass it as mask_mod=..., or give the score change as "
                         "score_mod(score, b, h, q_idx, kv_idx) -> score.")
