@@ -53,7 +53,7 @@ TOP_PX = 50  # room above a grid: the two-line counter
 BOTTOM_PX = 54  # room below a grid: the x tick labels and the x axis title
 RIGHT_PX = 8
 GAP_MIN_CELL_PX = 7  # cells at least this large get a 1 px gap (grid lines); smaller ones would lose their colour
-MAP_HEIGHT_PX = 470  # the whole snippet's height at most (title, controls and legend included), tested
+MAP_HEIGHT_PX = 470  # a panel's SVG (counters, grid, axes) at most; the browser tests check the whole fit
 
 FATES = vocab.TILE_STATUSES  # full, partial, skipped
 FATE_CLASS = {vocab.FULL: "f", vocab.PARTIAL: "p", vocab.SKIPPED: "s"}  # CSS class of a tile, by fate
