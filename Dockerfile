@@ -37,11 +37,15 @@ RUN useradd -l --create-home --uid 10001 --user-group flashviz
 
 # Only what the dashboard runs: the entry point, its launcher, the package and the Streamlit config (XSRF on, no
 # telemetry, no external-IP lookup). Owned by root and only readable by the app user, so a compromised server process
-# cannot rewrite the code.
+# cannot rewrite the code. Its bytecode is compiled here, for the reason torch's .pyc files stay: the app user cannot
+# write __pycache__ (nor can anyone under --read-only), so without it every start would compile each module again
+# (the package's imports before the first chart take 28 ms from bytecode and 66-107 ms from source on a 2-core
+# machine). app.py and the launcher are read as source either way: Python never loads a script from bytecode.
 COPY app.py ./
 COPY scripts/serve.py ./scripts/
 COPY flashviz/ ./flashviz/
 COPY .streamlit/ ./.streamlit/
+RUN python -m compileall -q flashviz
 
 # torch's profiler (every benchmark) needs a writable temporary directory. As a volume, /tmp stays writable when the
 # container runs with --read-only; --tmpfs /tmp (recommended: nothing is left on disk) replaces it.

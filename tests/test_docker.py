@@ -355,6 +355,28 @@ def test_copies_only_what_the_dashboard_needs():
     assert {f"{name}/" if (ROOT / name).is_dir() else f"{name}.py" for name in local} <= set(sources)
 
 
+def test_image_compiles_the_package_it_copies(tmp_path):
+    """The app user cannot write __pycache__, so the image must ship the package's bytecode: a RUN after the package's
+    COPY and before USER compiles it, and that very command leaves nothing for a fresh interpreter to compile."""
+    ins = instructions()
+    copy = next(i for i, (word, rest) in enumerate(ins) if word == "COPY" and rest.split()[0] == "flashviz/")
+    user = max(i for i, (word, _) in enumerate(ins) if word == "USER")
+    runs = [(i, rest) for i, (word, rest) in enumerate(ins) if word == "RUN" and "compileall" in rest]
+    assert len(runs) == 1 and copy < runs[0][0] < user, "compile flashviz/ once, after COPY flashviz/, before USER"
+    shutil.copytree(ROOT / "flashviz", tmp_path / "flashviz", ignore=shutil.ignore_patterns("__pycache__"))
+    argv = shlex.split(runs[0][1])
+    assert argv[0] == "python", argv
+    subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, check=True, timeout=120)
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}  # the image's setting: read bytecode, never write it
+    run = subprocess.run([sys.executable, "-v", "-c", "import flashviz.ui.how_it_works"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120, check=True)
+    loaded = re.findall(r"^# code object from '?([^'\n]+)'?$", run.stderr, flags=re.M)
+    ours = [path for path in loaded if path.startswith(str(tmp_path))]
+    assert len(ours) > 10, f"flashviz was not imported from the copy: {loaded[:5]}"
+    from_source = [path for path in ours if not path.endswith(".pyc")]
+    assert not from_source, f"compiled at import time, not at build time: {from_source}"
+
+
 def _pattern_regex(pattern: str) -> re.Pattern:
     """A .dockerignore pattern as a regex, following Docker's rules: `*` and `?` stay inside one path element,
     `**` spans any number of elements, and a pattern that matches a directory excludes everything below it."""
