@@ -1,7 +1,10 @@
 """A fresh dashboard draws its first chart, the tile map, before it loads torch (seconds on a small machine).
 
 Runs the default page in AppTest in a fresh interpreter (nothing imported yet, as on a new server) and records, each
-time a tile map is drawn, whether torch had been imported by then and whether the map marks the inspected row.
+time a tile map is drawn, what had been imported by then and whether the map marks the inspected row. The first page
+has the row inspector's note in place of its chart; a fragment that the browser reruns KERNEL_WAIT_S later starts the
+full run that loads the kernel. AppTest runs no timers, so the test runs that full run itself, and checks the
+fragment's side of it separately.
 """
 
 import json
@@ -9,20 +12,36 @@ import subprocess
 import sys
 from pathlib import Path
 
+from streamlit.testing.v1 import AppTest
+
+from flashviz.ui.how_it_works import KERNEL_WAIT_S
+
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = """
 import json, sys
+import streamlit
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.testing.v1 import AppTest
-events, markdown = [], DeltaGenerator.markdown
+events, markdown, page_config = [], DeltaGenerator.markdown, streamlit.set_page_config
 def record(self, body, *args, **kwargs):
     if 'class="fv-tilemap"' in str(body):
         events.append({"torch": "torch" in sys.modules, "pandas": "pandas" in sys.modules,
-                       "row_marker": 'class="row-marker"' in body})
+                       "emojis": "streamlit.emojis" in sys.modules, "row_marker": 'class="row-marker"' in body})
     return markdown(self, body, *args, **kwargs)
-DeltaGenerator.markdown = record
+def record_main(body, *args, **kwargs):  # st.markdown: the main DeltaGenerator's method, bound at import
+    return record(streamlit._main, body, *args, **kwargs)
+def record_config(**kwargs):
+    events.append({"page_config": sorted(kwargs)})
+    return page_config(**kwargs)
+DeltaGenerator.markdown, streamlit.markdown, streamlit.set_page_config = record, record_main, record_config
+def page(at):
+    return {"info": [i.value for i in at.info], "charts": len(at.get("plotly_chart")),
+            "widgets_in_tab": len(at.main.select_slider) + len(at.main.metric), "sidebar": len(at.sidebar.children),
+            "errors": [e.value for e in [*at.exception, *at.error]], "torch": "torch" in sys.modules}
 at = AppTest.from_file("app.py", default_timeout=300).run()
-print(json.dumps({"events": events, "errors": [e.value for e in [*at.exception, *at.error]]}))
+first = page(at)
+at.run()  # the full run the fragment's timer starts (its st.rerun)
+print(json.dumps({"events": events, "first": first, "then": page(at)}))
 """
 
 
@@ -30,8 +49,42 @@ def test_the_tile_map_is_drawn_before_torch_loads_and_redrawn_with_the_row_marke
     run = subprocess.run([sys.executable, "-c", RECORD], capture_output=True, text=True, cwd=ROOT, timeout=600,
                          check=True)
     out = json.loads(run.stdout.strip().splitlines()[-1])
-    assert not out["errors"], out["errors"]
-    first, last = out["events"][0], out["events"][-1]
-    assert not first["torch"] and not first["pandas"], out  # the first chart waits for neither
-    assert not first["row_marker"]  # the row is picked by the kernel, which is not loaded yet
-    assert last["torch"] and last["row_marker"] and len(out["events"]) == 2, out  # then the map marks it
+    first, then = out["first"], out["then"]
+    assert not first["errors"] and not then["errors"], out
+    maps = [e for e in out["events"] if "row_marker" in e]
+    assert len(maps) == 2, out  # once per run
+    assert not maps[0]["torch"] and not maps[0]["pandas"], out  # the first chart waits for neither
+    assert not maps[0]["emojis"], out  # nor for the page icon (its emoji check loads a catalogue)
+    assert not maps[0]["row_marker"]  # the automatic row is the kernel's pick, not loaded yet
+    # the first page: the map and the note, nothing else in the tab or the sidebar (the browser would hold the map
+    # back until the widgets' code had loaded), and still no torch at its end
+    assert not first["torch"] and first["charts"] == 0 and first["widgets_in_tab"] == 0 == first["sidebar"], out
+    assert any("Loading PyTorch" in text for text in first["info"]), first["info"]
+    # the next run loads the kernel, marks the row and draws the inspector
+    assert maps[1]["torch"] and maps[1]["row_marker"] and then["charts"] >= 1 and then["widgets_in_tab"] >= 3, out
+    assert then["sidebar"] >= 10, out
+    assert not any("Loading PyTorch" in text for text in then["info"]), then["info"]
+    # the page icon is set after the page: a run's first call leaves it out, a complete run's last call adds it
+    configs = [e["page_config"] for e in out["events"] if "page_config" in e]
+    assert len(configs) == 3 and "page_icon" not in configs[0] and "page_icon" not in configs[1], configs
+    assert configs[2] == ["page_icon"], configs
+
+
+def _timer_script():
+    import streamlit as st
+
+    from flashviz.ui.how_it_works import _kernel_wait, _kernel_wait_ui
+
+    st.session_state["runs"] = st.session_state.get("runs", 0) + 1
+    if st.session_state["runs"] == 1:
+        _kernel_wait_ui()  # the fresh server's first page: the note, and the fragment's first run
+        _kernel_wait()  # what the browser's timer runs next: the same fragment, which asks for a full run
+    st.markdown(f"run {st.session_state['runs']}")
+
+
+def test_the_waiting_fragment_shows_the_note_then_asks_for_a_full_run():
+    at = AppTest.from_function(_timer_script, default_timeout=60).run()
+    assert not at.exception
+    assert at.session_state["runs"] == 2 and at.markdown[-1].value == "run 2"  # the timer's call reran the app
+    assert at.session_state["_fv_kernel_asked"] is True
+    assert 0 < KERNEL_WAIT_S <= 1  # the browser asks within a second of the page's arrival

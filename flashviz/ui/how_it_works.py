@@ -22,6 +22,14 @@ from flashviz.ui.widgets import draw
 from flashviz.vocab import DTYPE_BYTES, LOOP_ORDER_LABELS
 
 GRID_MAX = 64  # tiles per side the animation draws (64 x 64 x 2 panels: about 0.75 MB of markup)
+# A fresh server's first page is the tile map and a note; the browser asks for the rest this many seconds after it
+# arrived (a fragment's run_every, which Streamlit times in the browser), and that run loads the kernel. Importing
+# torch holds the server's interpreter lock for about a quarter second at a time while its C extension loads, which
+# stalls the code the browser fetches to draw the map (0.3 s instead of 0.03 s for markdown's HTML chunk, measured
+# on a 2-core machine); after the wait the import competes with nothing the map needs.
+KERNEL_WAIT_S = 0.5
+KERNEL_ASKED = "_fv_kernel_asked"  # session state: this session's first page has asked for the kernel
+KERNEL_WAITED = "_fv_kernel_waited"  # session state: the wait's fragment has run once (its next run is the timer's)
 ROW_TRACE_FLOPS_MAX = 1e10  # the row inspector runs the real kernel; ~1-2 s of one CPU core at most
 INTRO = ("FlashAttention never builds the N × N score matrix S = QKᵀ. It cuts S into tiles of Br query rows × Bc key "
          "columns and computes one tile at a time in fast on-chip memory (SRAM), keeping a running max **m** and a "
@@ -57,6 +65,12 @@ def cached_map(n: int, br: int, bc: int, causal: bool, window: tuple[int, int] |
     """The tile map's HTML (flashviz.figures.tilemap), built once per configuration; row None: no row marker."""
     traces = [cached_schedule(n, br, bc, causal, window, order, d, dtype_bytes) for order in loop_orders]
     return tile_map_html(traces, row=row, start_frame=start_frame)
+
+
+def kernel_loaded() -> bool:
+    """Whether torch is imported: not before a session first needs it, nor while another session imports it."""
+    spec = getattr(sys.modules.get("torch"), "__spec__", None)
+    return spec is not None and not getattr(spec, "_initializing", False)
 
 
 def inspected_row(s: Settings) -> tuple[int, RowPick | None]:
@@ -104,26 +118,46 @@ def how_it_works_ui(s: Settings) -> None:
         _concepts_ui()
         return
     dtype_bytes = DTYPE_BYTES[s.dtype]
-    slot = st.empty()  # the tile map: drawn once, or twice on a fresh server (first without the row marker)
+    # A fresh server (torch not imported): this session's first page waits for the kernel (see KERNEL_WAIT_S).
+    wait = not kernel_loaded() and not st.session_state.get(KERNEL_ASKED)
     try:
         traces = [cached_schedule(s.n, s.br, s.bc, s.causal, s.window, order, s.d, dtype_bytes)
                   for order in s.loop_orders]
         frames_at = frame_indices(len(traces[0].computed_steps()))
         start = min(s.frame, max(len(frames_at) - 1, 0))  # the page's frame, where the new map still has it
-        if "torch" not in sys.modules:  # a fresh server: picking the row loads the kernel (seconds); show the map
-            show_map(cached_map(s.n, s.br, s.bc, s.causal, s.window, s.loop_orders, s.d, dtype_bytes, None, start),
-                     slot)  # at once; the row marker follows
-        row, pick = inspected_row(s)
+        # The automatic row is the kernel's pick: while the kernel waits, the map has no row marker.
+        row, pick = (None if s.autorow else s.row, None) if wait else inspected_row(s)
         html = cached_map(s.n, s.br, s.bc, s.causal, s.window, s.loop_orders, s.d, dtype_bytes, row, start)
     except (ValueError, TypeError) as e:  # the core's validation speaks for itself
-        slot.error(f"These settings cannot be drawn: {e}")
+        st.error(f"These settings cannot be drawn: {e}")
         return
-    show_map(html, slot)
+    show_map(html)
+    if wait:  # and nothing else in this run, the sidebar included: the browser draws a batch of elements once all
+        _kernel_wait_ui()  # their code has loaded, so the widgets' code would hold the map back
+        st.stop()
     _frame_ui(frames_at, len(traces[0].computed_steps()))
     _totals_ui(s, traces, dtype_bytes)
     st.markdown(INTRO)
     _row_inspector_ui(s, traces[0].steps, row, pick)
     _concepts_ui()
+
+
+def _kernel_wait_ui() -> None:
+    """Under a fresh server's first tile map: a note, and a fragment the browser reruns KERNEL_WAIT_S after the page
+    arrived; that rerun starts a full run, which loads the kernel and draws the rest of the tab (and stops the timer:
+    Streamlit drops a fragment's timer when a full run does not draw it)."""
+    st.session_state[KERNEL_ASKED] = True
+    st.session_state[KERNEL_WAITED] = False
+    _kernel_wait()
+
+
+@st.fragment(run_every=KERNEL_WAIT_S)
+def _kernel_wait() -> None:
+    if st.session_state.get(KERNEL_WAITED):  # the browser's timer: the page has had KERNEL_WAIT_S to draw
+        st.rerun()
+    st.session_state[KERNEL_WAITED] = True
+    st.info("Loading PyTorch for the row inspector, which runs the real kernel (once per server start): the "
+            "settings, the frame slider, the traffic totals and the inspector follow in a few seconds…")
 
 
 def _frame_ui(frames_at: list[int], n_computed: int) -> None:
