@@ -1,4 +1,4 @@
-"""First chart, measured: seconds from a cold `streamlit run app.py` to the first plotly chart drawn in a real browser.
+"""First chart, measured: seconds from a cold `streamlit run app.py` to the first chart drawn in a real browser.
 
 A teacher starts the dashboard and opens it; what they wait for is the first chart. This script measures exactly that
 in Debian's headless Chromium (driven by playwright), with the browser already running, as a teacher's would be:
@@ -11,12 +11,19 @@ in Debian's headless Chromium (driven by playwright), with the browser already r
     warm   further page loads on the last cold server, each in a new browser context (a new Streamlit session and an
            empty browser cache, so no widget state is reused, but the server's imports and caches are): from
            page.goto to the first chart and to the first plotly chart.
+    reference (--reference)  the same cold start of a one-line Streamlit page (one small SVG in st.markdown, the
+           dashboard's .streamlit/config.toml): what Streamlit itself costs on this machine, the floor under the
+           dashboard's figures.
+
+Before measuring, flashviz/ is compiled to bytecode (python -m compileall), as on any machine that has run the
+dashboard once and in the image, which compiles it at build time; --no-compile leaves that out (with
+PYTHONDONTWRITEBYTECODE=1 and no __pycache__ left, every start then compiles the package from source).
 
 It prints every repeat and the medians. The server can be started with another launcher to compare start commands
 side by side, e.g. scripts/serve.py (the image's start command):
 
     PYTHONPATH=$PWD python benchmarks/first_chart.py                        # 3 cold starts, 3 warm loads
-    PYTHONPATH=$PWD python benchmarks/first_chart.py --cold 5 --warm 5
+    PYTHONPATH=$PWD python benchmarks/first_chart.py --cold 5 --warm 5 --reference
     PYTHONPATH=$PWD python benchmarks/first_chart.py --launcher scripts/serve.py --launcher ''   # interleaved A/B
     PYTHONPATH=$PWD python benchmarks/first_chart.py --importtime 25        # + the server's 25 slowest imports
 
@@ -45,6 +52,13 @@ from load import CHROMIUM, CHROMIUM_ARGS, CONNECTED, free_port, stop
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ".fv-tilemap svg.fv-grid"  # the tile map's first panel (figures/tilemap.py): the page's first chart
 PLOTLY = ".js-plotly-plot .main-svg"  # plotly's SVG exists only once plotly.js has drawn the figure
+REFERENCE = "reference"  # the launcher name of --reference's one-line page
+REFERENCE_APP = """import streamlit as st
+
+st.markdown('<svg class="fv-reference" width="240" height="120"><rect width="240" height="120" fill="#56B4E9"/></svg>',
+            unsafe_allow_html=True)
+"""
+REFERENCE_CHART = "svg.fv-reference"
 HEALTH_POLL_S = 0.02  # seconds between health polls: small next to the ~1 s the server needs to start
 START_TIMEOUT_S = 120  # seconds a server may take to answer /_stcore/health on a busy machine
 CHART_TIMEOUT_MS = 120_000  # ms the first chart may take (the first script run imports torch)
@@ -60,24 +74,27 @@ class Cold:
     plotly_s: float
 
 
-def server_argv(launcher: str, port: int, importtime: bool) -> list[str]:
-    """The command that starts the dashboard on 127.0.0.1:port (same flags as the tests' and the load test's)."""
+def server_argv(launcher: str, port: int, importtime: bool, reference: Path) -> list[str]:
+    """The command that starts the dashboard (or the reference page) on 127.0.0.1:port (same flags as the tests' and
+    the load test's)."""
     flags = ["--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
              "--browser.gatherUsageStats", "false"]
     py = [sys.executable, *(["-X", "importtime"] if importtime else [])]
+    if launcher == REFERENCE:
+        return [*py, "-m", "streamlit", "run", str(reference), *flags]
     if launcher:
         return [*py, str(ROOT / launcher), *flags]
     return [*py, "-m", "streamlit", "run", str(ROOT / "app.py"), *flags]
 
 
 @contextlib.contextmanager
-def server(launcher: str, log: Path, importtime: bool = False) -> Iterator[tuple[str, float, float]]:
+def server(launcher: str, log: Path, reference: Path, importtime: bool = False) -> Iterator[tuple[str, float, float]]:
     """Start a fresh server; yields (url, t0, health_s) with t0 = time.monotonic() just before the spawn."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with open(log, "w") as out:
         t0 = time.monotonic()
-        proc = subprocess.Popen(server_argv(launcher, port, importtime), cwd=ROOT, stdout=out,
+        proc = subprocess.Popen(server_argv(launcher, port, importtime, reference), cwd=ROOT, stdout=out,
                                 stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         try:
             health_s = wait_health(url, proc, t0)
@@ -97,16 +114,19 @@ def wait_health(url: str, proc: subprocess.Popen, t0: float) -> float:
     raise RuntimeError(f"{url}/_stcore/health did not answer within {START_TIMEOUT_S} s")
 
 
-def first_chart(browser, url: str, t0: float) -> tuple[float, float, float]:
-    """Open url in a new context; (connected_s, chart_s, plotly_s) measured from t0 (time.monotonic())."""
+def first_chart(browser, url: str, t0: float, reference: bool = False) -> tuple[float, float, float]:
+    """Open url in a new context; (connected_s, chart_s, plotly_s) measured from t0 (time.monotonic()). The
+    reference page has no plotly chart: its plotly_s is NaN."""
     context = browser.new_context(viewport=VIEWPORT)
     try:
         page = context.new_page()
         page.goto(url)
         page.wait_for_selector(CONNECTED, timeout=CHART_TIMEOUT_MS)
         connected = time.monotonic() - t0
-        page.wait_for_selector(CHART, timeout=CHART_TIMEOUT_MS)
+        page.wait_for_selector(REFERENCE_CHART if reference else CHART, timeout=CHART_TIMEOUT_MS)
         chart = time.monotonic() - t0
+        if reference:
+            return connected, chart, float("nan")
         page.wait_for_selector(PLOTLY, timeout=CHART_TIMEOUT_MS)
         return connected, chart, time.monotonic() - t0
     finally:
@@ -128,18 +148,21 @@ def slowest_imports(log: Path, top: int) -> list[tuple[float, str]]:
 def measure(args: argparse.Namespace, browser, tmp: Path) -> tuple[list[Cold], dict[str, list[tuple[float, float]]]]:
     """Cold starts for every launcher (interleaved), then the warm loads on each launcher's last server."""
     colds: list[Cold] = []
-    warms: dict[str, list[tuple[float, float]]] = {name: [] for name in args.launcher}  # (chart_s, plotly_s)
+    names = [*args.launcher, *([REFERENCE] if args.reference else [])]
+    warms: dict[str, list[tuple[float, float]]] = {name: [] for name in names}  # (chart_s, plotly_s)
+    reference = tmp / "reference_page.py"
+    reference.write_text(REFERENCE_APP)
     for rep in range(args.cold):
-        for name in args.launcher:  # interleaved, so drift in the machine's load hits every launcher alike
+        for name in names:  # interleaved, so drift in the machine's load hits every launcher alike
             log = tmp / f"server-{rep}-{len(colds)}.log"
             importtime = args.importtime > 0 and rep == 0
-            with server(name, log, importtime) as (url, t0, health_s):
-                connected_s, chart_s, plotly_s = first_chart(browser, url, t0)
+            with server(name, log, reference, importtime) as (url, t0, health_s):
+                connected_s, chart_s, plotly_s = first_chart(browser, url, t0, name == REFERENCE)
                 colds.append(Cold(name, health_s, connected_s, chart_s, plotly_s))
+                plotly = "" if name == REFERENCE else f", first plotly chart {plotly_s:.2f} s"
                 print(f"cold {rep + 1}/{args.cold} {name or 'streamlit run'}: health {health_s:.2f} s, "
-                      f"connected {connected_s:.2f} s, first chart {chart_s:.2f} s, first plotly chart "
-                      f"{plotly_s:.2f} s", flush=True)
-                if rep == args.cold - 1:
+                      f"connected {connected_s:.2f} s, first chart {chart_s:.2f} s{plotly}", flush=True)
+                if rep == args.cold - 1 and name != REFERENCE:
                     for _ in range(args.warm):
                         t1 = time.monotonic()
                         warms[name].append(first_chart(browser, url, t1)[1:])
@@ -151,7 +174,8 @@ def measure(args: argparse.Namespace, browser, tmp: Path) -> tuple[list[Cold], d
 
 
 def report(colds: list[Cold], warms: dict[str, list[tuple[float, float]]]) -> None:
-    print("\nmedians (seconds); chart = the tile map, plotly = the first plotly chart (the row inspector)")
+    print("\nmedians (seconds); chart = the tile map, plotly = the first plotly chart (the row inspector); "
+          "reference = a one-SVG Streamlit page")
     print(f"{'launcher':>24}  {'health':>7}  {'connected':>9}  {'cold chart':>10}  {'cold plotly':>11}  "
           f"{'warm chart':>10}  {'warm plotly':>11}")
     med = lambda xs: statistics.median(xs) if xs else float("nan")  # noqa: E731
@@ -161,6 +185,10 @@ def report(colds: list[Cold], warms: dict[str, list[tuple[float, float]]]) -> No
               f"{med([c.connected_s for c in mine]):9.2f}  {med([c.chart_s for c in mine]):10.2f}  "
               f"{med([c.plotly_s for c in mine]):11.2f}  {med([w[0] for w in warm]):10.2f}  "
               f"{med([w[1] for w in warm]):11.2f}")
+    for name in warms:
+        charts = sorted(c.chart_s for c in colds if c.launcher == name)
+        print(f"{name or 'streamlit run app.py':>24}  cold chart over {len(charts)} starts: "
+              f"{charts[0]:.2f}-{charts[-1]:.2f} s")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,6 +198,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--launcher", action="append", default=None,
                    help="a Python script that starts the server with streamlit's flags, relative to the repository; "
                         "'' is `streamlit run app.py` (the default); repeat to compare")
+    p.add_argument("--reference", action="store_true",
+                   help="also start a one-line Streamlit page cold, interleaved: Streamlit's own floor here")
+    p.add_argument("--no-compile", action="store_true",
+                   help="do not compile flashviz/ to bytecode first (see above)")
     p.add_argument("--importtime", type=int, default=0, metavar="K",
                    help="run the first cold start under -X importtime and print its K slowest imports")
     args = p.parse_args(argv)
@@ -179,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.launcher:
         if name and not (ROOT / name).is_file():
             p.error(f"--launcher {name!r} is not a file under {ROOT}; pass '' for `streamlit run app.py`")
+    if not args.no_compile:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", "flashviz"], cwd=ROOT, check=True)
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw, tempfile.TemporaryDirectory(prefix="first-chart-") as tmp:
