@@ -26,7 +26,8 @@ events, markdown, page_config = [], DeltaGenerator.markdown, streamlit.set_page_
 def record(self, body, *args, **kwargs):
     if 'class="fv-tilemap"' in str(body):
         events.append({"torch": "torch" in sys.modules, "pandas": "pandas" in sys.modules,
-                       "emojis": "streamlit.emojis" in sys.modules, "row_marker": 'class="row-marker"' in body})
+                       "emojis": "streamlit.emojis" in sys.modules, "row_marker": 'class="row-marker"' in body,
+                       "still": 'data-still="1"' in body})
     return markdown(self, body, *args, **kwargs)
 def record_main(body, *args, **kwargs):  # st.markdown: the main DeltaGenerator's method, bound at import
     return record(streamlit._main, body, *args, **kwargs)
@@ -56,6 +57,7 @@ def test_the_tile_map_is_drawn_before_torch_loads_and_redrawn_with_the_row_marke
     assert not maps[0]["torch"] and not maps[0]["pandas"], out  # the first chart waits for neither
     assert not maps[0]["emojis"], out  # nor for the page icon (its emoji check loads a catalogue)
     assert not maps[0]["row_marker"]  # the automatic row is the kernel's pick, not loaded yet
+    assert maps[0]["still"] and not maps[1]["still"], out  # the start frame as a picture first, then the animation
     # the first page: the map and the note, nothing else in the tab or the sidebar (the browser would hold the map
     # back until the widgets' code had loaded), and still no torch at its end
     assert not first["torch"] and first["charts"] == 0 and first["widgets_in_tab"] == 0 == first["sidebar"], out

@@ -102,6 +102,30 @@ def test_the_row_marker_sits_inside_its_block_also_when_the_last_block_is_ragged
     assert row // br < y < row // br + 1 <= tr.n_q_blocks
 
 
+@pytest.mark.parametrize(("n", "br", "causal", "window", "start"), [(1024, 64, False, None, 0),
+                                                                      (4096, 128, True, (512, 0), 7),
+                                                                      (100, 16, True, None, 3)])
+def test_the_still_map_is_the_start_frame_of_the_full_one_in_a_fraction_of_the_markup(n, br, causal, window, start):
+    traces = [schedule_trace(n, br, br, causal=causal, window=window, loop_order=o, d=64)
+              for o in ("kv_outer", "q_outer")]
+    full, still = (tile_map_html(traces, row=n // 3, start_frame=start, still=flag) for flag in (False, True))
+    f, m = parse(full), parse(still)
+    assert (m.title, m.subtitle, m.legend, m.start, m.frames) == (f.title, f.subtitle, f.legend, f.start, f.frames)
+    assert 'data-still="1"' in still and 'data-still' not in full
+    for pf, pm in zip(f.panels, m.panels, strict=True):
+        # every tile's fate and whether it is reached at the start frame, the row marker: as in the full map
+        assert {ij: (t["fate"], t["done"]) for ij, t in pm.tiles.items()} == \
+            {ij: (t["fate"], t["done"]) for ij, t in pf.tiles.items()}
+        assert pm.row_marker == pf.row_marker and pm.cell == pf.cell
+        # the start frame alone, the same overlay and counters; nothing to hover, nothing to play
+        assert list(pm.frames) == [start]
+        assert {k: v for k, v in pm.frames[start].items() if k != "last"} == \
+            {k: v for k, v in pf.frames[start].items() if k != "last"}
+        assert all(t["title"] is None for t in pm.tiles.values())
+    assert m.controls == [] and "<input" not in still and f.controls  # no Play without the frames to play
+    assert len(still) < 0.35 * len(full)
+
+
 def test_titles_axes_legend_controls_and_hover_text():
     traces = [schedule_trace(100, 16, 16, causal=True, d=8, loop_order=o) for o in ("kv_outer", "q_outer")]
     m = parse(tile_map_html(traces, row=40))

@@ -184,12 +184,13 @@ def _cell_px(tr: ScheduleTrace, panels: int) -> float:
     return GRID_PX[panels] / max(tr.n_q_blocks, tr.n_k_blocks)
 
 
-def _tiles_svg(tr: ScheduleTrace, reveal: list[int], tl: _Timeline, cell: float) -> str:
+def _tiles_svg(tr: ScheduleTrace, reveal: list[int], tl: _Timeline, cell: float, still: bool) -> str:
     """One <rect> per tile, classed by fate: "done" (full colour) if reached by the start frame, else "later rK"
     (pale, turning full colour at frame K's time, set once per frame in _reveal_css). Grids of up to TITLED_TILES
-    tiles get a hover title each (rows, keys, step); on larger ones a tile is too small to point at."""
+    tiles get a hover title each (rows, keys, step), except on a still map; on larger ones a tile is too small to
+    point at."""
     gap = 1.0 if cell >= GAP_MIN_CELL_PX else 0.0
-    titled = tr.steps <= TITLED_TILES
+    titled = tr.steps <= TITLED_TILES and not still
     out = []
     for step in range(tr.steps):
         i, j, fate = tr.q_block[step], tr.k_block[step], tr.status[step]
@@ -242,11 +243,12 @@ def _overlay(tr: ScheduleTrace, computed: list[int], f: int, cell: float) -> str
             f'stroke="{SRAM_OUTLINE_COLOR}" stroke-width="3" stroke-dasharray="7 4"/>')
 
 
-def _frames_svg(tr: ScheduleTrace, computed: list[int], tl: _Timeline, cell: float, grid_x: float) -> str:
-    """One <g class="fr"> per frame from the start frame on, visible for its frame only (the last one stays): the
-    overlay on the grid and the counter above it."""
+def _frames_svg(tr: ScheduleTrace, computed: list[int], tl: _Timeline, cell: float, grid_x: float,
+                still: bool) -> str:
+    """One <g class="fr"> per frame from the start frame on (a still map: the start frame only), visible for its
+    frame only (the last one stays): the overlay on the grid and the counter above it."""
     out = []
-    for k in range(tl.start, len(tl.frames_at)):
+    for k in range(tl.start, tl.start + 1 if still else len(tl.frames_at)):
         f = tl.frames_at[k]
         first, second = (escape(t) for t in counter_text(tr, computed, f))
         last = " last" if k == len(tl.frames_at) - 1 else ""
@@ -273,7 +275,7 @@ def _axes_svg(tr: ScheduleTrace, cell: float, width: float, height: float, y_tit
     return ticks
 
 
-def _panel_svg(tr: ScheduleTrace, p: int, panels: int, tl: _Timeline, row: int | None) -> str:
+def _panel_svg(tr: ScheduleTrace, p: int, panels: int, tl: _Timeline, row: int | None, still: bool) -> str:
     """Panel p: counters over the grid, the grid, its axes, the frames' overlays and the row marker."""
     computed = tr.computed_steps()
     cell = _cell_px(tr, panels)
@@ -291,9 +293,9 @@ def _panel_svg(tr: ScheduleTrace, p: int, panels: int, tl: _Timeline, row: int |
             f'height="{svg_h:.0f}" viewBox="0 0 {svg_w:.0f} {svg_h:.0f}" role="img" '
             f'aria-label="tile map, {tr.loop_order}">'
             f'<rect x="{LEFT_PX}" y="{TOP_PX}" width="{width:.2f}" height="{height:.2f}" fill="#5a5a5a"/>'
-            f'<g transform="translate({LEFT_PX},{TOP_PX})">{_tiles_svg(tr, reveal, tl, cell)}{marker}</g>'
+            f'<g transform="translate({LEFT_PX},{TOP_PX})">{_tiles_svg(tr, reveal, tl, cell, still)}{marker}</g>'
             f"{_axes_svg(tr, cell, width, height, p == 0)}{empty}"
-            f"{_frames_svg(tr, computed, tl, cell, LEFT_PX) if computed else ''}</svg>")
+            f"{_frames_svg(tr, computed, tl, cell, LEFT_PX, still) if computed else ''}</svg>")
 
 
 def _legend(row: int | None, beside: bool) -> str:
@@ -312,7 +314,7 @@ def _legend(row: int | None, beside: bool) -> str:
 
 def tile_map_html(traces: Sequence[ScheduleTrace], *, row: int | None = None, max_frames: int = MAX_FRAMES,
                   title: str | None = None, subtitle: str | None = None, start_frame: int = 0,
-                  uid: str = "fv-tm") -> str:
+                  uid: str = "fv-tm", still: bool = False) -> str:
     """The animated tile map of one or two loop orders (lockstep: frame k = each order's k-th computed tile), as
     one line of HTML (an SVG per panel, CSS animations, a Play/Pause and a Restart control).
 
@@ -324,6 +326,9 @@ def tile_map_html(traces: Sequence[ScheduleTrace], *, row: int | None = None, ma
         start_frame: the frame drawn before Play (0 <= start_frame < frames), so a page keeps its place when a
             setting changes; Play and Restart run from it.
         uid: the root element's id (unique on a page): the CSS is scoped to it.
+        still: the start frame as a still picture, a fifth to a third of the markup: every tile's fate, that frame's
+            overlay and counters, no later frames, hover titles or Play and Restart (what a fresh server's first
+            page draws while the rest of the page loads; the browser draws less markup sooner).
     Returns:
         HTML for st.markdown(..., unsafe_allow_html=True): no blank lines, no script.
 
@@ -343,17 +348,20 @@ def tile_map_html(traces: Sequence[ScheduleTrace], *, row: int | None = None, ma
         raise ValueError(f"start_frame must be in 0..{max(len(frames_at) - 1, 0)} (this map has {len(frames_at)} "
                          f"frames), got {start_frame}. Start at 0 when the settings change the frame count.")
     tl = _Timeline(frames_at, start_frame, frame_seconds(len(frames_at)))
-    panels = "".join(_panel_svg(tr, p, len(traces), tl, row) for p, tr in enumerate(traces))
+    panels = "".join(_panel_svg(tr, p, len(traces), tl, row, still) for p, tr in enumerate(traces))
     title = escape(title or "Tile map of S = QKᵀ: computed, masked, skipped")
     subtitle = escape(subtitle or _subtitle(traces[0], len(computed)))
-    play = "" if len(frames_at) < 2 else (
+    controls = "" if still else (
+        f'<input type="checkbox" id="{uid}-play" class="fv-play" aria-label="Play or pause the animation"/>'
+        f'<input type="checkbox" id="{uid}-restart" class="fv-restart" aria-label="Restart the animation"/>')
+    play = "" if len(frames_at) < 2 or still else (
         f'<label for="{uid}-play" class="fv-playlabel"><span class="fv-go">▶ Play</span>'
         f'<span class="fv-pause">❚❚ Pause</span></label><label for="{uid}-restart">⟲ Restart</label>')
+    reveal = "" if still else f"<style>{_reveal_css(uid, tl)}</style>"  # when each tile turns: only with Play
+    still_attr = ' data-still="1"' if still else ""
     return (f'<div id="{uid}" class="{ROOT_CLASS}" data-frames="{len(frames_at)}" data-start="{start_frame}" '
-            f'data-frame-s="{tl.dt:.3f}">{_style(uid)}<style>{_reveal_css(uid, tl)}</style>'
-            f'<p class="fv-title">{title}</p><p class="fv-sub">{subtitle}</p>'
-            f'<input type="checkbox" id="{uid}-play" class="fv-play" aria-label="Play or pause the animation"/>'
-            f'<input type="checkbox" id="{uid}-restart" class="fv-restart" aria-label="Restart the animation"/>'
+            f'data-frame-s="{tl.dt:.3f}"{still_attr}>{_style(uid)}{reveal}'
+            f'<p class="fv-title">{title}</p><p class="fv-sub">{subtitle}</p>{controls}'
             f'<div class="fv-bar">{play}</div><div class="fv-panels">{panels}{_legend(row, beside=len(traces) == 1)}'
             "</div></div>")
 

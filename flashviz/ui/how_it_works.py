@@ -22,8 +22,9 @@ from flashviz.ui.widgets import draw
 from flashviz.vocab import DTYPE_BYTES, LOOP_ORDER_LABELS
 
 GRID_MAX = 64  # tiles per side the animation draws (64 x 64 x 2 panels: about 0.75 MB of markup)
-# A fresh server's first page is the tile map and a note; the browser asks for the rest this many seconds after it
-# arrived (a fragment's run_every, which Streamlit times in the browser), and that run loads the kernel. Importing
+# A fresh server's first page is the tile map (its start frame as a still picture: a fifth of the markup, drawn
+# sooner) and a note; the browser asks for the rest this many seconds after it arrived (a fragment's run_every,
+# which Streamlit times in the browser), and that run loads the kernel and draws the animated map. Importing
 # torch holds the server's interpreter lock for about a quarter second at a time while its C extension loads, which
 # stalls the code the browser fetches to draw the map (0.3 s instead of 0.03 s for markdown's HTML chunk, measured
 # on a 2-core machine); after the wait the import competes with nothing the map needs.
@@ -61,10 +62,11 @@ def cached_pick(n: int, d: int, br: int, bc: int, causal: bool, window: tuple[in
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def cached_map(n: int, br: int, bc: int, causal: bool, window: tuple[int, int] | None, loop_orders: tuple[str, ...],
-               d: int, dtype_bytes: int, row: int | None, start_frame: int) -> str:
-    """The tile map's HTML (flashviz.figures.tilemap), built once per configuration; row None: no row marker."""
+               d: int, dtype_bytes: int, row: int | None, start_frame: int, still: bool = False) -> str:
+    """The tile map's HTML (flashviz.figures.tilemap), built once per configuration; row None: no row marker;
+    still: the start frame alone, without Play (a fresh server's first page)."""
     traces = [cached_schedule(n, br, bc, causal, window, order, d, dtype_bytes) for order in loop_orders]
-    return tile_map_html(traces, row=row, start_frame=start_frame)
+    return tile_map_html(traces, row=row, start_frame=start_frame, still=still)
 
 
 def kernel_loaded() -> bool:
@@ -127,7 +129,7 @@ def how_it_works_ui(s: Settings) -> None:
         start = min(s.frame, max(len(frames_at) - 1, 0))  # the page's frame, where the new map still has it
         # The automatic row is the kernel's pick: while the kernel waits, the map has no row marker.
         row, pick = (None if s.autorow else s.row, None) if wait else inspected_row(s)
-        html = cached_map(s.n, s.br, s.bc, s.causal, s.window, s.loop_orders, s.d, dtype_bytes, row, start)
+        html = cached_map(s.n, s.br, s.bc, s.causal, s.window, s.loop_orders, s.d, dtype_bytes, row, start, wait)
     except (ValueError, TypeError) as e:  # the core's validation speaks for itself
         st.error(f"These settings cannot be drawn: {e}")
         return
