@@ -15,9 +15,9 @@ in Debian's headless Chromium (driven by playwright), with the browser already r
            dashboard's .streamlit/config.toml): what Streamlit itself costs on this machine, the floor under the
            dashboard's figures.
 
-Before measuring, flashviz/ is compiled to bytecode (python -m compileall), as on any machine that has run the
-dashboard once and in the image, which compiles it at build time; --no-compile leaves that out (with
-PYTHONDONTWRITEBYTECODE=1 and no __pycache__ left, every start then compiles the package from source).
+Before measuring, flashviz/ (and each --checkout's) is compiled to bytecode (python -m compileall), as on any
+machine that has run the dashboard once and in the image, which compiles it at build time; --no-compile leaves that
+out (with PYTHONDONTWRITEBYTECODE=1 and no __pycache__ left, every start then compiles the package from source).
 
 It prints every repeat and the medians. The server can be started with another launcher to compare start commands
 side by side, e.g. scripts/serve.py (the image's start command):
@@ -25,6 +25,8 @@ side by side, e.g. scripts/serve.py (the image's start command):
     PYTHONPATH=$PWD python benchmarks/first_chart.py                        # 3 cold starts, 3 warm loads
     PYTHONPATH=$PWD python benchmarks/first_chart.py --cold 5 --warm 5 --reference
     PYTHONPATH=$PWD python benchmarks/first_chart.py --launcher scripts/serve.py --launcher ''   # interleaved A/B
+    git worktree add /tmp/before <commit>                                   # an earlier version, side by side:
+    PYTHONPATH=$PWD python benchmarks/first_chart.py --checkout /tmp/before --reference
     PYTHONPATH=$PWD python benchmarks/first_chart.py --importtime 25        # + the server's 25 slowest imports
 
 Times depend on the machine and its load: compare launchers measured in one run (they are interleaved repeat by
@@ -53,6 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHART = ".fv-tilemap svg.fv-grid"  # the tile map's first panel (figures/tilemap.py): the page's first chart
 PLOTLY = ".js-plotly-plot .main-svg"  # plotly's SVG exists only once plotly.js has drawn the figure
 REFERENCE = "reference"  # the launcher name of --reference's one-line page
+CHECKOUT = "checkout:"  # launcher names "checkout:DIR": `streamlit run DIR/app.py` in DIR (another checkout)
 REFERENCE_APP = """import streamlit as st
 
 st.markdown('<svg class="fv-reference" width="240" height="120"><rect width="240" height="120" fill="#56B4E9"/></svg>',
@@ -67,7 +70,7 @@ VIEWPORT = {"width": 1440, "height": 900}  # the classroom laptop the README's s
 
 @dataclass
 class Cold:
-    launcher: str  # "" = `streamlit run app.py`; otherwise the launcher script's path
+    launcher: str  # "" = `streamlit run app.py`; REFERENCE; CHECKOUT + a directory; else the launcher's path
     health_s: float
     connected_s: float
     chart_s: float
@@ -82,6 +85,8 @@ def server_argv(launcher: str, port: int, importtime: bool, reference: Path) -> 
     py = [sys.executable, *(["-X", "importtime"] if importtime else [])]
     if launcher == REFERENCE:
         return [*py, "-m", "streamlit", "run", str(reference), *flags]
+    if launcher.startswith(CHECKOUT):
+        return [*py, "-m", "streamlit", "run", str(Path(launcher[len(CHECKOUT):]) / "app.py"), *flags]
     if launcher:
         return [*py, str(ROOT / launcher), *flags]
     return [*py, "-m", "streamlit", "run", str(ROOT / "app.py"), *flags]
@@ -94,7 +99,8 @@ def server(launcher: str, log: Path, reference: Path, importtime: bool = False) 
     url = f"http://127.0.0.1:{port}"
     with open(log, "w") as out:
         t0 = time.monotonic()
-        proc = subprocess.Popen(server_argv(launcher, port, importtime, reference), cwd=ROOT, stdout=out,
+        cwd = Path(launcher[len(CHECKOUT):]) if launcher.startswith(CHECKOUT) else ROOT  # its own config and code
+        proc = subprocess.Popen(server_argv(launcher, port, importtime, reference), cwd=cwd, stdout=out,
                                 stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         try:
             health_s = wait_health(url, proc, t0)
@@ -148,7 +154,7 @@ def slowest_imports(log: Path, top: int) -> list[tuple[float, str]]:
 def measure(args: argparse.Namespace, browser, tmp: Path) -> tuple[list[Cold], dict[str, list[tuple[float, float]]]]:
     """Cold starts for every launcher (interleaved), then the warm loads on each launcher's last server."""
     colds: list[Cold] = []
-    names = [*args.launcher, *([REFERENCE] if args.reference else [])]
+    names = [*args.launcher, *(CHECKOUT + str(d) for d in args.checkout), *([REFERENCE] if args.reference else [])]
     warms: dict[str, list[tuple[float, float]]] = {name: [] for name in names}  # (chart_s, plotly_s)
     reference = tmp / "reference_page.py"
     reference.write_text(REFERENCE_APP)
@@ -176,18 +182,18 @@ def measure(args: argparse.Namespace, browser, tmp: Path) -> tuple[list[Cold], d
 def report(colds: list[Cold], warms: dict[str, list[tuple[float, float]]]) -> None:
     print("\nmedians (seconds); chart = the tile map, plotly = the first plotly chart (the row inspector); "
           "reference = a one-SVG Streamlit page")
-    print(f"{'launcher':>24}  {'health':>7}  {'connected':>9}  {'cold chart':>10}  {'cold plotly':>11}  "
+    print(f"{'launcher':>32}  {'health':>7}  {'connected':>9}  {'cold chart':>10}  {'cold plotly':>11}  "
           f"{'warm chart':>10}  {'warm plotly':>11}")
     med = lambda xs: statistics.median(xs) if xs else float("nan")  # noqa: E731
     for name, warm in warms.items():
         mine = [c for c in colds if c.launcher == name]
-        print(f"{name or 'streamlit run app.py':>24}  {med([c.health_s for c in mine]):7.2f}  "
+        print(f"{name or 'streamlit run app.py':>32}  {med([c.health_s for c in mine]):7.2f}  "
               f"{med([c.connected_s for c in mine]):9.2f}  {med([c.chart_s for c in mine]):10.2f}  "
               f"{med([c.plotly_s for c in mine]):11.2f}  {med([w[0] for w in warm]):10.2f}  "
               f"{med([w[1] for w in warm]):11.2f}")
     for name in warms:
         charts = sorted(c.chart_s for c in colds if c.launcher == name)
-        print(f"{name or 'streamlit run app.py':>24}  cold chart over {len(charts)} starts: "
+        print(f"{name or 'streamlit run app.py':>32}  cold chart over {len(charts)} starts: "
               f"{charts[0]:.2f}-{charts[-1]:.2f} s")
 
 
@@ -198,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--launcher", action="append", default=None,
                    help="a Python script that starts the server with streamlit's flags, relative to the repository; "
                         "'' is `streamlit run app.py` (the default); repeat to compare")
+    p.add_argument("--checkout", action="append", default=[], type=Path, metavar="DIR",
+                   help="also start DIR/app.py, another checkout of this repository (e.g. a git worktree of an "
+                        "earlier commit), interleaved; repeat to compare several")
     p.add_argument("--reference", action="store_true",
                    help="also start a one-line Streamlit page cold, interleaved: Streamlit's own floor here")
     p.add_argument("--no-compile", action="store_true",
@@ -211,8 +220,12 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.launcher:
         if name and not (ROOT / name).is_file():
             p.error(f"--launcher {name!r} is not a file under {ROOT}; pass '' for `streamlit run app.py`")
+    for d in args.checkout:
+        if not (d / "app.py").is_file() or not (d / "flashviz").is_dir():
+            p.error(f"--checkout {d}: no app.py and flashviz/ there; pass a checkout of this repository")
     if not args.no_compile:
-        subprocess.run([sys.executable, "-m", "compileall", "-q", "flashviz"], cwd=ROOT, check=True)
+        for d in [ROOT, *args.checkout]:
+            subprocess.run([sys.executable, "-m", "compileall", "-q", "flashviz"], cwd=d, check=True)
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw, tempfile.TemporaryDirectory(prefix="first-chart-") as tmp:
