@@ -1,6 +1,7 @@
 """figures/tilemap.py: the animated tile map, from plain traces, read back by tests/_tilemap."""
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -122,7 +123,16 @@ def test_the_still_map_is_the_start_frame_of_the_full_one_in_a_fraction_of_the_m
         assert {k: v for k, v in pm.frames[start].items() if k != "last"} == \
             {k: v for k, v in pf.frames[start].items() if k != "last"}
         assert all(t["title"] is None for t in pm.tiles.values())
-    assert m.controls == [] and "<input" not in still and f.controls  # no Play without the frames to play
+    # no Play without the frames to play: the controls' place is kept (hidden, tied to no input), so the page does
+    # not move when the animated map replaces the still one
+    assert "<input" not in still and m.controls == f.controls
+    assert '<div class="fv-bar" style="visibility:hidden" aria-hidden="true">' in still
+    assert '<div class="fv-bar">' in full
+    # nothing on a still map animates a tile: a tile's class alone sets its fill (pale until reached, else full);
+    # an animation class without the reveal delays would jump every tile to full colour at once
+    assert re.search(r'class="[^"]*\blater\b', still) is None and re.search(r"\.r\d+\{animation-delay", still) is None
+    assert all(t["reveal"] is None for p in m.panels for t in p.tiles.values())
+    assert re.search(r'class="[^"]*\blater\b', full)  # (the same check finds them on the animated map)
     assert len(still) < 0.35 * len(full)
 
 

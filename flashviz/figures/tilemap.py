@@ -186,16 +186,19 @@ def _cell_px(tr: ScheduleTrace, panels: int) -> float:
 
 def _tiles_svg(tr: ScheduleTrace, reveal: list[int], tl: _Timeline, cell: float, still: bool) -> str:
     """One <rect> per tile, classed by fate: "done" (full colour) if reached by the start frame, else "later rK"
-    (pale, turning full colour at frame K's time, set once per frame in _reveal_css). Grids of up to TITLED_TILES
-    tiles get a hover title each (rows, keys, step), except on a still map; on larger ones a tile is too small to
-    point at."""
+    (pale, turning full colour at frame K's time, set once per frame in _reveal_css), or on a still map nothing
+    (pale). Grids of up to TITLED_TILES tiles get a hover title each (rows, keys, step), except on a still map; on
+    larger ones a tile is too small to point at."""
     gap = 1.0 if cell >= GAP_MIN_CELL_PX else 0.0
     titled = tr.steps <= TITLED_TILES and not still
     out = []
     for step in range(tr.steps):
         i, j, fate = tr.q_block[step], tr.k_block[step], tr.status[step]
-        when = "done" if reveal[step] <= tl.start else f"later r{reveal[step]}"
-        rect = (f'<rect class="t {FATE_CLASS[fate]} {when}" x="{j * cell + gap / 2:.1f}" y="{i * cell + gap / 2:.1f}" '
+        # a still map has no timeline: a tile not reached yet stays pale (an animation class without its delay
+        # would jump to full colour at once)
+        when = "done" if reveal[step] <= tl.start else "" if still else f"later r{reveal[step]}"
+        classes = f"t {FATE_CLASS[fate]} {when}".rstrip()
+        rect = (f'<rect class="{classes}" x="{j * cell + gap / 2:.1f}" y="{i * cell + gap / 2:.1f}" '
                 f'width="{cell - gap:.1f}" height="{cell - gap:.1f}"')
         if titled:
             rows = f"{i * tr.block_q}-{min((i + 1) * tr.block_q, tr.n) - 1}"
@@ -354,15 +357,17 @@ def tile_map_html(traces: Sequence[ScheduleTrace], *, row: int | None = None, ma
     controls = "" if still else (
         f'<input type="checkbox" id="{uid}-play" class="fv-play" aria-label="Play or pause the animation"/>'
         f'<input type="checkbox" id="{uid}-restart" class="fv-restart" aria-label="Restart the animation"/>')
-    play = "" if len(frames_at) < 2 or still else (
+    play = "" if len(frames_at) < 2 else (
         f'<label for="{uid}-play" class="fv-playlabel"><span class="fv-go">▶ Play</span>'
         f'<span class="fv-pause">❚❚ Pause</span></label><label for="{uid}-restart">⟲ Restart</label>')
+    bar = '<div class="fv-bar" style="visibility:hidden" aria-hidden="true">' if still else '<div class="fv-bar">'
+    # (a still map keeps the controls' place, hidden and tied to no input, so the animated map replaces it in place)
     reveal = "" if still else f"<style>{_reveal_css(uid, tl)}</style>"  # when each tile turns: only with Play
     still_attr = ' data-still="1"' if still else ""
     return (f'<div id="{uid}" class="{ROOT_CLASS}" data-frames="{len(frames_at)}" data-start="{start_frame}" '
             f'data-frame-s="{tl.dt:.3f}"{still_attr}>{_style(uid)}{reveal}'
             f'<p class="fv-title">{title}</p><p class="fv-sub">{subtitle}</p>{controls}'
-            f'<div class="fv-bar">{play}</div><div class="fv-panels">{panels}{_legend(row, beside=len(traces) == 1)}'
+            f'{bar}{play}</div><div class="fv-panels">{panels}{_legend(row, beside=len(traces) == 1)}'
             "</div></div>")
 
 
