@@ -28,7 +28,7 @@ GRID_MAX = 64  # tiles per side the animation draws (64 x 64 x 2 panels: about 0
 # torch holds the server's interpreter lock for about a quarter second at a time while its C extension loads, which
 # stalls the code the browser fetches to draw the map (0.3 s instead of 0.03 s for markdown's HTML chunk, measured
 # on a 2-core machine); after the wait the import competes with nothing the map needs.
-KERNEL_WAIT_S = 0.5
+KERNEL_WAIT_S = 0.25
 KERNEL_ASKED = "_fv_kernel_asked"  # session state: this session's first page has asked for the kernel
 KERNEL_WAITED = "_fv_kernel_waited"  # session state: the wait's fragment has run once (its next run is the timer's)
 ROW_TRACE_FLOPS_MAX = 1e10  # the row inspector runs the real kernel; ~1-2 s of one CPU core at most
