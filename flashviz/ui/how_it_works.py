@@ -70,7 +70,7 @@ def cached_map(n: int, br: int, bc: int, causal: bool, window: tuple[int, int] |
 
 
 def kernel_loaded() -> bool:
-    """Whether torch is imported: not before a session first needs it, nor while another session imports it."""
+    """Whether torch is fully imported: False before any session has needed it, and while one is importing it."""
     spec = getattr(sys.modules.get("torch"), "__spec__", None)
     return spec is not None and not getattr(spec, "_initializing", False)
 
