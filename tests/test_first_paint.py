@@ -53,17 +53,18 @@ def test_the_tile_map_is_drawn_before_torch_loads_and_redrawn_with_the_row_marke
     first, then = out["first"], out["then"]
     assert not first["errors"] and not then["errors"], out
     maps = [e for e in out["events"] if "row_marker" in e]
-    assert len(maps) == 2, out  # once per run
+    assert len(maps) == 3, out  # the first page's; the next run's, twice: as on screen, then with the kernel
     assert not maps[0]["torch"] and not maps[0]["pandas"], out  # the first chart waits for neither
     assert not maps[0]["emojis"], out  # nor for the page icon (its emoji check loads a catalogue)
     assert not maps[0]["row_marker"]  # the automatic row is the kernel's pick, not loaded yet
-    assert maps[0]["still"] and not maps[1]["still"], out  # the start frame as a picture first, then the animation
+    assert maps[0]["still"] and not maps[2]["still"], out  # the start frame as a picture first, then the animation
+    assert maps[1] == {**maps[0], "emojis": maps[1]["emojis"]}, out  # redrawn as it was while torch loads
     # the first page: the map and the note, nothing else in the tab or the sidebar (the browser would hold the map
     # back until the widgets' code had loaded), and still no torch at its end
     assert not first["torch"] and first["charts"] == 0 and first["widgets_in_tab"] == 0 == first["sidebar"], out
     assert any("Loading PyTorch" in text for text in first["info"]), first["info"]
     # the next run loads the kernel, marks the row and draws the inspector
-    assert maps[1]["torch"] and maps[1]["row_marker"] and then["charts"] >= 1 and then["widgets_in_tab"] >= 3, out
+    assert maps[2]["torch"] and maps[2]["row_marker"] and then["charts"] >= 1 and then["widgets_in_tab"] >= 3, out
     assert then["sidebar"] >= 10, out
     assert not any("Loading PyTorch" in text for text in then["info"]), then["info"]
     # the page icon is set after the page: a run's first call leaves it out, a complete run's last call adds it

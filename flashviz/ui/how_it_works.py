@@ -31,6 +31,8 @@ GRID_MAX = 64  # tiles per side the animation draws (64 x 64 x 2 panels: about 0
 KERNEL_WAIT_S = 0.25
 KERNEL_ASKED = "_fv_kernel_asked"  # session state: this session's first page has asked for the kernel
 KERNEL_WAITED = "_fv_kernel_waited"  # session state: the wait's fragment has run once (its next run is the timer's)
+KERNEL_NOTE = ("Loading PyTorch for the row inspector, which runs the real kernel (once per server start): the "
+               "settings, the frame slider, the traffic totals and the inspector follow in a few seconds…")
 ROW_TRACE_FLOPS_MAX = 1e10  # the row inspector runs the real kernel; ~1-2 s of one CPU core at most
 INTRO = ("FlashAttention never builds the N × N score matrix S = QKᵀ. It cuts S into tiles of Br query rows × Bc key "
          "columns and computes one tile at a time in fast on-chip memory (SRAM), keeping a running max **m** and a "
@@ -120,23 +122,35 @@ def how_it_works_ui(s: Settings) -> None:
         _concepts_ui()
         return
     dtype_bytes = DTYPE_BYTES[s.dtype]
-    # A fresh server (torch not imported): this session's first page waits for the kernel (see KERNEL_WAIT_S).
-    wait = not kernel_loaded() and not st.session_state.get(KERNEL_ASKED)
+    slot, note = st.empty(), st.empty()  # the map; under it, while a fresh server loads the kernel, the note
     try:
         traces = [cached_schedule(s.n, s.br, s.bc, s.causal, s.window, order, s.d, dtype_bytes)
                   for order in s.loop_orders]
         frames_at = frame_indices(len(traces[0].computed_steps()))
         start = min(s.frame, max(len(frames_at) - 1, 0))  # the page's frame, where the new map still has it
-        # The automatic row is the kernel's pick: while the kernel waits, the map has no row marker.
-        row, pick = (None if s.autorow else s.row, None) if wait else inspected_row(s)
-        html = cached_map(s.n, s.br, s.bc, s.causal, s.window, s.loop_orders, s.d, dtype_bytes, row, start, wait)
+        if not kernel_loaded():
+            # A fresh server (see KERNEL_WAIT_S). The session's first page is the still map and the note, and
+            # nothing else, the sidebar included: the browser commits a batch of elements once all their code has
+            # loaded, so widgets would hold the map back. The run it asks for draws the same again, so that nothing
+            # on screen fades while the kernel loads. The automatic row is the kernel's pick: no marker until then.
+            still = cached_map(s.n, s.br, s.bc, s.causal, s.window, s.loop_orders, s.d, dtype_bytes,
+                               None if s.autorow else s.row, start, True)
+            first_page = not st.session_state.get(KERNEL_ASKED)
+            with slot.container():
+                show_map(still)
+            if first_page:
+                with note.container():
+                    _kernel_wait_ui()
+                st.stop()
+            note.info(KERNEL_NOTE)
+        row, pick = inspected_row(s)
+        html = cached_map(s.n, s.br, s.bc, s.causal, s.window, s.loop_orders, s.d, dtype_bytes, row, start)
     except (ValueError, TypeError) as e:  # the core's validation speaks for itself
-        st.error(f"These settings cannot be drawn: {e}")
+        slot.error(f"These settings cannot be drawn: {e}")
         return
-    show_map(html)
-    if wait:  # and nothing else in this run, the sidebar included: the browser draws a batch of elements once all
-        _kernel_wait_ui()  # their code has loaded, so the widgets' code would hold the map back
-        st.stop()
+    with slot.container():
+        show_map(html)
+    note.empty()
     _frame_ui(frames_at, len(traces[0].computed_steps()))
     _totals_ui(s, traces, dtype_bytes)
     st.markdown(INTRO)
@@ -158,8 +172,7 @@ def _kernel_wait() -> None:
     if st.session_state.get(KERNEL_WAITED):  # the browser's timer: the page has had KERNEL_WAIT_S to draw
         st.rerun()
     st.session_state[KERNEL_WAITED] = True
-    st.info("Loading PyTorch for the row inspector, which runs the real kernel (once per server start): the "
-            "settings, the frame slider, the traffic totals and the inspector follow in a few seconds…")
+    st.info(KERNEL_NOTE)
 
 
 def _frame_ui(frames_at: list[int], n_computed: int) -> None:
