@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--launcher", action="append", default=None,
                    help="a Python script that starts the server with streamlit's flags, relative to the repository; "
                         "'' is `streamlit run app.py` (the default); repeat to compare")
-    p.add_argument("--checkout", action="append", default=[], type=Path, metavar="DIR",
+    p.add_argument("--checkout", action="append", default=[], type=lambda d: Path(d).resolve(), metavar="DIR",
                    help="also start DIR/app.py, another checkout of this repository (e.g. a git worktree of an "
                         "earlier commit), interleaved; repeat to compare several")
     p.add_argument("--reference", action="store_true",
