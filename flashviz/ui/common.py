@@ -278,10 +278,10 @@ COMPACT_HEADER_CSS = ("<style>.stMainBlockContainer { padding-top: 2.5rem; } "
                       ".stMainBlockContainer h1 { font-size: 1.6rem; padding: 0 0 0.25rem 0; }</style>")
 
 
-def show_map(html: str) -> None:
-    """Draw a tile map built by flashviz.figures.tilemap: our own markup (SVG and CSS, no script, nothing from the
-    user unescaped), so it may bypass markdown's HTML filter."""
-    st.markdown(COMPACT_HEADER_CSS + html, unsafe_allow_html=True)
+def show_map(html: str, where: Any = st) -> None:
+    """Draw a tile map built by flashviz.figures.tilemap in `where` (the page, or a placeholder to redraw): our own
+    markup (SVG and CSS, no script, nothing from the user unescaped), so it may bypass markdown's HTML filter."""
+    where.markdown(COMPACT_HEADER_CSS + html, unsafe_allow_html=True)
 
 
 def remember(name: str, args: tuple, result: Any) -> None:

@@ -136,8 +136,7 @@ def how_it_works_ui(s: Settings) -> None:
             still = cached_map(s.n, s.br, s.bc, s.causal, s.window, s.loop_orders, s.d, dtype_bytes,
                                None if s.autorow else s.row, start, True)
             first_page = not st.session_state.get(KERNEL_ASKED)
-            with slot.container():
-                show_map(still)
+            show_map(still, slot)
             if first_page:
                 with note.container():
                     _kernel_wait_ui()
@@ -148,8 +147,7 @@ def how_it_works_ui(s: Settings) -> None:
     except (ValueError, TypeError) as e:  # the core's validation speaks for itself
         slot.error(f"These settings cannot be drawn: {e}")
         return
-    with slot.container():
-        show_map(html)
+    show_map(html, slot)
     note.empty()
     _frame_ui(frames_at, len(traces[0].computed_steps()))
     _totals_ui(s, traces, dtype_bytes)
