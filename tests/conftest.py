@@ -25,13 +25,18 @@ APP_TIMEOUT_S = 240  # one AppTest script run; generous because the CI machine m
 
 @pytest.fixture
 def make_app() -> Callable[..., object]:
-    """make_app(**query) -> an AppTest of app.py with those query parameters, already run once."""
+    """make_app(**query) -> an AppTest of app.py with those query parameters, run as a browser shows it: a session
+    that opens on How it works first gets the tile map alone, and then the full run that its timer asks for
+    (flashviz.ui.how_it_works.FIRST_PAGE_WAIT_S; AppTest runs no timers, so this runs it)."""
     from streamlit.testing.v1 import AppTest
+
+    from flashviz.ui.how_it_works import FIRST_PAGE_WAITED
 
     def make(**query: str | list[str]) -> AppTest:
         at = AppTest.from_file(str(APP), default_timeout=APP_TIMEOUT_S)
         at.query_params.update(query)
-        return at.run()
+        at.run()
+        return at.run() if FIRST_PAGE_WAITED in at.session_state else at
 
     return make
 

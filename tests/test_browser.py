@@ -20,6 +20,7 @@ CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-b
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 SHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+SIDEBAR = "[data-testid='stSidebar']"
 LOAD_MS = 180_000  # first load imports torch in the server: slow on a busy 2-core machine
 
 
@@ -40,6 +41,7 @@ def open_page(browser, url: str, *, height: int = 1400, width: int = 1500):
     page = browser.new_page(viewport={"width": width, "height": height})
     page.goto(url)
     page.wait_for_selector("[data-testid='stApp'][data-test-connection-state='CONNECTED']", timeout=LOAD_MS)
+    page.wait_for_selector(SIDEBAR, timeout=LOAD_MS)  # the full page (a new tab's first page is the tile map alone)
     settle(page)
     return page
 

@@ -1,10 +1,11 @@
-"""A fresh dashboard draws its first chart, the tile map, before it loads torch (seconds on a small machine).
+"""A new browser tab's first page is the tile map alone; on a fresh server it is drawn before torch loads (seconds
+on a small machine).
 
-Runs the default page in AppTest in a fresh interpreter (nothing imported yet, as on a new server) and records, each
-time a tile map is drawn, what had been imported by then and whether the map marks the inspected row. The first page
-has the row inspector's note in place of its chart; a fragment that the browser reruns KERNEL_WAIT_S later starts the
-full run that loads the kernel. AppTest runs no timers, so the test runs that full run itself, and checks the
-fragment's side of it separately.
+Runs the default page in AppTest in a fresh interpreter (nothing imported yet, as on a new server, or torch imported
+first, as on a server that has served a page) and records, each time a tile map is drawn, what had been imported by
+then and whether the map marks the inspected row. The first page has a note in place of the rest; a fragment that
+the browser reruns FIRST_PAGE_WAIT_S later starts the full run (which loads the kernel on a fresh server). AppTest runs
+no timers, so the test runs that full run itself, and checks the fragment's side of it separately.
 """
 
 import json
@@ -14,11 +15,14 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from flashviz.ui.how_it_works import KERNEL_WAIT_S
+from flashviz.ui import sidebar
+from flashviz.ui.how_it_works import FIRST_PAGE_WAIT_S, FIRST_PAGE_WAITED, KERNEL_NOTE, PAGE_NOTE
+from flashviz.ui.state import VIEWS
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = """
 import json, sys
+{prelude}
 import streamlit
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.testing.v1 import AppTest
@@ -38,18 +42,25 @@ DeltaGenerator.markdown, streamlit.markdown, streamlit.set_page_config = record,
 def page(at):
     return {"info": [i.value for i in at.info], "charts": len(at.get("plotly_chart")),
             "widgets_in_tab": len(at.main.select_slider) + len(at.main.metric), "sidebar": len(at.sidebar.children),
-            "errors": [e.value for e in [*at.exception, *at.error]], "torch": "torch" in sys.modules}
+            "errors": [e.value for e in [*at.exception, *at.error]], "torch": "torch" in sys.modules,
+            "emojis": "streamlit.emojis" in sys.modules, "waiting": "FIRST_PAGE_WAITED" in at.session_state}
 at = AppTest.from_file("app.py", default_timeout=300).run()
 first = page(at)
 at.run()  # the full run the fragment's timer starts (its st.rerun)
 print(json.dumps({"events": events, "first": first, "then": page(at)}))
-"""
+""".replace("FIRST_PAGE_WAITED", FIRST_PAGE_WAITED)
+
+
+def record(prelude: str = "") -> dict:
+    """The tile maps drawn (what was imported by each) and the page after the first run and after the next."""
+    code = RECORD.replace("{prelude}", prelude)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=600,
+                         check=True)
+    return json.loads(run.stdout.strip().splitlines()[-1])
 
 
 def test_the_tile_map_is_drawn_before_torch_loads_and_redrawn_with_the_row_marker():
-    run = subprocess.run([sys.executable, "-c", RECORD], capture_output=True, text=True, cwd=ROOT, timeout=600,
-                         check=True)
-    out = json.loads(run.stdout.strip().splitlines()[-1])
+    out = record()
     first, then = out["first"], out["then"]
     assert not first["errors"] and not then["errors"], out
     maps = [e for e in out["events"] if "row_marker" in e]
@@ -62,26 +73,51 @@ def test_the_tile_map_is_drawn_before_torch_loads_and_redrawn_with_the_row_marke
     # the first page: the map and the note, nothing else in the tab or the sidebar (the browser would hold the map
     # back until the widgets' code had loaded), and still no torch at its end
     assert not first["torch"] and first["charts"] == 0 and first["widgets_in_tab"] == 0 == first["sidebar"], out
-    assert any("Loading PyTorch" in text for text in first["info"]), first["info"]
+    assert first["info"] == [KERNEL_NOTE] and first["waiting"], first
+    assert not first["emojis"], first  # the note is ASCII: no emoji catalogue while the browser fetches the map's code
     # the next run loads the kernel, marks the row and draws the inspector
     assert maps[2]["torch"] and maps[2]["row_marker"] and then["charts"] >= 1 and then["widgets_in_tab"] >= 3, out
     assert then["sidebar"] >= 10, out
-    assert not any("Loading PyTorch" in text for text in then["info"]), then["info"]
+    assert KERNEL_NOTE not in then["info"] and not then["waiting"], then
     # the page icon is set after the page: a run's first call leaves it out, a complete run's last call adds it
     configs = [e["page_config"] for e in out["events"] if "page_config" in e]
     assert len(configs) == 3 and "page_icon" not in configs[0] and "page_icon" not in configs[1], configs
     assert configs[2] == ["page_icon"], configs
 
 
+def test_a_new_tab_on_a_warm_server_gets_the_tile_map_alone_then_the_page():
+    out = record("import torch  # a server that has loaded the kernel for an earlier page")
+    first, then = out["first"], out["then"]
+    assert not first["errors"] and not then["errors"], out
+    maps = [e for e in out["events"] if "row_marker" in e]
+    assert len(maps) == 2 and maps[0]["still"] and not maps[1]["still"], out  # no redraw: nothing to load
+    assert maps[1]["row_marker"], out
+    # the first page holds nothing whose code the browser would wait for before drawing the map
+    assert first["charts"] == 0 and first["widgets_in_tab"] == 0 == first["sidebar"], out
+    assert first["info"] == [PAGE_NOTE] and first["waiting"], first
+    assert then["charts"] >= 1 and then["widgets_in_tab"] >= 3 and then["sidebar"] >= 10, then
+    assert PAGE_NOTE not in then["info"] and not then["waiting"], then
+
+
+def test_only_a_sessions_first_run_is_a_first_page(make_app):
+    at = make_app(view="bench")  # a link to another tab: its first run draws that tab and the sidebar
+    assert not at.exception and len(at.sidebar.children) >= 10 and FIRST_PAGE_WAITED not in at.session_state
+    at.session_state[sidebar.VIEW_KEY] = VIEWS["how"]  # then How it works: the page as usual, the sidebar stays
+    at.run()
+    assert not at.exception and len(at.sidebar.children) >= 10 and FIRST_PAGE_WAITED not in at.session_state
+    assert at.get("plotly_chart") and not [i for i in at.info if i.value in (PAGE_NOTE, KERNEL_NOTE)]
+
+
 def _timer_script():
     import streamlit as st
 
-    from flashviz.ui.how_it_works import _kernel_wait, _kernel_wait_ui
+    from flashviz.ui.how_it_works import _first_page_ui, _first_page_wait
 
     st.session_state["runs"] = st.session_state.get("runs", 0) + 1
     if st.session_state["runs"] == 1:
-        _kernel_wait_ui()  # the fresh server's first page: the note, and the fragment's first run
-        _kernel_wait()  # what the browser's timer runs next: the same fragment, which asks for a full run
+        _first_page_ui("first page")  # a session's first page: the note, and the fragment's first run
+        _first_page_wait("first page")  # what the browser's timer runs next: the same fragment, which asks for a
+        # full run
     st.markdown(f"run {st.session_state['runs']}")
 
 
@@ -89,5 +125,5 @@ def test_the_waiting_fragment_shows_the_note_then_asks_for_a_full_run():
     at = AppTest.from_function(_timer_script, default_timeout=60).run()
     assert not at.exception
     assert at.session_state["runs"] == 2 and at.markdown[-1].value == "run 2"  # the timer's call reran the app
-    assert at.session_state["_fv_kernel_asked"] is True
-    assert 0 < KERNEL_WAIT_S <= 1  # the browser asks within a second of the page's arrival
+    assert at.session_state[FIRST_PAGE_WAITED] is True
+    assert 0 < FIRST_PAGE_WAIT_S <= 1  # the browser asks within a second of the page's arrival

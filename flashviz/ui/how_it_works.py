@@ -16,23 +16,30 @@ from flashviz.figures.rows import row_figure
 from flashviz.figures.tilemap import fmt_bytes, fmt_flops, frame_indices, tile_map_html
 from flashviz.measure.trace import RowPick, RowTrace, ScheduleTrace, pick_row, row_trace, schedule_trace
 from flashviz.model.iomodel import io_cost
+from flashviz.ui import sidebar
 from flashviz.ui.common import show_figure, show_map, timing_lock
 from flashviz.ui.state import Settings, spec_of
 from flashviz.ui.widgets import draw
 from flashviz.vocab import DTYPE_BYTES, LOOP_ORDER_LABELS
 
 GRID_MAX = 64  # tiles per side the animation draws (64 x 64 x 2 panels: about 0.75 MB of markup)
-# A fresh server's first page is the tile map (its start frame as a still picture: a fifth of the markup, drawn
-# sooner) and a note; the browser asks for the rest this many seconds after it arrived (a fragment's run_every,
-# which Streamlit times in the browser), and that run loads the kernel and draws the animated map. Importing
-# torch holds the server's interpreter lock for about a quarter second at a time while its C extension loads, which
-# stalls the code the browser fetches to draw the map (0.3 s instead of 0.03 s for markdown's HTML chunk, measured
-# on a 2-core machine); after the wait the import competes with nothing the map needs.
-KERNEL_WAIT_S = 0.25
-KERNEL_ASKED = "_fv_kernel_asked"  # session state: this session's first page has asked for the kernel
-KERNEL_WAITED = "_fv_kernel_waited"  # session state: the wait's fragment has run once (its next run is the timer's)
+# A session's first page (a new browser tab) is the tile map, its start frame as a still picture (a fifth of the
+# markup, drawn sooner), and a note; nothing else in that run, the sidebar included: the browser commits a batch of
+# elements only once the code of every element in it has loaded, so widgets, and most of all plotly's chart (4.7 MB
+# of JavaScript), would hold the map back. The browser asks for the full page this many seconds after the first page
+# arrived (a fragment's run_every, which Streamlit times in the browser). On a fresh server that full run loads the
+# kernel: importing torch holds the server's interpreter lock for about a quarter second at a time while its C
+# extension loads, which stalls the code the browser fetches to draw the map (0.3 s instead of 0.03 s for markdown's
+# HTML chunk, measured on a 2-core machine); after the wait the import competes with nothing the map needs.
+FIRST_PAGE_WAIT_S = 0.25
+FIRST_PAGE_WAITED = "_fv_first_page_waited"  # session state: the first page's fragment has run once (its next run
+# is the browser's timer); removed by the full run that follows
+# The notes under the first page's map. ASCII only: Streamlit looks for a leading emoji in an alert's text that is
+# not, and loading its emoji catalogue for that holds the interpreter lock for 40-150 ms while the browser fetches
+# the code that draws the map.
 KERNEL_NOTE = ("Loading PyTorch for the row inspector, which runs the real kernel (once per server start): the "
-               "settings, the frame slider, the traffic totals and the inspector follow in a few seconds…")
+               "settings, the frame slider, the traffic totals and the inspector follow in a few seconds...")
+PAGE_NOTE = "The settings, the frame slider, the traffic totals and the row inspector follow in a moment..."
 ROW_TRACE_FLOPS_MAX = 1e10  # the row inspector runs the real kernel; ~1-2 s of one CPU core at most
 INTRO = ("FlashAttention never builds the N × N score matrix S = QKᵀ. It cuts S into tiles of Br query rows × Bc key "
          "columns and computes one tile at a time in fast on-chip memory (SRAM), keeping a running max **m** and a "
@@ -128,20 +135,20 @@ def how_it_works_ui(s: Settings) -> None:
                   for order in s.loop_orders]
         frames_at = frame_indices(len(traces[0].computed_steps()))
         start = min(s.frame, max(len(frames_at) - 1, 0))  # the page's frame, where the new map still has it
-        if not kernel_loaded():
-            # A fresh server (see KERNEL_WAIT_S). The session's first page is the still map and the note, and
-            # nothing else, the sidebar included: the browser commits a batch of elements once all their code has
-            # loaded, so widgets would hold the map back. The run it asks for draws the same again, so that nothing
-            # on screen fades while the kernel loads. The automatic row is the kernel's pick: no marker until then.
+        first_page, fresh = sidebar.first_run(), not kernel_loaded()
+        if first_page or fresh:
+            # The session's first page (see FIRST_PAGE_WAIT_S) is the still map and a note. On a fresh server the
+            # run it asks for draws the same again, so that nothing on screen fades while the kernel loads. The
+            # automatic row is the kernel's pick: no marker until then.
             still = cached_map(s.n, s.br, s.bc, s.causal, s.window, s.loop_orders, s.d, dtype_bytes,
                                None if s.autorow else s.row, start, True)
-            first_page = not st.session_state.get(KERNEL_ASKED)
             show_map(still, slot)
             if first_page:
                 with note.container():
-                    _kernel_wait_ui()
+                    _first_page_ui(KERNEL_NOTE if fresh else PAGE_NOTE)
                 st.stop()
             note.info(KERNEL_NOTE)
+        st.session_state.pop(FIRST_PAGE_WAITED, None)
         row, pick = inspected_row(s)
         html = cached_map(s.n, s.br, s.bc, s.causal, s.window, s.loop_orders, s.d, dtype_bytes, row, start)
     except (ValueError, TypeError) as e:  # the core's validation speaks for itself
@@ -156,21 +163,20 @@ def how_it_works_ui(s: Settings) -> None:
     _concepts_ui()
 
 
-def _kernel_wait_ui() -> None:
-    """Under a fresh server's first tile map: a note, and a fragment the browser reruns KERNEL_WAIT_S after the page
-    arrived; that rerun starts a full run, which loads the kernel and draws the rest of the tab (and stops the timer:
-    Streamlit drops a fragment's timer when a full run does not draw it)."""
-    st.session_state[KERNEL_ASKED] = True
-    st.session_state[KERNEL_WAITED] = False
-    _kernel_wait()
+def _first_page_ui(text: str) -> None:
+    """Under a session's first tile map: a note, and a fragment the browser reruns FIRST_PAGE_WAIT_S after the page
+    arrived; that rerun starts a full run, which draws the rest of the page (loading the kernel on a fresh server)
+    and stops the timer: Streamlit drops a fragment's timer when a full run does not draw it."""
+    st.session_state[FIRST_PAGE_WAITED] = False
+    _first_page_wait(text)
 
 
-@st.fragment(run_every=KERNEL_WAIT_S)
-def _kernel_wait() -> None:
-    if st.session_state.get(KERNEL_WAITED):  # the browser's timer: the page has had KERNEL_WAIT_S to draw
+@st.fragment(run_every=FIRST_PAGE_WAIT_S)
+def _first_page_wait(text: str) -> None:
+    if st.session_state.get(FIRST_PAGE_WAITED):  # the browser's timer: the page has had FIRST_PAGE_WAIT_S to draw
         st.rerun()
-    st.session_state[KERNEL_WAITED] = True
-    st.info(KERNEL_NOTE)
+    st.session_state[FIRST_PAGE_WAITED] = True
+    st.info(text)
 
 
 def _frame_ui(frames_at: list[int], n_computed: int) -> None:
