@@ -10,7 +10,7 @@ import importlib
 import streamlit as st
 
 from flashviz.ui import sidebar
-from flashviz.ui.common import machine_env, running_job_ui
+from flashviz.ui.common import machine_env, running_job_ui, skip_repl_check
 from flashviz.ui.state import VIEWS
 
 # slug -> (module, function) of each tab. A tab's module is imported when the tab is first open, so the first page
@@ -29,6 +29,7 @@ VIEW_UI = {
 
 # The icon is set at the end: an emoji icon makes Streamlit load its emoji catalogue (tens of ms) on a fresh server.
 st.set_page_config(page_title="flashviz: FlashAttention, tile by tile", layout="wide", initial_sidebar_state="expanded")
+skip_repl_check()  # before the first element
 
 env = machine_env()
 sidebar.init_from_url(env)

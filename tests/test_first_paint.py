@@ -39,6 +39,12 @@ def record_config(**kwargs):
     events.append({"page_config": sorted(kwargs)})
     return page_config(**kwargs)
 DeltaGenerator.markdown, streamlit.markdown, streamlit.set_page_config = record, record_main, record_config
+import streamlit.env_util
+is_repl = streamlit.env_util.is_repl
+def record_is_repl():
+    events.append({"is_repl": True})
+    return is_repl()
+streamlit.env_util.is_repl = record_is_repl
 def page(at):
     return {"info": [i.value for i in at.info], "charts": len(at.get("plotly_chart")),
             "widgets_in_tab": len(at.main.select_slider) + len(at.main.metric), "sidebar": len(at.sidebar.children),
@@ -75,6 +81,7 @@ def test_the_tile_map_is_drawn_before_torch_loads_and_redrawn_with_the_row_marke
     assert not first["torch"] and first["charts"] == 0 and first["widgets_in_tab"] == 0 == first["sidebar"], out
     assert first["info"] == [KERNEL_NOTE] and first["waiting"], first
     assert not first["emojis"], first  # the note is ASCII: no emoji catalogue while the browser fetches the map's code
+    assert not [e for e in out["events"] if "is_repl" in e], out  # nor Streamlit's REPL check (common.skip_repl_check)
     # the next run loads the kernel, marks the row and draws the inspector
     assert maps[2]["torch"] and maps[2]["row_marker"] and then["charts"] >= 1 and then["widgets_in_tab"] >= 3, out
     assert then["sidebar"] >= 10, out

@@ -31,6 +31,18 @@ Progress = Callable[..., None]  # progress(done, total, label, partial=None): pa
 PLOTLY_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
 
 
+def skip_repl_check() -> None:
+    """Spare the server Streamlit's check, at a process's first element, for whether it runs in a Python REPL (to
+    print a warning that it should be run with `streamlit run`). The check calls inspect.stack(), which looks up the
+    module of every frame among all loaded modules: 33-69 ms on a fresh dashboard server on a 2-core machine, and
+    about 0.2-0.4 s while that machine was busy, before the first element (the tile map) can be sent. The app never
+    runs in a REPL. Setting the flag Streamlit sets once it has checked (streamlit/delta_generator.py, Streamlit
+    1.67: the pinned version; tests/test_first_paint.py fails if a new version checks anyway) skips it."""
+    import streamlit.delta_generator
+
+    streamlit.delta_generator._use_warning_has_been_displayed = True
+
+
 @st.cache_resource(show_spinner=False)
 def machine_env() -> Env:
     """Threads torch may use here and the devices available (CUDA listed only when torch sees one)."""
