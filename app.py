@@ -39,6 +39,8 @@ sidebar.sync_url(settings)
 st.title("FlashAttention, tile by tile")
 sidebar.notices_ui()
 running_job_ui()
+if sidebar.first_run() and settings.view == "how":  # a new tab's first page: the tile map alone (it stops the run)
+    importlib.import_module(VIEW_UI["how"][0]).first_page_ui(settings)
 tabs = st.tabs(list(VIEWS.values()), key=sidebar.VIEW_KEY, on_change="rerun")
 for tab, slug in zip(tabs, VIEWS, strict=True):
     if tab.open:

@@ -55,7 +55,8 @@ def main() -> int:
                 page = browser.new_page(viewport={"width": width, "height": height})
                 page.goto(f"{url}/?{query}")
                 page.wait_for_selector(CONNECTED, timeout=WAIT_MS)
-                page.wait_for_selector("[data-testid='stSidebar']", timeout=WAIT_MS)  # after a first page (the map)
+                page.wait_for_selector("[data-testid='stSidebar'] [data-testid='stSelectbox']",  # the full page, after
+                                       timeout=WAIT_MS)  # a new tab's first page (the tile map alone)
                 page.wait_for_timeout(500)
                 page.wait_for_selector(IDLE, timeout=WAIT_MS)
                 if button:

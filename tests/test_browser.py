@@ -20,7 +20,7 @@ CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-b
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 SHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
-SIDEBAR = "[data-testid='stSidebar']"
+SETTINGS = "[data-testid='stSidebar'] [data-testid='stSelectbox']"  # the sidebar's widgets: the full page is drawn
 LOAD_MS = 180_000  # first load imports torch in the server: slow on a busy 2-core machine
 
 
@@ -41,7 +41,7 @@ def open_page(browser, url: str, *, height: int = 1400, width: int = 1500):
     page = browser.new_page(viewport={"width": width, "height": height})
     page.goto(url)
     page.wait_for_selector("[data-testid='stApp'][data-test-connection-state='CONNECTED']", timeout=LOAD_MS)
-    page.wait_for_selector(SIDEBAR, timeout=LOAD_MS)  # the full page (a new tab's first page is the tile map alone)
+    page.wait_for_selector(SETTINGS, timeout=LOAD_MS)  # the full page (a new tab's first page is the tile map alone)
     settle(page)
     return page
 
@@ -122,6 +122,34 @@ def test_how_it_works_shows_grid_counters_and_play_without_scrolling(browser, st
         for name, box in boxes.items():
             assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= height, (name, box, size)
         page.screenshot(path=str(SHOTS / f"fit-{panels.replace(' ', '-')}-{width}x{height}.png"))
+    finally:
+        page.close()
+
+
+FIRST_MAP = """new MutationObserver(() => {  // the first still map drawn, its grid's box and whether tabs were there
+  const grid = document.querySelector("[data-still='1'] svg.fv-grid");
+  if (grid && !window.fvFirst) {
+    const r = grid.getBoundingClientRect();
+    window.fvFirst = {top: r.top, left: r.left, width: r.width, tabs: document.querySelectorAll("[role='tab']").length};
+  }
+}).observe(document, {subtree: true, childList: true, attributes: true});"""
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1440, 900)], ids=["1280x720", "1440x900"])
+def test_a_new_tabs_first_page_draws_the_map_where_the_page_keeps_it(browser, streamlit_server, size):
+    width, height = size
+    page = browser.new_page(viewport={"width": width, "height": height})
+    try:
+        page.add_init_script(FIRST_MAP)
+        page.goto(streamlit_server)
+        page.wait_for_selector(SETTINGS, timeout=LOAD_MS)  # the full page
+        page.wait_for_selector("[data-still='1']", state="detached", timeout=LOAD_MS)  # and its animated map
+        first = page.evaluate("window.fvFirst")
+        assert first is not None and first["tabs"] == 0, first  # the first page: the map without the tab bar
+        box = page.locator(TILE_MAP).first.bounding_box()
+        # the tab bar's place was kept blank and the sidebar was there: the map does not move
+        assert abs(first["top"] - box["y"]) <= 1 and abs(first["left"] - box["x"]) <= 1, (first, box)
+        assert abs(first["width"] - box["width"]) <= 1, (first, box)
     finally:
         page.close()
 

@@ -48,6 +48,7 @@ streamlit.env_util.is_repl = record_is_repl
 def page(at):
     return {"info": [i.value for i in at.info], "charts": len(at.get("plotly_chart")),
             "widgets_in_tab": len(at.main.select_slider) + len(at.main.metric), "sidebar": len(at.sidebar.children),
+            "sidebar_text": [h.value for h in at.sidebar.header], "tabs": len(at.tabs),
             "errors": [e.value for e in [*at.exception, *at.error]], "torch": "torch" in sys.modules,
             "emojis": "streamlit.emojis" in sys.modules, "waiting": "FIRST_PAGE_WAITED" in at.session_state}
 at = AppTest.from_file("app.py", default_timeout=300).run()
@@ -76,15 +77,16 @@ def test_the_tile_map_is_drawn_before_torch_loads_and_redrawn_with_the_row_marke
     assert not maps[0]["row_marker"]  # the automatic row is the kernel's pick, not loaded yet
     assert maps[0]["still"] and not maps[2]["still"], out  # the start frame as a picture first, then the animation
     assert maps[1] == {**maps[0], "emojis": maps[1]["emojis"]}, out  # redrawn as it was while torch loads
-    # the first page: the map and the note, nothing else in the tab or the sidebar (the browser would hold the map
-    # back until the widgets' code had loaded), and still no torch at its end
-    assert not first["torch"] and first["charts"] == 0 and first["widgets_in_tab"] == 0 == first["sidebar"], out
+    # the first page: the map, the note and the sidebar's header, no tabs and no widgets (the browser would hold the
+    # map back until the widgets' code had loaded), and still no torch at its end
+    assert not first["torch"] and first["charts"] == 0 and first["widgets_in_tab"] == 0 == first["tabs"], out
+    assert first["sidebar"] == 1 and first["sidebar_text"] == [sidebar.HEADER], first  # its header: no widget
     assert first["info"] == [KERNEL_NOTE] and first["waiting"], first
     assert not first["emojis"], first  # the note is ASCII: no emoji catalogue while the browser fetches the map's code
     assert not [e for e in out["events"] if "is_repl" in e], out  # nor Streamlit's REPL check (common.skip_repl_check)
     # the next run loads the kernel, marks the row and draws the inspector
     assert maps[2]["torch"] and maps[2]["row_marker"] and then["charts"] >= 1 and then["widgets_in_tab"] >= 3, out
-    assert then["sidebar"] >= 10, out
+    assert then["sidebar"] >= 10 and then["tabs"] == len(VIEWS), out
     assert KERNEL_NOTE not in then["info"] and not then["waiting"], then
     # the page icon is set after the page: a run's first call leaves it out, a complete run's last call adds it
     configs = [e["page_config"] for e in out["events"] if "page_config" in e]
@@ -100,7 +102,8 @@ def test_a_new_tab_on_a_warm_server_gets_the_tile_map_alone_then_the_page():
     assert len(maps) == 2 and maps[0]["still"] and not maps[1]["still"], out  # no redraw: nothing to load
     assert maps[1]["row_marker"], out
     # the first page holds nothing whose code the browser would wait for before drawing the map
-    assert first["charts"] == 0 and first["widgets_in_tab"] == 0 == first["sidebar"], out
+    assert first["charts"] == 0 and first["widgets_in_tab"] == 0 == first["tabs"], out
+    assert first["sidebar"] == 1 and first["sidebar_text"] == [sidebar.HEADER], first
     assert first["info"] == [PAGE_NOTE] and first["waiting"], first
     assert then["charts"] >= 1 and then["widgets_in_tab"] >= 3 and then["sidebar"] >= 10, then
     assert PAGE_NOTE not in then["info"] and not then["waiting"], then
@@ -118,11 +121,11 @@ def test_only_a_sessions_first_run_is_a_first_page(make_app):
 def _timer_script():
     import streamlit as st
 
-    from flashviz.ui.how_it_works import _first_page_ui, _first_page_wait
+    from flashviz.ui.how_it_works import _first_page_note, _first_page_wait
 
     st.session_state["runs"] = st.session_state.get("runs", 0) + 1
     if st.session_state["runs"] == 1:
-        _first_page_ui("first page")  # a session's first page: the note, and the fragment's first run
+        _first_page_note("first page")  # a session's first page: the note, and the fragment's first run
         _first_page_wait("first page")  # what the browser's timer runs next: the same fragment, which asks for a
         # full run
     st.markdown(f"run {st.session_state['runs']}")

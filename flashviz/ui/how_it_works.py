@@ -23,23 +23,27 @@ from flashviz.ui.widgets import draw
 from flashviz.vocab import DTYPE_BYTES, LOOP_ORDER_LABELS
 
 GRID_MAX = 64  # tiles per side the animation draws (64 x 64 x 2 panels: about 0.75 MB of markup)
-# A session's first page (a new browser tab) is the tile map, its start frame as a still picture (a fifth of the
-# markup, drawn sooner), and a note; nothing else in that run, the sidebar included: the browser commits a batch of
-# elements only once the code of every element in it has loaded, so widgets, and most of all plotly's chart (4.7 MB
-# of JavaScript), would hold the map back. The browser asks for the full page this many seconds after the first page
-# arrived (a fragment's run_every, which Streamlit times in the browser). On a fresh server that full run loads the
-# kernel: importing torch holds the server's interpreter lock for about a quarter second at a time while its C
-# extension loads, which stalls the code the browser fetches to draw the map (0.3 s instead of 0.03 s for markdown's
-# HTML chunk, measured on a 2-core machine); after the wait the import competes with nothing the map needs.
+# A session's first page (a new browser tab opening on How it works: first_page_ui) is the tile map, its start frame
+# as a still picture (a fifth of the markup, drawn sooner), a note and the sidebar's header; nothing else in that run:
+# the browser commits a batch of elements only once the code of every element in it has loaded, so widgets, and most
+# of all plotly's chart (4.7 MB of JavaScript), would hold the map back; and with the tab bar drawn ahead of it, the
+# map came a quarter second later (0.80 s against 0.54 s from the page's connection, medians of 6 fresh servers).
+# The browser asks for the full page this many seconds after the first page arrived (a fragment's run_every, which
+# Streamlit times in the browser). On a fresh server that full run loads the kernel: importing torch holds the
+# server's interpreter lock for about a quarter second at a time while its C extension loads, which stalls the code
+# the browser fetches to draw the map (0.3 s instead of 0.03 s for markdown's HTML chunk, measured on a 2-core
+# machine); after the wait the import competes with nothing the map needs.
 FIRST_PAGE_WAIT_S = 0.25
 FIRST_PAGE_WAITED = "_fv_first_page_waited"  # session state: the first page's fragment has run once (its next run
 # is the browser's timer); removed by the full run that follows
-# The notes under the first page's map. ASCII only: Streamlit looks for a leading emoji in an alert's text that is
-# not, and loading its emoji catalogue for that holds the interpreter lock for 40-150 ms while the browser fetches
-# the code that draws the map.
+# The notes under the first page's map. ASCII only: when an alert's text is not, Streamlit loads its emoji catalogue
+# to look for a leading emoji, which held the interpreter lock for 91-148 ms on a fresh server (42 ms in a quiet
+# interpreter) just as the browser fetched the code that draws the map.
 KERNEL_NOTE = ("Loading PyTorch for the row inspector, which runs the real kernel (once per server start): the "
                "settings, the frame slider, the traffic totals and the inspector follow in a few seconds...")
 PAGE_NOTE = "The settings, the frame slider, the traffic totals and the row inspector follow in a moment..."
+TAB_BAR_SPACE = '<div style="height: 3.5rem"></div>'  # the tab bar's place over the first page's map (63 px at
+# the dashboard's 18 px font): the map is drawn where the tab will draw it, at any window width
 ROW_TRACE_FLOPS_MAX = 1e10  # the row inspector runs the real kernel; ~1-2 s of one CPU core at most
 INTRO = ("FlashAttention never builds the N × N score matrix S = QKᵀ. It cuts S into tiles of Br query rows × Bc key "
          "columns and computes one tile at a time in fast on-chip memory (SRAM), keeping a running max **m** and a "
@@ -134,19 +138,11 @@ def how_it_works_ui(s: Settings) -> None:
         traces = [cached_schedule(s.n, s.br, s.bc, s.causal, s.window, order, s.d, dtype_bytes)
                   for order in s.loop_orders]
         frames_at = frame_indices(len(traces[0].computed_steps()))
-        start = min(s.frame, max(len(frames_at) - 1, 0))  # the page's frame, where the new map still has it
-        first_page, fresh = sidebar.first_run(), not kernel_loaded()
-        if first_page or fresh:
-            # The session's first page (see FIRST_PAGE_WAIT_S) is the still map and a note. On a fresh server the
-            # run it asks for draws the same again, so that nothing on screen fades while the kernel loads. The
-            # automatic row is the kernel's pick: no marker until then.
-            still = cached_map(s.n, s.br, s.bc, s.causal, s.window, s.loop_orders, s.d, dtype_bytes,
-                               None if s.autorow else s.row, start, True)
-            show_map(still, slot)
-            if first_page:
-                with note.container():
-                    _first_page_ui(KERNEL_NOTE if fresh else PAGE_NOTE)
-                st.stop()
+        start = _start_frame(s, frames_at)
+        if not kernel_loaded():
+            # A fresh server, after the first page (first_page_ui): the same still map and note again, so that
+            # nothing on screen fades while the kernel loads.
+            show_map(_still_map(s, start), slot)
             note.info(KERNEL_NOTE)
         st.session_state.pop(FIRST_PAGE_WAITED, None)
         row, pick = inspected_row(s)
@@ -163,10 +159,43 @@ def how_it_works_ui(s: Settings) -> None:
     _concepts_ui()
 
 
-def _first_page_ui(text: str) -> None:
-    """Under a session's first tile map: a note, and a fragment the browser reruns FIRST_PAGE_WAIT_S after the page
-    arrived; that rerun starts a full run, which draws the rest of the page (loading the kernel on a fresh server)
-    and stops the timer: Streamlit drops a fragment's timer when a full run does not draw it."""
+def first_page_ui(s: Settings) -> None:
+    """A new browser tab's first page, when it opens on How it works (see FIRST_PAGE_WAIT_S): the tile map's start
+    frame as a still picture where the tab will draw it, a note under it, and the sidebar's header; then it stops
+    the run. It draws nothing, and the run goes on, for settings the tab answers otherwise (an error, the Masks tab's
+    mask). Called in place of the tabs, before them: the browser draws the map sooner without the tab bar's
+    elements ahead of it (the tab bar's place is kept blank, so nothing moves when it comes)."""
+    if _grid_error(s) or s.usemask:
+        return
+    try:
+        dtype_bytes = DTYPE_BYTES[s.dtype]
+        traces = [cached_schedule(s.n, s.br, s.bc, s.causal, s.window, order, s.d, dtype_bytes)
+                  for order in s.loop_orders]
+        still = _still_map(s, _start_frame(s, frame_indices(len(traces[0].computed_steps()))))
+    except (ValueError, TypeError):  # the tab says what is wrong
+        return
+    with st.container():
+        show_map(TAB_BAR_SPACE + still)
+        _first_page_note(PAGE_NOTE if kernel_loaded() else KERNEL_NOTE)
+    st.sidebar.header(sidebar.HEADER)
+    st.stop()
+
+
+def _start_frame(s: Settings, frames_at: list[int]) -> int:
+    """The frame the map opens at: the page's frame, where the map has it (frames_at: frame_indices' answer)."""
+    return min(s.frame, max(len(frames_at) - 1, 0))
+
+
+def _still_map(s: Settings, start: int) -> str:
+    """The map's start frame as a still picture. The automatic row is the kernel's pick: no marker before it runs."""
+    return cached_map(s.n, s.br, s.bc, s.causal, s.window, s.loop_orders, s.d, DTYPE_BYTES[s.dtype],
+                      None if s.autorow else s.row, start, True)
+
+
+def _first_page_note(text: str) -> None:
+    """Under the first page's map: the note, in a fragment the browser reruns FIRST_PAGE_WAIT_S after the page
+    arrived; that rerun starts a full run, which draws the whole page (loading the kernel on a fresh server) and
+    stops the timer: Streamlit drops a fragment's timer when a full run does not draw it."""
     st.session_state[FIRST_PAGE_WAITED] = False
     _first_page_wait(text)
 

@@ -19,6 +19,7 @@ NOTICES_KEY = "_fv_notices"  # notices about clamped URL values, shown until dis
 PRESET_KEY = "preset"  # the preset selectbox
 STORY_KEY = "_fv_preset_story"  # the last loaded preset's story, shown under the selectbox
 VIEW_KEY = "view"  # the tabs' state key (holds the tab label)
+HEADER = "Settings"  # the sidebar's header (a first page draws it alone: the sidebar is in place from the start)
 
 
 def init_from_url(env: Env) -> None:
@@ -70,7 +71,7 @@ def current_settings(env: Env) -> Settings:
 def settings_ui(env: Env) -> None:
     """Draw the sidebar's widgets (they hold the settings current_settings reads)."""
     sb = st.sidebar
-    sb.header("Settings")
+    sb.header(HEADER)
     sb.selectbox(
         "Classroom preset", list(PRESETS), index=None, key=PRESET_KEY, on_change=_apply_preset, args=(env,),
         placeholder="Load a preset ...",
