@@ -37,6 +37,7 @@ settings = sidebar.current_settings(env)
 sidebar.sync_url(settings)
 
 st.title("FlashAttention, tile by tile")
+sidebar.header_ui()
 sidebar.notices_ui()
 running_job_ui()
 if sidebar.first_run() and settings.view == "how":  # a new tab's first page: the tile map alone (it stops the run)

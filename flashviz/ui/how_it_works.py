@@ -16,7 +16,6 @@ from flashviz.figures.rows import row_figure
 from flashviz.figures.tilemap import fmt_bytes, fmt_flops, frame_indices, tile_map_html
 from flashviz.measure.trace import RowPick, RowTrace, ScheduleTrace, pick_row, row_trace, schedule_trace
 from flashviz.model.iomodel import io_cost
-from flashviz.ui import sidebar
 from flashviz.ui.common import show_figure, show_map, timing_lock
 from flashviz.ui.state import Settings, spec_of
 from flashviz.ui.widgets import draw
@@ -161,10 +160,11 @@ def how_it_works_ui(s: Settings) -> None:
 
 def first_page_ui(s: Settings) -> None:
     """A new browser tab's first page, when it opens on How it works (see FIRST_PAGE_WAIT_S): the tile map's start
-    frame as a still picture where the tab will draw it, a note under it, and the sidebar's header; then it stops
-    the run. It draws nothing, and the run goes on, for settings the tab answers otherwise (an error, the Masks tab's
-    mask). Called in place of the tabs, before them: the browser draws the map sooner without the tab bar's
-    elements ahead of it (the tab bar's place is kept blank, so nothing moves when it comes)."""
+    frame as a still picture where the tab will draw it and a note under it (what is above it, the sidebar's header
+    included, is drawn already); then it stops the run. It draws nothing, and the run goes on, for settings the tab
+    answers otherwise (an error, the Masks tab's mask). Called in place of the tabs, before them: the browser draws
+    the map sooner without the tab bar's elements ahead of it (the tab bar's place is kept blank, so nothing moves
+    when it comes)."""
     if _grid_error(s) or s.usemask:
         return
     try:
@@ -177,7 +177,6 @@ def first_page_ui(s: Settings) -> None:
     with st.container():
         show_map(TAB_BAR_SPACE + still)
         _first_page_note(PAGE_NOTE if kernel_loaded() else KERNEL_NOTE)
-    st.sidebar.header(sidebar.HEADER)
     st.stop()
 
 

@@ -19,7 +19,7 @@ NOTICES_KEY = "_fv_notices"  # notices about clamped URL values, shown until dis
 PRESET_KEY = "preset"  # the preset selectbox
 STORY_KEY = "_fv_preset_story"  # the last loaded preset's story, shown under the selectbox
 VIEW_KEY = "view"  # the tabs' state key (holds the tab label)
-HEADER = "Settings"  # the sidebar's header (a first page draws it alone: the sidebar is in place from the start)
+HEADER = "Settings"  # the sidebar's header
 
 
 def init_from_url(env: Env) -> None:
@@ -68,10 +68,15 @@ def current_settings(env: Env) -> Settings:
     return read_state(env)
 
 
+def header_ui() -> None:
+    """The sidebar's header, drawn near the top of every run: the sidebar is in place from a new tab's first page
+    (the tile map alone) on, and its header stays fresh while a run loads the kernel before the widgets come."""
+    st.sidebar.header(HEADER)
+
+
 def settings_ui(env: Env) -> None:
-    """Draw the sidebar's widgets (they hold the settings current_settings reads)."""
+    """Draw the sidebar's widgets under its header (they hold the settings current_settings reads)."""
     sb = st.sidebar
-    sb.header(HEADER)
     sb.selectbox(
         "Classroom preset", list(PRESETS), index=None, key=PRESET_KEY, on_change=_apply_preset, args=(env,),
         placeholder="Load a preset ...",
@@ -97,4 +102,4 @@ def notices_ui() -> None:
         st.rerun()
 
 
-__all__ = ["current_settings", "init_from_url", "notices_ui", "settings_ui", "sync_url"]
+__all__ = ["current_settings", "first_run", "header_ui", "init_from_url", "notices_ui", "settings_ui", "sync_url"]
