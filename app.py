@@ -32,7 +32,7 @@ st.set_page_config(page_title="flashviz: FlashAttention, tile by tile", layout="
 skip_repl_check()  # before the first element
 
 env = machine_env()
-sidebar.init_from_url(env)
+first_run = sidebar.init_from_url(env)
 settings = sidebar.current_settings(env)
 sidebar.sync_url(settings)
 
@@ -40,7 +40,7 @@ st.title("FlashAttention, tile by tile")
 sidebar.header_ui()
 sidebar.notices_ui()
 running_job_ui()
-if sidebar.first_run() and settings.view == "how":  # a new tab's first page: the tile map alone (it stops the run)
+if first_run and settings.view == "how":  # a new tab's first page: the tile map alone (it stops the run)
     importlib.import_module(VIEW_UI["how"][0]).first_page_ui(settings)
 tabs = st.tabs(list(VIEWS.values()), key=sidebar.VIEW_KEY, on_change="rerun")
 for tab, slug in zip(tabs, VIEWS, strict=True):

@@ -14,7 +14,6 @@ from flashviz.ui.state import PRESETS, Env, Settings, apply_preset
 from flashviz.ui.widgets import WIDGET_KEYS, read_state, sidebar_widgets, write_state
 
 INIT_KEY = "_fv_initialised"  # session flag: the URL has been read
-FIRST_RUN_KEY = "_fv_first_run"  # session flag: the current (or last) full run is the session's first
 NOTICES_KEY = "_fv_notices"  # notices about clamped URL values, shown until dismissed
 PRESET_KEY = "preset"  # the preset selectbox
 STORY_KEY = "_fv_preset_story"  # the last loaded preset's story, shown under the selectbox
@@ -22,11 +21,12 @@ VIEW_KEY = "view"  # the tabs' state key (holds the tab label)
 HEADER = "Settings"  # the sidebar's header
 
 
-def init_from_url(env: Env) -> None:
-    """First run of a session: read the URL into the widgets; later runs keep widget state alive across tabs."""
+def init_from_url(env: Env) -> bool:
+    """First run of a session: read the URL into the widgets; later runs keep widget state alive across tabs.
+    Returns whether this was the first run (a new browser tab's first page)."""
     ss = st.session_state
-    ss[FIRST_RUN_KEY] = not ss.get(INIT_KEY)
-    if not ss.get(INIT_KEY):
+    first = not ss.get(INIT_KEY)
+    if first:
         params = {key: st.query_params.get_all(key) for key in st.query_params}
         settings, notices = parse_query(params, env)
         write_state(settings)
@@ -38,12 +38,7 @@ def init_from_url(env: Env) -> None:
         for key in WIDGET_KEYS:
             if key in ss:
                 ss[key] = ss[key]
-
-
-def first_run() -> bool:
-    """Whether this is the session's first run of the page (the one that read the URL): a new browser tab's first
-    page. A fragment's run does not change the answer; the next full run does."""
-    return bool(st.session_state.get(FIRST_RUN_KEY))
+    return first
 
 
 def sync_url(s: Settings) -> None:
@@ -102,4 +97,4 @@ def notices_ui() -> None:
         st.rerun()
 
 
-__all__ = ["current_settings", "first_run", "header_ui", "init_from_url", "notices_ui", "settings_ui", "sync_url"]
+__all__ = ["current_settings", "header_ui", "init_from_url", "notices_ui", "settings_ui", "sync_url"]
