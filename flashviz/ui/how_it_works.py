@@ -134,10 +134,7 @@ def how_it_works_ui(s: Settings) -> None:
     dtype_bytes = DTYPE_BYTES[s.dtype]
     slot, note = st.empty(), st.empty()  # the map; under it, while a fresh server loads the kernel, the note
     try:
-        traces = [cached_schedule(s.n, s.br, s.bc, s.causal, s.window, order, s.d, dtype_bytes)
-                  for order in s.loop_orders]
-        frames_at = frame_indices(len(traces[0].computed_steps()))
-        start = _start_frame(s, frames_at)
+        traces, frames_at, start = _schedules(s)
         if not kernel_loaded():
             # A fresh server, after the first page (first_page_ui): the same still map and note again, so that
             # nothing on screen fades while the kernel loads.
@@ -168,10 +165,7 @@ def first_page_ui(s: Settings) -> None:
     if _grid_error(s) or s.usemask:
         return
     try:
-        dtype_bytes = DTYPE_BYTES[s.dtype]
-        traces = [cached_schedule(s.n, s.br, s.bc, s.causal, s.window, order, s.d, dtype_bytes)
-                  for order in s.loop_orders]
-        still = _still_map(s, _start_frame(s, frame_indices(len(traces[0].computed_steps()))))
+        still = _still_map(s, _schedules(s)[2])
     except (ValueError, TypeError):  # the tab says what is wrong
         return
     with st.container():
@@ -180,9 +174,13 @@ def first_page_ui(s: Settings) -> None:
     st.stop()
 
 
-def _start_frame(s: Settings, frames_at: list[int]) -> int:
-    """The frame the map opens at: the page's frame, where the map has it (frames_at: frame_indices' answer)."""
-    return min(s.frame, max(len(frames_at) - 1, 0))
+def _schedules(s: Settings) -> tuple[list[ScheduleTrace], list[int], int]:
+    """The tile schedule of each loop order shown, the map's frames (frame_indices) and the frame it opens at: the
+    page's frame, where the map has it."""
+    traces = [cached_schedule(s.n, s.br, s.bc, s.causal, s.window, order, s.d, DTYPE_BYTES[s.dtype])
+              for order in s.loop_orders]
+    frames_at = frame_indices(len(traces[0].computed_steps()))
+    return traces, frames_at, min(s.frame, max(len(frames_at) - 1, 0))
 
 
 def _still_map(s: Settings, start: int) -> str:
