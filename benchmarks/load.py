@@ -54,6 +54,8 @@ EXCEPTION = "[data-testid='stException']"  # Streamlit's exception box
 ERROR_ALERT = "[data-testid='stAlert']:has-text('could not run')"  # the tab's own error message for a failed sweep
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 CONNECTED = "[data-testid='stApp'][data-test-connection-state='CONNECTED']"
+SETTINGS = "[data-testid='stSidebar'] [data-testid='stSelectbox']"  # the sidebar's widgets: the full page is drawn
+# (a new tab's first page on How it works is the tile map alone, under the sidebar's header)
 SERVER_START_S = 120  # seconds to wait for /_stcore/health (the first start imports torch)
 POLL_S = 0.05  # seconds between polls of the pending sessions
 RSS_EVERY_S = 0.1  # seconds between RSS samples

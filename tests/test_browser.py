@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from load import SETTINGS  # benchmarks/ is on pytest's pythonpath (pyproject.toml): the full page's selector
 
 pytestmark = pytest.mark.browser
 
@@ -20,7 +21,6 @@ CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-b
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 SHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
-SETTINGS = "[data-testid='stSidebar'] [data-testid='stSelectbox']"  # the sidebar's widgets: the full page is drawn
 LOAD_MS = 180_000  # first load imports torch in the server: slow on a busy 2-core machine
 
 
