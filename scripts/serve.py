@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]  # the repository root (/app in the image): app.py and flashviz/ live here
+ROOT = Path(__file__).resolve().parents[1]  # the repository root (/app in the image): app.py, dashboard.py, flashviz/
 APP = ROOT / "app.py"
 NO_TEMP_DIR = 2  # exit status when no temporary directory is writable
 

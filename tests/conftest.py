@@ -19,14 +19,14 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 ROOT = Path(__file__).resolve().parent.parent
-APP = ROOT / "app.py"
+APP = ROOT / "dashboard.py"  # the page (app.py serves it)
 APP_TIMEOUT_S = 240  # one AppTest script run; generous because the CI machine may be shared and slow
 
 
 @pytest.fixture
 def make_app() -> Callable[..., object]:
-    """make_app(**query) -> an AppTest of app.py with those query parameters, run as a browser shows it: a session
-    that opens on How it works first gets the tile map alone, and then the full run that its timer asks for
+    """make_app(**query) -> an AppTest of the dashboard page with those query parameters, run as a browser shows it: a
+    session that opens on How it works first gets the tile map alone, and then the full run that its timer asks for
     (flashviz.ui.how_it_works.FIRST_PAGE_WAIT_S; AppTest runs no timers, so this runs it)."""
     from streamlit.testing.v1 import AppTest
 

@@ -51,7 +51,7 @@ def page(at):
             "sidebar_text": [h.value for h in at.sidebar.header], "tabs": len(at.tabs),
             "errors": [e.value for e in [*at.exception, *at.error]], "torch": "torch" in sys.modules,
             "emojis": "streamlit.emojis" in sys.modules, "waiting": "FIRST_PAGE_WAITED" in at.session_state}
-at = AppTest.from_file("app.py", default_timeout=300).run()
+at = AppTest.from_file("dashboard.py", default_timeout=300).run()
 first = page(at)
 at.run()  # the full run the fragment's timer starts (its st.rerun)
 print(json.dumps({"events": events, "first": first, "then": page(at)}))

@@ -191,8 +191,8 @@ def test_schedule_trace_counters_are_io_traces_columns(n, br, bc, causal, window
     assert list(tr.status) == list(df["status"]) and list(tr.q_block) == list(df["q_block"])
 
 
-def test_app_py_names_a_function_for_every_tab_and_imports_none_of_them_up_front():
-    tree = ast.parse((ROOT / "app.py").read_text())
+def test_dashboard_names_a_function_for_every_tab_and_imports_none_of_them_up_front():
+    tree = ast.parse((ROOT / "dashboard.py").read_text())
     (view_ui,) = [node.value for node in tree.body if isinstance(node, ast.Assign)
                   and [getattr(t, "id", None) for t in node.targets] == ["VIEW_UI"]]
     wiring = ast.literal_eval(view_ui)

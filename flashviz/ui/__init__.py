@@ -13,5 +13,5 @@
     decoding       Flash-Decoding: splits, logsumexp merge, paged KV, GQA; bytes per token (+ decoding_jobs)
     masks          FlexAttention-style masks: element mask, tile map, BlockMask tensors
 
-app.py at the repository root wires them together; nothing here runs on import.
+dashboard.py at the repository root wires them together (app.py serves it); nothing here runs on import.
 """
