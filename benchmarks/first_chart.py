@@ -4,13 +4,17 @@ A teacher starts the dashboard and opens it; what they wait for is the first cha
 in Debian's headless Chromium (driven by playwright), with the browser already running, as a teacher's would be:
 
     cold   a fresh server process on a free 127.0.0.1 port per repeat: from just before the process is spawned, until
-           /_stcore/health answers (health), the page's websocket is connected (connected), the first chart is drawn
-           (chart: the default page's tile map, an SVG the server writes, figures/tilemap.py) and plotly has drawn
-           its first chart (plotly: the row inspector below it; plotly.js alone takes seconds to load on a small
-           machine, which is why the tile map does not use it). The page is opened as soon as health answers.
+           /_stcore/health answers (health), the first chart is drawn (chart: the default page's tile map, an SVG the
+           server writes, figures/tilemap.py; the copy the server puts in the HTML page itself, flashviz/ui/
+           first_page.py, or where a version has none, the dashboard's own), the page's websocket is connected
+           (connected), the dashboard's own map is drawn (page map: Streamlit's first script run) and plotly has
+           drawn its first chart (plotly: the row inspector below it; plotly.js alone takes seconds to load on a
+           small machine, which is why the tile map does not use it). The page is opened as soon as health answers.
+           Each moment is stamped in the browser (a MutationObserver; an element counts once it has a size), so
+           their order does not matter.
     warm   further page loads on the last cold server, each in a new browser context (a new Streamlit session and an
            empty browser cache, so no widget state is reused, but the server's imports and caches are): from
-           page.goto to the first chart and to the first plotly chart.
+           page.goto to the first chart, the page's map and the first plotly chart.
     reference (--reference)  the same cold start of a one-line Streamlit page (one small SVG in st.markdown, the
            dashboard's .streamlit/config.toml): what Streamlit itself costs on this machine, the floor under the
            dashboard's figures.
@@ -38,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import statistics
 import subprocess
@@ -53,6 +58,7 @@ from load import CHROMIUM, CHROMIUM_ARGS, CONNECTED, free_port, stop
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ".fv-tilemap svg.fv-grid"  # the tile map's first panel (figures/tilemap.py): the page's first chart
+PAGE_MAP = "#root " + CHART  # the map Streamlit draws (the early copy is outside the app's root element)
 PLOTLY = ".js-plotly-plot .main-svg"  # plotly's SVG exists only once plotly.js has drawn the figure
 REFERENCE = "reference"  # the launcher name of --reference's one-line page
 CHECKOUT = "checkout:"  # launcher names "checkout:DIR": `streamlit run DIR/app.py` in DIR (another checkout)
@@ -68,12 +74,28 @@ CHART_TIMEOUT_MS = 120_000  # ms the first chart may take (the first script run 
 VIEWPORT = {"width": 1440, "height": 900}  # the classroom laptop the README's screenshots use
 
 
+# Stamps, in the browser's clock (ms since the epoch, the same clock as time.time() on this machine), the moment each
+# selector first matches an element with a size: window.fvAt[name].
+STAMPS = """(selectors) => {
+  const at = window.fvAt = {};
+  const look = () => {
+    for (const [name, sel] of Object.entries(selectors)) {
+      if (name in at) continue;
+      const el = document.querySelector(sel);
+      if (el && el.getBoundingClientRect().width > 0) at[name] = Date.now();
+    }
+  };
+  new MutationObserver(look).observe(document, {subtree: true, childList: true, attributes: true});
+}"""
+
+
 @dataclass
 class Cold:
     launcher: str  # "" = `streamlit run app.py`; REFERENCE; CHECKOUT + a directory; else the launcher's path
     health_s: float
     connected_s: float
     chart_s: float
+    page_map_s: float
     plotly_s: float
 
 
@@ -94,16 +116,16 @@ def server_argv(launcher: str, port: int, importtime: bool, reference: Path) -> 
 
 @contextlib.contextmanager
 def server(launcher: str, log: Path, reference: Path, importtime: bool = False) -> Iterator[tuple[str, float, float]]:
-    """Start a fresh server; yields (url, t0, health_s) with t0 = time.monotonic() just before the spawn."""
+    """Start a fresh server; yields (url, t0, health_s) with t0 = time.time() just before the spawn."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     with open(log, "w") as out:
-        t0 = time.monotonic()
+        t0, m0 = time.time(), time.monotonic()
         cwd = Path(launcher[len(CHECKOUT):]) if launcher.startswith(CHECKOUT) else ROOT  # its own config and code
         proc = subprocess.Popen(server_argv(launcher, port, importtime, reference), cwd=cwd, stdout=out,
                                 stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         try:
-            health_s = wait_health(url, proc, t0)
+            health_s = wait_health(url, proc, m0)
             yield url, t0, health_s
         finally:
             stop(proc)
@@ -120,21 +142,20 @@ def wait_health(url: str, proc: subprocess.Popen, t0: float) -> float:
     raise RuntimeError(f"{url}/_stcore/health did not answer within {START_TIMEOUT_S} s")
 
 
-def first_chart(browser, url: str, t0: float, reference: bool = False) -> tuple[float, float, float]:
-    """Open url in a new context; (connected_s, chart_s, plotly_s) measured from t0 (time.monotonic()). The
-    reference page has no plotly chart: its plotly_s is NaN."""
+def first_chart(browser, url: str, t0: float, reference: bool = False) -> dict[str, float]:
+    """Open url in a new context; seconds from t0 (time.time()) to "connected", "chart", "page_map" and "plotly" (the
+    reference page: "connected" and "chart" only)."""
+    selectors = ({"connected": CONNECTED, "chart": REFERENCE_CHART} if reference else
+                 {"connected": CONNECTED, "chart": CHART, "page_map": PAGE_MAP, "plotly": PLOTLY})
     context = browser.new_context(viewport=VIEWPORT)
     try:
         page = context.new_page()
-        page.goto(url)
-        page.wait_for_selector(CONNECTED, timeout=CHART_TIMEOUT_MS)
-        connected = time.monotonic() - t0
-        page.wait_for_selector(REFERENCE_CHART if reference else CHART, timeout=CHART_TIMEOUT_MS)
-        chart = time.monotonic() - t0
-        if reference:
-            return connected, chart, float("nan")
-        page.wait_for_selector(PLOTLY, timeout=CHART_TIMEOUT_MS)
-        return connected, chart, time.monotonic() - t0
+        page.add_init_script(f"({STAMPS})({json.dumps(selectors)})")
+        page.goto(url, wait_until="commit")
+        page.wait_for_function(f"window.fvAt && Object.keys(window.fvAt).length === {len(selectors)}",
+                               timeout=CHART_TIMEOUT_MS)
+        stamps = page.evaluate("window.fvAt")
+        return {name: ms / 1000 - t0 for name, ms in stamps.items()}
     finally:
         context.close()
 
@@ -155,7 +176,7 @@ def measure(args: argparse.Namespace, browser, tmp: Path) -> tuple[list[Cold], d
     """Cold starts for every launcher (interleaved), then the warm loads on each launcher's last server."""
     colds: list[Cold] = []
     names = [*args.launcher, *(CHECKOUT + str(d) for d in args.checkout), *([REFERENCE] if args.reference else [])]
-    warms: dict[str, list[tuple[float, float]]] = {name: [] for name in names}  # (chart_s, plotly_s)
+    warms: dict[str, list[dict[str, float]]] = {name: [] for name in names}  # first_chart's seconds
     reference = tmp / "reference_page.py"
     reference.write_text(REFERENCE_APP)
     for rep in range(args.cold):
@@ -163,15 +184,17 @@ def measure(args: argparse.Namespace, browser, tmp: Path) -> tuple[list[Cold], d
             log = tmp / f"server-{rep}-{len(colds)}.log"
             importtime = args.importtime > 0 and rep == 0
             with server(name, log, reference, importtime) as (url, t0, health_s):
-                connected_s, chart_s, plotly_s = first_chart(browser, url, t0, name == REFERENCE)
-                colds.append(Cold(name, health_s, connected_s, chart_s, plotly_s))
-                plotly = "" if name == REFERENCE else f", first plotly chart {plotly_s:.2f} s"
+                at = first_chart(browser, url, t0, name == REFERENCE)
+                nan = float("nan")
+                colds.append(Cold(name, health_s, at["connected"], at["chart"], at.get("page_map", nan),
+                                  at.get("plotly", nan)))
+                more = "" if name == REFERENCE else (f", the page's own map {at['page_map']:.2f} s, "
+                                                     f"first plotly chart {at['plotly']:.2f} s")
                 print(f"cold {rep + 1}/{args.cold} {name or 'streamlit run'}: health {health_s:.2f} s, "
-                      f"connected {connected_s:.2f} s, first chart {chart_s:.2f} s{plotly}", flush=True)
+                      f"first chart {at['chart']:.2f} s, connected {at['connected']:.2f} s{more}", flush=True)
                 if rep == args.cold - 1 and name != REFERENCE:
                     for _ in range(args.warm):
-                        t1 = time.monotonic()
-                        warms[name].append(first_chart(browser, url, t1)[1:])
+                        warms[name].append(first_chart(browser, url, time.time()))
             if importtime:
                 print(f"  slowest top-level imports of that start ({name or 'streamlit run'}, under -X importtime):")
                 for seconds, module in slowest_imports(log, args.importtime):
@@ -179,24 +202,26 @@ def measure(args: argparse.Namespace, browser, tmp: Path) -> tuple[list[Cold], d
     return colds, warms
 
 
-def report(colds: list[Cold], warms: dict[str, list[tuple[float, float]]]) -> None:
-    print("\nmedians (seconds); chart = the tile map, plotly = the first plotly chart (the row inspector); "
-          "reference = a one-SVG Streamlit page")
-    print(f"{'launcher':>32}  {'health':>7}  {'connected':>9}  {'cold chart':>10}  {'cold plotly':>11}  "
-          f"{'warm chart':>10}  {'warm plotly':>11}")
+def report(colds: list[Cold], warms: dict[str, list[dict[str, float]]]) -> None:
+    print("\nmedians (seconds); chart = the first tile map drawn, page map = the one Streamlit draws (the same where "
+          "the page has no early copy), plotly = the first plotly chart (the row inspector); reference = a one-SVG "
+          "Streamlit page")
+    print(f"{'launcher':>32}  {'health':>7}  {'cold chart':>10}  {'connected':>9}  {'page map':>8}  "
+          f"{'cold plotly':>11}  {'warm chart':>10}  {'warm page map':>13}  {'warm plotly':>11}")
     med = lambda xs: statistics.median(xs) if xs else float("nan")  # noqa: E731
     for name, warm in warms.items():
         mine = [c for c in colds if c.launcher == name]
         print(f"{name or 'streamlit run app.py':>32}  {med([c.health_s for c in mine]):7.2f}  "
-              f"{med([c.connected_s for c in mine]):9.2f}  {med([c.chart_s for c in mine]):10.2f}  "
-              f"{med([c.plotly_s for c in mine]):11.2f}  {med([w[0] for w in warm]):10.2f}  "
-              f"{med([w[1] for w in warm]):11.2f}")
+              f"{med([c.chart_s for c in mine]):10.2f}  {med([c.connected_s for c in mine]):9.2f}  "
+              f"{med([c.page_map_s for c in mine]):8.2f}  {med([c.plotly_s for c in mine]):11.2f}  "
+              f"{med([w['chart'] for w in warm]):10.2f}  {med([w['page_map'] for w in warm]):13.2f}  "
+              f"{med([w['plotly'] for w in warm]):11.2f}")
     for name in warms:
         mine = [c for c in colds if c.launcher == name]
         charts = sorted(c.chart_s for c in mine)
-        after = med([c.chart_s - c.connected_s for c in mine])  # the page's own share, without Streamlit's start
+        after = med([c.chart_s - c.health_s for c in mine])  # the page's share, without the server's start
         print(f"{name or 'streamlit run app.py':>32}  cold chart over {len(charts)} starts: "
-              f"{charts[0]:.2f}-{charts[-1]:.2f} s; {after:.2f} s after the page connected (median)")
+              f"{charts[0]:.2f}-{charts[-1]:.2f} s; {after:.2f} s after health answered (median)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,8 +16,9 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from flashviz.ui import sidebar
+from flashviz.ui.first_page import first_page_map
 from flashviz.ui.how_it_works import FIRST_PAGE_WAIT_S, FIRST_PAGE_WAITED, KERNEL_NOTE, PAGE_NOTE
-from flashviz.ui.state import VIEWS
+from flashviz.ui.state import VIEWS, Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = """
@@ -31,7 +32,7 @@ def record(self, body, *args, **kwargs):
     if 'class="fv-tilemap"' in str(body):
         events.append({"torch": "torch" in sys.modules, "pandas": "pandas" in sys.modules,
                        "emojis": "streamlit.emojis" in sys.modules, "row_marker": 'class="row-marker"' in body,
-                       "still": 'data-still="1"' in body})
+                       "still": 'data-still="1"' in body, "body": str(body)})
     return markdown(self, body, *args, **kwargs)
 def record_main(body, *args, **kwargs):  # st.markdown: the main DeltaGenerator's method, bound at import
     return record(streamlit._main, body, *args, **kwargs)
@@ -76,7 +77,10 @@ def test_the_tile_map_is_drawn_before_torch_loads_and_redrawn_with_the_row_marke
     assert not maps[0]["emojis"], out  # nor for the page icon (its emoji check loads a catalogue)
     assert not maps[0]["row_marker"]  # the automatic row is the kernel's pick, not loaded yet
     assert maps[0]["still"] and not maps[2]["still"], out  # the start frame as a picture first, then the animation
-    assert maps[1] == {**maps[0], "emojis": maps[1]["emojis"]}, out  # redrawn as it was while torch loads
+    # the very picture the server puts in the HTML page (tests/test_first_page.py), so the copy hands over unseen
+    assert maps[0]["body"].endswith(first_page_map(Settings())), out
+    assert maps[1] == {**maps[0], "emojis": maps[1]["emojis"], "body": maps[1]["body"]}, out  # redrawn as it was
+    assert maps[1]["body"].endswith(first_page_map(Settings())), out  # while torch loads
     # the first page: the map, the note and the sidebar's header, no tabs and no widgets (the browser would hold the
     # map back until the widgets' code had loaded), and still no torch at its end
     assert not first["torch"] and first["charts"] == 0 and first["widgets_in_tab"] == 0 == first["tabs"], out

@@ -153,7 +153,8 @@ def _style(uid: str) -> str:
     return (
         f"<style>{r}{{font-family:Arial,Helvetica,sans-serif;font-size:{BASE_FONT_PX}px;color:#111}}"
         f"{r} .fv-title{{font-size:{TITLE_FONT_PX}px;font-weight:600;margin:0}}"
-        f"{r} .fv-sub{{margin:2px 0 6px 0}}"
+        f"{r} .fv-sub{{margin:2px 0 6px 0;font-size:{BASE_FONT_PX}px}}"  # px: before and after the
+        # page's own CSS sets the font size (the map's copy in the HTML page is drawn before: flashviz/ui/first_page.py)
         f"{r} input{{position:absolute;opacity:0;width:1px;height:1px}}"
         f"{r} label{{display:inline-block;border:1px solid #888;border-radius:6px;padding:3px 12px;margin:0 8px 4px 0;"
         f"cursor:pointer;user-select:none;background:#f6f6f6}}"

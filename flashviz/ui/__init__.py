@@ -4,6 +4,7 @@
     sidebar        the sidebar's settings, classroom presets, the URL kept in sync
     common, jobs   the timing lock, runs in a worker thread with progress and Cancel, cached sweeps
     how_it_works   animated tile map, row inspector (the online-softmax rescale), update equations
+    first_page     a new tab's first chart, the map's start frame: in the first run, and in the HTML page itself
     benchmark      live sweep over N: memory, time, GFLOP/s, summary table, causal vs no mask, CSV
     block_size     time and modelled HBM traffic against the tile size
     io_model       HBM accesses against on-chip memory M (FA1 Theorem 2), each loop order with its tile rule

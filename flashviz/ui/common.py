@@ -24,6 +24,7 @@ from typing import Any
 
 import streamlit as st
 
+from flashviz.ui.first_page import COMPACT_HEADER_CSS
 from flashviz.ui.state import Env
 
 Progress = Callable[..., None]  # progress(done, total, label, partial=None): partial = results so far
@@ -46,12 +47,16 @@ def skip_repl_check() -> None:
 @st.cache_resource(show_spinner=False)
 def machine_env() -> Env:
     """Threads torch may use here and the devices available (CUDA listed only when torch sees one)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
     devices = ("cpu", "cuda") if cuda_available() else ("cpu",)
-    return Env(max_threads=max(1, cores), devices=devices)
+    return Env(max_threads=cpu_cores(), devices=devices)
+
+
+def cpu_cores() -> int:
+    """The CPU cores this process may run on (a container's --cpuset-cpus, not the host's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def torch_build_has_gpu(version_py: Path | None = None) -> bool | None:
@@ -283,11 +288,6 @@ def show_figure(fig: Any, key: str) -> None:
     st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, theme=None)
 
 
-# With a tile map, the page title and the space above it are smaller, so that the grid, counters and Play fit a
-# 1280 x 720 window. Sent with the map (one markdown element, whose code the browser already has), not with st.html,
-# whose code would be one more download before the browser can draw the map.
-COMPACT_HEADER_CSS = ("<style>.stMainBlockContainer { padding-top: 2.5rem; } "
-                      ".stMainBlockContainer h1 { font-size: 1.6rem; padding: 0 0 0.25rem 0; }</style>")
 
 
 def show_map(html: str, where: Any = st) -> None:

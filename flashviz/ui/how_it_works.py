@@ -17,11 +17,11 @@ from flashviz.figures.tilemap import fmt_bytes, fmt_flops, frame_indices, tile_m
 from flashviz.measure.trace import RowPick, RowTrace, ScheduleTrace, pick_row, row_trace, schedule_trace
 from flashviz.model.iomodel import io_cost
 from flashviz.ui.common import show_figure, show_map, timing_lock
+from flashviz.ui.first_page import first_page_map, grid_error, start_frame
 from flashviz.ui.state import Settings, spec_of
 from flashviz.ui.widgets import draw
 from flashviz.vocab import DTYPE_BYTES, LOOP_ORDER_LABELS
 
-GRID_MAX = 64  # tiles per side the animation draws (64 x 64 x 2 panels: about 0.75 MB of markup)
 # A session's first page (a new browser tab opening on How it works: first_page_ui) is the tile map, its start frame
 # as a still picture (a fifth of the markup, drawn sooner), a note and the sidebar's header; nothing else in that run:
 # the browser commits a batch of elements only once the code of every element in it has loaded, so widgets, and most
@@ -74,11 +74,11 @@ def cached_pick(n: int, d: int, br: int, bc: int, causal: bool, window: tuple[in
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def cached_map(n: int, br: int, bc: int, causal: bool, window: tuple[int, int] | None, loop_orders: tuple[str, ...],
-               d: int, dtype_bytes: int, row: int | None, start_frame: int, still: bool = False) -> str:
-    """The tile map's HTML (flashviz.figures.tilemap), built once per configuration; row None: no row marker;
-    still: the start frame alone, without Play (a fresh server's first page)."""
+               d: int, dtype_bytes: int, row: int | None, start: int) -> str:
+    """The tile map's HTML (flashviz.figures.tilemap), built once per configuration; row None: no row marker. (The
+    first page's still picture of it is flashviz.ui.first_page.first_page_map.)"""
     traces = [cached_schedule(n, br, bc, causal, window, order, d, dtype_bytes) for order in loop_orders]
-    return tile_map_html(traces, row=row, start_frame=start_frame, still=still)
+    return tile_map_html(traces, row=row, start_frame=start)
 
 
 def kernel_loaded() -> bool:
@@ -109,18 +109,9 @@ def _row_traces(s: Settings, row: int) -> list[RowTrace]:
             lock.release()
 
 
-def _grid_error(s: Settings) -> str | None:
-    tr, tc = -(-s.n // s.br), -(-s.n // s.bc)
-    if max(tr, tc) <= GRID_MAX:
-        return None
-    need = -(-s.n // GRID_MAX)
-    return (f"N = {s.n} with Br = {s.br}, Bc = {s.bc} makes a {tr} x {tc} grid of tiles; the animation draws at most "
-            f"{GRID_MAX} x {GRID_MAX}. Raise the block size to at least {need} or lower N.")
-
-
 def how_it_works_ui(s: Settings) -> None:
     """Draw the tab for settings s: the tile map first (it must fit a 1280 x 720 window), then what it means."""
-    error = _grid_error(s)
+    error = grid_error(s)
     if error:
         st.error(error)
         return
@@ -135,10 +126,10 @@ def how_it_works_ui(s: Settings) -> None:
     slot, note = st.empty(), st.empty()  # the map; under it, while a fresh server loads the kernel, the note
     try:
         traces, frames_at, start = _schedules(s)
-        if not kernel_loaded():
-            # A fresh server, after the first page (first_page_ui): the same still map and note again, so that
-            # nothing on screen fades while the kernel loads.
-            show_map(_still_map(s, start), slot)
+        still = None if kernel_loaded() else first_page_map(s)
+        if still:  # a fresh server, after the first page (first_page_ui): the same still map and note again, so
+            # that nothing on screen fades while the kernel loads
+            show_map(still, slot)
             note.info(KERNEL_NOTE)
         st.session_state.pop(FIRST_PAGE_WAITED, None)
         row, pick = inspected_row(s)
@@ -162,11 +153,8 @@ def first_page_ui(s: Settings) -> None:
     answers otherwise (an error, the Masks tab's mask). Called in place of the tabs, before them: the browser draws
     the map sooner without the tab bar's elements ahead of it (the tab bar's place is kept blank, so nothing moves
     when it comes)."""
-    if _grid_error(s) or s.usemask:
-        return
-    try:
-        still = _still_map(s, _schedules(s)[2])
-    except (ValueError, TypeError):  # the tab says what is wrong
+    still = first_page_map(s)  # the same picture the server put in the HTML page (flashviz.ui.first_page)
+    if still is None:
         return
     with st.container():
         show_map(TAB_BAR_SPACE + still)
@@ -179,14 +167,8 @@ def _schedules(s: Settings) -> tuple[list[ScheduleTrace], list[int], int]:
     page's frame, where the map has it."""
     traces = [cached_schedule(s.n, s.br, s.bc, s.causal, s.window, order, s.d, DTYPE_BYTES[s.dtype])
               for order in s.loop_orders]
-    frames_at = frame_indices(len(traces[0].computed_steps()))
-    return traces, frames_at, min(s.frame, max(len(frames_at) - 1, 0))
-
-
-def _still_map(s: Settings, start: int) -> str:
-    """The map's start frame as a still picture. The automatic row is the kernel's pick: no marker before it runs."""
-    return cached_map(s.n, s.br, s.bc, s.causal, s.window, s.loop_orders, s.d, DTYPE_BYTES[s.dtype],
-                      None if s.autorow else s.row, start, True)
+    n_computed = len(traces[0].computed_steps())
+    return traces, frame_indices(n_computed), start_frame(s.frame, n_computed)
 
 
 def _first_page_note(text: str) -> None:

@@ -51,6 +51,7 @@ from flashviz.measure.memory import measure_memory
 from flashviz.measure.timing import median_iqr, threads_set_to, time_calls
 from flashviz.measure.trace import schedule_trace
 from flashviz.ui.common import Progress, holding, run_button_ui, show_figure, show_map, timing_lock
+from flashviz.ui.first_page import grid_error
 from flashviz.ui.state import MASK_PRESETS, Settings
 from flashviz.ui.widgets import draw
 from flashviz.vocab import DTYPE_BYTES, Q_OUTER
@@ -136,15 +137,6 @@ def _controls_ui(s: Settings) -> None:
                 draw(name, col)
 
 
-def _grid_error(s: Settings) -> str | None:
-    tr, tc = -(-s.n // s.br), -(-s.n // s.bc)
-    if max(tr, tc) <= TILE_GRID_MAX:
-        return None
-    need = -(-s.n // TILE_GRID_MAX)
-    return (f"N = {s.n} with Br = {s.br}, Bc = {s.bc} makes a {tr} × {tc} grid of tiles; this view draws at most "
-            f"{TILE_GRID_MAX} × {TILE_GRID_MAX}. Raise the block size to at least {need} or lower N.")
-
-
 def masks_ui(s: Settings) -> None:
     """Draw the tab for settings s."""
     st.markdown("A FlexAttention **mask_mod** says which keys each query sees; the tiled kernel turns it into "
@@ -154,7 +146,7 @@ def masks_ui(s: Settings) -> None:
     if s.causal or s.window is not None:
         st.caption("The sidebar's causal mask and sliding window do not apply in this tab: its mask is built from "
                    "the presets above only.")
-    error = _grid_error(s)
+    error = grid_error(s, TILE_GRID_MAX, "this view")
     if error:
         st.error(error)
         return
