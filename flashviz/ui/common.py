@@ -288,8 +288,6 @@ def show_figure(fig: Any, key: str) -> None:
     st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, theme=None)
 
 
-
-
 def show_map(html: str, where: Any = st) -> None:
     """Draw a tile map built by flashviz.figures.tilemap in `where` (the page, or a placeholder to redraw): our own
     markup (SVG and CSS, no script, nothing from the user unescaped), so it may bypass markdown's HTML filter."""
