@@ -4,9 +4,6 @@ A training step is what FlashAttention-2's Algorithm 2 is for: naive attention k
 to the backward and builds dP and dS (N x N) on the way back; flash_attention keeps only O and the logsumexp L and
 recomputes P tile by tile. Everything runs side by side in one process, interleaved repeat by repeat, and the figures
 are medians, so drift in the machine's load hits all candidates alike: compare figures of one run, not of two.
-Next to the wall-clock time (time.perf_counter) each candidate gets its process CPU time (time.process_time): at
---threads 1 that is its compute time, which other processes on a shared machine cannot inflate; with more threads it
-also counts OpenMP spin-waiting, so read it as a cross-check only.
 
 Prints:
   1. a block-size scan of flash's training step at --scan-n (time, causal/non-causal ratio), unless --block is given,
@@ -20,38 +17,17 @@ Run:  python benchmarks/bench_backward.py                  (N = 1024 2048 4096, 
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from _common import device_sync, mib, print_table  # benchmarks/ is on sys.path when run
+from _common import Figures, add_json_arg, device_sync, interleaved_medians, mib, print_table  # benchmarks/ on sys.path
 
 from flashviz import flash_attention, naive_attention
 from flashviz.measure.memory import measure_memory
 
 BLOCKS = [(64, 64), (128, 64), (128, 128), (128, 256), (256, 128), (256, 256)]  # (Br, Bc) candidates of the scan
 TARGET_N = 2048  # the training-step targets are stated at N = 2048, H = 2
-
-
-def interleaved_medians(candidates: dict[str, Callable[[], object]], *, repeats: int, sync: Callable[[], None],
-                        warmup: int = 1) -> tuple[dict[str, float], dict[str, float]]:
-    """Median wall-clock and median process-CPU seconds of each candidate, timed round-robin (as _common's)."""
-    for fn in candidates.values():
-        for _ in range(warmup):
-            fn()
-    sync()
-    wall: dict[str, list[float]] = {name: [] for name in candidates}
-    cpu: dict[str, list[float]] = {name: [] for name in candidates}
-    for _ in range(repeats):
-        for name, fn in candidates.items():
-            c0, t0 = time.process_time(), time.perf_counter()
-            fn()
-            sync()
-            wall[name].append(time.perf_counter() - t0)
-            cpu[name].append(time.process_time() - c0)
-    return ({n: statistics.median(s) for n, s in wall.items()}, {n: statistics.median(s) for n, s in cpu.items()})
 
 
 def training_step(attn: Callable[..., torch.Tensor], q, k, v, dO, **kwargs) -> Callable[[], None]:
@@ -82,29 +58,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=5, help="interleaved timed repeats per candidate")
     p.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch intra-op threads")
     p.add_argument("--device", default="cpu", help="cpu or cuda")
+    add_json_arg(p)
     return p.parse_args(argv)
 
 
 def block_scan(inputs, args, sync) -> tuple[int, int]:
     """1. Flash's training step over BLOCKS, non-causal and causal in one round-robin; returns the (Br, Bc) of least
-    process CPU time (compute, which other processes on a shared machine cannot inflate)."""
+    time, non-causal and causal together."""
     q, k, v, dO = inputs
     scan = {f"{bq}x{bk}{' causal' if c else ''}": flash_step(q, k, v, dO, (bq, bk), c)
             for bq, bk in BLOCKS for c in (False, True)}
-    t, c = interleaved_medians(scan, repeats=args.repeats, sync=sync)
+    t = interleaved_medians(scan, repeats=args.repeats, sync=sync)
     rows = []
     for bq, bk in BLOCKS:
         full, causal = f"{bq}x{bk}", f"{bq}x{bk} causal"
         rows.append({"tiles": full, "time_s": f"{t[full]:.3f}", "causal_s": f"{t[causal]:.3f}",
-                     "causal/full": f"{t[causal] / t[full]:.2f}", "cpu_s": f"{c[full]:.3f}",
-                     "causal_cpu_s": f"{c[causal]:.3f}", "cpu causal/full": f"{c[causal] / c[full]:.2f}"})
+                     "causal/full": f"{t[causal] / t[full]:.2f}"})
     print(f"\n1. block-size scan of flash's training step at N={args.scan_n} (fwd+bwd, seconds)")
-    print_table(rows, ["tiles", "time_s", "causal_s", "causal/full", "cpu_s", "causal_cpu_s", "cpu causal/full"])
-    return min(BLOCKS, key=lambda b: c[f"{b[0]}x{b[1]}"] + c[f"{b[0]}x{b[1]} causal"])
+    print_table(rows, ["tiles", "time_s", "causal_s", "causal/full"])
+    return min(BLOCKS, key=lambda b: t[f"{b[0]}x{b[1]}"] + t[f"{b[0]}x{b[1]} causal"])
 
 
-def training_table(n: int, inputs, blocks: tuple[int, int], args, sync) -> dict[str, tuple[float, float, int]]:
-    """2. One N: flash, naive and SDPA training steps, non-causal and causal; name -> (wall s, CPU s, peak bytes)."""
+def training_table(n: int, inputs, blocks: tuple[int, int], args, sync) -> dict[str, tuple[float, int]]:
+    """2. One N: flash, naive and SDPA training steps, non-causal and causal; name -> (seconds, peak bytes)."""
     q, k, v, dO = inputs
     cands = {}
     for causal in (False, True):
@@ -112,29 +88,45 @@ def training_table(n: int, inputs, blocks: tuple[int, int], args, sync) -> dict[
         cands["flash" + suffix] = flash_step(q, k, v, dO, blocks, causal)
         cands["naive" + suffix] = training_step(naive_attention, q, k, v, dO, causal=causal)
         cands["sdpa" + suffix] = training_step(F.scaled_dot_product_attention, q, k, v, dO, is_causal=causal)
-    t, c = interleaved_medians(cands, repeats=args.repeats, sync=sync)
+    t = interleaved_medians(cands, repeats=args.repeats, sync=sync)
     peak = {name: measure_memory(fn) for name, fn in cands.items()}
     rows = []
     for name in cands:
         naive = "naive causal" if name.endswith("causal") else "naive"
         rows.append({"N": n, "impl": name, "time_s": f"{t[name]:.3f}", "x_naive": f"{t[name] / t[naive]:.2f}",
-                     "cpu_s": f"{c[name]:.3f}", "cpu_x_naive": f"{c[name] / c[naive]:.2f}",
                      "peak_MiB": mib(peak[name]), "peak_%_naive": f"{100 * peak[name] / peak[naive]:.1f}"})
-    print_table(rows, ["N", "impl", "time_s", "x_naive", "cpu_s", "cpu_x_naive", "peak_MiB", "peak_%_naive"])
-    return {name: (t[name], c[name], peak[name]) for name in cands}
+    print_table(rows, ["N", "impl", "time_s", "x_naive", "peak_MiB", "peak_%_naive"])
+    return {name: (t[name], peak[name]) for name in cands}
 
 
-def print_targets(r: dict[str, tuple[float, float, int]], heads: int) -> None:
+def print_targets(r: dict[str, tuple[float, int]], heads: int) -> None:
     """3. The training-step targets at N = TARGET_N, each with PASS or MISS; r as training_table returns it."""
     checks = [
-        ("flash fwd+bwd peak <= 10% of naive's (aim 5%)", r["flash"][2] / r["naive"][2], 0.10),
-        ("flash causal fwd+bwd peak <= 10% of naive's", r["flash causal"][2] / r["naive causal"][2], 0.10),
+        ("flash fwd+bwd peak <= 10% of naive's (aim 5%)", r["flash"][1] / r["naive"][1], 0.10),
+        ("flash causal fwd+bwd peak <= 10% of naive's", r["flash causal"][1] / r["naive causal"][1], 0.10),
         ("flash causal fwd+bwd time <= 0.7x non-causal (aim 0.55)", r["flash causal"][0] / r["flash"][0], 0.7),
-        ("  the same in process CPU time", r["flash causal"][1] / r["flash"][1], 0.7),
     ]
     print(f"\n3. targets at N={TARGET_N}, H={heads}")
     for label, ratio, bar in checks:
         print(f"  {'PASS' if ratio <= bar else 'MISS'}  {label}: {ratio:.3f}")
+
+
+def report_figures(results: dict[int, dict[str, tuple[float, int]]], blocks: tuple[int, int],
+                   args: argparse.Namespace) -> Figures:
+    """The run's headline figures (for --json), at the largest N: times as ratios, peaks in MiB."""
+    n = max(results)
+    r = results[n]
+    shape = f"B={args.batch} H={args.heads} N={n} d={args.d}, fwd+bwd"
+    figs = Figures()
+    figs.add("flash_x_naive", r["flash"][0] / r["naive"][0], "x",
+             f"training-step time, flash_attention ({blocks[0]}x{blocks[1]} tiles) / naive autograd, {shape}")
+    figs.add("sdpa_x_naive", r["sdpa"][0] / r["naive"][0], "x", f"training-step time, SDPA / naive autograd, {shape}")
+    figs.add("flash_causal_x_full", r["flash causal"][0] / r["flash"][0], "x",
+             "training-step time, flash_attention causal / non-causal")
+    for name in ("naive", "sdpa", "flash"):
+        figs.add(f"peak_mib_{name}", r[name][1] / 2**20, "MiB", f"peak memory of one training step, {name}")
+    figs.add("flash_peak_pct_naive", 100 * r["flash"][1] / r["naive"][1], "%", "flash's peak as % of naive's")
+    return figs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     results = {n: training_table(n, inputs(n), blocks, args, sync) for n in args.ns}
     if TARGET_N in results:
         print_targets(results[TARGET_N], args.heads)
+    report_figures(results, blocks, args).write(args.json)
     return 0
 
 

@@ -15,7 +15,7 @@ import argparse
 
 import torch
 import torch.nn.functional as F
-from _common import device_sync, interleaved_medians, mib, print_table  # benchmarks/ is on sys.path when run
+from _common import Figures, add_json_arg, device_sync, interleaved_medians, mib, print_table  # benchmarks/ on sys.path
 
 from flashviz import flash_attention_forward, naive_attention
 from flashviz.measure.memory import measure_memory
@@ -36,6 +36,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-tile", type=int, default=256 * 256,
                    help="largest Br x Bc the best-block choice may use (scores per head per tile), like a kernel's "
                         "on-chip budget: bigger tiles run about as fast but hold more memory and skip coarser")
+    add_json_arg(p)
     return p.parse_args(argv)
 
 
@@ -87,6 +88,23 @@ def against_sdpa_and_naive(q, k, v, best: tuple[str, int, int], args, sync) -> t
     return t, peak
 
 
+def report_figures(t: dict, peak: dict, best: tuple[str, int, int], args: argparse.Namespace) -> Figures:
+    """The run's headline figures (for --json): ratios measured side by side, and the peak memory."""
+    order, bq, bk = best
+    shape = f"B={args.batch} H={args.heads} N={args.n} d={args.d}"
+    figs = Figures()
+    figs.add("flash_x_sdpa", t["flash"] / t["sdpa"], "x",
+             f"forward time, best tiled kernel ({order}, {bq}x{bk} tiles) / SDPA, {shape}")
+    figs.add("naive_x_sdpa", t["naive"] / t["sdpa"], "x", f"forward time, naive / SDPA, {shape}")
+    figs.add("flash_causal_x_full", t["flash causal"] / t["flash"], "x",
+             "forward time, tiled causal / tiled non-causal")
+    figs.add("flash_causal_x_sdpa_causal", t["flash causal"] / t["sdpa causal"], "x",
+             "forward time, tiled causal / SDPA causal")
+    for name in ("sdpa", "naive", "flash"):
+        figs.add(f"peak_mib_{name}", peak[name] / 2**20, "MiB", f"peak extra memory of one forward call, {name}")
+    return figs
+
+
 def print_targets(t: dict, peak: dict) -> None:
     """3. The forward's targets, each with PASS or MISS."""
     checks = [
@@ -112,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     best = block_scan(q, k, v, args, sync)
     t, peak = against_sdpa_and_naive(q, k, v, best, args, sync)
     print_targets(t, peak)
+    report_figures(t, peak, best, args).write(args.json)
     return 0
 
 

@@ -23,6 +23,7 @@ import time
 
 import pandas as pd
 import torch
+from _common import Figures, add_json_arg  # benchmarks/ is on sys.path when run
 
 from flashviz.figures.report import summary_table
 from flashviz.measure.sweep import run_sweep
@@ -67,11 +68,30 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None, help="default: torch's current count")
     parser.add_argument("--causal", action="store_true")
+    add_json_arg(parser)
     return parser
 
 
-def report_heads(args: argparse.Namespace, heads: int) -> None:
-    """Sweep N at one head count and print its three tables."""
+def add_figures(figs: Figures, df: pd.DataFrame, heads: int, d: int, batch: int) -> None:
+    """The sweep's headline figures at its largest N: time ratios of flash and SDPA to naive, the peaks in MiB and
+    naive's measured peak against its formula."""
+    ok = df[df["status"] == "ok"]
+    n = int(ok["N"].max())
+    at = ok[ok["N"] == n].set_index("impl")
+    where = f"B={batch} H={heads} N={n} d={d}"
+    if "naive" in at.index:
+        for impl in at.index.drop("naive"):
+            figs.add(f"h{heads}_{impl}_x_naive", at.loc[impl, "time_s"] / at.loc["naive", "time_s"], "x",
+                     f"forward time, {impl} / naive, {where}")
+        formula = naive_formula_bytes(batch, heads, n, d)
+        figs.add(f"h{heads}_naive_peak_x_formula", at.loc["naive", "peak_bytes"] / formula, "x",
+                 f"naive's measured peak / 2*4*B*H*N^2 + 4*B*H*N*d, {where}")
+    for impl in at.index:
+        figs.add(f"h{heads}_peak_mib_{impl}", at.loc[impl, "peak_bytes"] / MIB, "MiB", f"peak memory, {impl}, {where}")
+
+
+def report_heads(args: argparse.Namespace, heads: int, figs: Figures) -> None:
+    """Sweep N at one head count, print its three tables and add its headline figures to figs."""
     t0 = time.perf_counter()
     df = run_sweep(args.n, d=args.d, block_size=args.block_size, causal=args.causal, impls=args.impls,
                    batch=args.batch, heads=heads, repeats=args.repeats, threads=args.threads,
@@ -85,14 +105,17 @@ def report_heads(args: argparse.Namespace, heads: int) -> None:
     if "naive" in args.impls:
         print("\nNaive peak memory, measured vs formula\n")
         print(naive_vs_formula(df, args.batch, heads, args.d))
+    add_figures(figs, df, heads, args.d, args.batch)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads available, d={args.d}, B={args.batch}, "
           f"block {args.block_size}x{args.block_size}, causal={args.causal}, median of {args.repeats}")
+    figs = Figures()
     for heads in args.heads:
-        report_heads(args, heads)
+        report_heads(args, heads, figs)
+    figs.write(args.json)
     return 0
 
 
