@@ -63,3 +63,9 @@ TILE_STATUS_LABELS = {
 # -- sweep row statuses
 OK = "ok"  # the row ran and was measured
 NOT_RUN = "not run"  # a guard refused the row before it ran; its status reads "not run: <why>"
+
+# -- how the tiled backward accumulates dQ (the IO model and the Backward view)
+DQ_ATOMIC = "atomic"  # FA2 Algorithm 2: dQ_i += dS_ij K_j into HBM after every tile (atomic adds on a GPU)
+DQ_DETERMINISTIC = "deterministic"  # a second pass, outer loop over Q blocks: dQ_i built on chip, written once
+DQ_MODES = (DQ_ATOMIC, DQ_DETERMINISTIC)
+DQ_MODE_LABELS = {DQ_ATOMIC: "atomic dQ", DQ_DETERMINISTIC: "deterministic dQ (second pass)"}

@@ -23,16 +23,19 @@ key/value heads.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from flashviz.core.tiling import TileSchedule, tile_schedule
 from flashviz.core.validate import Window
 from flashviz.model.flops import matmul_flops, score_flops
 from flashviz.vocab import KV_OUTER
 
-# One step's traffic per (batch, query head): (q_block, k_block, label, reads of Q/O/l/m/S/P, reads of K/V, writes,
-# flops); -1 for "no tile".
-Step = tuple[int, int, str, int, int, int, int]
+if TYPE_CHECKING:  # a mask_mod is made of torch ops; the IO model itself never imports torch
+    from flashviz.masks import MaskMod
+
+# One step's traffic per (batch, head): (q_block, k_block, label, reads of Q/O/l/m/S/P (and dO, L, D, dQ in the
+# backward), reads of K/V, writes per query head, writes of dK/dV per K/V head, flops); -1 for "no tile".
+Step = tuple[int, int, str, int, int, int, int, int]
 
 
 class TraceStep(NamedTuple):
@@ -53,9 +56,9 @@ TRACE_COLUMNS = TraceStep._fields  # io_trace's columns
 
 def naive_steps(n_q: int, n_k: int, d: int) -> Iterator[Step]:
     """Algorithm 0 as three phases."""
-    yield -1, -1, "S = QK^T", n_q * d, n_k * d, n_q * n_k, matmul_flops(n_q, n_k, d)  # read Q, K; write S
-    yield -1, -1, "P = softmax(S)", n_q * n_k, 0, n_q * n_k, 0  # read S; write P
-    yield -1, -1, "O = PV", n_q * n_k, n_k * d, n_q * d, matmul_flops(n_q, d, n_k)  # read P, V; write O
+    yield -1, -1, "S = QK^T", n_q * d, n_k * d, n_q * n_k, 0, matmul_flops(n_q, n_k, d)  # read Q, K; write S
+    yield -1, -1, "P = softmax(S)", n_q * n_k, 0, n_q * n_k, 0, 0  # read S; write P
+    yield -1, -1, "O = PV", n_q * n_k, n_k * d, n_q * d, 0, matmul_flops(n_q, d, n_k)  # read P, V; write O
 
 
 def tiled_steps(schedule: TileSchedule, d: int) -> Iterator[Step]:
@@ -66,7 +69,7 @@ def tiled_steps(schedule: TileSchedule, d: int) -> Iterator[Step]:
     last tile of row i (computed or not).
     """
     kv_outer = schedule.loop_order == KV_OUTER
-    yield -1, -1, "start", 0, 0, (schedule.n_q * d + 2 * schedule.n_q) if kv_outer else 0, 0  # write O, l, m
+    yield -1, -1, "start", 0, 0, (schedule.n_q * d + 2 * schedule.n_q) if kv_outer else 0, 0, 0  # write O, l, m
     loaded: set[int] = set()  # outer blocks whose operand is already on chip
     last_k = schedule.n_k_blocks - 1
     for t in schedule:
@@ -86,63 +89,86 @@ def tiled_steps(schedule: TileSchedule, d: int) -> Iterator[Step]:
                 reads_kv = 2 * cols * d  # K_j, V_j
         if not kv_outer and t.k_block == last_k:
             writes += rows * d + rows  # epilogue of row i: O_i and L_i
-        yield t.q_block, t.k_block, t.status, reads_q, reads_kv, writes, flops
+        yield t.q_block, t.k_block, t.status, reads_q, reads_kv, writes, 0, flops
 
 
-def band_totals(algorithm: str, n_q: int, n_k: int, d: int, block_q: int, block_k: int, causal: bool,
-                 window: Window) -> tuple[int, int, int, int]:
-    """(reads of Q/O/l/m, reads of K/V, writes, flops) per (batch, head) in O(Tr + Tc), without listing the tiles.
+class RowBand(NamedTuple):
+    """The computed tiles of one Q block row under a causal / window mask: K blocks c0 .. c1 (none: tiles = 0)."""
+
+    rows: int  # query rows of the block (the last one may be ragged)
+    c0: int  # first computed K block
+    c1: int  # last computed K block
+    keys: int  # keys the row's computed tiles load together (0 when none is computed)
+    tiles: int  # computed tiles of the row: c1 - c0 + 1, or 0
+
+
+def row_bands(n_q: int, n_k: int, block_q: int, block_k: int, causal: bool, window: Window) -> Iterator[RowBand]:
+    """One RowBand per Q block row, in O(1) each, without listing the tiles.
 
     Query row r sees keys [r - left, r + right] (right <= 0 under causal), clipped to [0, N_k). Both ends grow with
     r, so the keys the rows [a, b) of block row i see together form one interval [lo_i, hi_i] (empty once every
     row is past N_k + left), and the computed tiles of block row i are the K blocks lo_i // Bc .. hi_i // Bc: the
-    same tiles `tile_schedule` computes. The accounting rules are those of `tiled_steps`.
+    same tiles `tile_schedule` computes.
     """
     left, right = window if window is not None else (None, None)
     if causal:
         right = 0 if right is None else min(right, 0)
-    Tc = -(-n_k // block_k)
-    kv_used = [0] * (Tc + 1)  # difference array: computed tiles per K block
-    reads_q = reads_kv = writes = pairs = 0
     for a in range(0, n_q, block_q):
         b = min(a + block_q, n_q)  # rows [a, b) of block row i
-        rows = b - a
         lo = 0 if left is None else max(0, a - left)
         hi = n_k - 1 if right is None else min(n_k - 1, b - 1 + right)
-        computed = lo <= hi
+        if lo > hi:
+            yield RowBand(b - a, 0, -1, 0, 0)
+            continue
         c0, c1 = lo // block_k, hi // block_k  # first and last computed K block
-        keys = min(n_k, (c1 + 1) * block_k) - c0 * block_k if computed else 0  # keys loaded by the row's tiles
-        tiles = c1 - c0 + 1 if computed else 0
-        pairs += rows * keys
-        if algorithm == KV_OUTER:
-            reads_q += tiles * (2 * rows * d + 2 * rows)  # Q_i, O_i, l_i, m_i per computed tile
-            writes += tiles * (rows * d + 2 * rows)  # O_i, l_i, m_i per computed tile
-            if computed:
-                kv_used[c0] += 1
-                kv_used[c1 + 1] -= 1
-        else:
-            reads_q += rows * d if computed else 0  # Q_i once
-            reads_kv += 2 * keys * d  # K_j, V_j per computed tile
+        yield RowBand(b - a, c0, c1, min(n_k, (c1 + 1) * block_k) - c0 * block_k, c1 - c0 + 1)
+
+
+def used_key_columns(bands: Iterable[RowBand], n_k: int, block_k: int) -> int:
+    """Keys in the K blocks that have at least one computed tile (each block counted once): what a kv_outer loop
+    loads once per column."""
+    Tc = -(-n_k // block_k)
+    kv_used = [0] * (Tc + 1)  # difference array: computed tiles per K block
+    for band in bands:
+        if band.tiles:
+            kv_used[band.c0] += 1
+            kv_used[band.c1 + 1] -= 1
+    keys = running = 0
+    for j in range(Tc):
+        running += kv_used[j]
+        keys += min(block_k, n_k - j * block_k) if running > 0 else 0
+    return keys
+
+
+def band_totals(algorithm: str, n_q: int, n_k: int, d: int, block_q: int, block_k: int, causal: bool,
+                window: Window) -> tuple[int, int, int, int]:
+    """(reads of Q/O/l/m, reads of K/V, writes, flops) per (batch, head) in O(Tr + Tc), without listing the tiles:
+    the rules of `tiled_steps` summed over `row_bands`."""
+    bands = list(row_bands(n_q, n_k, block_q, block_k, causal, window))
+    pairs = sum(band.rows * band.keys for band in bands)
     if algorithm == KV_OUTER:
+        reads_q = sum(band.tiles * (2 * band.rows * d + 2 * band.rows) for band in bands)  # Q_i, O_i, l_i, m_i
+        writes = sum(band.tiles * (band.rows * d + 2 * band.rows) for band in bands)  # O_i, l_i, m_i per tile
         writes += n_q * d + 2 * n_q  # the initial O, l, m
-        running = 0
-        for j in range(Tc):  # K_j, V_j once for every K block with a computed tile
-            running += kv_used[j]
-            reads_kv += 2 * min(block_k, n_k - j * block_k) * d if running > 0 else 0
+        reads_kv = 2 * d * used_key_columns(bands, n_k, block_k)  # K_j, V_j once for every K block used
     else:
-        writes += n_q * d + n_q  # O and L, once
+        reads_q = sum(band.rows * d for band in bands if band.tiles)  # Q_i once
+        reads_kv = sum(2 * band.keys * d for band in bands)  # K_j, V_j per computed tile
+        writes = n_q * d + n_q  # O and L, once
     return reads_q, reads_kv, writes, score_flops(pairs, d)
 
 
-def schedule_of(algorithm: str, n_q: int, n_k: int, block_q: int, block_k: int, causal: bool,
-                window: Window) -> TileSchedule:
-    """The tile schedule of a tiled algorithm (its loop order), for the causal and window masks."""
-    return tile_schedule(n_q, n_k, block_q, block_k, causal=causal, window=window, loop_order=algorithm)
+def schedule_of(loop_order: str, n_q: int, n_k: int, block_q: int, block_k: int, causal: bool, window: Window,
+                mask_mod: MaskMod | None = None, batch: int = 1, heads: int = 1) -> TileSchedule:
+    """The tile schedule of a loop order for the mask (a mask_mod is classified over batch and heads)."""
+    return tile_schedule(n_q, n_k, block_q, block_k, causal=causal, window=window, loop_order=loop_order,
+                         mask_mod=mask_mod, batch=batch, heads=heads)
 
 
 def cumulative(steps: Iterable[Step], first_step: int, bh: int, bh_kv: int, dtype_bytes: int) -> Iterator[TraceStep]:
-    """Running sums of per-(batch, head) steps over all B H: K/V reads count B H_kv times, the rest B H times."""
+    """Running sums of per-(batch, head) steps over all B H: K/V reads and dK/dV writes count B H_kv times, the rest
+    B H times."""
     reads = writes = flops = 0
-    for step, (i, j, status, r_q, r_kv, w, f) in enumerate(steps, start=first_step):
-        reads, writes, flops = reads + r_q * bh + r_kv * bh_kv, writes + w * bh, flops + f * bh
+    for step, (i, j, status, r_q, r_kv, w, w_kv, f) in enumerate(steps, start=first_step):
+        reads, writes, flops = reads + r_q * bh + r_kv * bh_kv, writes + w * bh + w_kv * bh_kv, flops + f * bh
         yield TraceStep(step, i, j, status, reads, writes, flops, (reads + writes) * dtype_bytes)
