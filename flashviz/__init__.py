@@ -1,7 +1,7 @@
 """flashviz: see, measure and teach FlashAttention.
 
 Public API (these names and their meanings are a stable contract):
-    naive_attention, flash_attention_forward, flash_attention, tile_schedule, io_cost,
+    naive_attention, flash_attention_forward, flash_attention, flash_attention_backward, tile_schedule, io_cost,
     measure_memory, benchmark, run_sweep, flash_decode, to_block_mask
 Masks and score mods in FlexAttention's signatures live in flashviz.masks.
 
@@ -15,7 +15,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the same names, for type checkers and editors
-    from flashviz.core.backward import flash_attention, flash_attention_backward
+    from flashviz.core.backward import BackwardTileEvent, flash_attention, flash_attention_backward
     from flashviz.core.blockmask import to_block_mask
     from flashviz.core.decode import flash_decode
     from flashviz.core.flash import TileEvent, flash_attention_forward
@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from flashviz.vocab import FULL, PARTIAL, SKIPPED
 
 _MODULE_OF = {  # public name -> the module that defines it
+    "BackwardTileEvent": "flashviz.core.backward",
     "flash_attention": "flashviz.core.backward",
     "flash_attention_backward": "flashviz.core.backward",
     "to_block_mask": "flashviz.core.blockmask",
@@ -61,6 +62,7 @@ __all__ = [
     "FULL",
     "PARTIAL",
     "SKIPPED",
+    "BackwardTileEvent",
     "IOCost",
     "Tile",
     "TileEvent",

@@ -63,3 +63,16 @@ TILE_STATUS_LABELS = {
 # -- sweep row statuses
 OK = "ok"  # the row ran and was measured
 NOT_RUN = "not run"  # a guard refused the row before it ran; its status reads "not run: <why>"
+
+# -- how the tiled backward accumulates dQ (the IO model and the Backward view)
+DQ_ATOMIC = "atomic"  # FA2 Algorithm 2: dQ_i += dS_ij K_j into HBM after every tile (atomic adds on a GPU)
+DQ_DETERMINISTIC = "deterministic"  # a second pass, outer loop over Q blocks: dQ_i built on chip, written once
+DQ_MODES = (DQ_ATOMIC, DQ_DETERMINISTIC)
+DQ_MODE_LABELS = {DQ_ATOMIC: "atomic dQ", DQ_DETERMINISTIC: "deterministic dQ (second pass)"}
+
+# -- where an operand of a backward tile lives (FA2 Algorithm 2, outer loop over K/V blocks j)
+ON_CHIP_COLUMN = "on chip for the whole column"  # K_j, V_j loaded once; dK_j, dV_j accumulated, written once
+ON_CHIP_TILE = "on chip, this tile only"  # S_ij, P_ij, dP_ij, dS_ij: recomputed, never written to HBM
+HBM_STREAMED = "streamed from HBM every tile"  # Q_i, dO_i, L_i, D_i
+HBM_READ_WRITE = "read and written back in HBM every tile"  # dQ_i (an atomic add on a GPU)
+OPERAND_PLACES = (ON_CHIP_COLUMN, ON_CHIP_TILE, HBM_STREAMED, HBM_READ_WRITE)

@@ -28,10 +28,11 @@ ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "pandas")
 CPU_BUILD = torch.version.cuda is None and torch.version.hip is None  # what torch says of itself, once imported
 
-PUBLIC = ["FULL", "PARTIAL", "SKIPPED", "IOCost", "Tile", "TileEvent", "TileSchedule", "Timing", "attention_flops",
-          "benchmark", "fa1_block_sizes", "flash_attention", "flash_attention_backward", "flash_attention_forward",
-          "flash_decode", "hbm_vs_memory", "io_cost", "io_trace", "measure_memory", "naive_attention",
-          "run_block_sweep", "run_sweep", "tile_schedule", "time_call", "time_calls", "to_block_mask"]
+PUBLIC = ["FULL", "PARTIAL", "SKIPPED", "BackwardTileEvent", "IOCost", "Tile", "TileEvent", "TileSchedule", "Timing",
+          "attention_flops", "benchmark", "fa1_block_sizes", "flash_attention", "flash_attention_backward",
+          "flash_attention_forward", "flash_decode", "hbm_vs_memory", "io_cost", "io_trace", "measure_memory",
+          "naive_attention", "run_block_sweep", "run_sweep", "tile_schedule", "time_call", "time_calls",
+          "to_block_mask"]
 
 
 def run_fresh(code: str) -> dict:

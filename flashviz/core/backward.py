@@ -8,6 +8,8 @@ References:
             dQ_i += scale dS_ij K_j    dK_j += scale dS_ij^T Q_i
         The outer loop runs over K/V blocks j ("kv_outer"), so dK_j and dV_j stay on chip for a whole column of tiles
         and are written once; dQ_i is accumulated in HBM (atomic adds on a GPU).
+        Line 9 of the algorithm also lists O_i among each tile's loads; with D precomputed (line 4) no tile needs it,
+        and neither this kernel nor flash-attn's reads it.
     FlashAttention (Dao et al., 2022), Appendix B.2: the same gradient derivation, in FA1's notation.
 
 Legend: B batch, H query heads, H_kv key/value heads, G = H / H_kv, N_q / N_k query / key lengths, d head
@@ -18,11 +20,17 @@ groups. With grouped-query attention, dK_j += scale dS_ij^T Q_i contracts over t
 over the G query heads that share K/V head h_kv happens inside the matmul. Only tiles that tile_schedule marks as
 computed are ever loaded; partial tiles are masked. The largest temporary is one (BH_kv, Br G, Bc) tile: memory
 stays O(N d).
+
+on_tile: with a callback, the kernel reports a BackwardTileEvent after every computed tile, in its visiting order
+(the computed tiles of tile_schedule(..., loop_order="kv_outer")): the tile, the recomputed P_ij's row sums and the
+norms of the dK_j, dV_j accumulators and of dQ_i, for batch 0 and head 0. The event only reads the kernel's state, so
+the gradients are bit for bit those of a call without it; without one the only per-tile cost is a test of None.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
@@ -41,6 +49,46 @@ DOUBLE_BACKWARD_MESSAGE = (
     "gradgradcheck, Hessian-vector products, gradient penalties) cannot go through it. "
     "Fix: call backward without create_graph, or use naive_attention where you need higher-order gradients."
 )
+
+
+@dataclass(frozen=True)
+class BackwardTileEvent:
+    """What the backward reports after computing one tile (FA2 Algorithm 2, lines 10-16), for teaching: the
+    recomputed probabilities and the gradients as they accumulate. Tensors and norms are batch 0's, head 0's."""
+
+    step: int  # the tile's position in tile_schedule(..., loop_order="kv_outer"): k_block Tr + q_block
+    q_block: int  # i: query block index (the inner loop)
+    k_block: int  # j: key/value block index (the outer loop)
+    status: str  # "full" or "partial" (skipped tiles are never computed, so never reported)
+    q_start: int  # first query row of the tile
+    q_end: int  # one past the last query row
+    k_start: int  # first key column of the tile
+    k_end: int  # one past the last key column
+    row_sums: torch.Tensor  # (q_end - q_start,) sum over the tile's keys of the recomputed P_ij = exp(S_ij - L_i),
+    #                         query head 0, in the accumulator dtype on CPU. Over all k blocks a row's sums add up to
+    #                         1 (0 for a row that sees no key): L_i is the whole row's logsumexp. (0,) when B H = 0
+    dv_norm: float  # Frobenius norm of the on-chip accumulator dV_j after this tile (K/V head 0: its group's heads)
+    dk_norm: float  # Frobenius norm of the on-chip accumulator dK_j after this tile (K/V head 0)
+    dq_norm: float  # Frobenius norm of dQ_i in HBM after this tile's (atomic) add, query head 0
+
+
+BackwardTileCallback = Callable[[BackwardTileEvent], None]
+
+
+def _emit(on_tile: BackwardTileCallback, t: Tile, step: int, P_ij: torch.Tensor, dK_j: torch.Tensor,
+          dV_j: torch.Tensor, dQ_i: torch.Tensor, G: int) -> None:
+    """Report a computed tile for batch 0, head 0, reading (never writing) the kernel's state.
+
+    P_ij: (BH_kv, Br G, Bc) and dQ_i: (BH_kv, Br G, d) in group_rows' layout (query head 0 is every G-th row of group
+    0); dK_j, dV_j: (BH_kv, Bc, d).
+    """
+    if P_ij.shape[0] == 0:  # B * H = 0: there is no batch 0, head 0 to report
+        row_sums, norms = P_ij.new_empty(0).cpu(), (0.0, 0.0, 0.0)
+    else:
+        row_sums = P_ij[0, ::G].sum(dim=-1).cpu()  # (Br,) a new tensor: the tile's P_ij stays untouched
+        norms = tuple(float(torch.linalg.vector_norm(x)) for x in (dV_j[0], dK_j[0], dQ_i[0, ::G]))
+    on_tile(BackwardTileEvent(step, t.q_block, t.k_block, t.status, t.q_start, t.q_end, t.k_start, t.k_end,
+                              row_sums, *norms))
 
 
 def _row_statistics(O: torch.Tensor, dO: torch.Tensor, L: torch.Tensor, Br: int,
@@ -87,12 +135,13 @@ def _columns(schedule: TileSchedule):
 
 
 def _backward_kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor, dO: torch.Tensor,
-                       L: torch.Tensor, schedule: TileSchedule, c: AttentionConfig,
-                       score: TileScoreMod | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                       L: torch.Tensor, schedule: TileSchedule, c: AttentionConfig, score: TileScoreMod | None,
+                       on_tile: BackwardTileCallback | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """FlashAttention-2, Algorithm 2, outer loop over K/V blocks.
 
     q, O, dO: (BH_kv, N_q G, d) in group_rows' layout; k, v: (BH_kv, N_k, d), in the input dtype; L: (BH_kv, N_q G)
-    in `acc`. Returns dQ (BH_kv, N_q G, d), dK, dV (BH_kv, N_k, d) (summed over each group) in `acc`.
+    in `acc`. Returns dQ (BH_kv, N_q G, d), dK, dV (BH_kv, N_k, d) (summed over each group) in `acc`. on_tile gets a
+    BackwardTileEvent after every computed tile.
 
     As in the forward (flash.py), the exponent is taken in base 2: S_ij and L_i are carried in log2 units
     (times log2(e)), so P_ij = exp2(S_ij log2(e) - L_i log2(e)) = exp(S_ij - L_i), and exp2 is ~3x cheaper than exp.
@@ -135,18 +184,21 @@ def _backward_kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: tor
             # -- dQ_i += scale dS_ij K_j (write Br d); dK_j += scale dS_ij^T Q_i, summed over the group
             dQ_blocks[i].baddbmm_(dS_ij, K_j, alpha=scale)  # (BH_kv, Br G, Bc) x (BH_kv, Bc, d) -> (BH_kv, Br G, d)
             dK_j.baddbmm_(dS_ij.transpose(1, 2), Q_i, alpha=scale)  # (BH_kv, Bc, Br G) x (BH_kv, Br G, d)
+            if on_tile is not None:  # step: the tile's place in the kv_outer schedule, whatever order `schedule` has
+                _emit(on_tile, t, t.k_block * schedule.n_q_blocks + i, P_ij, dK_j, dV_j, dQ_blocks[i], G)
         # dK_j, dV_j were views into dK, dV: the column's single write of 2 Bc d happened in place
     return dQ, dK, dV
 
 
 def tiled_backward(dO: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, O: torch.Tensor,
-                   L: torch.Tensor, config: AttentionConfig,
-                   schedule: TileSchedule | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                   L: torch.Tensor, config: AttentionConfig, schedule: TileSchedule | None = None,
+                   on_tile: BackwardTileCallback | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The tiled backward for an already validated config (see tiled_config); no argument is checked again.
 
     Args:
         dO, q, O: (B, H, N_q, d).  k, v: (B, H_kv, N_k, d).  L: (B, H, N_q) logsumexp.  config: from tiled_config.
         schedule: the forward's tile schedule (any loop order), reused rather than classified again; None builds it.
+        on_tile: as in flash_attention_backward.
     Returns:
         (dq, dk, dv), shaped and typed like q, k, v.
 
@@ -165,7 +217,7 @@ def tiled_backward(dO: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
     dQ, dK, dV = _backward_kv_outer(group_rows(q, c.H_kv), k.reshape(BH_kv, c.n_k, c.d),
                                     v.reshape(BH_kv, c.n_k, c.d), group_rows(O, c.H_kv),
                                     group_rows(dO.contiguous(), c.H_kv), group_rows(L, c.H_kv).to(c.acc), schedule,
-                                    c, score)
+                                    c, score, on_tile)
     return (ungroup_rows(dQ, c.B, c.H, c.H_kv).to(q.dtype), dK.view(c.B, c.H_kv, c.n_k, c.d).to(k.dtype),
             dV.view(c.B, c.H_kv, c.n_k, c.d).to(v.dtype))
 
@@ -203,6 +255,7 @@ def flash_attention_backward(
     scale: float | None = None,
     mask_mod: MaskMod | None = None,
     score_mod: ScoreMod | None = None,
+    on_tile: BackwardTileCallback | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Gradients of attention by tiled recomputation (FlashAttention-2, Algorithm 2); no N_q x N_k tensor is built.
 
@@ -212,6 +265,11 @@ def flash_attention_backward(
         O: (B, H, N_q, d) forward output.  L: (B, H, N_q) logsumexp from the forward (-inf for rows that see no key).
         block_size, block_q, block_k, causal, window, scale, mask_mod, score_mod: as in flash_attention_forward;
             they must match the forward that produced O and L.
+        on_tile: called once per computed tile, in the backward's visiting order (outer loop over K/V blocks j, inner
+            over Q blocks i: the computed tiles of tile_schedule(..., loop_order="kv_outer")), with a
+            BackwardTileEvent: the tile, its recomputed P_ij's row sums, and the norms of dV_j, dK_j (on chip for
+            the column) and dQ_i (in HBM) after the tile, for batch 0 and head 0. The gradients are identical with
+            and without it.
     Returns:
         (dq, dk, dv), shaped and typed like q, k, v (fp32 accumulation for fp16/bf16, fp64 stays fp64).
 
@@ -222,11 +280,18 @@ def flash_attention_backward(
         >>> dq, dk, dv = flash_attention_backward(torch.ones_like(O), q, k, v, O, L, 32, causal=True)
         >>> dq.shape
         torch.Size([1, 2, 100, 16])
+        >>> events = []
+        >>> _ = flash_attention_backward(torch.ones_like(O), q, k, v, O, L, 32, causal=True, on_tile=events.append)
+        >>> [(e.q_block, e.k_block) for e in events][:5]  # column j = 0 first: every Q block sees key block 0
+        [(0, 0), (1, 0), (2, 0), (3, 0), (1, 1)]
     """
     config = tiled_config(q, k, v, block_size=block_size, block_q=block_q, block_k=block_k, causal=causal,
                           window=window, scale=scale, mask_mod=mask_mod, score_mod=score_mod)
     _validate_saved(q, O, dO, L)
-    return tiled_backward(dO, q, k, v, O, L, config)
+    if on_tile is not None and not callable(on_tile):
+        raise TypeError(f"on_tile must be a callable taking a BackwardTileEvent (e.g. events.append), or None, got "
+                        f"{type(on_tile).__name__}. It is called once per computed tile of the backward.")
+    return tiled_backward(dO, q, k, v, O, L, config, on_tile=on_tile)
 
 
 class _FlashAttention(torch.autograd.Function):

@@ -139,8 +139,10 @@ def _reveal_frames(tr: ScheduleTrace, computed: list[int], frames_at: list[int])
     return out
 
 
-def _style(uid: str) -> str:
-    """The snippet's CSS, scoped to its root id. Each animation has two identical names (a, b): Restart switches."""
+def map_css(uid: str) -> str:
+    """The snippet's CSS, scoped to its root id. Each animation has two identical names (a, b): Restart switches.
+    Shared by figures/backward_map.py, whose snippet has the same structure (root, Play and Restart inputs, .fv-bar,
+    .fv-panels of SVGs whose tiles are .t rects and frames .fr groups)."""
     r = f"#{uid}"
     fates = "".join(f"{r} .t.{FATE_CLASS[s]}{{fill:{TILE_AHEAD_COLORS[s]}}}{r} .t.{FATE_CLASS[s]}.done"
                     f"{{fill:{TILE_COLORS[s]}}}" for s in FATES)
@@ -366,7 +368,7 @@ def tile_map_html(traces: Sequence[ScheduleTrace], *, row: int | None = None, ma
     reveal = "" if still else f"<style>{_reveal_css(uid, tl)}</style>"  # when each tile turns: only with Play
     still_attr = ' data-still="1"' if still else ""
     return (f'<div id="{uid}" class="{ROOT_CLASS}" data-frames="{len(frames_at)}" data-start="{start_frame}" '
-            f'data-frame-s="{tl.dt:.3f}"{still_attr}>{_style(uid)}{reveal}'
+            f'data-frame-s="{tl.dt:.3f}"{still_attr}>{map_css(uid)}{reveal}'
             f'<p class="fv-title">{title}</p><p class="fv-sub">{subtitle}</p>{controls}'
             f'{bar}{play}</div><div class="fv-panels">{panels}{_legend(row, beside=len(traces) == 1)}'
             "</div></div>")

@@ -9,18 +9,11 @@ References:
         (Theta(N d + N^2) HBM accesses for standard attention against Theta(N^2 d^2 / M) for FlashAttention, with
         tile sizes Bc = ceil(M / 4d), Br = min(Bc, d) from on-chip memory M).
     Dao, FlashAttention-2 (2023), Algorithm 1 ("q_outer": Q_i loaded once per row of tiles, O and L written once).
+    The backward (`backward=True`): FA1 Algorithm 3 (standard) and FA2 Algorithm 2 (tiled), counted in
+        flashviz.model.iomodel_backward, atomic or deterministic dQ.
 
-Accounting rules, per (batch, query head), in elements (multiply by dtype_bytes for bytes):
-    naive     reads N_q d + 2 N_k d + 2 N_q N_k, writes 2 N_q N_k + N_q d, flops 4 N_q N_k d (masking saves nothing).
-    kv_outer  writes the initial O, l, m (N_q d + 2 N_q); each K/V block with >= 1 computed tile reads K_j, V_j once
-              (2 cols_j d); each computed tile reads Q_i, O_i, l_i, m_i (2 rows_i d + 2 rows_i) and writes O_i, l_i,
-              m_i (rows_i d + 2 rows_i).
-    q_outer   each Q block with >= 1 computed tile reads Q_i once (rows_i d); each computed tile reads K_j, V_j
-              (2 cols_j d); O and L are written once (N_q d + N_q), rows that see no key included (zeros, -inf).
-    tiled flops: 4 rows_i cols_j d summed over computed tiles (flashviz.model.flops.score_flops).
-Grouped-query attention (heads_kv < heads): the H / H_kv query heads of a group share one K/V head, and a kernel
-that processes the group together loads each K_j, V_j once for all of them, so K/V reads count B H_kv times and
-everything else (Q, O, l, m, L, S, P) B H times.
+The accounting rules, per (batch, query head), are written out in flashviz.model.iosteps (the forward) and
+flashviz.model.iomodel_backward (the backward).
 
 Tile sizes from on-chip memory M (`block_sizes`, used by `hbm_vs_memory`): `fa1_block_sizes` is FA1's rule,
 `fa2_block_sizes` the same rule with the two blocks swapped (derived there).
@@ -55,12 +48,12 @@ Tc = ceil(N_k / Bc); M on-chip memory in elements; B batch; H query heads, H_kv 
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from flashviz._lazy import lazy_import
-from flashviz.core.tiling import TileSchedule, tile_schedule
 from flashviz.core.validate import (
     Window,
     validate_block,
@@ -69,47 +62,47 @@ from flashviz.core.validate import (
     validate_positive,
     validate_window,
 )
-from flashviz.model.flops import matmul_flops, score_flops
-from flashviz.vocab import ALGORITHM_ALIASES, ALGORITHMS, KV_OUTER, NAIVE, Q_OUTER
+from flashviz.model.iomodel_backward import (
+    backward_band_totals,
+    standard_backward_steps,
+    tiled_backward_steps,
+    validate_dq_mode,
+)
+from flashviz.model.iosteps import (
+    TRACE_COLUMNS,
+    Step,
+    TraceStep,
+    band_totals,
+    cumulative,
+    naive_steps,
+    schedule_of,
+    tiled_steps,
+)
+from flashviz.vocab import ALGORITHM_ALIASES, ALGORITHMS, DQ_ATOMIC, KV_OUTER, NAIVE, Q_OUTER
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from flashviz.masks import MaskMod
 else:
     pd = lazy_import("pandas")  # the DataFrames only: io_cost and io_trace_steps (the tile map's counters) need none
 
 SRAM_OPERAND_BLOCKS = 4  # FA1 Algorithm 1 line 1: Bc = ceil(M / 4d), room for K_j, V_j, Q_i, O_i in M elements
 
-# One step's traffic per (batch, query head): (q_block, k_block, label, reads of Q/O/l/m/S/P, reads of K/V, writes,
-# flops); -1 for "no tile".
-Step = tuple[int, int, str, int, int, int, int]
-
-
-class TraceStep(NamedTuple):
-    """One row of io_trace: the cumulative traffic after one step, for all B H (counts in elements)."""
-
-    step: int  # -1: the start row of a tiled algorithm; then 0, 1, ... (tiles in visiting order, or naive phases)
-    q_block: int  # tile row i, -1 for no tile
-    k_block: int  # tile column j, -1 for no tile
-    status: str  # "start", a tile status ("full", "partial", "skipped") or the naive phase
-    reads: int  # elements read from HBM so far
-    writes: int  # elements written to HBM so far
-    flops: int  # FLOPs so far
-    hbm_bytes: int  # (reads + writes) * dtype_bytes so far
-
-
-TRACE_COLUMNS = TraceStep._fields  # io_trace's columns
-
 
 @dataclass(frozen=True)
 class IOCost:
-    """Modelled HBM traffic and work of one attention call (all batches and heads)."""
+    """Modelled HBM traffic and work of one attention call (all batches and heads), forward or backward."""
 
     algorithm: str  # "naive", "kv_outer" or "q_outer"
     reads: int  # elements read from HBM
     writes: int  # elements written to HBM
-    flops: int  # floating-point operations of the two matmuls (softmax not counted)
+    flops: int  # floating-point operations of the matmuls (two forward; softmax not counted)
     dtype_bytes: int  # bytes per element (4 for fp32, 2 for fp16/bf16)
     kv_reads: int = 0  # elements of K and V read (part of reads): what grouped-query attention saves
+    kv_writes: int = 0  # elements of dK and dV written (part of writes; backward only), per K/V head
+    backward: bool = False  # True: the backward pass (FA1 Algorithm 3 for naive, FA2 Algorithm 2 for the tiled)
+    dq_mode: str | None = None  # the tiled backward's dQ: "atomic" or "deterministic"; None otherwise
 
     @property
     def accesses(self) -> int:
@@ -155,113 +148,56 @@ def validate_heads(heads: object, heads_kv: object) -> tuple[int, int]:
     return heads, heads_kv
 
 
-def _validate_dims(d: object, batch: object, dtype_bytes: object) -> tuple[int, int, int]:
-    return (validate_positive("d", d), validate_positive("batch", batch),
-            validate_positive("dtype_bytes", dtype_bytes, "Use 4 for fp32, 2 for fp16/bf16, 8 for fp64."))
+# The validated arguments of io_cost, io_trace_steps and io_trace (dq_mode None for naive and for the forward).
+_Call = namedtuple("_Call", "algorithm n_q n_k d block_q block_k causal window batch heads heads_kv dtype_bytes "
+                            "backward dq_mode")
 
 
-def _naive_steps(n_q: int, n_k: int, d: int) -> Iterator[Step]:
-    """Algorithm 0 as three phases."""
-    yield -1, -1, "S = QK^T", n_q * d, n_k * d, n_q * n_k, matmul_flops(n_q, n_k, d)  # read Q, K; write S
-    yield -1, -1, "P = softmax(S)", n_q * n_k, 0, n_q * n_k, 0  # read S; write P
-    yield -1, -1, "O = PV", n_q * n_k, n_k * d, n_q * d, matmul_flops(n_q, d, n_k)  # read P, V; write O
+def _validated(algorithm, n_q, n_k, d, block_q, block_k, causal, window, batch, heads, dtype_bytes, heads_kv,
+               backward, dq_mode) -> _Call:
+    algorithm = resolve_algorithm(algorithm)
+    n_q, n_k = validate_length("n_q", n_q), validate_length("n_k", n_k)
+    d, batch = validate_positive("d", d), validate_positive("batch", batch)
+    dtype_bytes = validate_positive("dtype_bytes", dtype_bytes, "Use 4 for fp32, 2 for fp16/bf16, 8 for fp64.")
+    heads, heads_kv = validate_heads(heads, heads_kv)
+    block_q, block_k = validate_block("block_q", block_q), validate_block("block_k", block_k)
+    if not isinstance(backward, bool):
+        raise TypeError(f"backward must be True (the backward pass) or False (the forward), got {backward!r}.")
+    dq_mode = validate_dq_mode(dq_mode)
+    return _Call(algorithm, n_q, n_k, d, block_q, block_k, validate_causal(causal), validate_window(window), batch,
+                 heads, heads_kv, dtype_bytes, backward, dq_mode if backward and algorithm != NAIVE else None)
 
 
-def _tiled_steps(schedule: TileSchedule, d: int) -> Iterator[Step]:
-    """A start row (-1, -1, "start", ...), then one row per tile of the schedule, in visiting order.
-
-    The start row holds kv_outer's initial write of O, l, m (nothing for q_outer). K_j/V_j (kv_outer) or Q_i
-    (q_outer) are charged to the first computed tile of their column/row; q_outer's O_i, L_i are charged to the
-    last tile of row i (computed or not).
-    """
-    kv_outer = schedule.loop_order == KV_OUTER
-    yield -1, -1, "start", 0, 0, (schedule.n_q * d + 2 * schedule.n_q) if kv_outer else 0, 0  # write O, l, m
-    loaded: set[int] = set()  # outer blocks whose operand is already on chip
-    last_k = schedule.n_k_blocks - 1
-    for t in schedule:
-        rows, cols = t.rows, t.cols
-        reads_q = reads_kv = writes = flops = 0
-        if t.computed:
-            outer = t.k_block if kv_outer else t.q_block
-            first = outer not in loaded
-            loaded.add(outer)
-            flops = score_flops(rows * cols, d)
-            if kv_outer:
-                reads_kv = 2 * cols * d if first else 0  # K_j, V_j once
-                reads_q = 2 * rows * d + 2 * rows  # Q_i, O_i, l_i, m_i
-                writes = rows * d + 2 * rows  # O_i, l_i, m_i
-            else:
-                reads_q = rows * d if first else 0  # Q_i once
-                reads_kv = 2 * cols * d  # K_j, V_j
-        if not kv_outer and t.k_block == last_k:
-            writes += rows * d + rows  # epilogue of row i: O_i and L_i
-        yield t.q_block, t.k_block, t.status, reads_q, reads_kv, writes, flops
-
-
-def _band_totals(algorithm: str, n_q: int, n_k: int, d: int, block_q: int, block_k: int, causal: bool,
-                 window: Window) -> tuple[int, int, int, int]:
-    """(reads of Q/O/l/m, reads of K/V, writes, flops) per (batch, head) in O(Tr + Tc), without listing the tiles.
-
-    Query row r sees keys [r - left, r + right] (right <= 0 under causal), clipped to [0, N_k). Both ends grow with
-    r, so the keys the rows [a, b) of block row i see together form one interval [lo_i, hi_i] (empty once every
-    row is past N_k + left), and the computed tiles of block row i are the K blocks lo_i // Bc .. hi_i // Bc: the
-    same tiles `tile_schedule` computes. The accounting rules are those of `_tiled_steps`.
-    """
-    left, right = window if window is not None else (None, None)
-    if causal:
-        right = 0 if right is None else min(right, 0)
-    Tc = -(-n_k // block_k)
-    kv_used = [0] * (Tc + 1)  # difference array: computed tiles per K block
-    reads_q = reads_kv = writes = pairs = 0
-    for a in range(0, n_q, block_q):
-        b = min(a + block_q, n_q)  # rows [a, b) of block row i
-        rows = b - a
-        lo = 0 if left is None else max(0, a - left)
-        hi = n_k - 1 if right is None else min(n_k - 1, b - 1 + right)
-        computed = lo <= hi
-        c0, c1 = lo // block_k, hi // block_k  # first and last computed K block
-        keys = min(n_k, (c1 + 1) * block_k) - c0 * block_k if computed else 0  # keys loaded by the row's tiles
-        tiles = c1 - c0 + 1 if computed else 0
-        pairs += rows * keys
-        if algorithm == KV_OUTER:
-            reads_q += tiles * (2 * rows * d + 2 * rows)  # Q_i, O_i, l_i, m_i per computed tile
-            writes += tiles * (rows * d + 2 * rows)  # O_i, l_i, m_i per computed tile
-            if computed:
-                kv_used[c0] += 1
-                kv_used[c1 + 1] -= 1
-        else:
-            reads_q += rows * d if computed else 0  # Q_i once
-            reads_kv += 2 * keys * d  # K_j, V_j per computed tile
-    if algorithm == KV_OUTER:
-        writes += n_q * d + 2 * n_q  # the initial O, l, m
-        running = 0
-        for j in range(Tc):  # K_j, V_j once for every K block with a computed tile
-            running += kv_used[j]
-            reads_kv += 2 * min(block_k, n_k - j * block_k) * d if running > 0 else 0
-    else:
-        writes += n_q * d + n_q  # O and L, once
-    return reads_q, reads_kv, writes, score_flops(pairs, d)
-
-
-def _schedule(algorithm: str, n_q: int, n_k: int, block_q: int, block_k: int, causal: bool,
-              window: Window) -> TileSchedule:
-    return tile_schedule(n_q, n_k, block_q, block_k, causal=causal, window=window, loop_order=algorithm)
+def _steps(c: _Call, mask_mod: MaskMod | None) -> tuple[Iterator[Step], int]:
+    """The call's steps per (batch, head) and the index of the first (-1 for a tiled algorithm's start step)."""
+    if c.algorithm == NAIVE:
+        return (standard_backward_steps if c.backward else naive_steps)(c.n_q, c.n_k, c.d), 0
+    order = KV_OUTER if c.backward else c.algorithm  # Algorithm 2 visits K/V columns whatever the forward's order
+    schedule = schedule_of(order, c.n_q, c.n_k, c.block_q, c.block_k, c.causal, c.window, mask_mod, c.batch,
+                           c.heads)
+    return (tiled_backward_steps(schedule, c.d, c.dq_mode) if c.backward else tiled_steps(schedule, c.d)), -1
 
 
 def io_cost(algorithm: str, n_q: int, n_k: int, d: int, block_q: int, block_k: int, *, causal: bool = False,
             window: Window = None, batch: int = 1, heads: int = 1, dtype_bytes: int = 4,
-            heads_kv: int | None = None) -> IOCost:
-    """Modelled HBM reads, writes and FLOPs of one attention forward.
+            heads_kv: int | None = None, backward: bool = False, dq_mode: str = DQ_ATOMIC,
+            mask_mod: MaskMod | None = None) -> IOCost:
+    """Modelled HBM reads, writes and FLOPs of one attention forward, or of its backward.
 
     Args:
-        algorithm: "naive" (FA1 Algorithm 0), "kv_outer" (FA1 Algorithm 1) or "q_outer" (FA2); aliases "flash" and
-            "flash2" name the two tiled ones.
+        algorithm: "naive" (FA1 Algorithm 0; its backward Algorithm 3), "kv_outer" (FA1 Algorithm 1) or "q_outer"
+            (FA2); aliases "flash" and "flash2" name the two tiled ones. Both tiled forwards share one backward,
+            FA2 Algorithm 2.
         n_q, n_k: query and key lengths.  d: head dimension.
         block_q, block_k: Br and Bc (ignored by "naive", still validated).
         causal, window: the mask (top-left causal; (left, right) sliding window); skipped tiles move nothing.
         batch, heads: B and H (query heads).  heads_kv: H_kv key/value heads (None: H; GQA: a divisor of H; MQA: 1);
-            K/V traffic counts B H_kv times, everything else B H times.
+            K/V traffic (and dK/dV's) counts B H_kv times, everything else B H times.
         dtype_bytes: bytes per element, for .bytes.
+        backward: count the backward pass instead (flashviz.model.iomodel_backward has its rules).
+        dq_mode: the tiled backward's dQ: "atomic" (Algorithm 2) or "deterministic" (a second pass over Q blocks).
+        mask_mod: a FlexAttention mask_mod (with causal and window), classified over batch and heads: the tiles it
+            skips move nothing (counted tile by tile). Naive computes every score whatever the mask.
     Returns:
         IOCost with .reads, .writes (elements), .bytes, .flops, .accesses, .intensity.
 
@@ -273,24 +209,34 @@ def io_cost(algorithm: str, n_q: int, n_k: int, d: int, block_q: int, block_k: i
         66560
         >>> io_cost("flash2", 1024, 1024, 64, 1024, 64, heads=8, heads_kv=2).reads  # Q: 8 N d, K and V: 2 x 2 N d
         786432
+        >>> fwd, bwd = (io_cost("flash2", 1024, 1024, 64, 128, 128, backward=b) for b in (False, True))
+        >>> bwd.flops / fwd.flops, io_cost("naive", 1024, 1024, 64, 128, 128, backward=True).flops / c.flops
+        (2.5, 2.0)
     """
-    algorithm = resolve_algorithm(algorithm)
-    n_q, n_k = validate_length("n_q", n_q), validate_length("n_k", n_k)
-    d, batch, dtype_bytes = _validate_dims(d, batch, dtype_bytes)
-    heads, heads_kv = validate_heads(heads, heads_kv)
-    block_q, block_k = validate_block("block_q", block_q), validate_block("block_k", block_k)
-    causal, window = validate_causal(causal), validate_window(window)
-    if algorithm == NAIVE:
-        reads_q, reads_kv, writes, flops = (sum(col) for col in list(zip(*_naive_steps(n_q, n_k, d), strict=True))[3:])
+    c = _validated(algorithm, n_q, n_k, d, block_q, block_k, causal, window, batch, heads, dtype_bytes, heads_kv,
+                   backward, dq_mode)
+    if c.algorithm == NAIVE or mask_mod is not None:
+        reads_q, reads_kv, writes, writes_kv, flops = (sum(col) for col in _columns(_steps(c, mask_mod)[0]))
+    elif c.backward:
+        reads_q, reads_kv, writes, writes_kv, flops = backward_band_totals(
+            c.n_q, c.n_k, c.d, c.block_q, c.block_k, c.causal, c.window, c.dq_mode)
     else:
-        reads_q, reads_kv, writes, flops = _band_totals(algorithm, n_q, n_k, d, block_q, block_k, causal, window)
-    bh, bh_kv = batch * heads, batch * heads_kv
-    return IOCost(algorithm, reads_q * bh + reads_kv * bh_kv, writes * bh, flops * bh, dtype_bytes, reads_kv * bh_kv)
+        (reads_q, reads_kv, writes, flops), writes_kv = band_totals(
+            c.algorithm, c.n_q, c.n_k, c.d, c.block_q, c.block_k, c.causal, c.window), 0
+    bh, bh_kv = c.batch * c.heads, c.batch * c.heads_kv
+    return IOCost(c.algorithm, reads_q * bh + reads_kv * bh_kv, writes * bh + writes_kv * bh_kv, flops * bh,
+                  c.dtype_bytes, reads_kv * bh_kv, writes_kv * bh_kv, c.backward, c.dq_mode)
+
+
+def _columns(steps: Iterator[Step]) -> list[tuple[int, ...]]:
+    """The per-step counts (reads_q, reads_kv, writes, writes_kv, flops) as five columns."""
+    return list(zip(*(s[3:] for s in steps), strict=True)) or [(0,)] * 5
 
 
 def io_trace_steps(algorithm: str, n_q: int, n_k: int, d: int, block_q: int, block_k: int, *,
                    causal: bool = False, window: Window = None, batch: int = 1, heads: int = 1, dtype_bytes: int = 4,
-                   heads_kv: int | None = None) -> Iterator[TraceStep]:
+                   heads_kv: int | None = None, backward: bool = False, dq_mode: str = DQ_ATOMIC,
+                   mask_mod: MaskMod | None = None) -> Iterator[TraceStep]:
     """Cumulative HBM traffic and FLOPs after each step of the algorithm, one TraceStep at a time: the rows of
     `io_trace`, as plain tuples (no pandas), in one pass over the schedule.
 
@@ -298,6 +244,9 @@ def io_trace_steps(algorithm: str, n_q: int, n_k: int, d: int, block_q: int, blo
     nothing), preceded by a start row (step -1) holding kv_outer's initial write of O, l, m. For "naive" the steps
     are its three phases S = QK^T, P = softmax(S), O = PV. The last step equals `io_cost(...)`. The arguments are
     validated at the call, before the first step.
+    backward=True: the tiled backward's start row is the pre-pass (D = rowsum(dO * O); dQ = 0 when atomic), then
+    every tile in Algorithm 2's order (outer loop over K/V blocks), then, for dq_mode="deterministic", every tile
+    again in the second pass's order (outer loop over Q blocks); naive's steps are Algorithm 3's five phases.
 
     Args:
         same as `io_cost`.
@@ -309,37 +258,21 @@ def io_trace_steps(algorithm: str, n_q: int, n_k: int, d: int, block_q: int, blo
         >>> steps = list(io_trace_steps("q_outer", 4, 4, 2, 2, 2, causal=True))
         >>> [(s.status, s.hbm_bytes) for s in steps]  # the skipped tile ends row 0: only O_0 and L_0 are written
         [('start', 0), ('partial', 48), ('skipped', 72), ('full', 120), ('partial', 176)]
+        >>> [(s.q_block, s.k_block) for s in io_trace_steps("q_outer", 4, 4, 2, 2, 2, backward=True)][1:]
+        [(0, 0), (1, 0), (0, 1), (1, 1)]
     """
-    algorithm = resolve_algorithm(algorithm)
-    n_q, n_k = validate_length("n_q", n_q), validate_length("n_k", n_k)
-    d, batch, dtype_bytes = _validate_dims(d, batch, dtype_bytes)
-    heads, heads_kv = validate_heads(heads, heads_kv)
-    block_q, block_k = validate_block("block_q", block_q), validate_block("block_k", block_k)
-    causal, window = validate_causal(causal), validate_window(window)
-    if algorithm == NAIVE:
-        steps, first_step = _naive_steps(n_q, n_k, d), 0
-    else:
-        steps, first_step = _tiled_steps(_schedule(algorithm, n_q, n_k, block_q, block_k, causal, window), d), -1
-    return _cumulative(steps, first_step, batch * heads, batch * heads_kv, dtype_bytes)
-
-
-def _cumulative(steps: Iterable[Step], first_step: int, bh: int, bh_kv: int, dtype_bytes: int) -> Iterator[TraceStep]:
-    """Running sums of per-(batch, head) steps over all B H: K/V reads count B H_kv times, the rest B H times."""
-    reads = writes = flops = 0
-    for step, (i, j, status, r_q, r_kv, w, f) in enumerate(steps, start=first_step):
-        reads, writes, flops = reads + r_q * bh + r_kv * bh_kv, writes + w * bh, flops + f * bh
-        yield TraceStep(step, i, j, status, reads, writes, flops, (reads + writes) * dtype_bytes)
+    c = _validated(algorithm, n_q, n_k, d, block_q, block_k, causal, window, batch, heads, dtype_bytes, heads_kv,
+                   backward, dq_mode)
+    steps, first_step = _steps(c, mask_mod)
+    return cumulative(steps, first_step, c.batch * c.heads, c.batch * c.heads_kv, c.dtype_bytes)
 
 
 def io_trace(algorithm: str, n_q: int, n_k: int, d: int, block_q: int, block_k: int, *, causal: bool = False,
              window: Window = None, batch: int = 1, heads: int = 1, dtype_bytes: int = 4,
-             heads_kv: int | None = None) -> pd.DataFrame:
-    """Cumulative HBM traffic and FLOPs after each step of the algorithm: one pass over the schedule.
-
-    For the tiled algorithms a step is a tile of `tile_schedule` in visiting order (skipped tiles included: they add
-    nothing), preceded by a start row (step -1) holding kv_outer's initial write of O, l, m. For "naive" the steps
-    are its three phases S = QK^T, P = softmax(S), O = PV. The last row equals `io_cost(...)`. The rows are those of
-    `io_trace_steps`.
+             heads_kv: int | None = None, backward: bool = False, dq_mode: str = DQ_ATOMIC,
+             mask_mod: MaskMod | None = None) -> pd.DataFrame:
+    """Cumulative HBM traffic and FLOPs after each step of the algorithm, one row per step of `io_trace_steps`
+    (which says what a step is, forward and backward); the last row equals `io_cost(...)`.
 
     Args:
         same as `io_cost`.
@@ -353,7 +286,8 @@ def io_trace(algorithm: str, n_q: int, n_k: int, d: int, block_q: int, block_k: 
         (['start', 'partial', 'skipped', 'full', 'partial'], True)
     """
     steps = io_trace_steps(algorithm, n_q, n_k, d, block_q, block_k, causal=causal, window=window, batch=batch,
-                           heads=heads, dtype_bytes=dtype_bytes, heads_kv=heads_kv)
+                           heads=heads, dtype_bytes=dtype_bytes, heads_kv=heads_kv, backward=backward,
+                           dq_mode=dq_mode, mask_mod=mask_mod)
     return pd.DataFrame(list(steps), columns=list(TRACE_COLUMNS))
 
 

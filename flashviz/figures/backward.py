@@ -1,0 +1,171 @@
+"""The Backward view's panels besides the tile map (figures/backward_map.py): the operations of one backward tile
+with their shapes and where each operand lives (HTML), and the measured price of recomputation (plotly).
+
+Inputs are flashviz.measure's plain data: TileOp tuples (measure/backward_trace.py) and a RecomputePrice
+(measure/backward_price.py). No torch, no streamlit.
+
+References: Dao, FlashAttention-2 (2023), Algorithm 2 (lines 10-16: the tile's work) and Section 4 (the backward's
+FLOPs); Dao et al., FlashAttention (2022), Section 3.1 (recomputation instead of storing P).
+Legend: Br = block_q rows, Bc = block_k keys of the tile, d head dimension.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from html import escape
+from typing import TYPE_CHECKING
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from flashviz.figures.palette import (
+    AXIS_TITLE_FONT_PX,
+    BASE_FONT_PX,
+    DQ_MARKER_COLOR,
+    ON_CHIP_BAND_COLOR,
+    TICK_FONT_PX,
+    TITLE_FONT_PX,
+)
+from flashviz.figures.style import (
+    MIB,
+    MS_PER_S,
+    flashviz_template,
+    fmt_mib,
+    fmt_ms,
+    impl_color,
+    set_subtitle,
+)
+from flashviz.figures.tilemap import fmt_flops
+from flashviz.vocab import HBM_READ_WRITE, HBM_STREAMED, ON_CHIP_COLUMN, ON_CHIP_TILE, OPERAND_PLACES
+
+if TYPE_CHECKING:  # plain dataclasses; imported for type hints only, so this module never loads torch
+    from flashviz.measure.backward_price import RecomputePrice
+    from flashviz.measure.backward_trace import TileOp
+
+PLACE_STYLE = {  # (background, border) of an operand's chip, by where it lives
+    ON_CHIP_COLUMN: ("#D5E6F5", ON_CHIP_BAND_COLOR),  # the map's blue band
+    ON_CHIP_TILE: ("#EEEEEE", "#888888"),  # grey: exists on chip for this tile only
+    HBM_STREAMED: ("#FFFFFF", "#000000"),  # the map's black outline
+    HBM_READ_WRITE: ("#FBE0D1", DQ_MARKER_COLOR),  # the map's dQ marker
+}
+PRICE_FIG_HEIGHT_PX = 560  # two bar panels with their legend under them: fits a 1280 x 720 window
+SHORT_NAMES = {"flash2": "tiled", "naive": "naive", "sdpa": "SDPA"}  # the x tick labels; the legend has the rest
+
+
+def _chip(name: str, place: str) -> str:
+    bg, border = PLACE_STYLE[place]
+    return (f'<span class="fv-op" data-place="{escape(place)}" title="{escape(place)}" style="display:inline-block;'
+            f"background:{bg};border:2px solid {border};border-radius:5px;padding:0 6px;margin:1px 3px 1px 0;"
+            f'white-space:nowrap">{escape(name)}</span>')
+
+
+def tile_ops_html(ops: Sequence[TileOp], *, title: str | None = None, caption: str | None = None,
+                  uid: str = "fv-ops") -> str:
+    """The operations of one backward tile as an HTML table: Algorithm 2's line, the operation, its shape, its
+    FLOPs, its operands and its result, each operand a chip coloured by where it lives (the tile map's colours),
+    with the colour key under the table.
+
+    Args:
+        ops: measure.backward_trace.tile_ops(rows, cols, d), or a BackwardTileRecord's .ops.
+        title: None: "The seven steps of one backward tile".  caption: a line under the title (e.g. the tile).
+        uid: the root element's id.
+    Returns:
+        HTML for st.markdown(..., unsafe_allow_html=True).
+
+    Example:
+        >>> from flashviz.measure.backward_trace import tile_ops
+        >>> html = tile_ops_html(tile_ops(16, 16, 64))
+        >>> html.count("<tr"), html.count('data-place="on chip, this tile only"') > 0
+        (8, True)
+    """
+    if not ops:
+        raise ValueError("tile_ops_html needs the tile's operations: pass tile_ops(rows, cols, d) from "
+                         "flashviz.measure.backward_trace.")
+    head = "".join(f'<th style="text-align:left;padding:4px 10px;border-bottom:2px solid #333">{h}</th>'
+                   for h in ("line", "operation", "shape (rows × cols)", "FLOPs", "inputs", "result"))
+    body = []
+    for op in ops:
+        reads = "".join(_chip(name, place) for name, place in op.operands)
+        flops = fmt_flops(op.flops) if op.flops else "elementwise"
+        cells = (str(op.line), escape(op.text), escape(op.shape), flops, reads, _chip(op.result, op.result_place))
+        body.append(f'<tr data-kind="{op.kind}" data-flops="{op.flops}">' + "".join(
+            f'<td style="padding:4px 10px;border-bottom:1px solid #ddd;vertical-align:top">{c}</td>' for c in cells)
+            + "</tr>")
+    matmul_flops = sum(op.flops for op in ops)
+    key = " ".join(_chip(place, place) for place in OPERAND_PLACES)
+    title = escape(title or "The seven steps of one backward tile (FlashAttention-2, Algorithm 2, lines 10-16)")
+    caption = "" if caption is None else f'<p style="margin:2px 0 6px 0">{escape(caption)}</p>'
+    return (f'<div id="{uid}" class="fv-tile-ops" style="font-family:Arial,Helvetica,sans-serif;'
+            f'font-size:{BASE_FONT_PX}px;color:#111">'
+            f'<p style="font-size:{TITLE_FONT_PX}px;font-weight:600;margin:0">{title}</p>{caption}'
+            f'<table style="border-collapse:collapse;font-size:{BASE_FONT_PX}px"><tr>{head}</tr>{"".join(body)}'
+            f"</table><p style=\"margin:6px 0\">Five matmuls (the forward has two, so 2.5 × its FLOPs): "
+            f"{fmt_flops(matmul_flops)} for this tile. Where each operand lives: {key}</p></div>")
+
+
+def _bar_texts(values: Sequence[float], fmt, base: float) -> list[str]:
+    """A bar's label: its value and its ratio to the tiled kernel's ("not run" for a row that did not run)."""
+    return ["not run" if math.isnan(v) else f"{fmt(v)} ({v / base:.2g}×)" if base and not math.isnan(base)
+            else fmt(v) for v in values]
+
+
+def recompute_price_figure(price: RecomputePrice, *, title: str | None = None) -> go.Figure:
+    """Measured forward + backward time and peak memory: the tiled kernel (recomputes P) against naive autograd
+    (stores P, dP, dS) and SDPA autograd, one bar per implementation in two panels, ratios to the tiled kernel on the
+    bars, the median's IQR as error bars.
+
+    Example:
+        >>> from flashviz.measure.backward_price import RecomputePrice
+        >>> p = RecomputePrice(("flash2", "naive", "sdpa"), ("tiled", "naive", "SDPA"), (0.4, 0.35, 0.07),
+        ...                    (0.01, 0.01, 0.0), (4.4e6, 7.4e7, 7.4e6), ("ok",) * 3, 1024, 64, 1, 4, 64, 64, True,
+        ...                    None, "float32", "cpu", 2, 5)
+        >>> fig = recompute_price_figure(p)
+        >>> [t.name for t in fig.data][::2], fig.layout.yaxis2.title.text  # a time and a memory bar each
+        (['tiled', 'naive', 'SDPA'], 'peak memory (MiB)')
+    """
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.16,
+                        subplot_titles=("forward + backward time", "peak memory"))
+    times = [t * MS_PER_S for t in price.time_s]
+    peaks = [b / MIB for b in price.peak_bytes]
+    iqr = [t * MS_PER_S for t in price.time_iqr_s]
+    base_t, base_m = times[0], peaks[0]  # the tiled kernel comes first
+    for k, (impl, label) in enumerate(zip(price.impls, price.labels, strict=True)):
+        color, x = impl_color(impl), [SHORT_NAMES.get(impl, impl)]
+        fig.add_trace(go.Bar(x=x, y=[0 if math.isnan(times[k]) else times[k]], name=label,
+                             marker_color=color, legendgroup=impl, text=_bar_texts([times[k]], fmt_ms, base_t),
+                             textposition="outside", cliponaxis=False, error_y={"type": "data", "array": [iqr[k] / 2],
+                                                              "color": "#333"},
+                             hovertemplate=f"{label}<br>%{{y:.3g}} ms median, IQR {fmt_ms(iqr[k])}<extra></extra>"),
+                      row=1, col=1)
+        fig.add_trace(go.Bar(x=x, y=[0 if math.isnan(peaks[k]) else peaks[k]], name=label,
+                             marker_color=color, legendgroup=impl, showlegend=False,
+                             text=_bar_texts([peaks[k]], fmt_mib, base_m), textposition="outside", cliponaxis=False,
+                             hovertemplate=f"{label}<br>%{{y:.3g}} MiB peak<extra></extra>"), row=1, col=2)
+    _style_price(fig, price, title)
+    return fig
+
+
+def _style_price(fig: go.Figure, price: RecomputePrice, title: str | None) -> None:
+    mask = ", ".join(m for m in ("causal" if price.causal else "", "" if price.window is None else
+                                 f"window {price.window}") if m) or "no mask"
+    fig.update_layout(template=flashviz_template(), height=PRICE_FIG_HEIGHT_PX, barmode="group",
+                      title={"text": title or "The price of recomputation: forward + backward, measured"},
+                      legend={"orientation": "h", "y": -0.3, "x": 0, "font": {"size": TICK_FONT_PX}},
+                      uniformtext={"minsize": 14, "mode": "show"})
+    set_subtitle(fig, f"N = {price.n}, d = {price.d}, B = {price.batch}, H = {price.heads}, {mask}, {price.dtype}, "
+                      f"tiles {price.block_q} × {price.block_k}; {price.device}, {price.threads} threads, median "
+                      f"of {price.repeats}. (×: ratio to the tiled kernel)")
+    fig.update_layout(margin={"t": fig.layout.margin.t + 36, "b": 150})  # room for the panels' own titles
+    fig.update_xaxes(title_text="implementation", title_font_size=AXIS_TITLE_FONT_PX, tickfont_size=TICK_FONT_PX)
+    fig.update_yaxes(title_text="time (ms)", row=1, col=1, rangemode="tozero")
+    fig.update_yaxes(title_text="peak memory (MiB)", row=1, col=2, rangemode="tozero")
+    for k, values in ((1, price.time_s), (2, price.peak_bytes)):  # head room for the labels over the bars
+        top = max((v for v in values if not math.isnan(v)), default=0.0) * (MS_PER_S if k == 1 else 1 / MIB)
+        fig.update_yaxes(range=[0, top * 1.3 if top > 0 else 1], row=1, col=k)
+    fig.update_annotations(font_size=AXIS_TITLE_FONT_PX)  # the subplot titles
+    not_run = [f"{label}: {status}" for label, status in zip(price.labels, price.status, strict=True)
+               if not status.startswith("ok")]
+    if not_run:
+        fig.add_annotation(text="<br>".join(escape(s[:90]) for s in not_run),
+                           xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False, font={"size": 14})
