@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from load import CHROMIUM, CHROMIUM_ARGS, CONNECTED, EXCEPTION, IDLE, SETTINGS, own_server  # noqa: E402
+from load import CHROMIUM, CHROMIUM_ARGS, CONNECTED, EXCEPTION, IDLE, PAGE_END, own_server  # noqa: E402
 
 OUT = ROOT / "docs" / "screenshots"
 WAIT_MS = 240_000  # the slowest step: the first page load imports torch in the server
@@ -55,7 +55,7 @@ def main() -> int:
                 page = browser.new_page(viewport={"width": width, "height": height})
                 page.goto(f"{url}/?{query}")
                 page.wait_for_selector(CONNECTED, timeout=WAIT_MS)
-                page.wait_for_selector(SETTINGS, timeout=WAIT_MS)  # the full page, after a new tab's first page
+                page.wait_for_selector(PAGE_END, state="attached", timeout=WAIT_MS)  # the page's last element
                 page.wait_for_timeout(500)
                 page.wait_for_selector(IDLE, timeout=WAIT_MS)
                 if button:
