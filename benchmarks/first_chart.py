@@ -5,19 +5,22 @@ in Debian's headless Chromium (driven by playwright), with the browser already r
 
     cold   a fresh server process on a free 127.0.0.1 port per repeat: from just before the process is spawned, until
            /_stcore/health answers (health), the first chart is drawn (chart: the default page's tile map, an SVG the
-           server writes, figures/tilemap.py; the copy the server puts in the HTML page itself, flashviz/ui/
-           first_page.py, or where a version has none, the dashboard's own), the page's websocket is connected
-           (connected), the dashboard's own map is drawn (page map: Streamlit's first script run) and plotly has
-           drawn its first chart (plotly: the row inspector below it; plotly.js alone takes seconds to load on a
-           small machine, which is why the tile map does not use it). The page is opened as soon as health answers.
-           Each moment is stamped in the browser (a MutationObserver; an element counts once it has a size), so
-           their order does not matter.
+           server writes, figures/tilemap.py; in an earlier release, a copy of it the server put in the HTML page
+           itself), the page's websocket is connected (connected), the map Streamlit draws is there (page map), its
+           Play control is drawn (play: the map is interactive, Play is CSS and needs no torch), the page is idle
+           (idle: Streamlit's app element says the script run has finished, and the page's last element, #fv-page-end,
+           is drawn; for releases without it, the sidebar's widgets, which they drew last) and plotly has drawn its
+           first chart (plotly: the row inspector; plotly.js alone takes seconds to load on a small machine, which is
+           why the tile map does not use it). The page is opened as soon as health answers. Each moment is stamped in
+           the browser (a MutationObserver; an element counts once it has a size and is visible), so their order does
+           not matter.
     warm   further page loads on the last cold server, each in a new browser context (a new Streamlit session and an
            empty browser cache, so no widget state is reused, but the server's imports and caches are): from
-           page.goto to the first chart, the page's map and the first plotly chart.
-    reference (--reference)  the same cold start of a one-line Streamlit page (one small SVG in st.markdown, the
-           dashboard's .streamlit/config.toml): what Streamlit itself costs on this machine, the floor under the
-           dashboard's figures.
+           page.goto to the same moments.
+    reference (--reference)  the same cold start (and warm loads) of a one-line Streamlit page (one small SVG in
+           st.markdown, the dashboard's .streamlit/config.toml): what Streamlit itself costs on this machine, the floor
+           under the dashboard's figures. With it, the report gives every launcher's medians as multiples of the
+           reference's: chart and play of its first element, idle of its idle.
 
 Before measuring, flashviz/ (and each --checkout's) is compiled to bytecode (python -m compileall), as on any
 machine that has run the dashboard once and in the image, which compiles it at build time; --no-compile leaves that
@@ -54,14 +57,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from load import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, SETTINGS, free_port, stop
+from load import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, PAGE_END, SETTINGS, free_port, stop
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ".fv-tilemap svg.fv-grid"  # the tile map's first panel (figures/tilemap.py): the page's first chart
 PAGE_MAP = "#root " + CHART  # the map Streamlit draws (the early copy is outside the app's root element)
 PLOTLY = ".js-plotly-plot .main-svg"  # plotly's SVG exists only once plotly.js has drawn the figure
 PLAY = "#root .fv-tilemap label.fv-playlabel"  # the map's Play control (CSS only: it needs no torch), once visible
-PAGE_END = "#fv-page-end"  # the element the dashboard's last statement draws: the run is complete
 # A page is idle once its script run has finished: Streamlit's app element says so (its script-state attribute), and
 # the page's last element is there (a run that stops early, such as a first page drawn alone, is not the page). For
 # checkouts whose page draws no PAGE_END, the sidebar's widgets (drawn last there) stand for it.
