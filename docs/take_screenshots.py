@@ -66,9 +66,10 @@ def main() -> int:
                                        timeout=WAIT_MS)
                 page.mouse.move(5, 5)  # no tooltip in the picture
                 if name == "01-how-it-works.png":  # a frame in the middle of the animation tells more than the first
-                    page.locator(".updatemenu-button").filter(has_text="Play").first.click()
+                    play = page.locator(".fv-tilemap label.fv-playlabel").first  # the same control pauses
+                    play.click()
                     page.wait_for_timeout(4000)
-                    page.locator(".updatemenu-button").filter(has_text="Pause").first.click()
+                    play.click()
                     page.mouse.move(5, 5)
                 page.wait_for_timeout(1500)  # plotly's transitions
                 if page.locator(EXCEPTION).count():

@@ -8,7 +8,7 @@ from dataclasses import fields
 from flashviz.ui.query import parse_query
 from flashviz.ui.registry import LABELS, SLUGS, VIEWS, owner_of, view_of
 from flashviz.ui.spec import SIDEBAR, TAB
-from flashviz.ui.state import SharedSettings, Settings, setting_fields, spec_of
+from flashviz.ui.state import Settings, SharedSettings, setting_fields, spec_of
 from flashviz.ui.widgets import DRAW, WIDGET_KEYS
 
 SHARED = {f.name for f in fields(SharedSettings)}

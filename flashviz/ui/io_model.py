@@ -66,7 +66,7 @@ def flat_from(curve: pd.Series) -> int | None:
 
 
 def rises(curve: pd.Series) -> list[tuple[int, int, float]]:
-    """(M before, M after, factor) for every step where the curve goes up as M grows."""
+    """(M before, M after, factor) for every doubling of M where the curve goes up."""
     ms, v = list(curve.index), curve.to_numpy()
     return [(int(ms[i]), int(ms[i + 1]), v[i + 1] / v[i]) for i in range(len(ms) - 1)
             if v[i + 1] > v[i] and not _same(v[i], v[i + 1])]

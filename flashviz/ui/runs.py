@@ -128,7 +128,7 @@ def _cancel(job: Job) -> None:
     job.cancel.set()
     job.thread.join(CANCEL_WAIT_S)
     st.session_state.pop(JOB_KEY, None)
-    still = " (it is finishing its current step)" if job.thread.is_alive() else ""
+    still = " (it is finishing the measurement under way)" if job.thread.is_alive() else ""
     st.session_state[JOB_NOTE_KEY] = f"Cancelled **{job.title}** after {job.elapsed():.1f} s{still}."
 
 
@@ -153,7 +153,7 @@ def _running_job_fragment() -> None:
     st.warning(f"**{job.title}** is still running ({done}/{total} · {what}, {job.elapsed():.0f} s so far) with "
                "the settings you had when you pressed Run. Its result is kept for those settings; press Cancel "
                "to stop it and free the CPU.", icon="⏳")
-    st.button("Cancel the run", key=CANCEL_KEY, help="Stops the run at its next step (about a second).")
+    st.button("Cancel the run", key=CANCEL_KEY, help="Stops the run at its next progress report (about a second).")
 
 
 def remember(name: str, args: tuple, result: Any) -> None:

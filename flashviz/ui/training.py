@@ -1,7 +1,7 @@
 """The "Training" tab: forward + backward time and peak memory, and what each implementation saves for the
 backward pass versus recomputes, and the modelled price of recomputing (flashviz.model.training).
 
-Widgets -> jobs.sweep(mode="training") (cached run_sweep under the timing lock) -> flashviz.figures.plots figures.
+Widgets -> jobs.sweep(mode=TRAINING) (cached run_sweep under the timing lock) -> flashviz.figures.plots figures.
 """
 
 from __future__ import annotations
