@@ -17,7 +17,7 @@ import pytest
 from flashviz.ui import machine
 from flashviz.ui.query import parse_query
 from flashviz.ui.registry import LABELS
-from flashviz.ui.state import Env
+from flashviz.ui.state import Env, default_settings
 from tests._apptest import assert_clean
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "links_today.json").read_text())
@@ -32,7 +32,10 @@ def link_id(link: dict) -> str:
 @pytest.mark.parametrize("link", LINKS, ids=[link_id(x) for x in LINKS])
 def test_a_link_of_todays_format_gives_the_same_settings_and_notices(link):
     settings, notices = parse_query(link["query"], ENV)
-    assert settings.to_query() == link["settings"]
+    got, defaults = settings.to_query(), default_settings(ENV).to_query()
+    assert {key: got[key] for key in link["settings"]} == link["settings"]
+    assert {key: got[key] for key in got if key not in link["settings"]} == \
+        {key: defaults[key] for key in got if key not in link["settings"]}  # settings added since: their defaults
     assert sorted(notices) == sorted(link["notices"])
 
 
@@ -53,7 +56,7 @@ def test_the_page_opens_such_a_link_on_its_tab_and_says_what_it_repaired(make_ap
         machine.machine_env.clear()  # the next page sees this machine again
     assert_clean(at)
     assert at.session_state["view"] == LABELS[link["settings"]["view"]]
-    assert at.query_params == link["settings"]
+    assert {key: at.query_params[key] for key in link["settings"]} == link["settings"]
     warnings = [w.value for w in at.warning if w.value.startswith("**Some settings in this link were adjusted:**")]
     assert len(warnings) == bool(link["notices"])
     assert all(f"- {n}" in warnings[0] for n in link["notices"][:10])
