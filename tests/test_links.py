@@ -16,13 +16,21 @@ import pytest
 
 from flashviz.ui import machine
 from flashviz.ui.query import parse_query
-from flashviz.ui.registry import LABELS
+from flashviz.ui.registry import LABELS, SLUGS
 from flashviz.ui.state import Env, default_settings
 from tests._apptest import assert_clean
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "links_today.json").read_text())
 ENV = Env(max_threads=RECORDED["env"]["max_threads"], devices=tuple(RECORDED["env"]["devices"]))
 LINKS = RECORDED["links"]
+
+
+RECORDED_VIEWS = "how, bench, block, io, correct, train, roof, decode, masks"  # the tabs when it was recorded
+
+
+def with_todays_views(notice: str) -> str:
+    """A recorded notice, with the list of views a bad `view` is told about as it is now (tabs get added)."""
+    return notice.replace(f"is not one of {RECORDED_VIEWS};", f"is not one of {', '.join(SLUGS)};")
 
 
 def link_id(link: dict) -> str:
@@ -36,7 +44,7 @@ def test_a_link_of_todays_format_gives_the_same_settings_and_notices(link):
     assert {key: got[key] for key in link["settings"]} == link["settings"]
     assert {key: got[key] for key in got if key not in link["settings"]} == \
         {key: defaults[key] for key in got if key not in link["settings"]}  # settings added since: their defaults
-    assert sorted(notices) == sorted(link["notices"])
+    assert sorted(notices) == sorted(with_todays_views(n) for n in link["notices"])
 
 
 def test_the_recorded_links_cover_every_view_presets_and_repairs():
@@ -59,4 +67,4 @@ def test_the_page_opens_such_a_link_on_its_tab_and_says_what_it_repaired(make_ap
     assert {key: at.query_params[key] for key in link["settings"]} == link["settings"]
     warnings = [w.value for w in at.warning if w.value.startswith("**Some settings in this link were adjusted:**")]
     assert len(warnings) == bool(link["notices"])
-    assert all(f"- {n}" in warnings[0] for n in link["notices"][:10])
+    assert all(f"- {with_todays_views(n)}" in warnings[0] for n in link["notices"][:10])
