@@ -49,7 +49,7 @@ def test_a_link_of_todays_format_gives_the_same_settings_and_notices(link):
 
 def test_the_recorded_links_cover_every_view_presets_and_repairs():
     views = {x["settings"]["view"] for x in LINKS}
-    assert views == set(LABELS)
+    assert views == set(RECORDED_VIEWS.split(", ")) <= set(LABELS)  # every tab there was, each still a tab
     assert sum(bool(x["notices"]) for x in LINKS) >= 20 and sum(not x["notices"] for x in LINKS) >= 20
 
 
