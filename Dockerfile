@@ -35,13 +35,12 @@ RUN pip install --no-cache-dir --index-url https://download.pytorch.org/whl/cpu 
 # A fixed unprivileged user (-l: no lastlog entry, which would bloat the image for a high UID).
 RUN useradd -l --create-home --uid 10001 --user-group flashviz
 
-# Only what the dashboard runs: the server (app.py), the page (dashboard.py), the launcher, the package and the
-# Streamlit config (XSRF on, no telemetry, no external-IP lookup). Owned by root and only readable by the app user, so
-# a compromised server process cannot rewrite the code. Its bytecode is compiled here, for the reason torch's .pyc
-# files stay: the app user cannot write __pycache__ (nor can anyone under --read-only), so without it every start
-# would compile each module again (the package's imports before the first chart take 28 ms from bytecode and
-# 66-107 ms from source on a 2-core machine). app.py, dashboard.py and the launcher are small and read as source.
-COPY app.py dashboard.py ./
+# Only what the dashboard runs: the page (app.py), the launcher, the package and the Streamlit config (XSRF on, no
+# telemetry, no external-IP lookup). Owned by root and only readable by the app user, so a compromised server process
+# cannot rewrite the code. Its bytecode is compiled here, for the reason torch's .pyc files stay: the app user cannot
+# write __pycache__ (nor can anyone under --read-only), so without it every start would compile each module again.
+# app.py and the launcher are small and read as source.
+COPY app.py ./
 COPY scripts/serve.py ./scripts/
 COPY flashviz/ ./flashviz/
 COPY .streamlit/ ./.streamlit/

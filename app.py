@@ -1,10 +1,34 @@
-"""flashviz: `streamlit run app.py` serves the dashboard (dashboard.py, the Streamlit page) as a Streamlit st.App, the
-server object through which an app adds its own HTTP routes next to Streamlit's. One route: the app's page, with the
-first chart already in it (flashviz.ui.first_page), so that a browser draws the tile map before Streamlit's JavaScript
-has even loaded."""
+"""flashviz's dashboard: `streamlit run app.py`. This is the page; flashviz.ui.registry lists its tabs.
+
+The settings live in the URL (flashviz.ui.sidebar), so a copied link reproduces the view. Only the open tab runs
+(st.tabs with on_change="rerun") and only its module is imported, and heavy work waits for a button. How it works, the
+first tab, draws its tile map (SVG + CSS) before anything imports torch.
+"""
 
 import streamlit as st
 
-from flashviz.ui.first_page import routes
+from flashviz.ui import sidebar
+from flashviz.ui.drawing import uses_ui
+from flashviz.ui.machine import machine_env
+from flashviz.ui.registry import VIEWS, view_of
+from flashviz.ui.runs import running_job_ui
 
-app = st.App("dashboard.py", routes=routes())
+st.set_page_config(page_title="flashviz: FlashAttention, tile by tile", page_icon="⚡", layout="wide",
+                   initial_sidebar_state="expanded")
+
+env = machine_env()
+sidebar.init_from_url(env)
+settings = sidebar.current_settings(env)
+sidebar.sync_url(settings)
+
+sidebar.notices_ui()
+running_job_ui()
+tabs = st.tabs([view.label for view in VIEWS], key=sidebar.VIEW_KEY, on_change="rerun")
+for tab, view in zip(tabs, VIEWS, strict=True):
+    if tab.open:
+        with tab:
+            uses_ui(view)
+            view.function()(settings)
+# The sidebar last: the open tab's first element (How it works: the tile map) goes out before any widget.
+sidebar.settings_ui(env, view_of(settings.view))
+sidebar.page_end_ui()

@@ -5,19 +5,22 @@ in Debian's headless Chromium (driven by playwright), with the browser already r
 
     cold   a fresh server process on a free 127.0.0.1 port per repeat: from just before the process is spawned, until
            /_stcore/health answers (health), the first chart is drawn (chart: the default page's tile map, an SVG the
-           server writes, figures/tilemap.py; the copy the server puts in the HTML page itself, flashviz/ui/
-           first_page.py, or where a version has none, the dashboard's own), the page's websocket is connected
-           (connected), the dashboard's own map is drawn (page map: Streamlit's first script run) and plotly has
-           drawn its first chart (plotly: the row inspector below it; plotly.js alone takes seconds to load on a
-           small machine, which is why the tile map does not use it). The page is opened as soon as health answers.
-           Each moment is stamped in the browser (a MutationObserver; an element counts once it has a size), so
-           their order does not matter.
+           server writes, figures/tilemap.py; in an earlier release, a copy of it the server put in the HTML page
+           itself), the page's websocket is connected (connected), the map Streamlit draws is there (page map), its
+           Play control is drawn (play: the map is interactive, Play is CSS and needs no torch), the page is idle
+           (idle: Streamlit's app element says the script run has finished, and the page's last element, #fv-page-end,
+           is drawn; for releases without it, the sidebar's widgets, which they drew last) and plotly has drawn its
+           first chart (plotly: the row inspector; plotly.js alone takes seconds to load on a small machine, which is
+           why the tile map does not use it). The page is opened as soon as health answers. Each moment is stamped in
+           the browser (a MutationObserver; an element counts once it has a size and is visible), so their order does
+           not matter.
     warm   further page loads on the last cold server, each in a new browser context (a new Streamlit session and an
            empty browser cache, so no widget state is reused, but the server's imports and caches are): from
-           page.goto to the first chart, the page's map and the first plotly chart.
-    reference (--reference)  the same cold start of a one-line Streamlit page (one small SVG in st.markdown, the
-           dashboard's .streamlit/config.toml): what Streamlit itself costs on this machine, the floor under the
-           dashboard's figures.
+           page.goto to the same moments.
+    reference (--reference)  the same cold start (and warm loads) of a one-line Streamlit page (one small SVG in
+           st.markdown, the dashboard's .streamlit/config.toml): what Streamlit itself costs on this machine, the floor
+           under the dashboard's figures. With it, the report gives every launcher's medians as multiples of the
+           reference's: chart and play of its first element, idle of its idle.
 
 Before measuring, flashviz/ (and each --checkout's) is compiled to bytecode (python -m compileall), as on any
 machine that has run the dashboard once and in the image, which compiles it at build time; --no-compile leaves that
@@ -54,12 +57,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from load import CHROMIUM, CHROMIUM_ARGS, CONNECTED, free_port, stop
+from load import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, PAGE_END, SETTINGS, free_port, stop
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART = ".fv-tilemap svg.fv-grid"  # the tile map's first panel (figures/tilemap.py): the page's first chart
 PAGE_MAP = "#root " + CHART  # the map Streamlit draws (the early copy is outside the app's root element)
 PLOTLY = ".js-plotly-plot .main-svg"  # plotly's SVG exists only once plotly.js has drawn the figure
+PLAY = "#root .fv-tilemap label.fv-playlabel"  # the map's Play control (CSS only: it needs no torch), once visible
+# A page is idle once its script run has finished: Streamlit's app element says so (its script-state attribute), and
+# the page's last element is there (a run that stops early, such as a first page drawn alone, is not the page). For
+# checkouts whose page draws no PAGE_END, the sidebar's widgets (drawn last there) stand for it.
+IDLE_END = f"{PAGE_END}, {SETTINGS}"
 REFERENCE = "reference"  # the launcher name of --reference's one-line page
 CHECKOUT = "checkout:"  # launcher names "checkout:DIR": `streamlit run DIR/app.py` in DIR (another checkout)
 REFERENCE_APP = """import streamlit as st
@@ -75,14 +83,17 @@ VIEWPORT = {"width": 1440, "height": 900}  # the classroom laptop the README's s
 
 
 # Stamps, in the browser's clock (ms since the epoch, the same clock as time.time() on this machine), the moment each
-# selector first matches an element with a size: window.fvAt[name].
-STAMPS = """(selectors) => {
+# moment first happens: window.fvAt[name]. A moment is [selector, also]: some element matching the selector is drawn
+# (it has a size and is visible), and, where `also` is a selector, an element matching that exists too.
+STAMPS = """(moments) => {
   const at = window.fvAt = {};
+  const drawn = (el) => el.getBoundingClientRect().width > 0 && getComputedStyle(el).visibility === "visible";
   const look = () => {
-    for (const [name, sel] of Object.entries(selectors)) {
+    for (const [name, [sel, also]] of Object.entries(moments)) {
       if (name in at) continue;
-      const el = document.querySelector(sel);
-      if (el && el.getBoundingClientRect().width > 0) at[name] = Date.now();
+      if ([...document.querySelectorAll(sel)].some(drawn) && (!also || document.querySelector(also))) {
+        at[name] = Date.now();
+      }
     }
   };
   new MutationObserver(look).observe(document, {subtree: true, childList: true, attributes: true});
@@ -96,6 +107,8 @@ class Cold:
     connected_s: float
     chart_s: float
     page_map_s: float
+    play_s: float
+    idle_s: float
     plotly_s: float
 
 
@@ -142,11 +155,19 @@ def wait_health(url: str, proc: subprocess.Popen, t0: float) -> float:
     raise RuntimeError(f"{url}/_stcore/health did not answer within {START_TIMEOUT_S} s")
 
 
+def moments(reference: bool) -> dict[str, list[str | None]]:
+    """What first_chart stamps: [selector, also] per moment (see STAMPS)."""
+    if reference:
+        return {"connected": [CONNECTED, None], "chart": [REFERENCE_CHART, None], "idle": [REFERENCE_CHART, IDLE]}
+    return {"connected": [CONNECTED, None], "chart": [CHART, None], "page_map": [PAGE_MAP, None],
+            "play": [PLAY, None], "idle": [IDLE_END, IDLE], "plotly": [PLOTLY, None]}
+
+
 def first_chart(browser, url: str, t0: float, reference: bool = False) -> dict[str, float]:
-    """Open url in a new context; seconds from t0 (time.time()) to "connected", "chart", "page_map" and "plotly" (the
-    reference page: "connected" and "chart" only)."""
-    selectors = ({"connected": CONNECTED, "chart": REFERENCE_CHART} if reference else
-                 {"connected": CONNECTED, "chart": CHART, "page_map": PAGE_MAP, "plotly": PLOTLY})
+    """Open url in a new context; seconds from t0 (time.time()) to "connected", "chart", "page_map", "play" (the map's
+    Play control drawn), "idle" (the script run finished with the whole page drawn) and "plotly" (the reference page:
+    "connected", "chart" and "idle" only)."""
+    selectors = moments(reference)
     context = browser.new_context(viewport=VIEWPORT)
     try:
         page = context.new_page()
@@ -187,14 +208,15 @@ def measure(args: argparse.Namespace, browser, tmp: Path) -> tuple[list[Cold], d
                 at = first_chart(browser, url, t0, name == REFERENCE)
                 nan = float("nan")
                 colds.append(Cold(name, health_s, at["connected"], at["chart"], at.get("page_map", nan),
-                                  at.get("plotly", nan)))
-                more = "" if name == REFERENCE else (f", the page's own map {at['page_map']:.2f} s, "
-                                                     f"first plotly chart {at['plotly']:.2f} s")
+                                  at.get("play", nan), at["idle"], at.get("plotly", nan)))
+                more = "" if name == REFERENCE else (f", the page's own map {at['page_map']:.2f} s, Play "
+                                                     f"{at['play']:.2f} s, first plotly chart {at['plotly']:.2f} s")
                 print(f"cold {rep + 1}/{args.cold} {name or 'streamlit run'}: health {health_s:.2f} s, "
-                      f"first chart {at['chart']:.2f} s, connected {at['connected']:.2f} s{more}", flush=True)
-                if rep == args.cold - 1 and name != REFERENCE:
+                      f"first chart {at['chart']:.2f} s, connected {at['connected']:.2f} s, idle {at['idle']:.2f} s"
+                      f"{more}", flush=True)
+                if rep == args.cold - 1:
                     for _ in range(args.warm):
-                        warms[name].append(first_chart(browser, url, time.time()))
+                        warms[name].append(first_chart(browser, url, time.time(), name == REFERENCE))
             if importtime:
                 print(f"  slowest top-level imports of that start ({name or 'streamlit run'}, under -X importtime):")
                 for seconds, module in slowest_imports(log, args.importtime):
@@ -203,25 +225,50 @@ def measure(args: argparse.Namespace, browser, tmp: Path) -> tuple[list[Cold], d
 
 
 def report(colds: list[Cold], warms: dict[str, list[dict[str, float]]]) -> None:
-    print("\nmedians (seconds); chart = the first tile map drawn, page map = the one Streamlit draws (the same where "
-          "the page has no early copy), plotly = the first plotly chart (the row inspector); reference = a one-SVG "
-          "Streamlit page")
-    print(f"{'launcher':>32}  {'health':>7}  {'cold chart':>10}  {'connected':>9}  {'page map':>8}  "
-          f"{'cold plotly':>11}  {'warm chart':>10}  {'warm page map':>13}  {'warm plotly':>11}")
     med = lambda xs: statistics.median(xs) if xs else float("nan")  # noqa: E731
+    print("\nmedians (seconds); chart = the first tile map drawn, page map = the one Streamlit draws (the same where "
+          "the page has no early copy), play = the map's Play control drawn, idle = the script run finished with the "
+          "whole page drawn, plotly = the first plotly chart (the row inspector); reference = a one-SVG Streamlit "
+          "page (its chart: that SVG)")
+    print(f"{'launcher':>32}  {'health':>6}  {'chart':>6}  {'connected':>9}  {'page map':>8}  {'play':>6}  "
+          f"{'idle':>6}  {'plotly':>6}  {'warm chart':>10}  {'warm play':>9}  {'warm idle':>9}  {'warm plotly':>11}")
     for name, warm in warms.items():
         mine = [c for c in colds if c.launcher == name]
-        print(f"{name or 'streamlit run app.py':>32}  {med([c.health_s for c in mine]):7.2f}  "
-              f"{med([c.chart_s for c in mine]):10.2f}  {med([c.connected_s for c in mine]):9.2f}  "
-              f"{med([c.page_map_s for c in mine]):8.2f}  {med([c.plotly_s for c in mine]):11.2f}  "
-              f"{med([w['chart'] for w in warm]):10.2f}  {med([w['page_map'] for w in warm]):13.2f}  "
-              f"{med([w['plotly'] for w in warm]):11.2f}")
+        w = lambda key, warm=warm: med([x[key] for x in warm if key in x])  # noqa: E731
+        print(f"{name or 'streamlit run app.py':>32}  {med([c.health_s for c in mine]):6.2f}  "
+              f"{med([c.chart_s for c in mine]):6.2f}  {med([c.connected_s for c in mine]):9.2f}  "
+              f"{med([c.page_map_s for c in mine]):8.2f}  {med([c.play_s for c in mine]):6.2f}  "
+              f"{med([c.idle_s for c in mine]):6.2f}  {med([c.plotly_s for c in mine]):6.2f}  {w('chart'):10.2f}  "
+              f"{w('play'):9.2f}  {w('idle'):9.2f}  {w('plotly'):11.2f}")
     for name in warms:
         mine = [c for c in colds if c.launcher == name]
         charts = sorted(c.chart_s for c in mine)
         after = med([c.chart_s - c.health_s for c in mine])  # the page's share, without the server's start
         print(f"{name or 'streamlit run app.py':>32}  cold chart over {len(charts)} starts: "
               f"{charts[0]:.2f}-{charts[-1]:.2f} s; {after:.2f} s after health answered (median)")
+    if REFERENCE in warms:
+        ratios(colds, warms)
+
+
+def ratios(colds: list[Cold], warms: dict[str, list[dict[str, float]]]) -> None:
+    """Each launcher's medians as multiples of the one-line page's: its chart and Play against the reference's first
+    element, its idle against the reference's idle; cold from the spawn, warm from the page load."""
+    med = lambda xs: statistics.median(xs) if xs else float("nan")  # noqa: E731
+    ref = [c for c in colds if c.launcher == REFERENCE]
+    ref_chart, ref_idle = med([c.chart_s for c in ref]), med([c.idle_s for c in ref])
+    warm_chart = med([x["chart"] for x in warms[REFERENCE]])
+    warm_idle = med([x["idle"] for x in warms[REFERENCE]])
+    print("\nas multiples of the one-line page (chart and play: of its first element; idle: of its idle)")
+    print(f"{'launcher':>32}  {'cold chart':>10}  {'cold play':>9}  {'cold idle':>9}  {'warm chart':>10}  "
+          f"{'warm play':>9}  {'warm idle':>9}")
+    for name, warm in warms.items():
+        if name == REFERENCE:
+            continue
+        mine = [c for c in colds if c.launcher == name]
+        w = lambda key, warm=warm: med([x[key] for x in warm if key in x])  # noqa: E731
+        print(f"{name or 'streamlit run app.py':>32}  {med([c.chart_s for c in mine]) / ref_chart:9.2f}x  "
+              f"{med([c.play_s for c in mine]) / ref_chart:8.2f}x  {med([c.idle_s for c in mine]) / ref_idle:8.2f}x  "
+              f"{w('chart') / warm_chart:9.2f}x  {w('play') / warm_chart:8.2f}x  {w('idle') / warm_idle:8.2f}x")
 
 
 def main(argv: list[str] | None = None) -> int:

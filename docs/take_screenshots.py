@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from load import CHROMIUM, CHROMIUM_ARGS, CONNECTED, EXCEPTION, IDLE, SETTINGS, own_server  # noqa: E402
+from load import CHROMIUM, CHROMIUM_ARGS, CONNECTED, EXCEPTION, IDLE, PAGE_END, own_server  # noqa: E402
 
 OUT = ROOT / "docs" / "screenshots"
 WAIT_MS = 240_000  # the slowest step: the first page load imports torch in the server
@@ -55,7 +55,7 @@ def main() -> int:
                 page = browser.new_page(viewport={"width": width, "height": height})
                 page.goto(f"{url}/?{query}")
                 page.wait_for_selector(CONNECTED, timeout=WAIT_MS)
-                page.wait_for_selector(SETTINGS, timeout=WAIT_MS)  # the full page, after a new tab's first page
+                page.wait_for_selector(PAGE_END, state="attached", timeout=WAIT_MS)  # the page's last element
                 page.wait_for_timeout(500)
                 page.wait_for_selector(IDLE, timeout=WAIT_MS)
                 if button:
@@ -66,9 +66,10 @@ def main() -> int:
                                        timeout=WAIT_MS)
                 page.mouse.move(5, 5)  # no tooltip in the picture
                 if name == "01-how-it-works.png":  # a frame in the middle of the animation tells more than the first
-                    page.locator(".updatemenu-button").filter(has_text="Play").first.click()
+                    play = page.locator(".fv-tilemap label.fv-playlabel").first  # the same control pauses
+                    play.click()
                     page.wait_for_timeout(4000)
-                    page.locator(".updatemenu-button").filter(has_text="Pause").first.click()
+                    play.click()
                     page.mouse.move(5, 5)
                 page.wait_for_timeout(1500)  # plotly's transitions
                 if page.locator(EXCEPTION).count():

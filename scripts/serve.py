@@ -4,8 +4,8 @@ Before anything starts it checks that a temporary directory is writable: torch's
 imports torch._inductor, which needs one. With a read-only root file system and no writable /tmp the dashboard would
 start and then fail at the first "Run benchmark"; it stops at once instead, with the fix in the message.
 
-It does not import torch or pandas ahead of the first page. That page draws its first chart, the tile map, without
-them (flashviz imports them on first use), and importing them in a background thread races every library that looks a
+It does not import torch or pandas ahead of the page. The page draws its first chart, the tile map, without them
+(flashviz imports them on first use), and importing them in a background thread races every library that looks a
 module up in sys.modules while another thread is still initialising it: plotly, building the first figure, found
 pandas half-imported and failed ("partially initialized module 'pandas' has no attribute 'Series'").
 
@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]  # the repository root (/app in the image): app.py, dashboard.py, flashviz/
+ROOT = Path(__file__).resolve().parents[1]  # the repository root (/app in the image): app.py, flashviz/
 APP = ROOT / "app.py"
 NO_TEMP_DIR = 2  # exit status when no temporary directory is writable
 

@@ -6,14 +6,27 @@ from __future__ import annotations
 import base64
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 
 from tests._tilemap import Panel, TileMap, parse
 
+APP = Path(__file__).resolve().parent.parent / "app.py"  # the page
+APP_TIMEOUT_S = 240  # one AppTest script run; generous because the CI machine may be shared and slow
+
 TINY = {"ns": "32,64", "impls": "naive,flash,flash2,sdpa", "reps": "1", "d": "16", "n": "128", "br": "32",
         "bc": "32", "blocks": "16,32", "cds": "16", "cns": "32,33", "bblock": "32"}  # every heavy tab in a second
 RUN_BUTTON = {"bench": "bench_run", "block": "block_run", "correct": "correct_run", "train": "train_run"}
+
+
+def open_app(**query: str | list[str]):
+    """An AppTest of the dashboard page with these query parameters, after its first run (a new browser tab)."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(APP), default_timeout=APP_TIMEOUT_S)
+    at.query_params.update(query)
+    return at.run()
 
 
 def charts(at) -> dict[str, dict]:

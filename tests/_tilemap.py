@@ -31,6 +31,8 @@ class TileMap:
     controls: list[str]  # the labels' texts (Play / Pause, Restart)
     legend: str
     html: str
+    still: bool  # the start frame as a still picture (no later frames, no Play)
+    axis_titles: list[str]  # the texts around each grid: ticks and axis titles, panel by panel
 
 
 def parse(html: str) -> TileMap:
@@ -43,8 +45,10 @@ def parse(html: str) -> TileMap:
     panels = [_panel(svg, delays) for svg in root.iter(f"{SVG}svg")]
     labels = ["".join(lab.itertext()) for lab in root.iter("label")]
     legend = "".join(next(el for el in root.iter("span") if el.get("class", "").startswith("fv-legend")).itertext())
+    axis = ["".join(t.itertext()) for svg in root.iter(f"{SVG}svg") for t in svg.findall(f"{SVG}text")]
     return TileMap(texts["fv-title"], texts["fv-sub"], int(root.get("data-frames")), int(root.get("data-start")),
-                   float(root.get("data-frame-s")), panels, labels, legend, html)
+                   float(root.get("data-frame-s")), panels, labels, legend, html, root.get("data-still") == "1",
+                   axis)
 
 
 def _panel(svg: ET.Element, delays: dict[int, float]) -> Panel:

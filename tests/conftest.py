@@ -19,26 +19,17 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 ROOT = Path(__file__).resolve().parent.parent
-APP = ROOT / "dashboard.py"  # the page (app.py serves it)
+APP = ROOT / "app.py"  # the page
 APP_TIMEOUT_S = 240  # one AppTest script run; generous because the CI machine may be shared and slow
 
 
 @pytest.fixture
 def make_app() -> Callable[..., object]:
-    """make_app(**query) -> an AppTest of the dashboard page with those query parameters, run as a browser shows it: a
-    session that opens on How it works first gets the tile map alone, and then the full run that its timer asks for
-    (flashviz.ui.how_it_works.FIRST_PAGE_WAIT_S; AppTest runs no timers, so this runs it)."""
-    from streamlit.testing.v1 import AppTest
+    """make_app(**query) -> an AppTest of the dashboard page (app.py) with those query parameters, after its first
+    run (tests/_apptest.py has the helpers that read it)."""
+    from tests._apptest import open_app
 
-    from flashviz.ui.how_it_works import FIRST_PAGE_WAITED
-
-    def make(**query: str | list[str]) -> AppTest:
-        at = AppTest.from_file(str(APP), default_timeout=APP_TIMEOUT_S)
-        at.query_params.update(query)
-        at.run()
-        return at.run() if FIRST_PAGE_WAITED in at.session_state else at
-
-    return make
+    return open_app
 
 
 @pytest.fixture(scope="session")

@@ -1,13 +1,14 @@
-"""The dashboard under streamlit.testing (AppTest): every view and control, URL state, hostile links, the lock.
+"""The dashboard under streamlit.testing (AppTest): every view and control, the sidebar scoped to the open tab, URL
+state, hostile links, the timing lock. What the tabs' numbers say is checked in tests/test_tabs.py.
 
 Heavy tabs run with tiny sweeps (N <= 128, d = 16, one repeat) so the whole file stays well under a minute or two.
+Every test that counts cache misses clears the cache it counts first, so no test depends on which ran before it.
 """
 
 from __future__ import annotations
 
 import json
 import random
-import re
 import string
 import threading
 
@@ -17,22 +18,13 @@ from hypothesis import strategies as st
 
 from flashviz.core.tiling import tile_schedule
 from flashviz.limits import LIST_MAX
-from flashviz.ui import jobs
-from flashviz.ui.common import timing_lock
+from flashviz.ui import jobs, runs
+from flashviz.ui.machine import cpu_cores
 from flashviz.ui.query import parse_query
-from flashviz.ui.state import (
-    BLOCK_MAX,
-    D_MAX,
-    N_MAX,
-    ORDERS,
-    PRESETS,
-    VIEWS,
-    Env,
-    Settings,
-    apply_preset,
-    default_settings,
-)
-from flashviz.vocab import DTYPES, IMPLS
+from flashviz.ui.registry import LABELS, ORDERS, SLUGS, VIEWS, view_of
+from flashviz.ui.sizes import BLOCK_MAX, D_MAX, N_MAX
+from flashviz.ui.state import PRESETS, Env, Settings, apply_preset, default_settings
+from flashviz.vocab import DTYPES, IMPLS, KV_OUTER, Q_OUTER, SKIPPED
 from tests._apptest import RUN_BUTTON, TINY, assert_clean, charts, run_heavy, tile_map
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -74,14 +66,14 @@ def test_animation_frames_change_with_causal_and_window(make_app):
     assert (n_full, n_causal, n_window) == tuple(c["full"] + c["partial"] for c in computed) == (64, 36, 21)
     assert last_full != last_causal and last_causal != last_window
     assert all(reached for _, reached in last_causal.values())  # by the end of the run every tile is reached
-    assert sum(fate == "skipped" for fate, _ in last_causal.values()) == 28  # above the diagonal
+    assert sum(fate == SKIPPED for fate, _ in last_causal.values()) == 28  # above the diagonal
 
 
 def test_both_loop_orders_side_by_side_run_in_lockstep(make_app):
     at = make_app(order="both", n="256", br="64", bc="64", causal="1")
     assert_clean(at)
     m = tile_map(at)
-    assert [p.loop_order for p in m.panels] == ["kv_outer", "q_outer"]
+    assert [p.loop_order for p in m.panels] == [KV_OUTER, Q_OUTER]
     assert sorted(m.panels[0].frames) == sorted(m.panels[1].frames) == list(range(m.frames))  # frame k in both
     assert m.panels[0].frames[1]["counter"][0].startswith("FA1 tile 2/10: i=1, j=0")  # FA1 down a column,
     assert m.panels[1].frames[1]["counter"][0].startswith("FA2 tile 2/10: i=1, j=0")  # FA2 along a row (causal)
@@ -98,55 +90,122 @@ def test_a_grid_beyond_the_cap_is_refused_with_a_fix(make_app):
     assert not [m for m in at.markdown if 'class="fv-tilemap"' in m.value]
 
 
-def test_row_inspector_skips_runs_too_big_for_live(make_app):
+def test_row_inspector_skips_runs_too_big_for_live_and_the_map_still_shows_every_tile(make_app):
     at = make_app(n="16384", br="256", bc="256", d="128")
     assert_clean(at)
-    assert tile_map(at)
+    (panel,) = tile_map(at).panels
+    fate = tile_schedule(16384, 16384, 256, 256).status_grid()
+    assert len(panel.tiles) == 64 * 64 and all(t["fate"] == fate[i][j] for (i, j), t in panel.tiles.items())
     assert any("too slow to run live" in i.value for i in at.info)
+    assert not [s for title, s in charts(at).items() if title.startswith("Row inspector")]
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# every view
+# every view, and the sidebar scoped to it
+
+# What each tab reads from the sidebar, written out by hand: the sidebar shows exactly these widgets (Br and Bc are
+# one widget with its link; the window, its on/off toggle) next to the preset picker, and the tab's first line names
+# them.
+SIDEBAR_KEYS = {
+    "how": {"n", "d", "link", "br", "causal", "win_on", "dtype"},
+    "bench": {"d", "causal", "win_on", "dtype", "batch", "heads", "device", "threads"},
+    "block": {"n", "d", "causal", "win_on", "dtype", "batch", "heads", "device", "threads"},
+    "io": {"n", "d", "causal", "win_on", "dtype", "batch", "heads"},
+    "correct": {"link", "br", "causal", "win_on", "dtype", "device", "threads"},
+    "train": {"d", "causal", "win_on", "dtype", "batch", "heads", "device", "threads"},
+    "roof": {"n", "d", "link", "br", "causal", "win_on", "dtype", "batch", "heads", "threads"},
+    "decode": {"d", "dtype", "device", "threads"},
+    "masks": {"n", "d", "link", "br", "dtype", "heads", "threads"},
+}
+USES = {
+    "how": "Uses from the sidebar: N, d, Br, Bc, causal, window, dtype; from the Masks tab: its settings.",
+    "bench": "Uses from the sidebar: d, causal, window, dtype, B, H, device, threads.",
+    "train": "Uses from the sidebar: d, causal, window, dtype, B, H, device, threads; from the Benchmark tab: N, "
+             "implementations, tile size, repeats.",
+    "correct": "Uses from the sidebar: Br, Bc, causal, window, dtype, device, threads.",
+    "decode": "Uses from the sidebar: d, dtype, device, threads; from the Benchmark tab: repeats.",
+}
 
 
-@pytest.mark.parametrize("view", list(VIEWS))
-def test_every_view_renders_without_exception(make_app, view):
+def drawn_for(view) -> set[str]:
+    """The widgets a tab's registry entry asks the sidebar for, with Br and Bc linked (a tab not listed above)."""
+    keys = {"win_on" if name == "window" else name for name in view.sidebar} - {"bc"}
+    return keys | ({"link"} if "br" in keys else set())
+
+
+def sidebar_keys(at) -> set[str]:
+    keys = set()
+    for kind in ("select_slider", "slider", "number_input", "toggle", "checkbox", "selectbox", "radio",
+                 "multiselect"):
+        keys |= {w.key for w in at.sidebar.get(kind)}
+    return keys - {"preset"}
+
+
+@pytest.mark.parametrize("view", SLUGS)
+def test_every_view_renders_with_the_sidebar_settings_it_reads_and_says_which(make_app, view):
     at = make_app(**TINY, view=view)
     assert_clean(at)
-    assert [t.label for t in at.tabs] == list(VIEWS.values())
-    if view in RUN_BUTTON:
-        assert at.button(key=RUN_BUTTON[view]) is not None
-        assert any("Press" in i.value for i in at.info)
+    assert [t.label for t in at.tabs] == [LABELS[slug] for slug in SLUGS]
+    assert sidebar_keys(at) == SIDEBAR_KEYS.get(view, drawn_for(view_of(view)))
+    first_line = at.caption[0].value
+    assert first_line.startswith("Uses from the sidebar: ")
+    if view in USES:
+        assert first_line == USES[view]
+    if view in RUN_BUTTON:  # heavy work waits for its button, and the page says what to press
+        (button,) = [b for b in at.button if b.key == RUN_BUTTON[view]]
+        assert button.label.startswith("▶ Run") and button.proto.type == "primary"
+        assert any(i.value.startswith("Press **Run") for i in at.info)
+    assert any(f"**{LABELS[view]}**" in c.value for c in at.sidebar.caption)  # whose settings the sidebar shows
 
 
-def test_benchmark_runs_a_sweep_and_draws_every_figure(make_app):
-    at = run_heavy(make_app, "bench")
-    figs = charts(at)
-    expected = {"Peak memory vs sequence length", "Time vs sequence length (bars: interquartile range)",
-                "Achieved throughput vs sequence length", "Modelled HBM traffic vs sequence length"}
-    assert expected <= set(figs)
-    names = {t["name"] for t in figs["Peak memory vs sequence length"]["data"]}
-    assert names == {"naive (standard attention)", "flash (FA1 loop order)", "flash2 (FA2 loop order)",
-                     "PyTorch SDPA"}
-    time_traces = figs["Time vs sequence length (bars: interquartile range)"]["data"]
-    assert all(t["error_y"]["visible"] for t in time_traces)
-    assert figs["Peak memory vs sequence length"]["layout"]["xaxis"]["type"] == "log"
-    for flash in ("flash", "flash2"):  # the summaries: plotly tables, every row of them
-        (table,) = figs[f"Summary: {flash} vs naive"]["data"]
-        assert table["type"] == "table" and table["cells"]["values"][0] == ["32", "64"]
-    assert at.get("download_button")
-    at.run()  # a rerun keeps the results on the page without measuring again
-    assert expected <= set(charts(at))
+def test_a_setting_the_open_tab_does_not_read_keeps_its_value_while_hidden(make_app):
+    at = make_app(n="256", br="32", bc="32", causal="1")
+    at.session_state["view"] = LABELS["bench"]  # the Benchmark tab: N and the block sizes leave the sidebar
+    at.run()
+    assert_clean(at)
+    assert "n" not in sidebar_keys(at) and at.query_params["n"] == "256" and at.query_params["br"] == "32"
+    at.toggle(key="causal").set_value(False).run()  # a setting both tabs read
+    at.session_state["view"] = LABELS["how"]
+    at.run()
+    assert_clean(at)
+    assert at.select_slider(key="n").value == 256 and at.query_params["causal"] == "0"
+    assert "no mask" in tile_map(at).subtitle and "N = 256" in tile_map(at).subtitle
+
+
+def test_switching_tabs_keeps_tab_widgets_and_the_view_in_the_url(make_app):
+    at = make_app(**TINY, view="bench")
+    at.slider(key="reps").set_value(3).run()
+    at.session_state["view"] = LABELS["io"]
+    at.run()
+    assert_clean(at)
+    assert at.query_params["view"] == "io" and at.query_params["reps"] == "3"
+    at.session_state["view"] = LABELS["bench"]
+    at.run()
+    assert at.slider(key="reps").value == 3
+
+
+def test_training_draws_the_benchmarks_sweep_settings_and_they_are_the_same_settings(make_app):
+    at = make_app(**TINY, view="train")
+    assert_clean(at)
+    at.slider(key="reps").set_value(2).run()
+    at.session_state["view"] = LABELS["bench"]
+    at.run()
+    assert at.slider(key="reps").value == 2 and at.query_params["reps"] == "2"
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# runs, the cache and the lock
 
 
 def test_benchmark_results_are_cached_across_sessions(make_app, monkeypatch):
+    jobs.sweep.clear()  # counted from an empty cache, whatever ran before
     calls = []
     real = jobs.run_sweep
     monkeypatch.setattr(jobs, "run_sweep", lambda *a, **k: calls.append(1) or real(*a, **k))
-    unique = {"ns": "48", "impls": "flash2", "d": "24"}  # a configuration no other test uses
-    run_heavy(make_app, "bench", **unique)
+    query = {"ns": "48", "impls": "flash2", "d": "24"}
+    run_heavy(make_app, "bench", **query)
     assert len(calls) == 1
-    other_student = run_heavy(make_app, "bench", **unique)
+    other_student = run_heavy(make_app, "bench", **query)
     assert len(calls) == 1  # served from st.cache_data
     assert "Peak memory vs sequence length" in charts(other_student)
 
@@ -154,6 +213,7 @@ def test_benchmark_results_are_cached_across_sessions(make_app, monkeypatch):
 def test_memory_guard_refusals_show_the_memory_they_would_need(make_app, monkeypatch):
     import flashviz.measure.sweep
 
+    jobs.sweep.clear()
     monkeypatch.setattr(flashviz.measure.sweep, "default_memory_budget", lambda device="cpu": 1024)  # 1 KiB
     at = run_heavy(make_app, "bench", ns="40", impls="naive,flash2")
     (warning,) = [w.value for w in at.warning]
@@ -162,76 +222,80 @@ def test_memory_guard_refusals_show_the_memory_they_would_need(make_app, monkeyp
     assert "naive: not run" in names
 
 
-def test_a_run_waits_visibly_while_another_session_holds_the_lock(make_app):
-    at = make_app(**{**TINY, "ns": "56", "impls": "flash2", "d": "8"}, view="bench")  # a cache miss: needs the lock
+class SignallingLock:
+    """A lock that says when a run starts waiting for it (so a test can let it go then, not after some time)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.waiting = threading.Event()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if blocking:
+            self.waiting.set()
+        return self._lock.acquire(blocking, timeout)
+
+    def release(self) -> None:
+        self._lock.release()
+
+
+def test_a_run_waits_visibly_while_another_session_holds_the_lock(make_app, monkeypatch):
+    jobs.sweep.clear()  # a cache miss: the run needs the lock
+    lock = SignallingLock()
+    monkeypatch.setattr(runs, "timing_lock", lambda: lock)
+    at = make_app(**{**TINY, "ns": "56", "impls": "flash2", "d": "8"}, view="bench")
     assert_clean(at)
-    lock = timing_lock()
-    assert lock.acquire(timeout=60)
-    timer = threading.Timer(2.0, lock.release)  # started once the page is drawn, so the click finds the lock held
-    timer.start()
-    try:
-        at.button(key="bench_run").click().run()
-    finally:
-        timer.join()
+    assert lock.acquire(blocking=False)  # another session's run holds it
+    lock.waiting.clear()
+
+    def let_go() -> None:  # once the click's run is waiting for the lock
+        if lock.waiting.wait(timeout=600):
+            lock.release()
+
+    releaser = threading.Thread(target=let_go, daemon=True)
+    releaser.start()
+    at.button(key="bench_run").click().run()
+    releaser.join()
     assert_clean(at)
     texts = [i.value for i in at.info]
     assert any(t.startswith("Waited") and "another run" in t for t in texts), texts
 
 
 def test_timing_runs_log_start_and_end_when_asked(make_app, monkeypatch, tmp_path):
+    jobs.sweep.clear()  # a cache miss: one timing run
     log = tmp_path / "timing.jsonl"
     monkeypatch.setenv("FLASHVIZ_TIMING_LOG", str(log))
-    run_heavy(make_app, "bench", ns="44", impls="sdpa", d="8")  # a cache miss: one timing run
+    run_heavy(make_app, "bench", ns="44", impls="sdpa", d="8")
     events = [json.loads(line) for line in log.read_text().splitlines()]
     assert [e["event"] for e in events] == ["start", "end"] and events[0]["run"] == events[1]["run"]
     assert events[0]["t"] <= events[1]["t"] and {"pid", "thread"} <= set(events[0])
 
 
-def test_row_is_clamped_when_n_shrinks(make_app):
-    at = make_app(n="1024", row="900", autorow="0")
-    at.select_slider(key="n").set_value(256).run()
+def test_a_run_left_behind_by_a_setting_change_says_so_and_can_be_cancelled(make_app):
+    job = runs.Job(name="bench", title="Benchmark sweep", args=())
+    stop = threading.Event()
+
+    def work():  # reports progress, as a sweep does between calls, until cancelled
+        try:
+            for i in range(10**9):
+                job.progress(i, 10**9, "timing")
+                stop.wait(0.01)
+        except Exception as exc:
+            job.box["error"] = exc
+
+    job.thread = threading.Thread(target=work, daemon=True)
+    job.thread.start()
+    at = make_app()
+    at.session_state[runs.JOB_KEY] = job
+    at.run()
+    assert any("still running" in w.value for w in at.warning)
+    at.button(key="_fv_cancel").click().run()
     assert_clean(at)
-    assert at.query_params["row"] == "255" and at.number_input(key="row").value == 255
-
-
-def test_block_size_tab_draws_time_and_traffic_against_tile_size(make_app):
-    at = run_heavy(make_app, "block")
-    fig = charts(at)["Tile size trade-off"]
-    names = {t["name"] for t in fig["data"]}
-    assert {"flash (FA1 loop order)", "flash2 (FA2 loop order)"} <= names
-    assert {"naive at N=128 (untiled reference)", "sdpa at N=128 (untiled reference)"} <= names  # reference lines
-    for axis in ("yaxis", "yaxis2"):
-        lo, hi = fig["layout"][axis]["range"]
-        assert -6 < lo < hi < 6  # log10 of ms / MiB: the reference lines no longer stretch the axis to 1e84
-
-
-def test_io_model_tab_draws_theorem_2_without_a_button(make_app):
-    at = make_app(view="io", n="512", d="32", causal="1")
-    assert_clean(at)
-    (fig,) = [s for t, s in charts(at).items() if t.startswith("HBM accesses vs on-chip memory")]
-    names = {t["name"] for t in fig["data"]}
-    assert {"naive (standard attention)", "FlashAttention-1 (kv_outer)", "FlashAttention-2 (q_outer)"} <= names
-    assert fig["layout"]["xaxis"]["type"] == "log" and fig["layout"]["yaxis"]["type"] == "log"
-    assert at.get("latex")
-
-
-def test_correctness_tab_passes_the_1e5_bar(make_app):
-    at = run_heavy(make_app, "correct")
-    assert "pass" in at.success[0].value
-    assert len(at.dataframe) == 1
-    fig = charts(at)["Largest error vs float64 SDPA"]
-    assert {"d = 16", "1e-5 bar (pass below)"} <= {t.get("name") for t in fig["data"]}
-    assert fig["layout"]["yaxis"]["type"] == "log"
-
-
-def test_training_tab_times_forward_and_backward(make_app):
-    at = run_heavy(make_app, "train", impls="naive,flash2")
-    figs = charts(at)
-    assert {"Forward + backward: peak memory vs N", "Forward + backward: time vs N (bars: interquartile range)"} \
-        <= set(figs)
-    (table,) = figs["Training summary: flash2 vs naive"]["data"]  # the Benchmark's plotly table, same font
-    bench = charts(run_heavy(make_app, "bench"))["Summary: flash vs naive"]["data"][0]
-    assert table["type"] == "table" and table["cells"]["font"]["size"] == bench["cells"]["font"]["size"]
+    stop.set()
+    job.thread.join(60)
+    assert not job.thread.is_alive() and type(job.box["error"]).__name__ == "Cancelled"
+    assert any(i.value.startswith("Cancelled **Benchmark sweep**") for i in at.info)
+    at.run()
+    assert not any("still running" in w.value for w in at.warning)
 
 
 def test_empty_choices_and_oversized_sweeps_are_refused_with_a_message(make_app):
@@ -243,7 +307,7 @@ def test_empty_choices_and_oversized_sweeps_are_refused_with_a_message(make_app)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# every sidebar control
+# every control
 
 
 def test_every_sidebar_control_reruns_cleanly_and_lands_in_the_url(make_app):
@@ -260,10 +324,6 @@ def test_every_sidebar_control_reruns_cleanly_and_lands_in_the_url(make_app):
         (lambda: at.number_input(key="win_right").set_value(8), {"window": "64,8"}),
         (lambda: at.radio(key="order").set_value("both"), {"order": "both"}),
         (lambda: at.selectbox(key="dtype").set_value("float64"), {"dtype": "float64"}),
-        (lambda: at.number_input(key="batch").set_value(2), {"batch": "2"}),
-        (lambda: at.number_input(key="heads").set_value(3), {"heads": "3"}),
-        (lambda: at.selectbox(key="device").set_value("cpu"), {"device": "cpu"}),
-        (lambda: at.select_slider(key="threads").set_value(1), {"threads": "1"}),
         (lambda: at.toggle(key="autorow").set_value(False), {"autorow": "0"}),
         (lambda: at.number_input(key="row").set_value(300), {"row": "300"}),
     ]
@@ -274,30 +334,48 @@ def test_every_sidebar_control_reruns_cleanly_and_lands_in_the_url(make_app):
             assert at.query_params[key] == value, (key, at.query_params)
     m = tile_map(at)
     assert "window (64, 8)" in m.subtitle and len(m.panels) == 2
+    at.session_state["view"] = LABELS["bench"]  # the machine's and the batch's settings: on a tab that reads them
+    at.run()
+    for change, expected in [(lambda: at.number_input(key="batch").set_value(2), {"batch": "2"}),
+                             (lambda: at.number_input(key="heads").set_value(3), {"heads": "3"}),
+                             (lambda: at.selectbox(key="device").set_value("cpu"), {"device": "cpu"}),
+                             (lambda: at.select_slider(key="threads").set_value(1), {"threads": "1"})]:
+        change().run()
+        assert_clean(at)
+        assert all(at.query_params[key] == value for key, value in expected.items()), at.query_params
+
+
+def test_row_is_clamped_when_n_shrinks_and_comes_back_when_n_grows(make_app):
+    at = make_app(n="1024", row="900", autorow="0")
+    at.select_slider(key="n").set_value(256).run()
+    assert_clean(at)
+    assert at.query_params["row"] == "255" and at.number_input(key="row").value == 255
+    at.select_slider(key="n").set_value(1024).run()
+    assert_clean(at)
+    assert at.number_input(key="row").value == 900 and at.query_params["row"] == "900"
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
-def test_every_classroom_preset_loads_its_settings(make_app, name):
+def test_every_classroom_preset_loads_its_settings_and_its_map(make_app, name):
     at = make_app()
     at.selectbox(key="preset").set_value(name).run()
     assert_clean(at)
-    expected = apply_preset(default_settings(Env(max_threads=int(at.query_params["threads"]))), name).to_query()
-    for key in ("n", "d", "br", "bc", "causal", "window", "row"):
-        assert at.query_params[key] == expected[key], key
+    s = apply_preset(default_settings(Env(max_threads=int(at.query_params["threads"]))), name)
+    assert at.query_params == s.to_query()
     assert at.selectbox(key="preset").value is None  # ready for the next preset
-    assert tile_map(at)
+    m = tile_map(at)
+    fate = tile_schedule(s.n, s.n, s.br, s.bc, causal=s.causal, window=s.window).status_grid()
+    assert f"N = {s.n} · Br = {s.br}, Bc = {s.bc}" in m.subtitle and len(m.panels) == len(s.loop_orders)
+    assert all(t["fate"] == fate[i][j] for p in m.panels for (i, j), t in p.tiles.items())
 
 
-def test_switching_tabs_keeps_tab_widgets_and_the_view_in_the_url(make_app):
-    at = make_app(**TINY, view="bench")
-    at.slider(key="reps").set_value(3).run()
-    at.session_state["view"] = VIEWS["io"]
-    at.run()
+def test_a_preset_sets_every_setting_whatever_came_before(make_app):
+    at = make_app()
+    at.selectbox(key="preset").set_value("Long-context causal").run()
+    at.selectbox(key="preset").set_value("GPT-2 small layer").run()
     assert_clean(at)
-    assert at.query_params["view"] == "io" and at.query_params["reps"] == "3"
-    at.session_state["view"] = VIEWS["bench"]
-    at.run()
-    assert at.slider(key="reps").value == 3
+    expected = apply_preset(default_settings(Env(max_threads=int(at.query_params["threads"]))), "GPT-2 small layer")
+    assert at.query_params == expected.to_query()  # the long-context preset's N list is gone too
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -312,8 +390,11 @@ def test_query_parameters_round_trip(make_app):
     assert_clean(at)
     assert not at.warning
     assert at.query_params == wanted.to_query()
-    assert at.select_slider(key="n").value == 1000 and at.select_slider(key="bc").value == 128
-    assert at.number_input(key="win_left").value == 100 and at.radio(key="order").value == "fa2"
+    assert at.select_slider(key="n").value == 1000 and at.number_input(key="win_left").value == 100
+    at.session_state["view"] = LABELS["how"]  # the How it works tab draws Bc and the loop order from the link
+    at.run()
+    assert at.select_slider(key="bc").value == 128 and at.radio(key="order").value == "fa2"
+    assert at.query_params == {**wanted.to_query(), "view": "how"}
 
 
 HOSTILE = [
@@ -335,8 +416,11 @@ def test_hostile_links_are_clamped_with_a_visible_notice(make_app, query):
     at = make_app(**query)
     assert_clean(at)
     (warning,) = [w.value for w in at.warning]
+    parsed, notices = parse_query(query, Env(max_threads=cpu_cores()))  # this machine, as the page sees it
     assert warning.startswith("**Some settings in this link were adjusted:**")
-    parsed, _ = parse_query(query, Env(max_threads=int(at.query_params["threads"])))
+    shown = 10  # the box lists ten notices and counts the rest
+    assert all(f"- {n}" in warning for n in notices[:shown])
+    assert (f"... and {len(notices) - shown} more" in warning) == (len(notices) > shown)
     assert at.query_params == parsed.to_query()
     at.button(key="_fv_dismiss").click().run()
     assert not at.warning
@@ -353,7 +437,7 @@ def test_parse_query_never_raises_and_always_gives_valid_settings(params):
     s, notices = parse_query(params, Env(max_threads=4, devices=("cpu",)))
     assert 1 <= s.n <= N_MAX and 1 <= s.d <= D_MAX and 1 <= s.br <= BLOCK_MAX and 1 <= s.bc <= BLOCK_MAX
     assert 0 <= s.row < s.n and 1 <= s.threads <= 4 and s.device == "cpu"
-    assert s.order in ORDERS and s.dtype in DTYPES and s.view in VIEWS and set(s.impls) <= set(IMPLS)
+    assert s.order in ORDERS and s.dtype in DTYPES and s.view in SLUGS and set(s.impls) <= set(IMPLS)
     assert s.window is None or all(0 <= w <= N_MAX for w in s.window)
     assert all(1 <= len(xs) <= LIST_MAX for xs in (s.ns, s.blocks, s.cds, s.cns))
     assert all(isinstance(n, str) for n in notices)
@@ -375,147 +459,8 @@ def test_a_fuzz_of_random_query_strings_never_breaks_the_parser():
             assert all(all(" " <= c <= "~" for c in part) for part in inline)
 
 
-def test_every_setting_is_declared_once_and_everything_else_is_derived():
-    from flashviz.ui.state import setting_fields, spec_of
-    from flashviz.ui.widgets import DRAW, WIDGET_KEYS
-
-    names = [f.name for f in setting_fields()]
-    assert list(Settings().to_query()) == names  # the URL carries exactly the declared settings
-    for name in names:
-        spec = spec_of(name)
-        assert spec.widget in DRAW or spec.widget in ("", "tabs"), name  # every widget kind has a drawer
-        assert spec.place == "app" or (spec.label and spec.help), name  # every widget has a label and help
-    assert set(names) - {"window"} <= set(WIDGET_KEYS) and {"win_on", "win_left", "win_right"} <= set(WIDGET_KEYS)
-    changed = Settings(n=97, row=90, window=(3, 1), impls=("sdpa",), view="io")
-    assert parse_query(changed.to_query()) == (changed, [])
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# what the tabs teach, true at the settings where it is shown
-
-
-def test_benchmark_draws_each_n_as_it_finishes():
-    seen = []
-    jobs.sweep((24, 40), 8, 8, 8, False, None, ("naive", "flash"), 1, 1, "float32", "cpu", 1, 1,
-               _progress=lambda done, total, what, partial=None: seen.append(partial))
-    partials = [p for p in seen if p is not None]
-    assert [sorted(p["N"].unique()) for p in partials] == [[24], [24, 40]]
-
-
-def test_benchmark_shows_results_so_far_and_the_idle_text_counts_right(make_app):
-    at = make_app(view="bench", ns="128", impls="sdpa", reps="1", d="8")
-    assert any("about 1 measurement, 1 repeat each" in i.value for i in at.info)
-    at.button(key="bench_run").click().run()
-    assert_clean(at)
-    assert "Time vs sequence length (so far)" in charts(at)
-
-
-def _scaled_sweep(monkeypatch, naive_factor: float):
-    """Make naive's measured time naive_factor times what it was, so the speedup's side of 1 is known."""
-    real = jobs.run_sweep
-
-    def fake(*a, **k):
-        df = real(*a, **k)
-        df.loc[df["impl"] == "naive", "time_s"] *= naive_factor
-        return df
-
-    monkeypatch.setattr(jobs, "run_sweep", fake)
-
-
-@pytest.mark.parametrize(("factor", "d", "shown"), [(1e-6, "12", True), (1e6, "20", False)])
-def test_the_slower_than_naive_caption_shows_only_when_true(make_app, monkeypatch, factor, d, shown):
-    _scaled_sweep(monkeypatch, factor)
-    at = run_heavy(make_app, "bench", ns="32", impls="naive,flash", d=d)
-    captions = [c.value for c in at.caption if "slower than naive" in c.value]
-    assert bool(captions) == shown
-    if shown:
-        assert "flash at N = 32" in captions[0] and "Python loop iteration" in captions[0]
-
-
-def test_benchmark_compares_causal_with_no_mask(make_app):
-    at = run_heavy(make_app, "bench", ns="64", impls="naive,flash2")
-    at.button(key="causal_run").click().run()
-    assert_clean(at)
-    (table,) = [df.value for df in at.dataframe if "causal / no mask" in df.value.columns]
-    assert list(table["implementation"]) == ["flash2", "naive"] and (table["causal / no mask"] > 0).all()
-
-
-def test_the_inspected_row_comes_back_when_n_grows_again(make_app):
-    at = make_app(n="1024", row="900", autorow="0")
-    at.select_slider(key="n").set_value(256).run()
-    assert at.number_input(key="row").value == 255
-    at.select_slider(key="n").set_value(1024).run()
-    assert_clean(at)
-    assert at.number_input(key="row").value == 900 and at.query_params["row"] == "900"
-
-
-def test_a_preset_sets_every_setting_whatever_came_before(make_app):
-    at = make_app()
-    at.selectbox(key="preset").set_value("Long-context causal").run()
-    at.selectbox(key="preset").set_value("GPT-2 small layer").run()
-    assert_clean(at)
-    expected = apply_preset(default_settings(Env(max_threads=int(at.query_params["threads"]))), "GPT-2 small layer")
-    assert at.query_params == expected.to_query()  # the long-context preset's N list is gone too
-
-
-def test_sliding_window_preset_toggling_causal_changes_tiles_and_traffic(make_app):
-    at = make_app()
-    at.selectbox(key="preset").set_value("Sliding window").run()
-    assert_clean(at)
-
-    def tiles_and_hbm():
-        (computed,) = [int(m.group(1)) for c in at.caption if (m := re.search(r"(\d+) of \d+ tiles computed", c.value))]
-        return computed, at.metric[1].value
-
-    before = tiles_and_hbm()
-    at.toggle(key="causal").set_value(True).run()
-    assert_clean(at)
-    after = tiles_and_hbm()
-    assert after[0] < before[0] and after[1] != before[1]
-
-
-def test_blocks_as_large_as_n_are_explained(make_app):
-    at = make_app(view="block", n="16", blocks="8,16,32")
-    assert_clean(at)
-    assert any("16, 32 are at least N = 16" in c.value for c in at.caption)
-
-
-def test_correctness_says_it_uses_its_own_n_and_d(make_app):
-    at = make_app(view="correct", n="512", d="32")
-    assert any("not the sidebar's d = 32 and N = 512" in c.value for c in at.caption)
-    at = make_app(view="correct", dtype="float16")
-    assert "seed" not in at.warning[0].value and "float32" in at.warning[0].value
-
-
-def test_a_run_left_behind_by_a_setting_change_says_so_and_can_be_cancelled(make_app):
-    from flashviz.ui.common import JOB_KEY, Job
-
-    job = Job(name="bench", title="Benchmark sweep", args=())
-
-    def work():  # reports progress every 10 ms, as a sweep does between calls, until cancelled
-        try:
-            for i in range(6000):
-                job.progress(i, 6000, "timing")
-                threading.Event().wait(0.01)
-        except Exception as exc:
-            job.box["error"] = exc
-
-    job.thread = threading.Thread(target=work, daemon=True)
-    job.thread.start()
-    at = make_app()
-    at.session_state[JOB_KEY] = job
-    at.run()
-    assert any("still running" in w.value for w in at.warning)
-    at.button(key="_fv_cancel").click().run()
-    assert_clean(at)
-    assert not job.thread.is_alive() and type(job.box["error"]).__name__ == "Cancelled"
-    assert any(i.value.startswith("Cancelled **Benchmark sweep**") for i in at.info)
-    at.run()
-    assert not any("still running" in w.value for w in at.warning)
-
-
-@pytest.mark.parametrize(("factor", "d", "shown"), [(1e-6, "13", True), (1e6, "21", False)])
-def test_the_block_tab_explains_tiled_points_slower_than_naive_only_when_true(make_app, monkeypatch, factor, d, shown):
-    _scaled_sweep(monkeypatch, factor)  # the naive reference line comes from run_sweep
-    at = run_heavy(make_app, "block", n="64", blocks="16", d=d)
-    assert any("above the naive line" in c.value for c in at.caption) == shown
+def test_every_view_is_a_tab_and_its_link_opens_it(make_app):
+    assert len(VIEWS) == len(set(SLUGS)) == len(set(LABELS.values()))
+    at = make_app(view="decode")
+    assert [t.label for t in at.tabs] == [v.label for v in VIEWS]
+    assert at.session_state["view"] == LABELS["decode"] and at.query_params["view"] == "decode"

@@ -21,7 +21,7 @@ import torch
 from flashviz.core.tiling import tile_schedule
 from flashviz.figures.backward import recompute_price_figure, tile_ops_html
 from flashviz.figures.backward_map import backward_map_html
-from flashviz.figures.tilemap import fmt_bytes, frame_indices
+from flashviz.figures.tilemap import frame_indices
 from flashviz.measure.backward_price import RecomputePrice, recompute_price
 from flashviz.measure.backward_trace import (
     backward_schedule,
@@ -31,6 +31,7 @@ from flashviz.measure.backward_trace import (
     tile_ops,
 )
 from flashviz.model.iomodel import io_cost, io_trace
+from flashviz.units import format_bytes
 
 SVG = "{http://www.w3.org/2000/svg}"
 FATES = {"f": "full", "p": "partial", "s": "skipped"}
@@ -289,8 +290,8 @@ def test_the_maps_counters_are_the_io_models_numbers(dq_mode):
     standard = io_cost("naive", 32, 32, 16, 8, 8, heads=2, dtype_bytes=2, backward=True).bytes
     for f in panel["frames"]:
         assert f["hbm"] == by_step[f["step"]]
-        assert f["lines"][2] == f"HBM so far: {fmt_bytes(by_step[f['step']])}"
-        assert f["lines"][3] == f"standard backward: {fmt_bytes(standard)}"
+        assert f["lines"][2] == f"HBM so far: {format_bytes(by_step[f['step']])}"
+        assert f["lines"][3] == f"standard backward: {format_bytes(standard)}"
     assert got["radios"] == []  # one schedule: nothing to switch
 
 

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from load import SETTINGS  # benchmarks/ is on pytest's pythonpath (pyproject.toml): the full page's selector
+from load import IDLE, PAGE_END  # benchmarks/ is on pytest's pythonpath (pyproject.toml)
 
 pytestmark = pytest.mark.browser
 
@@ -20,7 +20,6 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 SHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
-IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 LOAD_MS = 180_000  # first load imports torch in the server: slow on a busy 2-core machine
 
 
@@ -41,7 +40,7 @@ def open_page(browser, url: str, *, height: int = 1400, width: int = 1500):
     page = browser.new_page(viewport={"width": width, "height": height})
     page.goto(url)
     page.wait_for_selector("[data-testid='stApp'][data-test-connection-state='CONNECTED']", timeout=LOAD_MS)
-    page.wait_for_selector(SETTINGS, timeout=LOAD_MS)  # the full page (a new tab's first page is the tile map alone)
+    page.wait_for_selector(PAGE_END, state="attached", timeout=LOAD_MS)  # the page's last element: all drawn
     settle(page)
     return page
 
@@ -121,102 +120,8 @@ def test_how_it_works_shows_grid_counters_and_play_without_scrolling(browser, st
                  "play": page.locator(".fv-tilemap label.fv-playlabel").first.bounding_box()}
         for name, box in boxes.items():
             assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= height, (name, box, size)
+            assert box["x"] >= 0 and box["x"] + box["width"] <= width, (name, box, size)
         page.screenshot(path=str(SHOTS / f"fit-{panels.replace(' ', '-')}-{width}x{height}.png"))
-    finally:
-        page.close()
-
-
-FIRST_MAPS = """(() => {  // the boxes of the first maps drawn: the page's early copy and the first page's still map
-  const boxes = (root) => Object.fromEntries(["svg.fv-grid", ".fv-title", ".fv-legend"].map(sel => {
-    const r = root.querySelector(sel).getBoundingClientRect();
-    return [sel, {top: r.top, left: r.left, width: r.width, height: r.height}];
-  }));
-  window.fvMaps = {};
-  const look = () => {
-    const copy = document.getElementById("fv-first-page");
-    if (copy && !window.fvMaps.copy) {  // at first sight: was Streamlit's app there yet?
-      const app = !!document.querySelector("[data-testid=stApp]");
-      window.fvMaps.copy = {display: getComputedStyle(copy).display, app: app, seen: []};
-    }
-    if (copy && copy.querySelector(".fv-legend") && getComputedStyle(copy).display !== "none") {
-      const now = boxes(copy), seen = window.fvMaps.copy.seen;  // every place it had, up to its removal
-      if (!seen.length || JSON.stringify(seen[seen.length - 1]) !== JSON.stringify(now)) seen.push(now);
-    }
-    const first = document.querySelector("#root .fv-tilemap");  // the first page's still map, or where the browser
-    if (first && !window.fvMaps.first) {  // had it and the full page's before it could draw them, the latter
-      window.fvMaps.first = {boxes: boxes(first), tabs: document.querySelectorAll("[role='tab']").length,
-                             still: first.dataset.still === "1", copyLeft: !!document.getElementById("fv-first-page")};
-    }
-  };
-  new MutationObserver(look).observe(document, {subtree: true, childList: true, attributes: true});
-  document.addEventListener("readystatechange", look);
-})();"""
-
-
-def first_maps(browser, url: str, width: int, height: int) -> tuple[dict, dict]:
-    """Open url in a new tab; (the boxes recorded by FIRST_MAPS, the full page's: {selector: box}). Also, in another
-    tab with Streamlit's JavaScript blocked, the copy as the browser first draws it, under "beforeApp"."""
-    page = browser.new_page(viewport={"width": width, "height": height})
-    try:
-        page.route("**/static/js/**", lambda route: route.abort())  # the page as it is before the app runs
-        page.add_init_script(FIRST_MAPS.replace("fvMaps", "fvBefore"))
-        page.goto(url, wait_until="load")  # Streamlit's stylesheet and font loaded
-        before = page.evaluate("window.fvBefore.copy")
-    finally:
-        page.close()
-    page = browser.new_page(viewport={"width": width, "height": height})
-    try:
-        page.add_init_script(FIRST_MAPS)
-        page.goto(url)
-        page.wait_for_selector(SETTINGS, timeout=LOAD_MS)  # the full page
-        page.wait_for_selector("[data-still='1']", state="detached", timeout=LOAD_MS)  # and its animated map
-        maps = page.evaluate("window.fvMaps")
-        assert page.locator("#fv-first-page").count() == 0, "the early copy is still on the page"
-        final = {sel: page.locator(f"#root .fv-tilemap {sel}").first.bounding_box()
-                 for sel in ("svg.fv-grid", ".fv-title", ".fv-legend")}
-        maps["handover"] = page.evaluate("document.documentElement.getAttribute('data-fv-first-page')")
-        maps["beforeApp"] = before
-        return maps, final
-    finally:
-        page.close()
-
-
-def assert_same_place(seen: dict, final: dict) -> None:
-    for sel, box in final.items():
-        got = seen[sel]
-        assert all(abs(got[k] - box[v]) <= 1 for k, v in (("top", "y"), ("left", "x"), ("width", "width"))), \
-            (sel, got, box)
-
-
-@pytest.mark.parametrize("size", [(1280, 720), (1440, 900), (1920, 1080)], ids=["1280x720", "1440x900", "1920x1080"])
-def test_a_new_tabs_first_map_is_in_the_page_itself_and_never_moves(browser, streamlit_server, size):
-    """The server puts the first page's map in the HTML page (flashviz.ui.first_page): it is there before Streamlit's
-    JavaScript has drawn anything, where the first page draws it, and stays there while the app boots; the first page's
-    map (drawn without the tab bar; on a running server the browser may get the full page's before it has drawn it)
-    lands on it; the copy is then gone, and the full page keeps the map in that very place."""
-    maps, final = first_maps(browser, streamlit_server, *size)
-    copy, first = maps.get("copy"), maps.get("first")
-    assert copy is not None and copy["display"] != "none" and not copy["app"], maps  # in the page, before the app
-    assert first is not None and first["copyLeft"], maps  # the copy stayed until the dashboard's map came
-    assert first["tabs"] == 0 or not first["still"], maps  # the first page: its map without the tab bar
-    assert maps["handover"] == "map", maps
-    assert maps["beforeApp"]["seen"] and copy["seen"], maps
-    for seen in [*maps["beforeApp"]["seen"], *copy["seen"]]:  # before Streamlit's JavaScript runs, and while it boots
-        assert_same_place(seen, final)
-    assert_same_place(first["boxes"], final)
-
-
-def test_a_narrow_window_gets_no_early_copy_and_links_to_other_views_none_at_all(browser, streamlit_server):
-    """Below 880 px the page lays the map out otherwise: the copy is hidden there (and the first page's map still
-    comes); a link to another view gets Streamlit's page unchanged."""
-    maps, _ = first_maps(browser, streamlit_server, 800, 800)
-    assert maps["copy"]["display"] == "none" and not maps["copy"]["seen"], maps
-    assert maps["beforeApp"]["display"] == "none" and not maps["beforeApp"]["seen"], maps
-    assert maps.get("first") is not None and maps["handover"] == "map", maps
-    page = open_page(browser, streamlit_server + "/?view=io")
-    try:
-        assert page.locator("#fv-first-page").count() == 0
-        assert page.evaluate("document.documentElement.getAttribute('data-fv-first-page')") is None
     finally:
         page.close()
 

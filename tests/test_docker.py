@@ -341,14 +341,12 @@ def copied_sources() -> list[str]:
 def test_copies_only_what_the_dashboard_needs():
     sources = copied_sources()
     assert "." not in sources and "./" not in sources, "COPY . would ship tests, .git and local state"
-    allowed = {"requirements.txt", "app.py", "dashboard.py", LAUNCHER, "flashviz/", ".streamlit/"}
+    allowed = {"requirements.txt", "app.py", LAUNCHER, "flashviz/", ".streamlit/"}
     assert set(sources) <= allowed, f"unexpected COPY sources {set(sources) - allowed}"
     for src in sources:
         assert (ROOT / src).exists(), f"COPY source {src} does not exist"
-    # the page app.py serves, and every local module the two import, are in the image
-    assert 'st.App("dashboard.py"' in (ROOT / "app.py").read_text(), "app.py must serve dashboard.py"
-    tree = ast.Module(body=[*ast.parse((ROOT / "app.py").read_text()).body,
-                            *ast.parse((ROOT / "dashboard.py").read_text()).body], type_ignores=[])
+    # the page, app.py, and every local module it imports are in the image
+    tree = ast.parse((ROOT / "app.py").read_text())
     imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
                 for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree)
@@ -423,7 +421,7 @@ EXCLUDED = [
     ".ruff_cache/0.17/x", "flashviz.egg-info/PKG-INFO", ".venv/bin/python",
     ".env", ".streamlit/secrets.toml",  # secrets
 ]
-INCLUDED = ["app.py", "dashboard.py", "requirements.txt", "flashviz/core/flash.py", "flashviz/ui/common.py",
+INCLUDED = ["app.py", "requirements.txt", "flashviz/core/flash.py", "flashviz/ui/registry.py",
             ".streamlit/config.toml", LAUNCHER]
 
 

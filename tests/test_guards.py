@@ -145,7 +145,8 @@ def test_live_runs_carry_a_time_budget_and_a_cut_short_result_is_not_cached(monk
         return fake_frame(f"{TIME_BUDGET_STATUS} of 120 s used up before this row ran" if ns == [8] else "ok")
 
     monkeypatch.setattr(jobs, "run_sweep", fake_run_sweep)
-    args = ((8,), 7, 4, 4, False, None, ("flash",), 1, 1, "float32", "cpu", 1, 1)  # no other test asks for d=7
+    jobs.sweep.clear()  # counted from an empty cache, whatever ran before
+    args = ((8,), 7, 4, 4, False, None, ("flash",), 1, 1, "float32", "cpu", 1, 1)
     for _ in range(2):
         assert jobs.sweep(*args)["status"].iloc[0].startswith(TIME_BUDGET_STATUS)
     assert calls == [limits.LIVE_TIME_BUDGET_S] * 2  # cut short: measured again on the second request
@@ -174,7 +175,8 @@ def test_a_link_asking_for_12_gib_of_inputs_is_refused_with_the_input_memory_mes
 def test_rows_the_time_budget_stopped_are_listed_on_the_page(make_app, monkeypatch):
     ticks = iter(range(10 ** 6))
     monkeypatch.setattr(sweep_module, "_now", lambda: 1000.0 * next(ticks))  # every look: +1000 s, over 120 s
-    at = make_app(view="bench", ns="24", impls="flash2", d="5", reps="1")  # a configuration no other test uses
+    jobs.sweep.clear()  # measured now, not served from an earlier test's cache
+    at = make_app(view="bench", ns="24", impls="flash2", d="5", reps="1")
     at.button(key="bench_run").click().run()
     assert not at.exception
     (warning,) = [w.value for w in at.warning]

@@ -184,6 +184,7 @@ class LoadCounter(TorchDispatchMode):
         super().__init__()
         self.roles = roles  # storage address -> "q", "k", "v", "dO" or "O"
         self.loaded: Counter[str] = Counter()
+        self.kept: list[torch.Tensor] = []  # relayouts stay alive, so no later tensor reuses their address
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
@@ -197,6 +198,7 @@ class LoadCounter(TorchDispatchMode):
                     continue  # a view of the operand reads nothing
                 if o.dtype == src.dtype:
                     self.roles[o.untyped_storage().data_ptr()] = role  # a relayout: still the operand, in HBM
+                    self.kept.append(o)
                 else:
                     self.loaded[role] += src.numel()  # a load into the fp32 tile
         return out

@@ -22,7 +22,7 @@ import flashviz
 from flashviz.core.tiling import TileMasks, tile_schedule, visible_mask
 from flashviz.measure.trace import schedule_trace
 from flashviz.model.iomodel import io_trace
-from flashviz.ui.state import VIEWS
+from flashviz.ui.registry import VIEWS
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "pandas")
@@ -50,7 +50,8 @@ LOADED = f"print(json.dumps({{'loaded': [m for m in {HEAVY!r} if m in sys.module
 def test_the_first_chart_imports_neither_torch_nor_pandas():
     code = (
         "import flashviz, flashviz.vocab, flashviz.limits, flashviz.core.tiling, flashviz.core.validate\n"
-        "import flashviz.measure.trace, flashviz.ui.sidebar, flashviz.ui.common, flashviz.ui.query\n"
+        "import flashviz.measure.trace, flashviz.ui.sidebar, flashviz.ui.machine, flashviz.ui.query\n"
+        "import flashviz.ui.drawing, flashviz.ui.runs, flashviz.ui.how_it_works  # the page and its first tab\n"
         "from flashviz import tile_schedule, io_cost, FULL\n"
         "from flashviz.measure.trace import schedule_trace\n"
         "tr = schedule_trace(256, 32, 32, causal=True, d=64, loop_order='q_outer')\n"
@@ -71,7 +72,7 @@ def test_the_first_chart_imports_neither_torch_nor_pandas():
 @pytest.mark.skipif(not CPU_BUILD, reason=f"torch {torch.__version__} is a GPU build: machine_env imports torch to "
                     "ask torch.cuda.is_available()")
 def test_machine_env_tells_a_cpu_build_of_torch_without_importing_it():
-    got = run_fresh("from flashviz.ui.common import machine_env, torch_build_has_gpu\n"
+    got = run_fresh("from flashviz.ui.machine import machine_env, torch_build_has_gpu\n"
                     "env = machine_env()\n"
                     "out = [list(env.devices), env.max_threads, torch_build_has_gpu()]\n" + LOADED)
     assert got["loaded"] == [], f"machine_env pulled in {got['loaded']}"
@@ -87,7 +88,7 @@ def test_machine_env_tells_a_cpu_build_of_torch_without_importing_it():
     ("cuda = (\n", None),  # not Python
 ])
 def test_torch_build_is_read_from_version_py(tmp_path, fields, gpu):
-    from flashviz.ui.common import torch_build_has_gpu
+    from flashviz.ui.machine import torch_build_has_gpu
 
     version_py = tmp_path / "version.py"
     version_py.write_text("from typing import Optional\n__version__ = '2.13.0'\n" + fields)
@@ -97,12 +98,12 @@ def test_torch_build_is_read_from_version_py(tmp_path, fields, gpu):
 
 @pytest.mark.parametrize("gpu_build", [True, None, False])
 def test_cuda_available_asks_torch_unless_the_build_has_no_gpu(monkeypatch, gpu_build):
-    from flashviz.ui import common
+    from flashviz.ui import machine
 
     asked = []
-    monkeypatch.setattr(common, "torch_build_has_gpu", lambda: gpu_build)
+    monkeypatch.setattr(machine, "torch_build_has_gpu", lambda: gpu_build)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: asked.append(1) or True)
-    assert common.cuda_available() is (gpu_build is not False)
+    assert machine.cuda_available() is (gpu_build is not False)
     assert asked == ([] if gpu_build is False else [1])
 
 
@@ -192,18 +193,21 @@ def test_schedule_trace_counters_are_io_traces_columns(n, br, bc, causal, window
     assert list(tr.status) == list(df["status"]) and list(tr.q_block) == list(df["q_block"])
 
 
-def test_dashboard_names_a_function_for_every_tab_and_imports_none_of_them_up_front():
-    tree = ast.parse((ROOT / "dashboard.py").read_text())
-    (view_ui,) = [node.value for node in tree.body if isinstance(node, ast.Assign)
-                  and [getattr(t, "id", None) for t in node.targets] == ["VIEW_UI"]]
-    wiring = ast.literal_eval(view_ui)
-    assert list(wiring) == list(VIEWS)
-    for slug, (module, function) in wiring.items():
-        assert callable(getattr(importlib.import_module(module), function)), slug
-    tabs = {module for module, _ in wiring.values()}
+def test_every_tab_names_a_function_and_the_page_imports_none_of_their_modules_up_front():
+    tabs = set()
+    for view in VIEWS:
+        module, function = view.draws.split(":")
+        assert callable(getattr(importlib.import_module(module), function)), view.slug
+        tabs.add(module)
+    tree = ast.parse((ROOT / "app.py").read_text())
     top = {f"{node.module}.{a.name}" if node.module == "flashviz.ui" else node.module
            for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names}
+    top |= {a.name for node in tree.body if isinstance(node, ast.Import) for a in node.names}
     assert not top & tabs, top & tabs
+    got = run_fresh("import flashviz.ui.registry, flashviz.ui.state, flashviz.ui.query\n"
+                    "out = sorted(m for m in sys.modules if m.startswith('flashviz.ui.') and m.split('.')[2] in "
+                    f"{sorted(module.split('.')[2] for module in tabs)!r})\n" + LOADED)
+    assert got["out"] == [] and got["loaded"] == []  # reading the registry imports no tab, nor torch or pandas
 
 
 def test_a_lazy_module_imports_on_first_use_and_forwards_every_access(tmp_path, monkeypatch):

@@ -1,5 +1,6 @@
-"""The README's 10-minute lesson, step by step: each step's exact settings (a classroom preset or a link) loaded in
-AppTest, and the one claim the teacher makes there asserted on what the page shows.
+"""The 10-minute lesson (docs/lesson.md), step by step: each step's exact settings (a classroom preset or a link)
+loaded in AppTest, the one claim the teacher makes there asserted on what the page shows, and the numbers the lesson
+quotes checked against the page.
 
 No test here asserts a wall-clock time: the Benchmark step checks memory (deterministic) and that a slower tiled
 kernel always comes with the caption that says why.
@@ -11,6 +12,7 @@ import itertools
 import math
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,6 +28,8 @@ from flashviz.ui.state import PRESET_KEEPS, PRESETS, Settings, apply_preset, spe
 from flashviz.vocab import FULL, PARTIAL, SKIPPED
 from tests._apptest import assert_clean, chart, decode, done_grid, subtitle, tile_map, tiles_computed
 
+LESSON = (Path(__file__).resolve().parents[1] / "docs" / "lesson.md").read_text()
+
 # Each step's settings, exactly as the lesson names them (links are relative to the dashboard's address).
 TINY_GRID = "Tiny grid for the whiteboard"  # steps 1 and 2
 SLIDING = "Sliding window"  # step 3
@@ -38,6 +42,13 @@ TRAIN_LINK = {"view": "train"}  # step 7
 
 IO_NAMES = {"naive": "naive (standard attention)", "kv_outer": "FlashAttention-1 (kv_outer)",
             "q_outer": "FlashAttention-2 (q_outer)"}
+
+
+def test_the_lesson_names_the_settings_these_tests_load():
+    for name in (TINY_GRID, SLIDING):
+        assert f"Preset *{name}*" in LESSON
+    for link in (IO_LINK, BENCH_LINK, CORRECT_LINK, CORRECT_FP16_LINK, TRAIN_LINK):
+        assert "`?" + "&".join(f"{k}={v}" for k, v in link.items()) + "`" in LESSON, link
 
 
 def with_preset(make_app, name: str, view: str = "how"):
@@ -150,12 +161,14 @@ def test_step3_sliding_window_then_causal_computes_150_instead_of_268_tiles(make
     at.toggle(key="causal").set_value(True).run()
     assert_clean(at)
     assert tiles_computed(at) == [150] and "150 computed" in tile_map(at).subtitle
-    assert _mb(at.metric[1].value) < _mb(before)
+    after = at.metric[1].value
+    assert _mib(after) < _mib(before)
+    assert f"from {before} to {after}" in LESSON.replace("\n   ", " ")  # what the lesson tells the class
 
 
-def _mb(text: str) -> float:
+def _mib(text: str) -> float:
     value, unit = text.split()
-    return float(value) * {"kB": 1e-3, "MB": 1.0, "GB": 1e3}[unit]
+    return float(value) * {"KiB": 2**-10, "MiB": 1.0, "GiB": 2**10}[unit]
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -279,8 +292,11 @@ def test_step7_naive_keeps_p_flash_keeps_o_and_l_and_recomputing_costs_25_percen
     table = chart(at, "Backward: FLOPs added, memory saved")["data"][0]["cells"]["values"]
     assert table[0] == ["512", "1024", "2048"] and set(table[4]) == {"25"}
     text = markdown(at)
-    assert "**25% more backward FLOPs**" in text and "1 × 4 × 2048² float32" in text and "67.1 MB" in text
+    assert "**25% more backward FLOPs**" in text and "1 × 4 × 2048² float32" in text and "64.0 MiB" in text
     assert "2.15 GFLOP more" in text
+    lesson = LESSON.replace("\n   ", " ")
+    assert "64.0 MiB at N = 2048" in lesson and "2.15 GFLOP at N = 2048" in lesson
+    assert "25% more backward FLOPs" in lesson
 
 
 # ----------------------------------------------------------------------------------------------------------------------

@@ -5,6 +5,9 @@ FLASHVIZ_TIMING_LOG set, opens one headless Chromium context per session and cli
 second) and checks that every session was served, none showed an exception box or an error, and that the
 dashboard's timing lock never let two timing runs overlap: its log holds one finished start/end interval per
 session, pairwise disjoint. Figures (p50/p95, peak RSS) are printed, never asserted: machines are noisy.
+
+load.py waits for each page, click and result as it happens (a loaded machine is slower, not wrong); its per-phase
+bound and this test's are generous, only there so that a hung server ends the test instead of the CI job.
 """
 
 from __future__ import annotations
@@ -17,14 +20,15 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 LOAD = ROOT / "benchmarks" / "load.py"
 SESSIONS = 3
-LIMIT_S = 170  # the whole run: server start (imports torch), 3 page loads, 3 sweeps, 12 plotly charts
+PHASE_S = 900  # load.py's bound on each phase (page loads, clicks, results): a hung server, not a slow one
 
 
+@pytest.mark.timeout(4 * PHASE_S)
 def test_three_sessions_are_served_and_timing_runs_never_overlap(tmp_path):
     pytest.importorskip("playwright.sync_api")
     if not Path("/usr/bin/chromium").exists() and not shutil.which("chromium"):
@@ -32,9 +36,9 @@ def test_three_sessions_are_served_and_timing_runs_never_overlap(tmp_path):
     out = tmp_path / "load.json"
     timing_log = tmp_path / "timing.jsonl"
     cmd = [sys.executable, str(LOAD), "--sessions", str(SESSIONS), "--ns", "64,128", "--impls", "naive,flash2,sdpa",
-           "--reps", "1", "--d", "16", "--block", "32", "--timeout", "120", "--json", str(out),
+           "--reps", "1", "--d", "16", "--block", "32", "--timeout", str(PHASE_S), "--json", str(out),
            "--timing-log", str(timing_log)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=LIMIT_S)
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     print(proc.stdout)  # the figures, visible with pytest -s and in CI logs on failure
     assert out.exists(), f"load.py wrote no report (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr[-3000:]}"
     report = json.loads(out.read_text())
@@ -42,7 +46,7 @@ def test_three_sessions_are_served_and_timing_runs_never_overlap(tmp_path):
     assert report["errors"] == [], "\n".join(report["errors"])
     assert report["served"] == SESSIONS, proc.stdout
     assert timing_log.exists() and report["timing_runs"], (
-        "the dashboard wrote no timing log: with FLASHVIZ_TIMING_LOG=<file> set, flashviz.ui.common.holding() must "
+        "the dashboard wrote no timing log: with FLASHVIZ_TIMING_LOG=<file> set, flashviz.ui.lock.holding() must "
         "append a JSON line {\"event\": \"start\", \"run\": id, \"t\": time.time(), ...} after taking the timing "
         "lock and {\"event\": \"end\", ...} before releasing it (see benchmarks/load.py)")
     assert report["timing_runs"] >= SESSIONS, f"each session asked for a different sweep: {report}"

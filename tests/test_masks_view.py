@@ -38,9 +38,10 @@ from flashviz.measure.maskview import (
     score_curves,
     tile_grid,
 )
-from flashviz.ui.common import timing_lock
+from flashviz.ui.lock import timing_lock
 from flashviz.ui.query import parse_query
-from flashviz.ui.state import MASK_PRESETS, Env
+from flashviz.ui.registry import MASK_PRESETS
+from flashviz.ui.state import Env
 from tests._apptest import assert_clean, charts, decode, done_grid, tile_map
 
 FONT_MIN_PX = 16  # readable on a projector

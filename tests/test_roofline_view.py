@@ -21,7 +21,7 @@ from flashviz.measure import sweep as sweep_module
 from flashviz.measure.guards import format_bytes
 from flashviz.model.iomodel import io_cost
 from flashviz.model.roofline import A100, GPUS, H100, H200, Device
-from flashviz.ui import common, roofline
+from flashviz.ui import machine, roofline
 from flashviz.ui.query import parse_query
 from flashviz.ui.state import Env, Settings
 from tests._apptest import charts
@@ -294,7 +294,7 @@ def test_a_cuda_device_is_timed_too_and_joins_the_chart(make_app, monkeypatch):
         return real_sweep(ns, device="cpu", dtype=dtype, **kw).assign(device=device)
 
     env = Env(max_threads=2, devices=("cpu", "cuda"))
-    monkeypatch.setattr(common, "machine_env", lambda: env)  # dashboard.py imports it afresh on every run
+    monkeypatch.setattr(machine, "machine_env", lambda: env)  # app.py imports it afresh on every run
     monkeypatch.setattr(roofline, "machine_env", lambda: env)
     monkeypatch.setattr(roofline, "run_sweep", fake_sweep)
     monkeypatch.setattr(roofline, "gpu_name", lambda: "Fake GPU 80GB")

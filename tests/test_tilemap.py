@@ -1,9 +1,9 @@
 """figures/tilemap.py: the animated tile map, from plain traces, read back by tests/_tilemap."""
 
 import ast
-import re
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -12,17 +12,11 @@ from hypothesis import strategies as st
 
 from flashviz.core.tiling import tile_schedule
 from flashviz.figures import palette, tilemap
-from flashviz.figures.tilemap import (
-    MAX_FRAMES,
-    fmt_bytes,
-    fmt_flops,
-    frame_indices,
-    frame_seconds,
-    row_marker_y,
-    tile_map_html,
-)
+from flashviz.figures.tilemap import MAX_FRAMES, frame_indices, frame_seconds, row_marker_y, tile_map_html
 from flashviz.measure.trace import schedule_trace
-from tests._tilemap import parse
+from flashviz.units import format_bytes, format_flops
+from flashviz.vocab import TILE_STATUS_LABELS, TILE_STATUSES
+from tests._tilemap import SVG, parse
 
 
 @given(st.integers(0, 5000), st.integers(2, 200))
@@ -50,7 +44,7 @@ def test_every_frame_shows_every_fate_pale_ahead_and_full_once_visited():
         frame = panel.frames[k]
         assert frame["current"] == (tr.q_block[step], tr.k_block[step])
         assert frame["counter"][0] == f"FA1 tile {k + 1}/{len(computed)}: i={tr.q_block[step]}, j={tr.k_block[step]}"
-        assert frame["counter"][1] == f"HBM traffic so far {fmt_bytes(tr.hbm_bytes[step])}"
+        assert frame["counter"][1] == f"HBM traffic so far {format_bytes(tr.hbm_bytes[step])}"
         assert frame["delay"] == pytest.approx(k * m.frame_s, abs=1e-3) and frame["last"] == (k == m.frames - 1)
     for tile in panel.tiles.values():  # a tile turns at its frame's time; all by the end of the run
         at = None if tile["done"] else tile["reveal"] * m.frame_s
@@ -112,7 +106,7 @@ def test_the_still_map_is_the_start_frame_of_the_full_one_in_a_fraction_of_the_m
     full, still = (tile_map_html(traces, row=n // 3, start_frame=start, still=flag) for flag in (False, True))
     f, m = parse(full), parse(still)
     assert (m.title, m.subtitle, m.legend, m.start, m.frames) == (f.title, f.subtitle, f.legend, f.start, f.frames)
-    assert 'data-still="1"' in still and 'data-still' not in full
+    assert m.still and not f.still
     for pf, pm in zip(f.panels, m.panels, strict=True):
         # every tile's fate and whether it is reached at the start frame, the row marker: as in the full map
         assert {ij: (t["fate"], t["done"]) for ij, t in pm.tiles.items()} == \
@@ -123,16 +117,17 @@ def test_the_still_map_is_the_start_frame_of_the_full_one_in_a_fraction_of_the_m
         assert {k: v for k, v in pm.frames[start].items() if k != "last"} == \
             {k: v for k, v in pf.frames[start].items() if k != "last"}
         assert all(t["title"] is None for t in pm.tiles.values())
-    # no Play without the frames to play: the controls' place is kept (hidden, tied to no input), so the page does
-    # not move when the animated map replaces the still one
-    assert "<input" not in still and m.controls == f.controls
-    assert '<div class="fv-bar" style="visibility:hidden" aria-hidden="true">' in still
-    assert '<div class="fv-bar">' in full
-    # nothing on a still map animates a tile: a tile's class alone sets its fill (pale until reached, else full);
-    # an animation class without the reveal delays would jump every tile to full colour at once
-    assert re.search(r'class="[^"]*\blater\b', still) is None and re.search(r"\.r\d+\{animation-delay", still) is None
-    assert all(t["reveal"] is None for p in m.panels for t in p.tiles.values())
-    assert re.search(r'class="[^"]*\blater\b', full)  # (the same check finds them on the animated map)
+    # no Play without the frames to play: the controls' place is kept (hidden from sight and from screen readers, tied
+    # to no input), so a page that swaps in the animated map does not move
+    bars = {flag: next(e for e in ET.fromstring(_xml(html)).iter("div") if e.get("class") == "fv-bar")
+            for flag, html in ((False, full), (True, still))}
+    assert m.controls == f.controls and not list(ET.fromstring(_xml(still)).iter("input"))
+    assert bars[True].get("aria-hidden") == "true" and "visibility:hidden" in bars[True].get("style", "")
+    assert bars[False].get("aria-hidden") is None and bars[False].get("style") is None
+    assert len(list(ET.fromstring(_xml(full)).iter("input"))) == 2  # Play and Restart
+    # nothing on a still map animates a tile: every tile's class alone sets its fill (pale until reached, else full)
+    assert all(t["reveal"] is None and t["delay"] is None for p in m.panels for t in p.tiles.values())
+    assert any(t["reveal"] is not None and t["delay"] is not None for p in f.panels for t in p.tiles.values())
     assert len(still) < 0.35 * len(full)
 
 
@@ -143,10 +138,11 @@ def test_titles_axes_legend_controls_and_hover_text():
     assert m.subtitle == "N = 100 · Br = 16, Bc = 16 · 7 × 7 = 49 tiles, 28 computed · causal"
     assert [p.loop_order for p in m.panels] == ["kv_outer", "q_outer"]
     assert m.controls == ["▶ Play❚❚ Pause", "⟲ Restart"] and m.frames == 28  # 7 * 8 / 2 computed tiles
-    for word in ("full: computed, no mask", "partial: computed, masked inside", "skipped: never loaded",
-                 "pale: not reached yet", "in progress", "in SRAM", "row 40"):
+    for word in (*(TILE_STATUS_LABELS[status] for status in TILE_STATUSES), "pale: not reached yet", "in progress",
+                 "in SRAM", "row 40"):
         assert word in m.legend
-    assert "K/V block j (Bc = 16 keys)" in m.html and m.html.count("Q block i (Br = 16 rows)</text>") == 1
+    assert m.axis_titles.count("K/V block j (Bc = 16 keys)") == 2  # under each grid
+    assert m.axis_titles.count("Q block i (Br = 16 rows)") == 1  # left of the first grid only
     tile = m.panels[0].tiles[(6, 2)]
     assert tile["title"] == "Q block i=6 (rows 96-99), K/V block j=2 (keys 32-47): full, step 21 of 49"
     assert m.panels[1].frames[2]["counter"][0].startswith("FA2 tile 3/28: i=1, j=1")  # FA2 goes along a row
@@ -200,8 +196,13 @@ def test_a_one_tile_grid_has_one_frame_and_no_play_and_bad_input_is_refused():
 
 
 def test_number_formats():
-    assert (fmt_bytes(999), fmt_bytes(1234567), fmt_flops(1.5e9), fmt_flops(12)) == \
-        ("999 B", "1.23 MB", "1.5 GFLOP", "12 FLOP")
+    assert (format_bytes(999), format_bytes(1234567), format_bytes(64 << 20), format_flops(1.5e9), format_flops(12)) \
+        == ("999 B", "1.2 MiB", "64.0 MiB", "1.5 GFLOP", "12 FLOP")
+
+
+def _xml(html: str) -> str:
+    """A map's markup as XML ElementTree reads it (the SVG namespace added)."""
+    return html[html.index('<div id="'):].replace("<svg ", f'<svg xmlns="{SVG[1:-1]}" ')
 
 
 def test_the_tile_map_imports_neither_torch_pandas_plotly_nor_streamlit():

@@ -36,7 +36,7 @@ from flashviz.figures.style import (
     impl_color,
     set_subtitle,
 )
-from flashviz.figures.tilemap import fmt_flops
+from flashviz.units import format_flops
 from flashviz.vocab import HBM_READ_WRITE, HBM_STREAMED, ON_CHIP_COLUMN, ON_CHIP_TILE, OPERAND_PLACES
 
 if TYPE_CHECKING:  # plain dataclasses; imported for type hints only, so this module never loads torch
@@ -87,7 +87,7 @@ def tile_ops_html(ops: Sequence[TileOp], *, title: str | None = None, caption: s
     body = []
     for op in ops:
         reads = "".join(_chip(name, place) for name, place in op.operands)
-        flops = fmt_flops(op.flops) if op.flops else "elementwise"
+        flops = format_flops(op.flops) if op.flops else "elementwise"
         cells = (str(op.line), escape(op.text), escape(op.shape), flops, reads, _chip(op.result, op.result_place))
         body.append(f'<tr data-kind="{op.kind}" data-flops="{op.flops}">' + "".join(
             f'<td style="padding:4px 10px;border-bottom:1px solid #ddd;vertical-align:top">{c}</td>' for c in cells)
@@ -101,7 +101,7 @@ def tile_ops_html(ops: Sequence[TileOp], *, title: str | None = None, caption: s
             f'<p style="font-size:{TITLE_FONT_PX}px;font-weight:600;margin:0">{title}</p>{caption}'
             f'<table style="border-collapse:collapse;font-size:{BASE_FONT_PX}px"><tr>{head}</tr>{"".join(body)}'
             f"</table><p style=\"margin:6px 0\">Five matmuls (the forward has two, so 2.5 × its FLOPs): "
-            f"{fmt_flops(matmul_flops)} for this tile. Where each operand lives: {key}</p></div>")
+            f"{format_flops(matmul_flops)} for this tile. Where each operand lives: {key}</p></div>")
 
 
 def _bar_texts(values: Sequence[float], fmt, base: float) -> list[str]:

@@ -39,15 +39,14 @@ from flashviz.figures.tilemap import (
     FATE_CLASS,
     GAP_MIN_CELL_PX,
     LEFT_PX,
-    LEGEND,
     MAX_FRAMES,
     ROOT_CLASS,
-    fmt_bytes,
     frame_indices,
     frame_seconds,
     map_css,
 )
-from flashviz.vocab import DQ_ATOMIC, DQ_MODE_LABELS
+from flashviz.units import format_bytes
+from flashviz.vocab import DQ_ATOMIC, DQ_MODE_LABELS, TILE_STATUS_LABELS, TILE_STATUSES
 
 if TYPE_CHECKING:  # a plain dataclass; imported for type hints only, so this module never loads torch
     from flashviz.measure.backward_trace import BackwardSchedule
@@ -141,15 +140,15 @@ def counter_lines(s: BackwardSchedule, computed: list[int], f: int | None) -> tu
         >>> counter_lines(s, s.computed_steps(), 1)
         ('atomic dQ', 'tile 2/3: i=1, j=0', 'HBM so far: 1.25 kB', 'standard backward: 2.82 kB')
     """
-    name, standard = DQ_MODE_LABELS[s.dq_mode], f"standard backward: {fmt_bytes(s.standard_hbm_bytes)}"
+    name, standard = DQ_MODE_LABELS[s.dq_mode], f"standard backward: {format_bytes(s.standard_hbm_bytes)}"
     if not computed:
-        return name, "every tile is masked", f"HBM: {fmt_bytes(s.start_hbm_bytes)} (pre-pass)", standard
+        return name, "every tile is masked", f"HBM: {format_bytes(s.start_hbm_bytes)} (pre-pass)", standard
     if f is None:
-        return name, f"done: {len(computed)} tiles", f"HBM in all: {fmt_bytes(s.hbm_bytes[-1])}", standard
+        return name, f"done: {len(computed)} tiles", f"HBM in all: {format_bytes(s.hbm_bytes[-1])}", standard
     step = computed[f]
     second = "pass 2 · " if s.passes[step] == 2 else "pass 1 · " if s.dq_mode != DQ_ATOMIC else ""
     return (name, f"{second}tile {f + 1}/{len(computed)}: i={s.q_block[step]}, j={s.k_block[step]}",
-            f"HBM so far: {fmt_bytes(s.hbm_bytes[step])}", standard)
+            f"HBM so far: {format_bytes(s.hbm_bytes[step])}", standard)
 
 
 def _frames_svg(s: BackwardSchedule, computed: list[int], pos: list[int | None], start: int, dt: float,
@@ -244,7 +243,7 @@ def _legend(modes: Sequence[str]) -> str:
     def sw(color: str, label: str, style: str = "") -> str:
         return f'<span><span class="fv-sw" style="background:{color};{style}"></span>{escape(label)}</span>'
 
-    items = [sw(TILE_COLORS[st], label) for st, label in LEGEND]
+    items = [sw(TILE_COLORS[st], TILE_STATUS_LABELS[st]) for st in TILE_STATUSES]
     items += [sw(TILE_AHEAD_COLORS[vocab.FULL], "pale: not reached yet"), sw(CURRENT_TILE_COLOR, "tile in progress"),
               sw(ON_CHIP_BAND_COLOR, "K_j, V_j, dK_j, dV_j on chip for the whole column (blue band)", "opacity:.5"),
               sw("#fff", "Q_i, dO_i, L_i, D_i streamed from HBM (black outline)", "border:3px solid #000"),

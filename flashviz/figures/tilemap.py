@@ -35,7 +35,8 @@ from flashviz.figures.palette import (
     TILE_COLORS,
     TITLE_FONT_PX,
 )
-from flashviz.vocab import LOOP_ORDER_SHORT
+from flashviz.units import format_bytes
+from flashviz.vocab import LOOP_ORDER_SHORT, TILE_STATUS_LABELS
 
 if TYPE_CHECKING:  # a plain dataclass; imported for type hints only, so this module never loads torch
     from flashviz.measure.trace import ScheduleTrace
@@ -57,24 +58,6 @@ MAP_HEIGHT_PX = 470  # a panel's SVG (counters, grid, axes) at most; the browser
 
 FATES = vocab.TILE_STATUSES  # full, partial, skipped
 FATE_CLASS = {vocab.FULL: "f", vocab.PARTIAL: "p", vocab.SKIPPED: "s"}  # CSS class of a tile, by fate
-LEGEND = ((vocab.FULL, "full: computed, no mask"), (vocab.PARTIAL, "partial: computed, masked inside"),
-          (vocab.SKIPPED, "skipped: never loaded"))
-
-
-def fmt_bytes(x: float) -> str:
-    """1234567 -> '1.23 MB' (decimal units, as bandwidths are quoted)."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(x) >= scale:
-            return f"{x / scale:.3g} {unit}"
-    return f"{x:.0f} B"
-
-
-def fmt_flops(x: float) -> str:
-    """1.5e9 -> '1.5 GFLOP'."""
-    for unit, scale in (("TFLOP", 1e12), ("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
-        if abs(x) >= scale:
-            return f"{x / scale:.3g} {unit}"
-    return f"{x:.0f} FLOP"
 
 
 def frame_indices(n_computed: int, max_frames: int = MAX_FRAMES) -> list[int]:
@@ -155,8 +138,7 @@ def map_css(uid: str) -> str:
     return (
         f"<style>{r}{{font-family:Arial,Helvetica,sans-serif;font-size:{BASE_FONT_PX}px;color:#111}}"
         f"{r} .fv-title{{font-size:{TITLE_FONT_PX}px;font-weight:600;margin:0}}"
-        f"{r} .fv-sub{{margin:2px 0 6px 0;font-size:{BASE_FONT_PX}px}}"  # px: before and after the
-        # page's own CSS sets the font size (the map's copy in the HTML page is drawn before: flashviz/ui/first_page.py)
+        f"{r} .fv-sub{{margin:2px 0 6px 0;font-size:{BASE_FONT_PX}px}}"  # px: the same size on any page
         f"{r} input{{position:absolute;opacity:0;width:1px;height:1px}}"
         f"{r} label{{display:inline-block;border:1px solid #888;border-radius:6px;padding:3px 12px;margin:0 8px 4px 0;"
         f"cursor:pointer;user-select:none;background:#f6f6f6}}"
@@ -232,7 +214,7 @@ def counter_text(tr: ScheduleTrace, computed: list[int], f: int) -> tuple[str, s
     if not computed:
         return f"{short}: every tile is masked,", "nothing is computed"
     step = computed[f]
-    second = f"HBM traffic so far {fmt_bytes(tr.hbm_bytes[step])}" if tr.hbm_bytes is not None else ""
+    second = f"HBM traffic so far {format_bytes(tr.hbm_bytes[step])}" if tr.hbm_bytes is not None else ""
     return f"{short} tile {f + 1}/{len(computed)}: i={tr.q_block[step]}, j={tr.k_block[step]}", second
 
 
@@ -306,8 +288,8 @@ def _panel_svg(tr: ScheduleTrace, p: int, panels: int, tl: _Timeline, row: int |
 
 def _legend(row: int | None, beside: bool) -> str:
     """The colour key: beside a single grid (a column), or under two (wrapped lines)."""
-    items = [f'<span><span class="fv-sw" style="background:{TILE_COLORS[s]}"></span>{label}</span>'
-             for s, label in LEGEND]
+    items = [f'<span><span class="fv-sw" style="background:{TILE_COLORS[s]}"></span>{TILE_STATUS_LABELS[s]}</span>'
+             for s in FATES]
     items.append(f'<span><span class="fv-sw" style="background:{TILE_AHEAD_COLORS[vocab.FULL]}"></span>pale: not '
                  "reached yet</span>")
     items.append(f'<span><span class="fv-sw" style="background:{CURRENT_TILE_COLOR}"></span>in progress, its Q_i '
@@ -333,8 +315,8 @@ def tile_map_html(traces: Sequence[ScheduleTrace], *, row: int | None = None, ma
             setting changes; Play and Restart run from it.
         uid: the root element's id (unique on a page): the CSS is scoped to it.
         still: the start frame as a still picture, a fifth to a third of the markup: every tile's fate, that frame's
-            overlay and counters, no later frames, hover titles or Play and Restart (what a fresh server's first
-            page draws while the rest of the page loads; the browser draws less markup sooner).
+            overlay and counters, no later frames, hover titles or Play and Restart (for a picture of one moment:
+            a slide, a printout).
     Returns:
         HTML for st.markdown(..., unsafe_allow_html=True): no blank lines, no script.
 

@@ -1,18 +1,17 @@
-"""The Streamlit dashboard, one module per tab: widgets -> cached calls -> figures from flashviz.figures.
+"""The Streamlit dashboard: app.py (`streamlit run app.py`) is the page, and the modules here are its parts.
 
-    state, query, widgets  every setting declared once (state.py); the URL parser and the widgets derived from it
-    sidebar        the sidebar's settings, classroom presets, the URL kept in sync
-    common, jobs   the timing lock, runs in a worker thread with progress and Cancel, cached sweeps
-    how_it_works   animated tile map, row inspector (the online-softmax rescale), update equations
-    first_page     a new tab's first chart, the map's start frame: in the first run, and in the HTML page itself
-    benchmark      live sweep over N: memory, time, GFLOP/s, summary table, causal vs no mask, CSV
-    block_size     time and modelled HBM traffic against the tile size
-    io_model       HBM accesses against on-chip memory M (FA1 Theorem 2), each loop order with its tile rule
-    correctness    max errors against an fp64 reference, against the dtype's bar
-    training       forward + backward time and memory; the price of recomputation
-    roofline       naive, FA1 and FA2 on GPU rooflines and this machine's, predicted and measured speedups
-    decoding       Flash-Decoding: splits, logsumexp merge, paged KV, GQA; bytes per token (+ decoding_jobs)
-    masks          FlexAttention-style masks: element mask, tile map, BlockMask tensors
+    registry       the tabs, each declared once: slug, label, the function that draws it, the shared settings it
+                   reads, its own settings. A new tab is one entry there plus its own module.
+    spec, state    how a setting is declared (spec); the shared settings, `Settings` (all of them), the presets
+    query          the URL parser: any link becomes valid settings plus notices saying what it repaired
+    widgets        settings <-> widgets and session state, derived from the declarations
+    sidebar        the preset picker and the shared settings the open tab reads; the URL kept in sync
+    sizes          the problem sizes offered and allowed, and the largest grid a map draws
+    machine        the CPU cores and whether a GPU is there, without importing torch where it cannot be
+    lock           the process-wide timing lock (timing runs take turns)
+    runs           heavy work in a worker thread: progress bar, Cancel, results kept per session
+    jobs           the cached sweeps behind the Benchmark, Block size, Correctness and Training tabs
+    drawing        figures, the tile map, the rows not run, and the lines that say which settings were used
 
-dashboard.py at the repository root wires them together (app.py serves it); nothing here runs on import.
+Every other module draws one tab (the registry names which). Nothing here runs on import.
 """

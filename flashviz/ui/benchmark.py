@@ -14,11 +14,14 @@ from flashviz.core.tiling import tile_schedule
 from flashviz.figures.plots import gflops_figure, hbm_figure, memory_figure, time_figure
 from flashviz.figures.report import summary_table, summary_table_figure
 from flashviz.ui import jobs
-from flashviz.ui.common import not_run_ui, run_button_ui, show_figure
+from flashviz.ui.drawing import not_run_ui, ran_with_ui, show_figure
+from flashviz.ui.runs import run_button_ui
 from flashviz.ui.state import Settings
 from flashviz.ui.widgets import draw
+from flashviz.vocab import FULL, NAIVE, OK, PARTIAL, TILED_IMPLS
 
-TILED = ("flash", "flash2")
+RAN_WITH = ("d", "causal", "window", "dtype", "batch", "heads", "device", "threads", "ns", "bblock", "reps")
+CAUSAL_RAN_WITH = ("d", "dtype", "batch", "heads", "device", "threads", "bblock", "reps")  # the window is not used
 SLOWER_WHY = (
     "This flashviz kernel is plain PyTorch: every tile is one Python loop iteration with a few small matmuls, so "
     "small tiles and a single head pay that overhead thousands of times. And on a CPU the \"SRAM\" is the cache "
@@ -39,9 +42,9 @@ def plural(n: int, word: str) -> str:
 
 def speedups(df: pd.DataFrame) -> pd.DataFrame:
     """naive time / tiled time per (N, tiled impl) where both ran: one row each, column "speedup"."""
-    ok = df[df["status"].astype(str) == "ok"]
-    naive = ok[ok["impl"] == "naive"].set_index("N")["time_s"]
-    tiled = ok[ok["impl"].isin(TILED)]
+    ok = df[df["status"].astype(str) == OK]
+    naive = ok[ok["impl"] == NAIVE].set_index("N")["time_s"]
+    tiled = ok[ok["impl"].isin(TILED_IMPLS)]
     out = tiled.assign(speedup=tiled["N"].map(naive) / tiled["time_s"])
     return out.dropna(subset=["speedup"])[["impl", "N", "speedup"]]
 
@@ -100,14 +103,15 @@ def benchmark_ui(s: Settings) -> None:
 
 
 def _results_ui(s: Settings, df: pd.DataFrame) -> None:
+    ran_with_ui(s, RAN_WITH)
     not_run_ui(df)
     show_figure(memory_figure(df), key="bench_memory")  # full width: legible from the back of the room
     show_figure(time_figure(df), key="bench_time")
     slower_caption_ui(df, "here")
     show_figure(gflops_figure(df), key="bench_gflops")
     show_figure(hbm_figure(df), key="bench_hbm")
-    for flash in TILED:  # a plotly table: its 20 px font reads on a projector, st.table's does not
-        if "naive" in s.impls and flash in s.impls:
+    for flash in TILED_IMPLS:  # a plotly table: its 20 px font reads on a projector, st.table's does not
+        if NAIVE in s.impls and flash in s.impls:
             show_figure(summary_table_figure(summary_table(df, flash_impl=flash), title=f"Summary: {flash} vs naive"),
                         key=f"bench_summary_{flash}")
     st.download_button("Download the measurements (CSV)", df.to_csv(index=False).encode(), file_name="flashviz.csv",
@@ -118,7 +122,7 @@ def _results_ui(s: Settings, df: pd.DataFrame) -> None:
 
 def causal_ratios(df: pd.DataFrame) -> pd.DataFrame:
     """Per implementation: time without and with the causal mask and their ratio (causal / no mask)."""
-    ok = df[df["status"].astype(str) == "ok"]
+    ok = df[df["status"].astype(str) == OK]
     table = ok.pivot_table(index="impl", columns="causal", values="time_s", aggfunc="first")
     table = table.reindex(columns=[False, True]).dropna()
     return pd.DataFrame({"implementation": table.index, "no mask (ms)": table[False].values * 1e3,
@@ -130,7 +134,7 @@ def _causal_ui(s: Settings) -> None:
     n = max(s.ns)
     st.subheader(f"Causal vs no mask at N = {n}")
     tiles = tile_schedule(n, n, s.bblock, s.bblock, causal=True).counts()
-    computed, total = tiles["full"] + tiles["partial"], sum(tiles.values())
+    computed, total = tiles[FULL] + tiles[PARTIAL], sum(tiles.values())
     st.markdown(f"A causal mask hides the keys after each query, so the tiled kernels skip every tile above the "
                 f"diagonal: at N = {n} with {s.bblock}-wide tiles they compute {computed} of {total} tiles. Naive "
                 "attention computes all N² scores and then masks them, so it saves nothing.")
@@ -142,6 +146,7 @@ def _causal_ui(s: Settings) -> None:
                             f"({plural(2 * len(s.impls), 'measurement')}).")
     if df is None:
         return
+    ran_with_ui(s, CAUSAL_RAN_WITH)
     not_run_ui(df)
     st.dataframe(causal_ratios(df), hide_index=True, column_config={
         "no mask (ms)": st.column_config.NumberColumn(format="%.1f"),

@@ -12,9 +12,13 @@ import streamlit as st
 from flashviz.figures.plots import block_sweep_figure
 from flashviz.ui import jobs
 from flashviz.ui.benchmark import SLOWER_WHY
-from flashviz.ui.common import not_run_ui, run_button_ui, show_figure
+from flashviz.ui.drawing import not_run_ui, ran_with_ui, show_figure
+from flashviz.ui.runs import run_button_ui
 from flashviz.ui.state import Settings
 from flashviz.ui.widgets import draw
+from flashviz.vocab import NAIVE, OK
+
+RAN_WITH = ("n", "d", "causal", "window", "dtype", "batch", "heads", "device", "threads", "reps")
 
 
 def block_size_ui(s: Settings) -> None:
@@ -25,7 +29,9 @@ def block_size_ui(s: Settings) -> None:
         "K/V block in FA1) until a tile no longer fits in on-chip memory. On a CPU, small tiles also pay Python's "
         "per-tile overhead. Dotted lines: naive attention and SDPA at the same N, for reference."
     )
-    draw("blocks", st)
+    c1, c2 = st.columns([3, 1])
+    draw("blocks", c1)
+    draw("reps", c2)
     if not s.blocks:
         st.error("Choose at least one block size.")
         return
@@ -42,11 +48,12 @@ def block_size_ui(s: Settings) -> None:
         return
     args = (s.n, s.blocks, s.d, s.causal, s.window, s.batch, s.heads, s.dtype, s.device, s.threads, s.reps)
     result = run_button_ui("block", jobs.block_sweep, args, label="Run block-size sweep", title="Block-size sweep",
-                           help=f"Times flash and flash2 at N = {s.n} for every block size ({s.reps} repeats each).",
+                           help=f"Times both loop orders at N = {s.n} for every block size ({s.reps} repeats each).",
                            idle="Press **Run block-size sweep** to measure these settings.")
     if result is None:
         return
     tiled, reference = result
+    ran_with_ui(s, RAN_WITH)
     not_run_ui(tiled)
     not_run_ui(reference)
     show_figure(block_sweep_figure(tiled, reference=reference), key="block_figure")
@@ -57,8 +64,8 @@ def block_size_ui(s: Settings) -> None:
 
 def _slower_caption_ui(tiled: pd.DataFrame, reference: pd.DataFrame) -> None:
     """Say why, only where a measured tiled point is slower than naive at the same N."""
-    ok = tiled[tiled["status"].astype(str) == "ok"]
-    naive = reference[(reference["impl"] == "naive") & (reference["status"].astype(str) == "ok")]["time_s"]
+    ok = tiled[tiled["status"].astype(str) == OK]
+    naive = reference[(reference["impl"] == NAIVE) & (reference["status"].astype(str) == OK)]["time_s"]
     if len(naive) == 0 or len(ok) == 0:
         return
     slow = ok[ok["time_s"] > naive.iloc[0]]

@@ -14,9 +14,14 @@ import streamlit as st
 from flashviz.figures.correctness import correctness_figure, tolerance_for
 from flashviz.figures.style import fmt_sci
 from flashviz.ui import jobs
-from flashviz.ui.common import not_run_ui, run_button_ui, show_figure
+from flashviz.ui.drawing import not_run_ui, ran_with_ui, show_figure
+from flashviz.ui.runs import run_button_ui
 from flashviz.ui.state import Settings
 from flashviz.ui.widgets import draw
+from flashviz.vocab import DTYPE_BYTES, IMPLS
+
+RAN_WITH = ("br", "bc", "causal", "window", "dtype", "device", "threads", "cds", "cns")
+EXACT_BYTES = 4  # dtypes of at least this many bytes per element (float32, float64) are held to the 1e-5 bar
 
 
 def correctness_ui(s: Settings) -> None:
@@ -30,9 +35,8 @@ def correctness_ui(s: Settings) -> None:
         "what plain PyTorch achieves in this dtype."
     )
     st.caption(f"Which bar and why (the sidebar's dtype): {why}.")
-    st.caption(f"This tab checks the head dimensions and lengths chosen below, not the sidebar's d = {s.d} and "
-               f"N = {s.n}; the tiles (Br = {s.br}, Bc = {s.bc}), the mask and the dtype ({s.dtype}) are the "
-               "sidebar's.")
+    st.caption(f"This tab checks the head dimensions d and lengths N chosen below; the tiles (Br = {s.br}, "
+               f"Bc = {s.bc}), the mask and the dtype ({s.dtype}) are the sidebar's.")
     c1, c2 = st.columns(2)
     draw("cds", c1)
     draw("cns", c2)
@@ -44,18 +48,19 @@ def correctness_ui(s: Settings) -> None:
     if problem:
         st.error(problem)
         return
-    if s.dtype not in ("float32", "float64"):
+    if DTYPE_BYTES[s.dtype] < EXACT_BYTES:
         st.warning(f"{s.dtype} keeps only 8-11 bits of mantissa, so errors near 1e-3 are expected: the bar here is "
                    f"{bar}, not float32's 1e-5. Choose float32 in the sidebar to check against 1e-5.")
     args = (s.cds, s.cns, s.br, s.bc, s.causal, s.window, s.dtype, s.device, s.threads)
     df = run_button_ui("correct", jobs.correctness, args, label="Run correctness check", title="Correctness check",
-                       help="Runs every (d, N) once for naive, flash, flash2 and SDPA and compares with float64 SDPA.",
+                       help=f"Runs every (d, N) once for {', '.join(IMPLS)} and compares with float64 SDPA.",
                        idle="Press **Run correctness check**.")
     if df is None:
         return
+    ran_with_ui(s, RAN_WITH)
     not_run_ui(df)
     table = df.pivot_table(index=["d", "N"], columns="impl", values="max_abs_err", aggfunc="max")
-    table = table[[i for i in ("naive", "flash", "flash2", "sdpa") if i in table.columns]]
+    table = table[[i for i in IMPLS if i in table.columns]]
     worst = float(table.max().max()) if table.size else float("nan")
     passed = worst <= tol
     (st.success if passed else st.error)(

@@ -29,7 +29,6 @@ from flashviz.figures.decode import (
 from flashviz.measure.guards import format_bytes
 from flashviz.measure.timing import threads_set_to
 from flashviz.model.roofline import GPUS
-from flashviz.ui.common import run_button_ui, show_figure
 from flashviz.ui.decoding_jobs import (
     ANIM_D,
     BLOCKS_DRAWN_MAX,
@@ -47,6 +46,8 @@ from flashviz.ui.decoding_jobs import (
     timed_splits,
     variant_costs,
 )
+from flashviz.ui.drawing import show_figure
+from flashviz.ui.runs import run_button_ui
 from flashviz.ui.state import Settings
 from flashviz.ui.widgets import draw
 from flashviz.vocab import DTYPE_BYTES

@@ -31,7 +31,7 @@ from flashviz.measure.impls import resolve_dtype
 from flashviz.measure.timing import median_iqr, threads_set_to, time_calls
 from flashviz.model.decode import attention_variants, decode_cost
 from flashviz.model.roofline import GPUS, Device, attainable_flops, bound, predict_time, roofline_points, this_machine
-from flashviz.ui.common import Progress, holding
+from flashviz.ui.lock import Progress, holding
 from flashviz.ui.state import Settings
 from flashviz.vocab import DTYPE_BYTES, Q_OUTER
 

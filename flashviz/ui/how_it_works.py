@@ -1,8 +1,9 @@
 """The "How it works" tab: the animated tile map, the row inspector and the update equations.
 
 Widgets -> cached traces (flashviz.measure.trace: the tile schedule, the IO model's counters, the real kernel's on_tile
-events) -> figures (flashviz.figures.tilemap: SVG + CSS, drawn without plotly; flashviz.figures.rows). Nothing is
-computed here.
+events) -> figures (flashviz.figures.tilemap: SVG + CSS, drawn without plotly or torch; flashviz.figures.rows). Nothing
+is computed here. The map comes first and needs no torch, so a fresh server draws it before PyTorch has loaded; the row
+inspector, which runs the real kernel, comes last.
 """
 
 from __future__ import annotations
@@ -12,37 +13,17 @@ import sys
 
 import streamlit as st
 
-from flashviz.figures.rows import row_figure
-from flashviz.figures.tilemap import fmt_bytes, fmt_flops, frame_indices, tile_map_html
+from flashviz.figures.tilemap import frame_indices, tile_map_html
 from flashviz.measure.trace import RowPick, RowTrace, ScheduleTrace, pick_row, row_trace, schedule_trace
 from flashviz.model.iomodel import io_cost
-from flashviz.ui.common import show_figure, show_map, timing_lock
-from flashviz.ui.first_page import first_page_map, grid_error, start_frame
+from flashviz.ui.drawing import show_figure, show_map
+from flashviz.ui.lock import timing_lock
+from flashviz.ui.sizes import grid_error
 from flashviz.ui.state import Settings, spec_of
 from flashviz.ui.widgets import draw
-from flashviz.vocab import DTYPE_BYTES, LOOP_ORDER_LABELS
+from flashviz.units import format_bytes, format_flops
+from flashviz.vocab import DTYPE_BYTES, KV_OUTER, LOOP_ORDER_LABELS, LOOP_ORDER_SHORT, NAIVE, Q_OUTER
 
-# A session's first page (a new browser tab opening on How it works: first_page_ui) is the tile map, its start frame
-# as a still picture (a fifth of the markup, drawn sooner), a note and the sidebar's header; nothing else in that run:
-# the browser commits a batch of elements only once the code of every element in it has loaded, so widgets, and most
-# of all plotly's chart (4.7 MB of JavaScript), would hold the map back; and with the tab bar drawn ahead of it, the
-# map came a quarter second later (0.80 s against 0.54 s from the page's connection, medians of 6 fresh servers).
-# The browser asks for the full page this many seconds after the first page arrived (a fragment's run_every, which
-# Streamlit times in the browser). On a fresh server that full run loads the kernel: importing torch holds the
-# server's interpreter lock for about a quarter second at a time while its C extension loads, which stalls the code
-# the browser fetches to draw the map (0.3 s instead of 0.03 s for markdown's HTML chunk, measured on a 2-core
-# machine); after the wait the import competes with nothing the map needs.
-FIRST_PAGE_WAIT_S = 0.25
-FIRST_PAGE_WAITED = "_fv_first_page_waited"  # session state: the first page's fragment has run once (its next run
-# is the browser's timer); removed by the full run that follows
-# The notes under the first page's map. ASCII only: when an alert's text is not, Streamlit loads its emoji catalogue
-# to look for a leading emoji, which held the interpreter lock for 91-148 ms on a fresh server (42 ms in a quiet
-# interpreter) just as the browser fetched the code that draws the map.
-KERNEL_NOTE = ("Loading PyTorch for the row inspector, which runs the real kernel (once per server start): the "
-               "settings, the frame slider, the traffic totals and the inspector follow in a few seconds...")
-PAGE_NOTE = "The settings, the frame slider, the traffic totals and the row inspector follow in a moment..."
-TAB_BAR_SPACE = '<div style="height: 3.5rem"></div>'  # the tab bar's place over the first page's map (63 px at
-# the dashboard's 18 px font): the map is drawn where the tab will draw it, at any window width
 ROW_TRACE_FLOPS_MAX = 1e10  # the row inspector runs the real kernel; ~1-2 s of one CPU core at most
 INTRO = ("FlashAttention never builds the N × N score matrix S = QKᵀ. It cuts S into tiles of Br query rows × Bc key "
          "columns and computes one tile at a time in fast on-chip memory (SRAM), keeping a running max **m** and a "
@@ -75,8 +56,7 @@ def cached_pick(n: int, d: int, br: int, bc: int, causal: bool, window: tuple[in
 @st.cache_data(show_spinner=False, max_entries=32)
 def cached_map(n: int, br: int, bc: int, causal: bool, window: tuple[int, int] | None, loop_orders: tuple[str, ...],
                d: int, dtype_bytes: int, row: int | None, start: int) -> str:
-    """The tile map's HTML (flashviz.figures.tilemap), built once per configuration; row None: no row marker. (The
-    first page's still picture of it is flashviz.ui.first_page.first_page_map.)"""
+    """The tile map's HTML (flashviz.figures.tilemap), built once per configuration; row None: no row marker."""
     traces = [cached_schedule(n, br, bc, causal, window, order, d, dtype_bytes) for order in loop_orders]
     return tile_map_html(traces, row=row, start_frame=start)
 
@@ -109,6 +89,17 @@ def _row_traces(s: Settings, row: int) -> list[RowTrace]:
             lock.release()
 
 
+def start_frame(frame: int, n_computed: int) -> int:
+    """The map frame the page opens at: the page's frame setting, where a map with n_computed computed tiles has it,
+    else its last frame.
+
+    Example:
+        >>> start_frame(40, 256), start_frame(40, 10)
+        (40, 9)
+    """
+    return min(frame, max(len(frame_indices(n_computed)) - 1, 0))
+
+
 def how_it_works_ui(s: Settings) -> None:
     """Draw the tab for settings s: the tile map first (it must fit a 1280 x 720 window), then what it means."""
     error = grid_error(s)
@@ -119,47 +110,36 @@ def how_it_works_ui(s: Settings) -> None:
         from flashviz.ui.masks import how_it_works_mask_ui  # the Masks tab's module loads torch: only when asked
 
         how_it_works_mask_ui(s)
+        _controls_ui([], 0)
         st.markdown(INTRO)
         _concepts_ui()
         return
-    dtype_bytes = DTYPE_BYTES[s.dtype]
-    slot, note = st.empty(), st.empty()  # the map; under it, while a fresh server loads the kernel, the note
+    slot = st.empty()  # the map: drawn at once, redrawn with the row marker once a fresh server has the kernel
     try:
         traces, frames_at, start = _schedules(s)
-        still = None if kernel_loaded() else first_page_map(s)
-        if still:  # a fresh server, after the first page (first_page_ui): the same still map and note again, so
-            # that nothing on screen fades while the kernel loads
-            show_map(still, slot)
-            note.info(KERNEL_NOTE)
-        st.session_state.pop(FIRST_PAGE_WAITED, None)
-        row, pick = inspected_row(s)
-        html = cached_map(s.n, s.br, s.bc, s.causal, s.window, s.loop_orders, s.d, dtype_bytes, row, start)
+        row, pick = inspected_row(s) if not s.autorow or kernel_loaded() else (None, None)
+        show_map(_map(s, row, start), slot)
     except (ValueError, TypeError) as e:  # the core's validation speaks for itself
         slot.error(f"These settings cannot be drawn: {e}")
         return
-    show_map(html, slot)
-    note.empty()
-    _frame_ui(frames_at, len(traces[0].computed_steps()))
-    _totals_ui(s, traces, dtype_bytes)
+    _controls_ui(frames_at, len(traces[0].computed_steps()))
+    _totals_ui(s, traces)
     st.markdown(INTRO)
+    if row is None:  # the automatic row is the kernel's pick: a fresh server loads the kernel now
+        try:
+            with st.spinner("Loading PyTorch for the row inspector, which runs the real kernel (once per server "
+                            "start) ..."):
+                row, pick = inspected_row(s)
+        except (ValueError, TypeError) as e:
+            st.error(f"The row inspector cannot run at these settings: {e}")
+            return
+        show_map(_map(s, row, start), slot)
     _row_inspector_ui(s, traces[0].steps, row, pick)
     _concepts_ui()
 
 
-def first_page_ui(s: Settings) -> None:
-    """A new browser tab's first page, when it opens on How it works (see FIRST_PAGE_WAIT_S): the tile map's start
-    frame as a still picture where the tab will draw it and a note under it (what is above it, the sidebar's header
-    included, is drawn already); then it stops the run. It draws nothing, and the run goes on, for settings the tab
-    answers otherwise (an error, the Masks tab's mask). Called in place of the tabs, before them: the browser draws
-    the map sooner without the tab bar's elements ahead of it (the tab bar's place is kept blank, so nothing moves
-    when it comes)."""
-    still = first_page_map(s)  # the same picture the server put in the HTML page (flashviz.ui.first_page)
-    if still is None:
-        return
-    with st.container():
-        show_map(TAB_BAR_SPACE + still)
-        _first_page_note(PAGE_NOTE if kernel_loaded() else KERNEL_NOTE)
-    st.stop()
+def _map(s: Settings, row: int | None, start: int) -> str:
+    return cached_map(s.n, s.br, s.bc, s.causal, s.window, s.loop_orders, s.d, DTYPE_BYTES[s.dtype], row, start)
 
 
 def _schedules(s: Settings) -> tuple[list[ScheduleTrace], list[int], int]:
@@ -171,20 +151,13 @@ def _schedules(s: Settings) -> tuple[list[ScheduleTrace], list[int], int]:
     return traces, frame_indices(n_computed), start_frame(s.frame, n_computed)
 
 
-def _first_page_note(text: str) -> None:
-    """Under the first page's map: the note, in a fragment the browser reruns FIRST_PAGE_WAIT_S after the page
-    arrived; that rerun starts a full run, which draws the whole page (loading the kernel on a fresh server) and
-    stops the timer: Streamlit drops a fragment's timer when a full run does not draw it."""
-    st.session_state[FIRST_PAGE_WAITED] = False
-    _first_page_wait(text)
-
-
-@st.fragment(run_every=FIRST_PAGE_WAIT_S)
-def _first_page_wait(text: str) -> None:
-    if st.session_state.get(FIRST_PAGE_WAITED):  # the browser's timer: the page has had FIRST_PAGE_WAIT_S to draw
-        st.rerun()
-    st.session_state[FIRST_PAGE_WAITED] = True
-    st.info(text)
+def _controls_ui(frames_at: list[int], n_computed: int) -> None:
+    """Under the map: the frame it opens at, the loop order, and the Masks tab's mask instead of the sidebar's."""
+    c1, c2, c3 = st.columns([4, 3, 3])
+    with c1:
+        _frame_ui(frames_at, n_computed)
+    draw("order", c2)
+    draw("usemask", c3)
 
 
 def _frame_ui(frames_at: list[int], n_computed: int) -> None:
@@ -199,18 +172,20 @@ def _frame_ui(frames_at: list[int], n_computed: int) -> None:
                      format_func=lambda k: f"{frames_at[k] + 1} of {n_computed}")
 
 
-def _totals_ui(s: Settings, traces: list[ScheduleTrace], dtype_bytes: int) -> None:
-    naive = io_cost("naive", s.n, s.n, s.d, s.br, s.bc, causal=s.causal, window=s.window, dtype_bytes=dtype_bytes)
+def _totals_ui(s: Settings, traces: list[ScheduleTrace]) -> None:
+    """HBM traffic per head of standard attention and of each loop order shown, from the IO model."""
+    naive = io_cost(NAIVE, s.n, s.n, s.d, s.br, s.bc, causal=s.causal, window=s.window,
+                    dtype_bytes=DTYPE_BYTES[s.dtype])
     cols = st.columns(1 + len(traces))
-    cols[0].metric("Standard attention: HBM traffic per head", fmt_bytes(naive.bytes),
+    cols[0].metric("Standard attention: HBM traffic per head", format_bytes(naive.bytes),
                    help="FA1 Algorithm 0: writes S and P (N² each) to HBM and reads them back. IO model.")
-    cols[0].caption(f"{fmt_flops(naive.flops)} of matmuls; every one of the {s.n}² scores.")
+    cols[0].caption(f"{format_flops(naive.flops)} of matmuls; every one of the {s.n}² scores.")
     for col, tr in zip(cols[1:], traces, strict=True):
         total = tr.hbm_bytes[-1] if tr.hbm_bytes else 0.0
-        col.metric(f"{LOOP_ORDER_LABELS[tr.loop_order].split(' (')[0]}: HBM traffic per head", fmt_bytes(total),
+        col.metric(f"{LOOP_ORDER_SHORT[tr.loop_order]}: HBM traffic per head", format_bytes(total),
                    help="IO model, after the last tile of the animation (the counter above the grid).")
         ratio = f"{total / naive.bytes:.2f}" if naive.bytes else "-"
-        col.caption(f"{ratio} x standard; {fmt_flops(tr.flops[-1] if tr.flops else 0)} of matmuls; "
+        col.caption(f"{ratio} x standard; {format_flops(tr.flops[-1] if tr.flops else 0)} of matmuls; "
                     f"{len(tr.computed_steps())} of {tr.steps} tiles computed.")
 
 
@@ -221,7 +196,7 @@ def _row_inspector_ui(s: Settings, n_steps: int, row: int, pick: RowPick | None)
     if pick is not None:  # the input shows the row on screen; turning the toggle off starts from it
         st.session_state["row"] = row
     draw("row", c2, hi=s.n - 1, disabled=pick is not None)
-    flops = io_cost("kv_outer", s.n, s.n, s.d, s.br, s.bc, causal=s.causal, window=s.window).flops
+    flops = io_cost(KV_OUTER, s.n, s.n, s.d, s.br, s.bc, causal=s.causal, window=s.window).flops
     if flops > ROW_TRACE_FLOPS_MAX:
         st.info(f"The row inspector runs the real kernel, {flops / 1e9:.0f} GFLOP at these settings: too slow to "
                 f"run live. Lower N or d (at most {ROW_TRACE_FLOPS_MAX / 1e9:.0f} GFLOP).")
@@ -231,6 +206,8 @@ def _row_inspector_ui(s: Settings, n_steps: int, row: int, pick: RowPick | None)
     except (ValueError, TypeError) as e:
         st.error(f"The row inspector cannot run at these settings: {e}")
         return
+    from flashviz.figures.rows import row_figure  # plotly's figure builders: after the map and the metrics
+
     note = f"Picked automatically: {pick.reason}" if pick is not None else None
     show_figure(row_figure(rows, n_steps=n_steps, note=note), key="row_inspector")
     st.caption(_row_caption(s, rows[0], pick))
@@ -278,13 +255,14 @@ def _concepts_ui() -> None:
                 "tile whose keys are all visible is *full* (no mask work), one that is cut by the mask is "
                 "*partial* (masked inside the tile), and one that no query can see is *skipped*: never loaded, "
                 "never computed. That is where causal attention saves half the work.")
-    st.markdown("**4. FA1 output update (kv_outer).** FlashAttention-1 loops over K/V blocks outside and Q blocks "
-                "inside, so each tile must read O_i, l_i, m_i from HBM, rescale, and write them back.")
+    st.markdown(f"**4. The output update of {LOOP_ORDER_LABELS[KV_OUTER]}.** FlashAttention-1 loops over K/V "
+                "blocks outside and Q blocks inside, so each tile must read O_i, l_i, m_i from HBM, rescale, and write "
+                "them back.")
     st.latex(r"O_i \leftarrow \operatorname{diag}(\ell_i^{\mathrm{new}})^{-1}\Big(\operatorname{diag}(\ell_i)\,"
              r"e^{m_i - m_i^{\mathrm{new}}} O_i + e^{\tilde m_{ij} - m_i^{\mathrm{new}}}\, \tilde P_{ij} V_j\Big)")
-    st.markdown("**5. FA2 defers the division (q_outer).** FlashAttention-2 swaps the loops: a Q block stays on "
-                "chip for its whole row of tiles, O_i is accumulated unnormalised and divided by l once at the "
-                "end, and only the logsumexp L_i is saved for the backward pass.")
+    st.markdown(f"**5. {LOOP_ORDER_LABELS[Q_OUTER]} defers the division.** FlashAttention-2 swaps the loops: a Q "
+                "block stays on chip for its whole row of tiles, O_i is accumulated unnormalised and divided by l once "
+                "at the end, and only the logsumexp L_i is saved for the backward pass.")
     st.latex(r"\tilde O_i \leftarrow \operatorname{diag}(e^{m_i^{\mathrm{old}} - m_i})\, \tilde O_i + "
              r"\tilde P_{ij} V_j, \qquad O_i = \operatorname{diag}(\ell_i)^{-1} \tilde O_i, \quad "
              r"L_i = m_i + \log \ell_i")

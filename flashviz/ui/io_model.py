@@ -14,7 +14,7 @@ import streamlit as st
 from flashviz.figures.plots import hbm_vs_memory_figure
 from flashviz.model.iomodel import hbm_vs_memory
 from flashviz.model.roofline import sram_marks
-from flashviz.ui.common import show_figure
+from flashviz.ui.drawing import show_figure
 from flashviz.ui.state import Settings
 from flashviz.vocab import ALGORITHMS, DTYPE_BYTES, KV_OUTER, LOOP_ORDER_SHORT, LOOP_ORDERS, NAIVE, Q_OUTER
 
@@ -66,7 +66,7 @@ def flat_from(curve: pd.Series) -> int | None:
 
 
 def rises(curve: pd.Series) -> list[tuple[int, int, float]]:
-    """(M before, M after, factor) for every step where the curve goes up as M grows."""
+    """(M before, M after, factor) for every doubling of M where the curve goes up."""
     ms, v = list(curve.index), curve.to_numpy()
     return [(int(ms[i]), int(ms[i + 1]), v[i + 1] / v[i]) for i in range(len(ms) - 1)
             if v[i + 1] > v[i] and not _same(v[i], v[i + 1])]
@@ -133,15 +133,15 @@ def curve_story(df: pd.DataFrame, n: int, d: int, unmasked: pd.DataFrame | None 
     naive, fa1, fa2 = (series(df, a) for a in ALGORITHMS)
     lines = []
     flat = naive.min() == naive.max()
-    text = (f"**{NAMES['naive']}** is flat at {count(naive.iloc[0])}: it writes S and P (N² each) and reads them "
-            "back whatever M is" if flat else f"**{NAMES['naive']}** goes from {count(naive.iloc[0])} to "
+    text = (f"**{NAMES[NAIVE]}** is flat at {count(naive.iloc[0])}: it writes S and P (N² each) and reads them "
+            "back whatever M is" if flat else f"**{NAMES[NAIVE]}** goes from {count(naive.iloc[0])} to "
                                               f"{count(naive.iloc[-1])}")
     if unmasked is not None:
-        same = all(_same(a, b) for a, b in zip(naive, series(unmasked, "naive"), strict=True))
+        same = all(_same(a, b) for a, b in zip(naive, series(unmasked, NAIVE), strict=True))
         text += ("; the mask changes nothing: it computes every score and masks afterwards" if same
                  else "; the mask lowers it")
     lines.append(text + ".")
-    for algorithm, curve in (("kv_outer", fa1), ("q_outer", fa2)):
+    for algorithm, curve in ((KV_OUTER, fa1), (Q_OUTER, fa2)):
         text = f"**{NAMES[algorithm]}** {_flash_sentence(curve, naive, n, d)}."
         if unmasked is not None:
             text += f" {_mask_sentence(curve, series(unmasked, algorithm))}."
@@ -150,7 +150,7 @@ def curve_story(df: pd.DataFrame, n: int, d: int, unmasked: pd.DataFrame | None 
     lines.append("**FA2 is below FA1 at every M shown**: a pass of FA2 moves 2Nd elements (K and V once per Q "
                  "block), one of FA1 3Nd + 4N (Q, and O, l, m read and written back per K/V block)." if below.all() else
                  "FA2 is above FA1 at M = " + ", ".join(f"{int(m):,}" for m in fa2.index[~below]) + ".")
-    for algorithm, curve in (("kv_outer", fa1), ("q_outer", fa2)):
+    for algorithm, curve in ((KV_OUTER, fa1), (Q_OUTER, fa2)):
         for lo, hi, factor in rises(curve):
             lines.append(f"**{NAMES[algorithm]} rises** from M = {lo:,} to {hi:,} (× {factor:.2f}): with a mask, "
                          "each block of rows loads K and V up to the next multiple of Bc past its last visible key, "

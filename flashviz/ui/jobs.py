@@ -5,7 +5,7 @@ Every cached function takes hashable arguments only (tuples, ints, strings); `_p
 unhashed (leading underscore) and carry the progress callback and the lock. Results are tidy DataFrames.
 
 Each run has a wall-clock budget (limits.LIVE_TIME_BUDGET_S, counted once it holds the lock): a run slower than
-work_guard estimated skips its remaining rows ("not run: time budget ...", listed by common.not_run_ui) and lets
+work_guard estimated skips its remaining rows ("not run: time budget ...", listed by drawing.not_run_ui) and lets
 the next user have the lock. A result cut short that way is not kept in the cache, so asking again measures again.
 """
 
@@ -21,10 +21,12 @@ import pandas as pd
 import streamlit as st
 
 from flashviz.limits import LIVE_INPUT_BYTES_MAX, LIVE_TIME_BUDGET_S, WORK_FLOP_MAX, tile_problem
-from flashviz.measure.guards import calls_per_row, format_bytes, input_bytes, request_flops
+from flashviz.measure.guards import calls_per_row, input_bytes, request_flops
 from flashviz.measure.sweep import cut_short, run_block_sweep, run_sweep
-from flashviz.ui.common import Progress, holding
+from flashviz.ui.lock import Progress, holding
 from flashviz.ui.state import Settings
+from flashviz.units import format_bytes
+from flashviz.vocab import FORWARD, IMPLS, NAIVE, SDPA, TILED_IMPLS, TRAINING
 
 WARMUP = 1  # untimed calls per row in the live sweeps (run_sweep's default)
 CACHE_ENTRIES = 32  # sweeps kept per cached function (a DataFrame of a few dozen rows each)
@@ -49,7 +51,7 @@ def work_guard(ns: tuple[int, ...], *, d: int, br: int, bc: int, batch: int, hea
                 f"{WORK_FLOP_MAX / 1e12:.1f} TFLOP (a minute or two on a laptop CPU). Lower the largest N, d, "
                 f"batch, heads or repeats, or run `python -m flashviz bench` from a terminal.")
     worst = max(ns)
-    need = input_bytes(worst, d, batch=batch, heads=heads, dtype=dtype, mode="training" if training else "forward")
+    need = input_bytes(worst, d, batch=batch, heads=heads, dtype=dtype, mode=TRAINING if training else FORWARD)
     if need > LIVE_INPUT_BYTES_MAX:
         return (f"At N = {worst} one run's tensors need {format_bytes(need)}: q, k, v, dO and the outputs "
                 f"(B x H x N x d = {batch} x {heads} x {worst} x {d} = {batch * heads * worst * d:,} elements each) "
@@ -82,7 +84,7 @@ def _left(budget_s: float, start: float) -> float:
 @_not_cached_if_cut_short
 @st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
 def sweep(ns: tuple[int, ...], d: int, br: int, bc: int, causal: bool, window: Window, impls: tuple[str, ...],
-          batch: int, heads: int, dtype: str, device: str, threads: int, reps: int, mode: str = "forward",
+          batch: int, heads: int, dtype: str, device: str, threads: int, reps: int, mode: str = FORWARD,
           time_budget_s: float = LIVE_TIME_BUDGET_S, _progress: Progress | None = None,
           _lock: threading.Lock | None = None) -> pd.DataFrame:
     """run_sweep over N, cached on every argument; timing runs take turns on `_lock`, all N within time_budget_s.
@@ -92,14 +94,14 @@ def sweep(ns: tuple[int, ...], d: int, br: int, bc: int, causal: bool, window: W
     used = 0.0  # seconds of the budget the earlier N took
     with holding(_lock or threading.Lock(), _progress):
         for i, n in enumerate(ns):
-            def step(done: int, total: int, what: str, i: int = i) -> None:  # done counts rows of this N
+            def report(done: int, total: int, what: str, i: int = i) -> None:  # done counts rows of this N
                 if _progress is not None:
                     _progress(i * len(impls) + done, len(ns) * len(impls), what)
 
             start = time.perf_counter()
             frames.append(run_sweep([n], d=d, block_q=br, block_k=bc, causal=causal, window=window, impls=impls,
                                     batch=batch, heads=heads, dtype=dtype, device=device, threads=threads,
-                                    repeats=reps, mode=mode, warmup=WARMUP, progress=step,
+                                    repeats=reps, mode=mode, warmup=WARMUP, progress=report,
                                     time_budget_s=max(0.0, time_budget_s - used)))
             used += time.perf_counter() - start
             if _progress is not None:
@@ -116,14 +118,14 @@ def block_sweep(n: int, blocks: tuple[int, ...], d: int, causal: bool, window: W
                 dtype: str, device: str, threads: int, reps: int, time_budget_s: float = LIVE_TIME_BUDGET_S,
                 _progress: Progress | None = None,
                 _lock: threading.Lock | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """run_block_sweep of flash and flash2 at one N, plus naive and SDPA at that N as reference lines; both
-    share one time budget."""
+    """run_block_sweep of the tiled kernels (both loop orders) at one N, plus naive and SDPA at that N as reference
+    lines; both share one time budget."""
     with holding(_lock or threading.Lock(), _progress):
         start = time.perf_counter()
-        tiled = run_block_sweep(n, list(blocks), d=d, causal=causal, window=window, impls=("flash", "flash2"),
+        tiled = run_block_sweep(n, list(blocks), d=d, causal=causal, window=window, impls=TILED_IMPLS,
                                 batch=batch, heads=heads, dtype=dtype, device=device, threads=threads,
                                 repeats=reps, warmup=WARMUP, progress=_progress, time_budget_s=time_budget_s)
-        reference = run_sweep([n], d=d, causal=causal, window=window, impls=("naive", "sdpa"), batch=batch,
+        reference = run_sweep([n], d=d, causal=causal, window=window, impls=(NAIVE, SDPA), batch=batch,
                               heads=heads, dtype=dtype, device=device, threads=threads, repeats=reps,
                               warmup=WARMUP, time_budget_s=_left(time_budget_s, start))
     return tiled, reference
@@ -144,7 +146,7 @@ def correctness(ds: tuple[int, ...], ns: tuple[int, ...], br: int, bc: int, caus
             if _progress is not None:
                 _progress(i, total, f"d = {d}")
             frames.append(run_sweep(list(ns), d=d, block_q=br, block_k=bc, causal=causal, window=window,
-                                    impls=("naive", "flash", "flash2", "sdpa"), dtype=dtype, device=device,
+                                    impls=IMPLS, dtype=dtype, device=device,
                                     threads=threads, repeats=1, warmup=0, time_budget_s=_left(time_budget_s, start)))
         if _progress is not None:
             _progress(total, total, "done")
@@ -161,18 +163,18 @@ def causal_pair(n: int, d: int, block: int, impls: tuple[str, ...], batch: int, 
     with holding(_lock or threading.Lock(), _progress):
         start = time.perf_counter()
         for i, causal in enumerate((False, True)):
-            def step(done: int, total: int, what: str, i: int = i) -> None:
+            def report(done: int, total: int, what: str, i: int = i) -> None:
                 if _progress is not None:
                     _progress(i * len(impls) + done, 2 * len(impls), f"{'causal' if i else 'no mask'}: {what}")
 
             frames.append(run_sweep([n], d=d, block_q=block, block_k=block, causal=causal, impls=impls, batch=batch,
                                     heads=heads, dtype=dtype, device=device, threads=threads, repeats=reps,
-                                    warmup=WARMUP, progress=step, time_budget_s=_left(time_budget_s, start)))
+                                    warmup=WARMUP, progress=report, time_budget_s=_left(time_budget_s, start)))
     return pd.concat(frames, ignore_index=True)
 
 
 def sweep_args(s: Settings, *, ns: tuple[int, ...] | None = None, impls: tuple[str, ...] | None = None,
-               mode: str = "forward") -> tuple:
+               mode: str = FORWARD) -> tuple:
     """The hashable arguments of `sweep` for settings s (the Benchmark's own tile size, not the sidebar's)."""
     return (ns or s.ns, s.d, s.bblock, s.bblock, s.causal, s.window, impls or s.impls, s.batch, s.heads, s.dtype,
             s.device, s.threads, s.reps, mode)

@@ -50,9 +50,12 @@ from flashviz.measure.maskview import (
 from flashviz.measure.memory import measure_memory
 from flashviz.measure.timing import median_iqr, threads_set_to, time_calls
 from flashviz.measure.trace import schedule_trace
-from flashviz.ui.common import Progress, holding, run_button_ui, show_figure, show_map, timing_lock
-from flashviz.ui.first_page import grid_error
-from flashviz.ui.state import MASK_PRESETS, Settings
+from flashviz.ui.drawing import show_figure, show_map
+from flashviz.ui.lock import Progress, holding, timing_lock
+from flashviz.ui.registry import MASK_PRESETS
+from flashviz.ui.runs import run_button_ui
+from flashviz.ui.sizes import grid_error
+from flashviz.ui.state import Settings
 from flashviz.ui.widgets import draw
 from flashviz.vocab import DTYPE_BYTES, Q_OUTER
 

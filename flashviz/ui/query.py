@@ -1,7 +1,7 @@
 """A defensive parser for hostile query strings: any query mapping (repeated keys, non-numbers, huge, negative,
 unicode) becomes valid Settings plus plain-text notices saying what was clamped and why. It never raises on input.
 
-Each setting is parsed by the kind its Spec declares (flashviz.ui.state); the only rules written out here are the
+Each setting is parsed by the kind its Spec declares (flashviz.ui.spec); the only rules written out here are the
 ones that tie two settings together (Bc follows Br while they are linked; the row stays inside 0..N-1) and the
 machine's devices. Pure: imports neither streamlit nor torch, so it is fuzzed in milliseconds.
 """
@@ -14,22 +14,9 @@ from dataclasses import replace
 from typing import Any
 
 from flashviz.limits import LIST_MAX
-from flashviz.ui.state import (
-    BOOL,
-    CHOICE,
-    INT,
-    INTS,
-    N_MAX,
-    STRS,
-    WINDOW,
-    Env,
-    Settings,
-    Spec,
-    default_settings,
-    for_machine,
-    setting_fields,
-    spec_of,
-)
+from flashviz.ui.sizes import N_MAX
+from flashviz.ui.spec import BOOL, CHOICE, INT, INTS, STRS, WINDOW, Spec
+from flashviz.ui.state import Env, Settings, default_settings, for_machine, setting_fields, spec_of
 
 _TRUE = {"1", "true", "yes", "on", "t", "y"}
 _FALSE = {"0", "false", "no", "off", "f", "n"}

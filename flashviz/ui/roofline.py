@@ -33,15 +33,10 @@ from flashviz.measure.sweep import cut_short, run_sweep
 from flashviz.model.iomodel import IOCost, io_cost
 from flashviz.model.roofline import GPUS, MATMUL_N, MEMORY, Device, roof_lines, roofline_points, this_machine
 from flashviz.ui import jobs
-from flashviz.ui.common import (
-    Progress,
-    holding,
-    machine_env,
-    not_run_ui,
-    remembered,
-    run_button_ui,
-    show_figure,
-)
+from flashviz.ui.drawing import not_run_ui, show_figure
+from flashviz.ui.lock import Progress, holding
+from flashviz.ui.machine import machine_env
+from flashviz.ui.runs import remembered, run_button_ui
 from flashviz.ui.state import Settings
 from flashviz.ui.widgets import draw
 from flashviz.vocab import (

@@ -1,8 +1,9 @@
-"""The sidebar: every setting as a widget with help text, classroom presets, and the URL kept in sync.
+"""The sidebar: classroom presets, the shared settings the open tab reads, and the URL kept in sync.
 
 On a session's first run the URL's query parameters are parsed (query.parse_query: clamped, never raising) into the
 widgets' session state; after that the widgets are the truth and the URL follows them, so a copied link reproduces
-the view. `settings_ui()` returns the chosen Settings (the demo-self-driving `*_ui()` pattern).
+the view. A tab's own settings are drawn by the tab (flashviz.ui.registry says whose they are); the sidebar draws
+only the shared settings the open tab reads, and the settings of closed tabs keep their values until they come back.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from flashviz.ui.query import parse_query
+from flashviz.ui.registry import View
 from flashviz.ui.state import PRESETS, Env, Settings, apply_preset
 from flashviz.ui.widgets import WIDGET_KEYS, read_state, sidebar_widgets, write_state
 
@@ -18,27 +20,33 @@ NOTICES_KEY = "_fv_notices"  # notices about clamped URL values, shown until dis
 PRESET_KEY = "preset"  # the preset selectbox
 STORY_KEY = "_fv_preset_story"  # the last loaded preset's story, shown under the selectbox
 VIEW_KEY = "view"  # the tabs' state key (holds the tab label)
-HEADER = "Settings"  # the sidebar's header
+DISMISS_KEY = "_fv_dismiss"  # the notices' Dismiss button
+NOTICES_SHOWN = 10  # notices listed; more are counted
+TITLE = "FlashAttention, tile by tile"  # the dashboard's name, over its settings
+PAGE_END_ID = "fv-page-end"  # the page's last element: a browser (or a test) knows the run is complete
 
 
-def init_from_url(env: Env) -> bool:
-    """First run of a session: read the URL into the widgets; later runs keep widget state alive across tabs.
-    Returns whether this was the first run (a new browser tab's first page)."""
+def init_from_url(env: Env) -> None:
+    """First run of a session: read the URL into the widgets; later runs keep widget state alive across tabs."""
     ss = st.session_state
-    first = not ss.get(INIT_KEY)
-    if first:
+    if not ss.get(INIT_KEY):
         params = {key: st.query_params.get_all(key) for key in st.query_params}
         settings, notices = parse_query(params, env)
         write_state(settings)
         ss[NOTICES_KEY] = notices
         ss[INIT_KEY] = True
-    else:
-        # Widgets that were not drawn last run (closed tabs, hidden inputs) would lose their state: re-assigning a
-        # key turns it into plain session state that survives until the widget comes back.
-        for key in WIDGET_KEYS:
-            if key in ss:
-                ss[key] = ss[key]
-    return first
+        return
+    # Widgets that were not drawn last run (closed tabs, settings the open tab does not read) would lose their
+    # state: re-assigning a key turns it into plain session state that survives until the widget comes back.
+    for key in WIDGET_KEYS:
+        if key in ss:
+            ss[key] = ss[key]
+
+
+def current_settings(env: Env) -> Settings:
+    """The chosen settings, from the widgets' session state (the URL's, on a first run): readable before any widget
+    is drawn, so the page can draw its open tab first."""
+    return read_state(env)
 
 
 def sync_url(s: Settings) -> None:
@@ -57,30 +65,28 @@ def _apply_preset(env: Env) -> None:
     st.session_state[PRESET_KEY] = None
 
 
-def current_settings(env: Env) -> Settings:
-    """The chosen settings, from the widgets' session state (the URL's, on a first run): readable before the sidebar
-    is drawn, so the page can draw its open tab first."""
-    return read_state(env)
-
-
-def header_ui() -> None:
-    """The sidebar's header, drawn near the top of every run: the sidebar is in place from a new tab's first page
-    (the tile map alone) on, and its header stays fresh while a run loads the kernel before the widgets come."""
-    st.sidebar.header(HEADER)
-
-
-def settings_ui(env: Env) -> None:
-    """Draw the sidebar's widgets under its header (they hold the settings current_settings reads)."""
+def settings_ui(env: Env, view: View) -> None:
+    """The sidebar: a preset picker, then the shared settings the open tab reads."""
     sb = st.sidebar
+    sb.markdown(f"**{TITLE}**")
+    sb.header("Settings")
     sb.selectbox(
         "Classroom preset", list(PRESETS), index=None, key=PRESET_KEY, on_change=_apply_preset, args=(env,),
         placeholder="Load a preset ...",
-        help="Loads a ready-made scenario into every control below; you can change anything afterwards.",
+        help="Loads a ready-made scenario into every control, in every tab; you can change anything afterwards.",
     )
     story = st.session_state.get(STORY_KEY)
     if story:
         sb.caption(story)
-    sidebar_widgets(env)
+    sb.caption(f"The settings **{view.label}** reads; its own are in the tab.")
+    sidebar_widgets(env, view.sidebar)
+
+
+def page_end_ui() -> None:
+    """The page's last element, under the sidebar's settings: a reminder that the link holds the view. Its id tells a
+    browser that the run has drawn the whole page."""
+    st.sidebar.markdown(f'<p id="{PAGE_END_ID}">Every setting is in this page\'s link: copy it to share the view.'
+                        "</p>", unsafe_allow_html=True)
 
 
 def notices_ui() -> None:
@@ -88,13 +94,12 @@ def notices_ui() -> None:
     notices = st.session_state.get(NOTICES_KEY) or []
     if not notices:
         return
-    shown_max = 10
-    lines = "\n".join(f"- {n}" for n in notices[:shown_max])
-    more = f"\n- ... and {len(notices) - shown_max} more" if len(notices) > shown_max else ""
+    lines = "\n".join(f"- {n}" for n in notices[:NOTICES_SHOWN])
+    more = f"\n- ... and {len(notices) - NOTICES_SHOWN} more" if len(notices) > NOTICES_SHOWN else ""
     st.warning(f"**Some settings in this link were adjusted:**\n{lines}{more}", icon="⚠️")
-    if st.button("Dismiss", key="_fv_dismiss"):
+    if st.button("Dismiss", key=DISMISS_KEY):
         st.session_state[NOTICES_KEY] = []
         st.rerun()
 
 
-__all__ = ["current_settings", "header_ui", "init_from_url", "notices_ui", "settings_ui", "sync_url"]
+__all__ = ["current_settings", "init_from_url", "notices_ui", "page_end_ui", "settings_ui", "sync_url"]

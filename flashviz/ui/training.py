@@ -1,7 +1,7 @@
 """The "Training" tab: forward + backward time and peak memory, and what each implementation saves for the
 backward pass versus recomputes, and the modelled price of recomputing (flashviz.model.training).
 
-Widgets -> jobs.sweep(mode="training") (cached run_sweep under the timing lock) -> flashviz.figures.plots figures.
+Widgets -> jobs.sweep(mode=TRAINING) (cached run_sweep under the timing lock) -> flashviz.figures.plots figures.
 """
 
 from __future__ import annotations
@@ -11,16 +11,17 @@ import streamlit as st
 
 from flashviz.figures.plots import memory_figure, time_figure
 from flashviz.figures.report import summary_table, summary_table_figure
-from flashviz.figures.tilemap import fmt_bytes
 from flashviz.model.training import recompute_table
 from flashviz.ui import jobs
-from flashviz.ui.benchmark import slower_caption_ui
-from flashviz.ui.common import not_run_ui, run_button_ui, show_figure
+from flashviz.ui.benchmark import RAN_WITH, slower_caption_ui
+from flashviz.ui.drawing import not_run_ui, ran_with_ui, show_figure
+from flashviz.ui.runs import run_button_ui
 from flashviz.ui.state import Settings
-from flashviz.vocab import DTYPE_BYTES
+from flashviz.ui.widgets import draw
+from flashviz.units import MIB, format_bytes
+from flashviz.vocab import DTYPE_BYTES, NAIVE, TILED_IMPLS, TRAINING
 
 GIGA = 1e9  # FLOP per GFLOP
-MIB = 2**20  # bytes per MiB
 
 SAVED = (
     "| implementation | saved for the backward pass | recomputed in the backward pass | memory grows with |\n"
@@ -38,12 +39,13 @@ def training_ui(s: Settings) -> None:
         "Training needs gradients, and standard attention's backward pass needs the N × N probabilities P, so it "
         "keeps them alive from forward to backward. FlashAttention keeps only the output O and one number per query "
         "row, the logsumexp L, and **recomputes** each tile of P in the backward pass from Q, K and L: a little "
-        "more compute, far less memory. Sequence lengths, implementations, tile size and repeats come from the "
-        "Benchmark tab."
+        "more compute, far less memory. The sequence lengths, implementations, tile size and repeats below are the "
+        "Benchmark tab's: changing them here changes them there."
     )
     st.markdown(SAVED)
     st.latex(r"P_{ij} = e^{S_{ij} - L_i},\quad D_i = \operatorname{rowsum}(dO_i \circ O_i),\quad "
              r"dS_{ij} = P_{ij} \circ (dP_{ij} - D_i)")
+    _sweep_controls_ui()
     _recompute_ui(s)
     impls = s.impls
     problem = jobs.work_guard(s.ns, d=s.d, br=s.bblock, bc=s.bblock, batch=s.batch, heads=s.heads, reps=s.reps,
@@ -51,25 +53,36 @@ def training_ui(s: Settings) -> None:
     if problem:
         st.error(problem)
         return
-    args = jobs.sweep_args(s, impls=impls, mode="training")
+    args = jobs.sweep_args(s, impls=impls, mode=TRAINING)
     df = run_button_ui("train", jobs.sweep, args, label="Run training benchmark", title="Training sweep",
                        help="Times forward + backward (autograd) for each implementation and N.",
                        idle=f"Press **Run training benchmark** to time forward + backward at N = "
                             f"{', '.join(map(str, s.ns))} for {', '.join(impls)}.")
     if df is None:
         return
+    ran_with_ui(s, RAN_WITH)
     not_run_ui(df)
     show_figure(memory_figure(df).update_layout(title_text="Forward + backward: peak memory vs N"),
                 key="train_memory")
     show_figure(time_figure(df).update_layout(title_text="Forward + backward: time vs N (bars: interquartile range)"),
                 key="train_time")
-    for flash in ("flash", "flash2"):
-        if "naive" in impls and flash in impls:
+    for flash in TILED_IMPLS:
+        if NAIVE in impls and flash in impls:
             show_figure(summary_table_figure(summary_table(df, flash_impl=flash),
                                              title=f"Training summary: {flash} vs naive"), key=f"train_summary_{flash}")
     slower_caption_ui(df, "in training")
     st.download_button("Download the measurements (CSV)", df.to_csv(index=False).encode(),
                        file_name="flashviz-training.csv", mime="text/csv", key="train_csv")
+    with st.expander("All measurements"):
+        st.dataframe(df, hide_index=True)
+
+
+def _sweep_controls_ui() -> None:
+    """The Benchmark tab's sweep settings, drawn here too (one tab is open at a time: the same widgets)."""
+    draw("ns", st)
+    c1, c2, c3 = st.columns([3, 1, 1])
+    for name, col in zip(("impls", "bblock", "reps"), (c1, c2, c3), strict=True):
+        draw(name, col)
 
 
 def recompute_view(table: pd.DataFrame) -> pd.DataFrame:
@@ -103,11 +116,12 @@ def _recompute_ui(s: Settings) -> None:
     st.markdown(
         f"FlashAttention's backward recomputes S = QKᵀ tile by tile: five matmuls instead of four, "
         f"**{100 * last['extra_backward_fraction']:.0f}% more backward FLOPs** (about "
-        f"{100 * last['extra_training_fraction']:.0f}% of a whole training step), so that it never stores P. At "
+        f"{100 * last['extra_training_fraction']:.0f}% of a whole forward + backward pass), so that it never stores "
+        f"P. At "
         f"N = {int(last['N'])} with B = {s.batch}, H = {s.heads}, d = {s.d}: "
         f"{last['extra_flops'] / GIGA:,.2f} GFLOP more, and P ({s.batch} × {s.heads} × {int(last['N'])}² {s.dtype} "
-        f"values of {DTYPE_BYTES[s.dtype]} bytes, {fmt_bytes(last['stored_p_bytes'])}) replaced by the logsumexp L "
-        f"({fmt_bytes(last['stored_lse_bytes'])}): {fmt_bytes(last['memory_saved_bytes'])} less kept between "
+        f"values of {DTYPE_BYTES[s.dtype]} bytes, {format_bytes(last['stored_p_bytes'])}) replaced by the logsumexp L "
+        f"({format_bytes(last['stored_lse_bytes'])}): {format_bytes(last['memory_saved_bytes'])} less kept between "
         "forward and backward.")
     show_figure(summary_table_figure(recompute_view(table), title="Backward: FLOPs added, memory saved").update_layout(
         title_subtitle_text="backward, modelled: naive keeps P (4 matmuls), flash recomputes it (5); saved = P − L"),

@@ -1,5 +1,5 @@
-"""Settings <-> widgets, derived from each setting's Spec (flashviz.ui.state): the session-state keys, reading and
-writing them, and drawing any setting's widget wherever it belongs (sidebar or tab).
+"""Settings <-> widgets, derived from each setting's Spec (flashviz.ui.spec): the session-state keys, reading and
+writing them, and drawing any setting's widget wherever it belongs (the sidebar, or the tab that owns it).
 
 Every widget's key is its setting's name, except the sliding window, which is three widgets (on, left, right), and
 the tabs, whose state holds the tab label.
@@ -13,17 +13,8 @@ from typing import Any
 import streamlit as st
 
 from flashviz.limits import LIST_MAX
-from flashviz.ui.state import (
-    INTS,
-    SIDEBAR,
-    WINDOW,
-    Env,
-    Settings,
-    Spec,
-    for_machine,
-    setting_fields,
-    spec_of,
-)
+from flashviz.ui.spec import INTS, SIDEBAR, WINDOW, Spec
+from flashviz.ui.state import Env, Settings, for_machine, setting_fields, spec_of
 
 WIN_ON, WIN_LEFT, WIN_RIGHT = "win_on", "win_left", "win_right"  # the window's three widgets
 ROW_WANTED_KEY, ROW_SHOWN_KEY = "_fv_row_wanted", "_fv_row_shown"  # the row asked for; the row last shown
@@ -113,7 +104,7 @@ def _slider(name: str, spec: Spec, where: Any) -> None:
 
 
 def _number_input(name: str, spec: Spec, where: Any) -> None:
-    where.number_input(spec.label, min_value=spec.lo, max_value=spec.hi, step=spec.step, key=name, help=spec.help,
+    where.number_input(spec.label, min_value=spec.lo, max_value=spec.hi, step=spec.increment, key=name, help=spec.help,
                        disabled=spec.disabled)
 
 
@@ -137,7 +128,7 @@ def _window(name: str, spec: Spec, where: Any) -> None:
     if st.session_state[WIN_ON]:
         for col, key, label, help_text in zip(where.columns(2), (WIN_LEFT, WIN_RIGHT), ("left reach", "right reach"),
                                               WINDOW_REACH_HELP, strict=True):
-            col.number_input(label, min_value=spec.lo, max_value=spec.hi, step=spec.step, key=key, help=help_text)
+            col.number_input(label, min_value=spec.lo, max_value=spec.hi, step=spec.increment, key=key, help=help_text)
 
 
 def _blocks(name: str, spec: Spec, where: Any) -> None:
@@ -160,19 +151,18 @@ DRAW: dict[str, Callable[[str, Spec, Any], None]] = {
 }
 
 
-def sidebar_widgets(env: Env) -> None:
-    """Draw every sidebar setting in declaration order; consecutive half-width settings share a row."""
-    pending: list[str] = []
-    for f in setting_fields():
-        spec = spec_of(f)
-        if spec.place != SIDEBAR or not spec.widget:
-            continue
-        if spec.half:
-            pending.append(f.name)
-            if len(pending) == 2:
-                for name, col in zip(pending, st.sidebar.columns(2), strict=True):
-                    draw(name, col, env)
-                pending = []
-            continue
-        draw(f.name, st.sidebar, env)
-
+def sidebar_widgets(env: Env, names: tuple[str, ...]) -> None:
+    """Draw the sidebar settings among `names` in declaration order (Br and Bc as one widget, with the link); two
+    half-width settings in a row share it."""
+    drawn = [f.name for f in setting_fields()
+             if spec_of(f).place == SIDEBAR and spec_of(f).widget and f.name in names]
+    k = 0
+    while k < len(drawn):
+        pair = drawn[k:k + 2]
+        if len(pair) == 2 and all(spec_of(name).half for name in pair):
+            for name, col in zip(pair, st.sidebar.columns(2), strict=True):
+                draw(name, col, env)
+            k += 2
+        else:
+            draw(drawn[k], st.sidebar, env)
+            k += 1

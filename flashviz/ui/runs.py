@@ -1,150 +1,23 @@
-"""Shared plumbing of the Streamlit views: the machine's limits, the process-wide timing lock, running heavy cached
-work with a progress bar, and drawing figures the same way everywhere.
+"""Heavy work of a tab run in a worker thread, with a progress bar, a Cancel button and the result kept per session.
 
-Heavy work (sweeps, timings) runs in a worker thread so the script thread can keep a progress bar moving; the
-worker calls a `st.cache_data` function, so a second student asking for the same configuration gets it at once.
-The worker has no Streamlit context, which keeps the cached function free of st calls (nothing to replay).
+The script thread keeps a progress bar moving while the worker calls a `st.cache_data` function, so a second student
+asking for the same configuration gets it at once. The worker has no Streamlit context, which keeps the cached function
+free of st calls (nothing to replay). A run outlives the script run that started it: a widget change reruns the script
+while the worker goes on, and the next run follows it (running_job_ui) or cancels it.
 """
 
 from __future__ import annotations
 
-import ast
-import contextlib
-import importlib.util
-import json
-import os
 import queue
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import streamlit as st
 
-from flashviz.ui.first_page import COMPACT_HEADER_CSS
-from flashviz.ui.state import Env
-
-Progress = Callable[..., None]  # progress(done, total, label, partial=None): partial = results so far
-
-PLOTLY_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
-
-
-def skip_repl_check() -> None:
-    """Spare the server Streamlit's check, at a process's first element, for whether it runs in a Python REPL (to
-    print a warning that it should be run with `streamlit run`). The check calls inspect.stack(), which looks up the
-    module of every frame among all loaded modules: 33-69 ms on a fresh dashboard server on a 2-core machine, and
-    about 0.2-0.4 s while that machine was busy, before the first element (the tile map) can be sent. The app never
-    runs in a REPL. Setting the flag Streamlit sets once it has checked (streamlit/delta_generator.py, Streamlit
-    1.67: the pinned version; tests/test_first_paint.py fails if a new version checks anyway) skips it."""
-    import streamlit.delta_generator
-
-    streamlit.delta_generator._use_warning_has_been_displayed = True
-
-
-@st.cache_resource(show_spinner=False)
-def machine_env() -> Env:
-    """Threads torch may use here and the devices available (CUDA listed only when torch sees one)."""
-    devices = ("cpu", "cuda") if cuda_available() else ("cpu",)
-    return Env(max_threads=cpu_cores(), devices=devices)
-
-
-def cpu_cores() -> int:
-    """The CPU cores this process may run on (a container's --cpuset-cpus, not the host's count)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
-def torch_build_has_gpu(version_py: Path | None = None) -> bool | None:
-    """Whether the installed torch was built for a GPU (CUDA or ROCm), read from torch/version.py without importing
-    torch (2 to 3 s); None when that cannot be told (torch missing, or a version.py without both fields).
-
-    A CPU-only build, such as the `+cpu` wheels, sets `cuda = None` and `hip = None` there; a CUDA build sets cuda
-    to its version string, a ROCm build hip (torch.cuda then drives the AMD GPU).
-
-    Args:
-        version_py: the version.py to read; None: the installed torch's, found with importlib.util.find_spec.
-    """
-    if version_py is None:
-        spec = importlib.util.find_spec("torch")
-        if spec is None or not spec.submodule_search_locations:
-            return None
-        version_py = Path(spec.submodule_search_locations[0]) / "version.py"
-    fields = _constants(version_py)
-    if "cuda" not in fields or "hip" not in fields:
-        return None
-    return fields["cuda"] is not None or fields["hip"] is not None
-
-
-def _constants(path: Path) -> dict[str, object]:
-    """The top-level `name = constant` and `name: type = constant` assignments of a Python file ({} if unreadable)."""
-    try:
-        body = ast.parse(path.read_text(encoding="utf-8")).body
-    except (OSError, SyntaxError, ValueError):
-        return {}
-    out = {}
-    for node in body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target = node.targets[0]
-        elif isinstance(node, ast.AnnAssign):
-            target = node.target
-        else:
-            continue
-        if isinstance(target, ast.Name) and isinstance(node.value, ast.Constant):
-            out[target.id] = node.value.value
-    return out
-
-
-def cuda_available() -> bool:
-    """torch.cuda.is_available(), without importing torch where the installed build has no GPU support."""
-    if torch_build_has_gpu() is False:
-        return False
-    import torch  # a GPU build (or one we cannot tell): ask torch, as it knows whether a device is there
-
-    return torch.cuda.is_available()
-
-
-@st.cache_resource(show_spinner=False)
-def timing_lock() -> threading.Lock:
-    """One lock per server process: timing runs from different sessions never overlap (they would skew each other)."""
-    return threading.Lock()
-
-
-TIMING_LOG_ENV = "FLASHVIZ_TIMING_LOG"  # a file: every timing run logs its start and end there (load tests read it)
-
-
-def _log_timing(event: str, run: str) -> None:
-    """Append {"event", "run", "t", "pid", "thread"} to $FLASHVIZ_TIMING_LOG, if set (one JSON object a line)."""
-    path = os.environ.get(TIMING_LOG_ENV)
-    if not path:
-        return
-    line = json.dumps({"event": event, "run": run, "t": time.time(), "pid": os.getpid(),
-                       "thread": threading.get_ident()})
-    with open(path, "a") as f:
-        f.write(line + "\n")
-
-
-@contextlib.contextmanager
-def holding(lock: threading.Lock, progress: Progress | None) -> Iterator[None]:
-    """Hold `lock`; if another run has it, report ("waiting") through progress first, then wait.
-
-    With $FLASHVIZ_TIMING_LOG set, the run logs "start" once it holds the lock and "end" just before it lets go,
-    so a load test can check that timing runs never overlap."""
-    if not lock.acquire(blocking=False):
-        if progress is not None:
-            progress(0, 0, "waiting")
-        lock.acquire()
-    run = uuid.uuid4().hex
-    try:
-        _log_timing("start", run)
-        yield
-    finally:
-        _log_timing("end", run)
-        lock.release()
+from flashviz.ui.lock import timing_lock
 
 
 class Cancelled(Exception):
@@ -255,7 +128,7 @@ def _cancel(job: Job) -> None:
     job.cancel.set()
     job.thread.join(CANCEL_WAIT_S)
     st.session_state.pop(JOB_KEY, None)
-    still = " (it is finishing its current step)" if job.thread.is_alive() else ""
+    still = " (it is finishing the measurement under way)" if job.thread.is_alive() else ""
     st.session_state[JOB_NOTE_KEY] = f"Cancelled **{job.title}** after {job.elapsed():.1f} s{still}."
 
 
@@ -280,18 +153,7 @@ def _running_job_fragment() -> None:
     st.warning(f"**{job.title}** is still running ({done}/{total} · {what}, {job.elapsed():.0f} s so far) with "
                "the settings you had when you pressed Run. Its result is kept for those settings; press Cancel "
                "to stop it and free the CPU.", icon="⏳")
-    st.button("Cancel the run", key=CANCEL_KEY, help="Stops the run at its next step (about a second).")
-
-
-def show_figure(fig: Any, key: str) -> None:
-    """Draw a plotly figure at full width with the dashboard's toolbar settings."""
-    st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, theme=None)
-
-
-def show_map(html: str, where: Any = st) -> None:
-    """Draw a tile map built by flashviz.figures.tilemap in `where` (the page, or a placeholder to redraw): our own
-    markup (SVG and CSS, no script, nothing from the user unescaped), so it may bypass markdown's HTML filter."""
-    where.markdown(COMPACT_HEADER_CSS + html, unsafe_allow_html=True)
+    st.button("Cancel the run", key=CANCEL_KEY, help="Stops the run at its next progress report (about a second).")
 
 
 def remember(name: str, args: tuple, result: Any) -> None:
@@ -323,15 +185,3 @@ def run_button_ui(name: str, fn: Callable[..., Any], args: tuple, *, label: str,
     if result is None:
         st.info(idle)
     return result
-
-
-def not_run_ui(df: Any) -> None:
-    """List the rows a sweep refused or could not run (memory guard: with the bytes they would need)."""
-    if "status" not in df:
-        return
-    bad = df[df["status"].astype(str) != "ok"]
-    if len(bad) == 0:
-        return
-    lines = "\n".join(f"- **{r['impl']}** at N = {r['N']}" + (f", d = {r['d']}" if "d" in r else "")
-                      + f": {str(r['status']).removeprefix('not run: ')}" for _, r in bad.iterrows())
-    st.warning(f"**{len(bad)} configuration(s) did not run** (crosses on the plots):\n{lines}", icon="🛑")

@@ -1,0 +1,283 @@
+"""The dashboard's tabs, each declared once: its link slug (`?view=<slug>`), its label, the function that draws it, the
+sidebar's shared settings it reads, the settings of other tabs it reads, and its own settings.
+
+A new tab is one `View` entry here plus its module. The page (app.py) draws the tabs in this order and runs only the
+open one, importing its module then (torch takes 2 to 3 s to import, pandas most of a second); the sidebar shows the
+shared settings the open tab reads; the URL parser, the widgets and `Settings` (flashviz.ui.state) take every tab's
+own settings from here. Pure: imports neither streamlit nor torch, so the URL parser can read it in milliseconds.
+
+Legend: N sequence length, d head dimension, Br = block_q, Bc = block_k, B batch, H heads, H_q / H_kv query / K/V
+heads.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import Field, dataclass, field
+from typing import Any
+
+from flashviz.figures.tilemap import MAX_FRAMES  # plain Python: no plotly, pandas or torch
+from flashviz.limits import HEADS_MAX, LIST_MAX, REPEATS_MAX
+from flashviz.ui.sizes import (
+    BLOCK_MAX,
+    BLOCK_MIN,
+    BLOCK_OPTIONS,
+    D_MAX,
+    D_MIN,
+    D_OPTIONS,
+    N_MAX,
+    N_MIN,
+    N_OPTIONS,
+)
+from flashviz.ui.spec import BOOL, CHOICE, INT, INTS, STRS, TAB, Spec, setting
+from flashviz.vocab import (
+    DTYPE_BYTES,
+    DTYPES,
+    FLASH,
+    FLASH2,
+    IMPLS,
+    KV_OUTER,
+    LOOP_ORDER_LABELS,
+    NAIVE,
+    Q_OUTER,
+    SDPA,
+)
+
+# -- How it works
+LOOP_ORDER = {"fa1": KV_OUTER, "fa2": Q_OUTER}  # URL name -> tile_schedule loop_order
+BOTH = "both"  # the URL name of both loop orders side by side
+ORDERS = {**{name: LOOP_ORDER_LABELS[order] for name, order in LOOP_ORDER.items()}, BOTH: "FA1 and FA2 side by side"}
+# -- Benchmark and Training
+BENCH_N_OPTIONS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+IMPL_HELP = {
+    NAIVE: "standard attention: materialises S and P (N² each)",
+    FLASH: f"tiled, {LOOP_ORDER_LABELS[KV_OUTER]}",
+    FLASH2: f"tiled, {LOOP_ORDER_LABELS[Q_OUTER]}",
+    SDPA: "PyTorch's fused scaled_dot_product_attention",
+}
+# -- Roofline: the GPU dtypes FlashAttention runs in (not float64), tensor-core types first
+GPU_DTYPES = tuple(sorted((t for t in DTYPES if DTYPE_BYTES[t] <= 4), key=DTYPE_BYTES.get))
+GPU_DTYPE_LABELS = {t: f"{t} ({'tensor' if DTYPE_BYTES[t] == 2 else 'CUDA'} cores)" for t in GPU_DTYPES}
+# -- Decoding
+DEC_LEN_MAX = 65536  # keys in a decoding view's cache: 64 Ki tokens, a long-context model's
+DEC_LEN_OPTIONS = (256, 1000, 1024, 4096, 16384, 32768, 65536)
+DEC_HEADS_OPTIONS = (1, 2, 4, 8, 12, 16, 32, 64)
+DEC_PAGE_OPTIONS = (0, 16, 64, 256, 1024)  # keys per page; 0 = contiguous cache
+DEC_PAGE_MAX = 4096
+DEC_SPLITS = {"auto": "auto (heuristic)", **{str(s): str(s) for s in (1, 2, 3, 4, 8, 16, 32)}}  # URL -> label
+DEC_LENS = {  # URL name -> label: the batch's cache lengths as fractions of the longest, N
+    "one": "1 sequence: N",
+    "pair": "2 sequences: N, N/3",
+    "four": "4 sequences: N each",
+    "ragged": "4 sequences: N, 0.7N, 0.4N, 0.1N",
+}
+# -- Masks
+MASK_PRESETS = {  # URL name -> label: the mask_mod presets of flashviz.masks the Masks view offers
+    "causal": "causal",
+    "sliding_window": "sliding window",
+    "prefix_lm": "prefix LM",
+    "document": "document",
+    "attention_sink": "attention sink",
+    "chunked": "chunked",
+    "dilated": "dilated",
+}
+MASK_COMBINE = {"none": "no", "and": "AND", "or": "OR"}
+DOC_PATTERNS = {  # URL name -> label; flashviz.measure.maskview scales each pattern's ratios to N
+    "mixed": "4 mixed",
+    "equal2": "2 equal",
+    "equal4": "4 equal",
+    "equal8": "8 equal",
+    "growing": "4 growing",
+}
+SCORE_MODS = {"none": "none", "alibi": "ALiBi", "softcap": "softcap"}
+DILATION_MAX = 1024  # dilated(window, dilation): a stride beyond this leaves only the diagonal at any N shown
+CAP_MAX = 1000  # softcap(cap): scores of fp32 attention are far below this; larger caps change nothing
+
+
+@dataclass(frozen=True, eq=False)
+class View:
+    """One tab of the dashboard."""
+
+    slug: str  # its link: ?view=<slug>
+    label: str  # the tab's label
+    draws: str  # "module:function" that draws it, function(settings) -> None; the module is imported when it opens
+    sidebar: tuple[str, ...]  # the shared settings (flashviz.ui.state, drawn in the sidebar) it reads
+    own: Mapping[str, Field] = field(default_factory=dict)  # its own settings: name -> setting(default, Spec(TAB))
+    borrows: tuple[str, ...] = ()  # other tabs' own settings it reads (it may draw their widgets in its own tab)
+
+    def function(self) -> Callable[[Any], None]:
+        """The function that draws the tab, its module imported now."""
+        module, name = self.draws.split(":")
+        return getattr(importlib.import_module(module), name)
+
+
+MASK_SETTINGS = ("mask", "mcomb", "mask2", "mdocs", "mprefix", "msinks", "mwin", "mright", "mchunk", "mdil",
+                 "mscore", "mcap")  # the Masks tab's own settings, declared in its entry below
+VIEWS: tuple[View, ...] = (
+    View("how", "How it works", "flashviz.ui.how_it_works:how_it_works_ui",
+         sidebar=("n", "d", "br", "bc", "causal", "window", "dtype"),
+         borrows=MASK_SETTINGS,  # with usemask on: the map of the Masks tab's mask
+         own=dict(
+        order=setting("fa1", Spec(
+            CHOICE, "radio", "Loop order", options=tuple(ORDERS), labels=ORDERS, place=TAB, short="loop order",
+            help="FA1 (Algorithm 1) loops over K/V blocks outside and Q blocks inside, rewriting O, l, m in HBM "
+                 "after every tile. FA2 loops over Q blocks outside and keeps O_i on chip until its row is done.")),
+        usemask=setting(False, Spec(
+            BOOL, "toggle", "Mask from the Masks tab", place=TAB, short="the Masks tab's mask",
+            help="Animate the tile map of the mask built in the Masks tab (presets, AND / OR) instead of the "
+                 "sidebar's causal mask and window.")),
+        row=setting(512, Spec(
+            INT, "number_input", "Query row r", lo=0, hi=N_MAX - 1, place=TAB, short="row",
+            help="Which row of S to follow. Its m and l change only on the tiles of its Q block; the dotted "
+                 "line on the tile map marks it.")),
+        autorow=setting(True, Spec(
+            BOOL, "toggle", "Show the row with the most rescales", place=TAB, short="automatic row",
+            help="Picks the query row whose running max m grows on the most tiles (so the rescale of l is "
+                 "visible), among up to 512 rows; ties go to the row nearest r. Turn it off to choose the row "
+                 "yourself.")),
+        frame=setting(0, Spec(  # drawn by the How it works tab: its options are the map's frames
+            INT, "", "Tile map opens at computed tile", lo=0, hi=MAX_FRAMES - 1, place=TAB, short="start frame",
+            help="The tile the map shows first. It is kept when you change a setting, as long as the new map still "
+                 "has that frame (else the map opens at its last tile), so the class keeps its place. Play and the "
+                 "map's own slider move from there but do not change this setting.")),
+    )),
+    View("bench", "Benchmark", "flashviz.ui.benchmark:benchmark_ui",
+         sidebar=("d", "causal", "window", "dtype", "batch", "heads", "device", "threads"), own=dict(
+        ns=setting((512, 1024, 2048), Spec(  # with H = 4: about 10 s on 2 CPU cores
+            INTS, "multiselect", "Sequence lengths N", lo=N_MIN, hi=N_MAX, options=BENCH_N_OPTIONS, place=TAB,
+            short="N", help=f"Up to {LIST_MAX} lengths; each one is measured for every implementation. Naive rows "
+                            "that would not fit in memory are refused and listed with the memory they would need.")),
+        impls=setting(IMPLS, Spec(
+            STRS, "multiselect", "Implementations", options=IMPLS, place=TAB, short="implementations",
+            help="Which attention implementations to time: "
+                 + "; ".join(f"**{i}**: {what}" for i, what in IMPL_HELP.items()) + ".")),
+        bblock=setting(256, Spec(
+            INT, "select_slider", "Tile size Br = Bc", lo=BLOCK_MIN, hi=BLOCK_MAX, options=BLOCK_OPTIONS,
+            place=TAB, short="tile size",
+            help="Tile size of the tiled kernels in the Benchmark and Training tabs (the sidebar's Br and Bc drive "
+                 "the tile map). On a CPU each tile is one Python loop iteration, so small tiles pay that overhead "
+                 "many times over.")),
+        reps=setting(3, Spec(
+            INT, "slider", "Repeats", lo=1, hi=REPEATS_MAX, place=TAB, short="repeats",
+            help="Timed calls per point (after one warm-up call); the median is plotted, the interquartile range "
+                 "as error bars.")),
+    )),
+    View("block", "Block size", "flashviz.ui.block_size:block_size_ui",
+         sidebar=("n", "d", "causal", "window", "dtype", "batch", "heads", "device", "threads"), borrows=("reps",),
+         own=dict(
+        blocks=setting((16, 32, 64, 128, 256), Spec(
+            INTS, "multiselect", "Block sizes Br = Bc", lo=BLOCK_MIN, hi=BLOCK_MAX, options=BLOCK_OPTIONS,
+            place=TAB, short="block sizes",
+            help=f"Square tiles to try, up to {LIST_MAX}; each is timed for both loop orders (FA1 and FA2).")),
+    )),
+    View("io", "IO model", "flashviz.ui.io_model:io_model_ui",
+         sidebar=("n", "d", "causal", "window", "dtype", "batch", "heads")),
+    View("correct", "Correctness", "flashviz.ui.correctness:correctness_ui",
+         sidebar=("br", "bc", "causal", "window", "dtype", "device", "threads"), own=dict(
+        cds=setting((16, 32, 64, 128), Spec(
+            INTS, "multiselect", "Head dimensions d", lo=D_MIN, hi=D_MAX, options=D_OPTIONS, place=TAB, short="d",
+            help="Odd values (59, 111) exercise code paths that powers of two hide.")),
+        cns=setting((64, 97, 256, 1000), Spec(
+            INTS, "multiselect", "Sequence lengths N", lo=N_MIN, hi=N_MAX, options=N_OPTIONS, place=TAB, short="N",
+            help="Odd lengths (97, 257, 1000) make the last row and column of tiles ragged.")),
+    )),
+    View("train", "Training", "flashviz.ui.training:training_ui",
+         sidebar=("d", "causal", "window", "dtype", "batch", "heads", "device", "threads"),
+         borrows=("ns", "impls", "bblock", "reps")),
+    View("roof", "Roofline", "flashviz.ui.roofline:roofline_ui",
+         sidebar=("n", "d", "br", "bc", "causal", "window", "dtype", "batch", "heads", "threads"), own=dict(
+        gpu_dtype=setting("float16", Spec(
+            CHOICE, "selectbox", "GPU dtype", options=GPU_DTYPES, labels=GPU_DTYPE_LABELS, place=TAB,
+            short="GPU dtype",
+            help="Element type the GPU roofs and points assume. FlashAttention runs fp16/bf16 on tensor cores (A100: "
+                 "312 TFLOP/s dense); fp32 runs on CUDA cores (19.5 TFLOP/s), so naive attention is already "
+                 "compute-bound there and the predicted speedup is about 1x. This CPU uses the sidebar's dtype.")),
+    )),
+    View("decode", "Decoding", "flashviz.ui.decoding:decoding_ui",
+         sidebar=("d", "dtype", "device", "threads"), borrows=("reps",), own=dict(
+        declen=setting(16384, Spec(
+            INT, "select_slider", "Cache length N (keys)", lo=1, hi=DEC_LEN_MAX, options=DEC_LEN_OPTIONS, place=TAB,
+            short="cache length", help="Keys already in the longest sequence's KV cache. Every decode step reads all "
+                                       "of them.")),
+        dechq=setting(8, Spec(
+            INT, "select_slider", "Query heads H_q", lo=1, hi=HEADS_MAX, options=DEC_HEADS_OPTIONS, place=TAB,
+            short="H_q", help="Query heads per layer. Each one does 4·N·d FLOPs per decode step.")),
+        dechkv=setting(2, Spec(
+            INT, "selectbox", "K/V heads H_kv", lo=1, hi=HEADS_MAX, place=TAB, short="H_kv",
+            help="K/V heads in the cache; only divisors of H_q are offered. H_kv = H_q is multi-head attention "
+                 "(MHA), 1 is multi-query (MQA), anything between is grouped-query (GQA): g = H_q / H_kv query heads "
+                 "share each K/V head, so the cache and its reads shrink g-fold.")),
+        decsplits=setting("4", Spec(
+            CHOICE, "selectbox", "Splits S", options=tuple(DEC_SPLITS), labels=DEC_SPLITS, place=TAB, short="splits",
+            help="Chunks the cache is cut into, each computed independently and merged by logsumexp. Auto: "
+                 "flash-attn's rule on this machine's threads (split only while they are not all busy).")),
+        decpage=setting(0, Spec(
+            INT, "select_slider", "Page size (keys)", lo=0, hi=DEC_PAGE_MAX, options=DEC_PAGE_OPTIONS, place=TAB,
+            short="page size", help="0: one contiguous cache per sequence. Otherwise the cache lives in fixed-size "
+                                    "pages anywhere in a shared pool, found through a block table (vLLM's "
+                                    "PagedAttention).")),
+        declens=setting("pair", Spec(
+            CHOICE, "selectbox", "Batch", options=tuple(DEC_LENS), labels=DEC_LENS, place=TAB, short="batch",
+            help="Sequences decoded together and their cache lengths. The splits cut every sequence at the same key "
+                 "positions; a short sequence simply has nothing in the later splits.")),
+    )),
+    View("masks", "Masks", "flashviz.ui.masks:masks_ui", sidebar=("n", "d", "br", "bc", "dtype", "heads", "threads"),
+         own=dict(
+    mask=setting("document", Spec(
+        CHOICE, "selectbox", "Mask", options=tuple(MASK_PRESETS), labels=MASK_PRESETS, place=TAB,
+        help="A FlexAttention mask_mod preset from flashviz.masks (causal_mask, sliding_window, prefix_lm, document, "
+             "attention_sink, chunked, dilated): which keys j each query i sees.")),
+    mcomb=setting("and", Spec(
+        CHOICE, "selectbox", "Combine", options=tuple(MASK_COMBINE), labels=MASK_COMBINE, place=TAB,
+        help="Combine with a second mask: AND keeps a key only where both masks see it (torch's and_masks); OR "
+             "where either does (or_masks).")),
+    mask2=setting("causal", Spec(
+        CHOICE, "selectbox", "Second mask", options=tuple(MASK_PRESETS), labels=MASK_PRESETS, place=TAB,
+        help="Combined with the first mask. Two presets of the same kind share their parameters.")),
+    mdocs=setting("mixed", Spec(
+        CHOICE, "selectbox", "Documents", options=tuple(DOC_PATTERNS), labels=DOC_PATTERNS, place=TAB,
+        help="How N tokens are packed into documents, in relative lengths: 4 mixed = 1000 : 1500 : 600 : 996 (the "
+             "lengths at N = 4096), 4 growing = 1 : 2 : 4 : 8. Scaled to N, so they always sum to N.")),
+    mprefix=setting(256, Spec(
+        INT, "number_input", "Prefix", lo=0, hi=N_MAX, increment=64, place=TAB,
+        help="prefix_lm: keys j < prefix are seen by every query (bidirectional prefix); the rest is causal.")),
+    msinks=setting(4, Spec(
+        INT, "number_input", "Sinks", lo=0, hi=N_MAX, place=TAB,
+        help="attention_sink: the first keys every query keeps (StreamingLLM's attention sinks).")),
+    mwin=setting(128, Spec(
+        INT, "number_input", "Window", lo=0, hi=N_MAX, increment=64, place=TAB,
+        help="sliding_window: keys i − w ≤ j a query sees; attention_sink: its causal window; dilated: the "
+             "largest distance |i − j|.")),
+    mright=setting(0, Spec(
+        INT, "number_input", "Reach ahead", lo=0, hi=N_MAX, increment=64, place=TAB,
+        help="sliding_window only: keys j ≤ i + right a query sees (0: causal sliding window).")),
+    mchunk=setting(256, Spec(
+        INT, "number_input", "Chunk", lo=1, hi=N_MAX, increment=64, place=TAB,
+        help="chunked: query i sees keys j ≤ i of its own chunk (j // chunk = i // chunk).")),
+    mdil=setting(4, Spec(
+        INT, "number_input", "Dilation", lo=1, hi=DILATION_MAX, place=TAB,
+        help="dilated: a query sees every dilation-th key within the window (i − j divisible by dilation).")),
+    mscore=setting("none", Spec(
+        CHOICE, "selectbox", "Score mod", options=tuple(SCORE_MODS), labels=SCORE_MODS, place=TAB,
+        help="A score_mod changes the scores before the softmax; it never changes which tiles are computed. "
+             "ALiBi adds m_h (j − i) per head (H from the sidebar); softcap squashes scores into (−cap, cap).")),
+    mcap=setting(30, Spec(
+        INT, "number_input", "Cap", lo=1, hi=CAP_MAX, place=TAB,
+        help="softcap: cap · tanh(score / cap). Gemma 2 caps attention logits at 50.")),
+    )),
+)
+SLUGS = tuple(v.slug for v in VIEWS)
+LABELS = {v.slug: v.label for v in VIEWS}  # slug -> the tab's label
+
+
+def view_of(slug: str) -> View:
+    """The View of a slug (one of SLUGS)."""
+    (found,) = [v for v in VIEWS if v.slug == slug]
+    return found
+
+
+def owner_of(name: str) -> View:
+    """The View that declares an own setting (its widget is drawn in that tab)."""
+    (found,) = [v for v in VIEWS if name in v.own]
+    return found

@@ -1,0 +1,50 @@
+"""The tab registry (flashviz.ui.registry) and the settings it declares: every tab once, every setting once, every
+name a tab lists a real setting, and everything else (the URL, the parser, the widgets) derived from them."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from flashviz.ui.query import parse_query
+from flashviz.ui.registry import LABELS, SLUGS, VIEWS, owner_of, view_of
+from flashviz.ui.spec import SIDEBAR, TAB
+from flashviz.ui.state import Settings, SharedSettings, setting_fields, spec_of
+from flashviz.ui.widgets import DRAW, WIDGET_KEYS
+
+SHARED = {f.name for f in fields(SharedSettings)}
+
+
+def test_every_tab_is_declared_once_with_its_link_label_and_function():
+    assert len(SLUGS) == len(set(SLUGS)) == len(set(LABELS.values())) == len(VIEWS)
+    assert spec_of("view").options == SLUGS and spec_of("view").labels == LABELS  # ?view=<slug> for each tab
+    for view in VIEWS:
+        assert view_of(view.slug) is view and ":" in view.draws and view.draws.startswith("flashviz.ui.")
+
+
+def test_every_setting_is_declared_once_shared_or_by_the_tab_that_owns_it():
+    own = [name for view in VIEWS for name in view.own]
+    assert len(own) == len(set(own)) and not set(own) & SHARED
+    assert [f.name for f in setting_fields()] == [*(f.name for f in fields(SharedSettings)), *own]
+    for view in VIEWS:
+        assert all(spec_of(name).place == TAB for name in view.own), view.slug
+        assert set(view.sidebar) <= SHARED and all(spec_of(name).place == SIDEBAR for name in view.sidebar)
+        assert all(owner_of(name) is not view for name in view.borrows), view.slug  # another tab's settings
+
+
+def test_everything_else_is_derived_from_the_declarations():
+    names = [f.name for f in setting_fields()]
+    assert list(Settings().to_query()) == names  # the URL carries exactly the declared settings
+    for name in names:
+        spec = spec_of(name)
+        assert spec.widget in DRAW or spec.widget in ("", "tabs"), name  # every widget kind has a drawer
+        assert spec.place == "app" or (spec.label and spec.help), name  # every widget has a label and help
+    assert set(names) - {"window"} <= set(WIDGET_KEYS) and {"win_on", "win_left", "win_right"} <= set(WIDGET_KEYS)
+    changed = Settings(n=97, row=90, window=(3, 1), impls=("sdpa",), view="io", declen=1000, mask="chunked")
+    assert parse_query(changed.to_query()) == (changed, [])
+
+
+def test_a_shared_setting_is_read_by_some_tab_and_every_tab_reads_its_own():
+    read = {name for view in VIEWS for name in view.sidebar}
+    assert SHARED - read == {"view", "link"}  # the tabs themselves, and Br = Bc (drawn with Br and Bc)
+    for view in VIEWS:
+        assert {"br", "bc"} <= set(view.sidebar) or not {"br", "bc"} & set(view.sidebar), view.slug  # both or none
