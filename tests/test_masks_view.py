@@ -29,8 +29,8 @@ from flashviz.masks import (
     prefix_lm,
     sliding_window,
 )
+from flashviz.mask_presets import DOC_PATTERNS
 from flashviz.measure.maskview import (
-    DOC_RATIOS,
     MaskSpec,
     build_mask,
     doc_lengths,
@@ -270,10 +270,10 @@ def test_eight_documents_at_a_tiny_n_keep_only_the_ones_that_fit(make_app):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sampled_from(sorted(DOC_RATIOS)), st.integers(1, 16384))
+@given(st.sampled_from(sorted(DOC_PATTERNS)), st.integers(1, 16384))
 def test_document_patterns_always_sum_to_n(pattern, n):
     lengths = doc_lengths(pattern, n)
-    assert sum(lengths) == n and all(x >= 1 for x in lengths) and len(lengths) <= len(DOC_RATIOS[pattern])
+    assert sum(lengths) == n and all(x >= 1 for x in lengths) and len(lengths) <= len(DOC_PATTERNS[pattern].ratios)
     build_mask(MaskSpec("document", docs=pattern), n)  # document() accepts them: no length error can reach the page
 
 

@@ -33,10 +33,11 @@ from flashviz.figures.masks import (
 )
 from flashviz.figures.tilemap import tile_map_html
 from flashviz.limits import LIVE_INPUT_BYTES_MAX, WORK_FLOP_MAX
+from flashviz.mask_presets import PICKERS, mask_settings, params_of
 from flashviz.measure.guards import format_bytes
 from flashviz.measure.impls import resolve_dtype
 from flashviz.measure.maskview import (
-    PRESET_PARAMS,
+    NO_COMBINE,
     ElementMap,
     MaskSpec,
     TileGrid,
@@ -61,16 +62,12 @@ CHECK_N_MAX = 4096  # create_block_mask builds the whole N x N mask: about 150 M
 TABLE_ROWS = 8  # query blocks of the BlockMask listed
 RUN_REPEATS = 3  # interleaved timed calls per run: a median, while the Python tile loop keeps the run short
 DENSE_BYTES_MAX = 1 << 29  # bytes (512 MiB) of the dense run's N x N boolean mask plus SDPA's additive copy
-PARAM_SETTING = {  # MaskSpec field -> the setting (widget) that holds it
-    "docs": "mdocs", "prefix": "mprefix", "sinks": "msinks", "window": "mwin", "right": "mright", "chunk": "mchunk",
-    "dilation": "mdil",
-}
 
 
 def mask_spec(s: Settings) -> MaskSpec:
-    """The mask the tab's settings describe (names and numbers only)."""
-    return MaskSpec(preset=s.mask, combine=s.mcomb, preset2=s.mask2, docs=s.mdocs, prefix=s.mprefix, sinks=s.msinks,
-                    window=s.mwin, right=s.mright, chunk=s.mchunk, dilation=s.mdil, score=s.mscore, cap=s.mcap)
+    """The mask the tab's settings describe (names and numbers only): each setting of mask_presets' table fills its
+    MaskSpec field."""
+    return MaskSpec(**{p.key: getattr(s, url_key) for url_key, p in mask_settings().items()})
 
 
 @dataclass(frozen=True)
@@ -127,9 +124,10 @@ def _controls_ui(s: Settings) -> None:
     """The preset pickers and the score mod, then the numbers they need (and the softcap's cap): on one row where
     they fit, so the maps start higher on a 720 px screen, else the numbers on the next."""
     spec = mask_spec(s)
-    choices = ["mask", "mcomb"] + (["mask2"] if s.mcomb != "none" else []) + ["mscore"]
-    params = list(dict.fromkeys(p for name in spec.presets for p in PRESET_PARAMS[name]))
-    numbers = [PARAM_SETTING[p] for p in params] + (["mcap"] if s.mscore == "softcap" else [])
+    pickers = {p.key: p.url_key for p in PICKERS.values()}
+    choices = [pickers["preset"], pickers["combine"]] + ([pickers["preset2"]] if spec.combine != NO_COMBINE else [])
+    choices.append(pickers["score"])
+    numbers = [p.url_key for p in params_of(spec.presets, spec.score)]
     rows = [choices + numbers] if len(choices) + len(numbers) <= CONTROLS_PER_ROW else [choices, numbers]
     for row in rows:
         for start in range(0, len(row), CONTROLS_PER_ROW):
