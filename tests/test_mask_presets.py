@@ -78,8 +78,8 @@ def test_settings_derived_from_the_table_equal_todays_declarations():
     for key in TODAY:
         default, spec = derived_spec(key)
         assert declared[key].default == default and spec == spec_of(key), key
-    assert state.MASK_PRESETS == preset_labels() and state.N_MAX == max(p.hi for p in mask_settings().values())
-    assert state.DOC_PATTERNS == {k: p.label for k, p in DOC_PATTERNS.items()}
+    assert preset_labels() == state.MASK_PRESETS and max(p.hi for p in mask_settings().values()) == state.N_MAX
+    assert {k: p.label for k, p in DOC_PATTERNS.items()} == state.DOC_PATTERNS
 
 
 def test_mask_spec_defaults_are_the_tables_one_preset_alone():

@@ -3,6 +3,8 @@ settings where it is shown; hostile links are repaired; the figures have the str
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -19,9 +21,9 @@ from flashviz.figures.masks import (
     sparsity_time_figure,
     tile_map_figure,
 )
+from flashviz.mask_presets import DOC_PATTERNS, PRESETS
 from flashviz.masks import (
     alibi,
-    attention_sink,
     causal_mask,
     chunked,
     dilated,
@@ -29,7 +31,7 @@ from flashviz.masks import (
     prefix_lm,
     sliding_window,
 )
-from flashviz.mask_presets import DOC_PATTERNS
+from flashviz.measure.maskruns import SWEEP_REPEATS
 from flashviz.measure.maskview import (
     MaskSpec,
     build_mask,
@@ -482,9 +484,8 @@ def test_time_every_preset_draws_one_point_per_preset_at_its_tile_fraction(make_
     assert "mask_sweep" not in [c.key for c in at.get("plotly_chart")]
     at.button(key="mask_sweep_run").click().run()
     assert_clean(at)
-    mods = {"causal": causal_mask, "sliding window": sliding_window(32, 0), "prefix LM": prefix_lm(32),
-            "document": document([32, 32, 32, 32]), "attention sink": attention_sink(4, 32), "chunked": chunked(64),
-            "dilated": dilated(32, 4)}
+    spec = MaskSpec(window=32, prefix=32, chunk=64, sinks=4, dilation=4, docs="equal4")
+    mods = {p.label: build_mask(replace(spec, preset=name), 128).mask_mod for name, p in PRESETS.items()}
     counts = {label: tile_schedule(128, 128, 32, 32, mask_mod=mod).counts() for label, mod in mods.items()}
     computed = {label: c["full"] + c["partial"] for label, c in counts.items()}
     (fig,) = [s for t, s in charts(at).items() if t == "Tiled time against the fraction of tiles computed"]
@@ -501,3 +502,7 @@ def test_time_every_preset_draws_one_point_per_preset_at_its_tile_fraction(make_
     assert sentence.startswith(f"**{best}** computed the fewest tiles, {computed[best]} of 16 "
                                f"({computed[best] / 16:.1%}), and took **{t:.3g} ms**, {t / unmasked:.1%} of the "
                                f"unmasked kernel's {unmasked:.3g} ms"), sentence
+    rows = at.dataframe[-1].value
+    build = float(rows.loc[rows["label"] == best, "build_s"].iloc[0])
+    assert f"Its schedule took {build * 1e3:.3g} ms to build, once, before the timing." in sentence
+    assert list(rows["label"]) == [*mods, "no mask"] and (rows["repeats"] == SWEEP_REPEATS).all()
