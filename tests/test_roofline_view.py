@@ -17,8 +17,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from flashviz.measure import roofline_runs
 from flashviz.measure import sweep as sweep_module
 from flashviz.measure.guards import format_bytes
+from flashviz.measure.progress import Cancelled
 from flashviz.model.iomodel import io_cost
 from flashviz.model.roofline import A100, GPUS, H100, H200, Device
 from flashviz.ui import common, roofline
@@ -118,7 +120,7 @@ def assert_claims_match_the_chart(at) -> None:
     pts = chart_points(at)
     model = pts[~pts["star"]]
     ridges = chart_ridges(at)
-    assert set(model["device"]) == {*GPU_NAMES, roofline.CPU_NAME}
+    assert set(model["device"]) == {*GPU_NAMES, roofline_runs.CPU_NAME}
     # the table: ridge points and memory- or compute-bound, per device and algorithm
     table = bound_table(at)
     assert set(table["device"]) == set(ridges)
@@ -176,12 +178,12 @@ def assert_claims_match_the_chart(at) -> None:
                 ratio = mine.at["naive", "bytes"] / mine.at[{"FA1": "kv_outer", "FA2": "q_outer"}[alg], "bytes"]
                 assert f"{alg} {ratio:.2f}×" in why
     # this CPU: its measured roof and what the model predicts on it
-    cpu = roofline.cpu_device()  # measured once per process: the app's own numbers
-    mine = model[model["device"].eq(roofline.CPU_NAME)].set_index("algorithm")
+    cpu = roofline_runs.cpu_device()  # measured once per process: the app's own numbers
+    mine = model[model["device"].eq(roofline_runs.CPU_NAME)].set_index("algorithm")
     m = re.search(r"ridge ([0-9.e+]+) FLOP/byte\): naive is (memory|compute)-bound at float32 \(I = ([0-9.]+)\), "
                   r"and the model predicts FA1 ([0-9.]+)×, FA2 ([0-9.]+)×", text(at))
-    assert float(m[1]) == pytest.approx(cpu.ridge("float32"), rel=5e-3) == ridges[roofline.CPU_NAME]
-    assert m[2] == ("compute" if mine.at["naive", "intensity"] >= ridges[roofline.CPU_NAME] else "memory")
+    assert float(m[1]) == pytest.approx(cpu.ridge("float32"), rel=5e-3) == ridges[roofline_runs.CPU_NAME]
+    assert m[2] == ("compute" if mine.at["naive", "intensity"] >= ridges[roofline_runs.CPU_NAME] else "memory")
     for alg, claimed in (("kv_outer", m[4]), ("q_outer", m[5])):
         predicted = mine.at["naive", "time_ms"] / mine.at[alg, "time_ms"]
         assert float(claimed) == pytest.approx(predicted, abs=0.005)
@@ -263,7 +265,7 @@ def test_the_run_button_times_the_kernels_and_every_measured_claim_matches(make_
                                                                                                    abs=0.005)
     stars = chart_points(at).query("star").set_index("algorithm")
     assert set(stars["device"]) == {"this CPU (timed here)"}
-    model = chart_points(at).query("not star and device == @roofline.CPU_NAME").set_index("algorithm")
+    model = chart_points(at).query("not star and device == @roofline_runs.CPU_NAME").set_index("algorithm")
     for alg, impl, rate, share in (("naive", "naive", m[4], m[5]), ("kv_outer", "flash", m[6], m[7]),
                                    ("q_outer", "flash2", m[8], m[9])):
         reached = df.at[impl, "flops"] / df.at[impl, "time_s"]
@@ -296,8 +298,8 @@ def test_a_cuda_device_is_timed_too_and_joins_the_chart(make_app, monkeypatch):
     env = Env(max_threads=2, devices=("cpu", "cuda"))
     monkeypatch.setattr(common, "machine_env", lambda: env)  # dashboard.py imports it afresh on every run
     monkeypatch.setattr(roofline, "machine_env", lambda: env)
-    monkeypatch.setattr(roofline, "run_sweep", fake_sweep)
-    monkeypatch.setattr(roofline, "gpu_name", lambda: "Fake GPU 80GB")
+    monkeypatch.setattr(roofline_runs, "run_sweep", fake_sweep)
+    monkeypatch.setattr(roofline_runs, "gpu_name", lambda: "Fake GPU 80GB")
     at = open_tab(make_app, **TINY, gpu_dtype="bfloat16", threads="1")
     assert "on this CPU and the CUDA GPU" in at.button(key="roof_run").proto.help
     at.button(key="roof_run").click().run()
@@ -349,14 +351,38 @@ def test_gpu_dtype_round_trips_through_the_link():
 def test_a_timing_without_naive_says_there_is_no_speedup_and_draws_no_bar():
     """Naive refused by the memory guard: the tiled kernels' stars stay, no speedup is claimed or drawn."""
     s = Settings(n=128, d=16, br=32, bc=32, heads=1)
-    cpu = Device(roofline.CPU_NAME, {"float32": 1e10}, 1e9, None, "fake CPU: 10 GFLOP/s, 1 GB/s", measured=True)
+    cpu = Device(roofline_runs.CPU_NAME, {"float32": 1e10}, 1e9, None, "fake CPU: 10 GFLOP/s, 1 GB/s", measured=True)
     df = pd.DataFrame({"impl": ["naive", "flash", "flash2"], "status": ["not run: S and P need 2 TiB", "ok", "ok"],
                        "flops": [4e6, 4e6, 4e6], "hbm_bytes": [1e6, 5e5, 4e5], "time_s": [np.nan, 0.004, 0.002],
-                       "device_name": roofline.CPU_TIMED})
-    timed = roofline.timed_points(df)
+                       "device_name": roofline_runs.CPU_TIMED})
+    timed = roofline_runs.timed_points(df)
     assert timed["algorithm"].tolist() == ["kv_outer", "q_outer"] and timed["speedup_vs_naive"].isna().all()
     assert timed["attainable_flops"].tolist() == [1e9, 2e9]  # 4 MFLOP in 4 ms and in 2 ms
-    points = roofline.model_points(s, "float16", cpu)
+    points = roofline.points_of(s, cpu)  # the GPUs at float16, this CPU at float32
     text = roofline.timed_md(timed, points, s, tiles=16)
     assert "no speedup to show (naive or the tiled kernels did not run)" in text
     assert "FA1 1 GFLOP/s (" in text and "FA2 2 GFLOP/s (" in text and "fall short" not in text
+
+
+def test_a_cancelled_timing_raises_and_is_not_cached_and_progress_spans_the_run():
+    args = (64, 8, 32, 32, False, None, 1, 1, "float32", "float16", (), 1)
+    roofline.measure.clear()
+
+    def cancel(done: int, total: int, label: str) -> None:
+        if "timing" in label:
+            raise Cancelled("cancelled by the test")
+
+    with pytest.raises(Cancelled):
+        roofline.measure(*args, _progress=cancel)
+    seen: list = []
+    df = roofline.measure(*args, _progress=lambda *a: seen.append(a))
+    assert seen and set(df["status"]) == {"ok"}  # measured anew after the cancel
+    assert [s[0] for s in seen] == sorted(s[0] for s in seen) and seen[-1][:2] == (3, 3)  # 3 kernels on the CPU
+    again: list = []
+    assert roofline.measure(*args, _progress=lambda *a: again.append(a)).equals(df) and not again  # cached now
+
+
+def test_the_computed_tiles_quoted_are_the_schedules():
+    assert roofline_runs.computed_tiles(128, 32, 32, False, None) == 16
+    assert roofline_runs.computed_tiles(100, 32, 32, True, None) == 10  # 4 x 4 tiles, ragged: lower triangle
+    assert roofline_runs.computed_tiles(256, 32, 32, False, (32, 0)) == 15  # a band: 8 diagonal + 7 below
