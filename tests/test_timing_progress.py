@@ -93,3 +93,15 @@ def test_stages_move_one_bar_from_zero_to_the_total():
     assert [s[0] for s in seen] == [0, 1, 2, 3, 3, 4, 5, 6, 7, 8, 9]  # one stage ends where the next starts
     assert {s[1] for s in seen} == {9} and seen[4] == (3, 9, "b: warm-up 1 of 1: y")
     assert stage(None, 0, 1) is None
+
+
+def test_closures_over_a_gpu_name_the_device_to_synchronise(monkeypatch):
+    """A closure carries no tensor argument to find the device by: sync_device says which one to wait for after
+    every call (recorded here in place of torch.cuda.synchronize, so no GPU is needed)."""
+    synced: list = []
+    monkeypatch.setattr(timing, "_sync", lambda device: synced.append(str(device)))
+    t = time_calls({"a": lambda: None, "b": lambda: None}, warmup=1, repeats=2, sync_device="cuda:0")
+    assert synced == ["cuda:0"] * 5 and {x.device for x in t.values()} == {"cuda:0"}  # after warm-up + 4 calls
+    synced.clear()
+    time_call(lambda: None, warmup=0, repeats=3)
+    assert synced == ["cpu"] * 4  # no tensor argument and no sync_device: the CPU (a no-op)

@@ -349,7 +349,7 @@ def decode_timing(setup: DecodeSetup, device: str, reps: int, *, progress: Progr
     """
     dev = torch.device(device)
     with threads_set_to(setup.threads), torch.no_grad():
-        t = time_calls(_decode_calls(setup, dev), warmup=WARMUP, repeats=reps, progress=progress)
+        t = time_calls(_decode_calls(setup, dev), warmup=WARMUP, repeats=reps, progress=progress, sync_device=dev)
         machine = this_machine()
     kv_bytes = sum(decode_cost(x, setup.d, heads=setup.heads_q, heads_kv=setup.heads_kv, dtype=setup.dtype).kv_bytes
                    for x in setup.lens)

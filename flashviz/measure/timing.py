@@ -66,17 +66,20 @@ def _validate_counts(warmup: object, repeats: object) -> None:
 
 
 def time_call(fn: Callable, *args: Any, warmup: int = 2, repeats: int = 10, threads: int | None = None,
-              progress: Progress | None = None, **kwargs: Any) -> Timing:
+              progress: Progress | None = None, sync_device: torch.device | str | None = None,
+              **kwargs: Any) -> Timing:
     """Time fn(*args, **kwargs): `warmup` untimed calls, then `repeats` timed ones (`time_calls` with one function).
 
     Args:
-        fn: the callable to time.  *args, **kwargs: passed to fn (kwargs named `threads` or `progress` are taken by
-            this function).
+        fn: the callable to time.  *args, **kwargs: passed to fn (kwargs named `threads`, `progress` or
+            `sync_device` are taken by this function).
         warmup: untimed calls first (>= 0): page faults, lazy init, allocator warm-up.
         repeats: timed calls (>= 1).
         threads: intra-op threads to run with; None keeps torch's current count. Always reported in the result.
         progress: called as progress(done, total, label) before every call and once after the last (see
             `time_calls`); raise from it to stop the timing.
+        sync_device: the device synchronised after every call (CUDA work is asynchronous); None: the first CUDA
+            tensor among args and kwargs, else the CPU. Give it when fn is a closure over CUDA tensors.
     Returns:
         Timing(median, iqr, samples, threads, device), seconds.
 
@@ -89,11 +92,12 @@ def time_call(fn: Callable, *args: Any, warmup: int = 2, repeats: int = 10, thre
         raise TypeError(f"fn must be callable, got {type(fn).__name__}.")
     name = getattr(fn, "__name__", "call")
     return time_calls({name: fn}, *args, warmup=warmup, repeats=repeats, threads=threads, progress=progress,
-                      **kwargs)[name]
+                      sync_device=sync_device, **kwargs)[name]
 
 
 def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats: int = 10,
-               threads: int | None = None, progress: Progress | None = None, **kwargs: Any) -> dict[str, Timing]:
+               threads: int | None = None, progress: Progress | None = None,
+               sync_device: torch.device | str | None = None, **kwargs: Any) -> dict[str, Timing]:
     """Time several callables on the same arguments side by side, interleaved call by call.
 
     Every function gets its `warmup` untimed calls first; then repeat r calls every function once before repeat
@@ -102,7 +106,7 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
 
     Args:
         fns: name -> callable, each called as fn(*args, **kwargs).
-        warmup, repeats, threads: as for `time_call`.
+        warmup, repeats, threads, sync_device: as for `time_call`.
         progress: called as progress(done, total, label) before each of the total = len(fns) * (warmup + repeats)
             calls (done = calls finished, label = the call about to run, e.g. "repeat 2 of 5: mm") and once after
             the last (done = total, label "timed"), never inside a timed interval. Raise from it to stop the
@@ -120,7 +124,7 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
     _validate_counts(warmup, repeats)
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be a callable progress(done, total, label) or None, got {progress!r}.")
-    device = device_of(args, kwargs)
+    device = device_of(args, kwargs) if sync_device is None else torch.device(sync_device)
     report = progress or (lambda done, total, label: None)
     total, done = len(fns) * (warmup + repeats), 0
     samples: dict[str, list[float]] = {name: [] for name in fns}
