@@ -20,12 +20,11 @@ import pytest
 from flashviz.measure import roofline_runs
 from flashviz.measure import sweep as sweep_module
 from flashviz.measure.guards import format_bytes
-from flashviz.measure.progress import Cancelled
 from flashviz.model.iomodel import io_cost
-from flashviz.model.roofline import A100, GPUS, H100, H200, Device
+from flashviz.model.roofline import A100, GPUS, H100, H200
 from flashviz.ui import common, roofline
 from flashviz.ui.query import parse_query
-from flashviz.ui.state import Env, Settings
+from flashviz.ui.state import Env
 from tests._apptest import charts
 
 CHART = "Roofline: why the tiled kernels are faster on a GPU"
@@ -121,7 +120,14 @@ def assert_claims_match_the_chart(at) -> None:
     model = pts[~pts["star"]]
     ridges = chart_ridges(at)
     assert set(model["device"]) == {*GPU_NAMES, roofline_runs.CPU_NAME}
-    # the table: ridge points and memory- or compute-bound, per device and algorithm
+    assert_bound_table_matches(at, model, ridges)
+    assert_traffic_matches(at, model)
+    assert_gpu_speedups_match(at, model, ridges)
+    assert_cpu_claims_match(at, model, ridges)
+
+
+def assert_bound_table_matches(at, model: pd.DataFrame, ridges: dict[str, float]) -> None:
+    """The table: ridge points and memory- or compute-bound, per device and algorithm."""
     table = bound_table(at)
     assert set(table["device"]) == set(ridges)
     for r in table.itertuples():
@@ -129,7 +135,11 @@ def assert_claims_match_the_chart(at) -> None:
         assert r.ridge == pytest.approx(ridges[r.device], rel=5e-3)
         assert r.intensity == pytest.approx(x, rel=5e-3)
         assert r.bound == ("compute" if x >= ridges[r.device] else "memory")
-    # the settings named, the FLOPs, and the elements behind "why FA2 moves fewer bytes" (io_cost at these settings)
+
+
+def assert_traffic_matches(at, model: pd.DataFrame) -> None:
+    """The settings named, the FLOPs, the elements behind "why FA2 moves fewer bytes" (io_cost at these settings)
+    and the bytes each algorithm moves, as the chart's hover carries them."""
     s, _ = parse_query(dict(at.query_params))
     mask = " + ".join((["causal"] if s.causal else []) + ([f"window ({s.window[0]}, {s.window[1]})"] if s.window
                                                            else [])) or "no mask"
@@ -154,7 +164,10 @@ def assert_claims_match_the_chart(at) -> None:
     assert list(moved) == [format_bytes(a100.at[a, "bytes"]) for a in SHORT]
     fewer = "fewer" if a100.at["q_outer", "bytes"] < a100.at["kv_outer", "bytes"] else "more"
     assert f"Why FA2 moves {fewer} bytes than FA1 here." in text(at)
-    # the predicted speedups: the ratio of the chart's times, the bars, and the roof that sets each
+
+
+def assert_gpu_speedups_match(at, model: pd.DataFrame, ridges: dict[str, float]) -> None:
+    """The predicted speedups: the ratio of the chart's times, the bars, and the roof that sets each."""
     claims = speedup_claims(at)
     assert set(claims) == set(GPU_NAMES)
     bars = speedup_bars(at)
@@ -177,7 +190,11 @@ def assert_claims_match_the_chart(at) -> None:
             for alg in capped:
                 ratio = mine.at["naive", "bytes"] / mine.at[{"FA1": "kv_outer", "FA2": "q_outer"}[alg], "bytes"]
                 assert f"{alg} {ratio:.2f}×" in why
-    # this CPU: its measured roof and what the model predicts on it
+
+
+def assert_cpu_claims_match(at, model: pd.DataFrame, ridges: dict[str, float]) -> None:
+    """This CPU: its measured roof and what the model predicts on it."""
+    bars = speedup_bars(at)
     cpu = roofline_runs.cpu_device()  # measured once per process: the app's own numbers
     mine = model[model["device"].eq(roofline_runs.CPU_NAME)].set_index("algorithm")
     m = re.search(r"ridge ([0-9.e+]+) FLOP/byte\): naive is (memory|compute)-bound at float32 \(I = ([0-9.]+)\), "
@@ -346,43 +363,3 @@ def test_gpu_dtype_round_trips_through_the_link():
     s, notices = parse_query({"gpu_dtype": "BFloat16"})
     assert (s.gpu_dtype, notices) == ("bfloat16", [])
     assert parse_query(s.to_query())[0] == s
-
-
-def test_a_timing_without_naive_says_there_is_no_speedup_and_draws_no_bar():
-    """Naive refused by the memory guard: the tiled kernels' stars stay, no speedup is claimed or drawn."""
-    s = Settings(n=128, d=16, br=32, bc=32, heads=1)
-    cpu = Device(roofline_runs.CPU_NAME, {"float32": 1e10}, 1e9, None, "fake CPU: 10 GFLOP/s, 1 GB/s", measured=True)
-    df = pd.DataFrame({"impl": ["naive", "flash", "flash2"], "status": ["not run: S and P need 2 TiB", "ok", "ok"],
-                       "flops": [4e6, 4e6, 4e6], "hbm_bytes": [1e6, 5e5, 4e5], "time_s": [np.nan, 0.004, 0.002],
-                       "device_name": roofline_runs.CPU_TIMED})
-    timed = roofline_runs.timed_points(df)
-    assert timed["algorithm"].tolist() == ["kv_outer", "q_outer"] and timed["speedup_vs_naive"].isna().all()
-    assert timed["attainable_flops"].tolist() == [1e9, 2e9]  # 4 MFLOP in 4 ms and in 2 ms
-    points = roofline.points_of(s, cpu)  # the GPUs at float16, this CPU at float32
-    text = roofline.timed_md(timed, points, s, tiles=16)
-    assert "no speedup to show (naive or the tiled kernels did not run)" in text
-    assert "FA1 1 GFLOP/s (" in text and "FA2 2 GFLOP/s (" in text and "fall short" not in text
-
-
-def test_a_cancelled_timing_raises_and_is_not_cached_and_progress_spans_the_run():
-    args = (64, 8, 32, 32, False, None, 1, 1, "float32", "float16", (), 1)
-    roofline.measure.clear()
-
-    def cancel(done: int, total: int, label: str) -> None:
-        if "timing" in label:
-            raise Cancelled("cancelled by the test")
-
-    with pytest.raises(Cancelled):
-        roofline.measure(*args, _progress=cancel)
-    seen: list = []
-    df = roofline.measure(*args, _progress=lambda *a: seen.append(a))
-    assert seen and set(df["status"]) == {"ok"}  # measured anew after the cancel
-    assert [s[0] for s in seen] == sorted(s[0] for s in seen) and seen[-1][:2] == (3, 3)  # 3 kernels on the CPU
-    again: list = []
-    assert roofline.measure(*args, _progress=lambda *a: again.append(a)).equals(df) and not again  # cached now
-
-
-def test_the_computed_tiles_quoted_are_the_schedules():
-    assert roofline_runs.computed_tiles(128, 32, 32, False, None) == 16
-    assert roofline_runs.computed_tiles(100, 32, 32, True, None) == 10  # 4 x 4 tiles, ragged: lower triangle
-    assert roofline_runs.computed_tiles(256, 32, 32, False, (32, 0)) == 15  # a band: 8 diagonal + 7 below
