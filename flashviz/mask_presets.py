@@ -122,7 +122,8 @@ def _pairs(table: dict) -> tuple[tuple[str, str], ...]:
 PICKERS: dict[str, MaskParam] = {p.key: p for p in (  # which preset(s), how combined, which score mod
     MaskParam("preset", "mask", "Mask", default="document", choices=_pairs(PRESETS),
               help="A FlexAttention mask_mod preset from flashviz.masks ("
-                   + ", ".join(p.factory for p in PRESETS.values()) + "): which keys j each query i sees."),
+                   + ", ".join(dict.fromkeys(p.factory for p in PRESETS.values())) + "): which keys j each query i "
+                   "sees."),
     MaskParam("combine", "mcomb", "Combine", default="and", choices=_pairs(COMBINE),
               help="Combine with a second mask: AND keeps a key only where both masks see it (torch's and_masks); OR "
                    "where either does (or_masks)."),
