@@ -9,7 +9,7 @@ import torch
 from torch.nn.attention.flex_attention import and_masks, create_mask, or_masks
 
 from flashviz import masks
-from flashviz.mask_presets import DOC_PATTERNS, PRESETS, mask_settings, params_of, preset_labels
+from flashviz.mask_presets import PRESETS, mask_settings, params_of, preset_labels
 from flashviz.measure.maskview import MaskSpec, build_mask
 from flashviz.ui import state
 from flashviz.ui.state import CHOICE, INT, TAB, Spec, setting_fields, spec_of
@@ -92,7 +92,6 @@ def test_settings_derived_from_the_table_equal_todays_declarations():
         default, spec = derived_spec(key)
         assert declared[key].default == default and spec == spec_of(key), key
     assert preset_labels() == state.MASK_PRESETS and max(p.hi for p in mask_settings().values()) == state.N_MAX
-    assert {k: p.label for k, p in DOC_PATTERNS.items()} == state.DOC_PATTERNS
 
 
 def test_mask_spec_defaults_are_the_tables_one_preset_alone():
