@@ -19,6 +19,7 @@ from plotly.subplots import make_subplots
 from flashviz.figures.decode import split_color
 from flashviz.figures.palette import BASE_FONT_PX, MARKER_PX, REFERENCE_COLOR
 from flashviz.figures.style import FIG_HEIGHT_PX, GB, add_note, flashviz_template, log_axis, set_subtitle, style_figure
+from flashviz.model.decode_batch import PREFILL  # torch-free: the points' kinds
 
 TABLE_COLS_MAX = 64  # logical pages drawn per sequence; more are summarised in the subtitle
 POOL_WIDTH = 32  # physical pages per row of the pool drawing
@@ -28,7 +29,6 @@ PREFILL_SYMBOL = "star"
 ROOF_DASHES = ("solid", "dash", "dot", "dashdot", "longdash")
 FLASH_COLOR, OTHER_COLOR = "#0072B2", "#999999"  # the measured bars: flash_decode runs, the others
 FLASH_PREFIX = "flash"  # labels of flash_decode's bars start with it
-PREFILL_KIND = "prefill"  # the points' kind column: "decode" or "prefill"
 
 
 def _split_of(key: int, splits: Sequence[tuple[int, int]]) -> int | None:
@@ -149,7 +149,7 @@ def decode_roofline_figure(points: pd.DataFrame, roofs: pd.DataFrame, *, dtype: 
                            "<extra></extra>")))
     for label in dict.fromkeys(points["label"]):
         rows = points[points["label"] == label]
-        prefill = rows["kind"].iloc[0] == PREFILL_KIND
+        prefill = rows["kind"].iloc[0] == PREFILL
         symbol = PREFILL_SYMBOL if prefill else VARIANT_SYMBOLS.get(label.split(" ")[0], "diamond")
         fig.add_trace(go.Scatter(
             x=rows["intensity"], y=rows["attainable_flops"], mode="markers", name=label,

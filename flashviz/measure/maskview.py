@@ -29,7 +29,7 @@ from flashviz.core.maskeval import ELEMENT_BUDGET, evaluate, index_grid
 from flashviz.core.tiling import TileSchedule, tile_schedule
 from flashviz.mask_presets import COMBINE, DOC_PATTERNS, PARAMS, PICKERS, PRESETS, SCORE_MODS
 from flashviz.masks import MaskMod, ScoreMod
-from flashviz.vocab import FULL, TILE_STATUSES
+from flashviz.vocab import FULL, SKIPPED, TILE_STATUSES
 
 MAP_CELLS_MAX = 256  # cells per side of the element map: about 2 px each in a 560 px figure
 # Mask elements per slab of the element map. On one thread 1 Mi was the fastest (document AND causal, N = 16384:
@@ -213,7 +213,7 @@ class TileGrid:
 
     @property
     def computed(self) -> int:
-        return self.tiles - self.counts["skipped"]
+        return self.tiles - self.counts[SKIPPED]
 
 
 def tile_grid(schedule: TileSchedule) -> TileGrid:
