@@ -17,6 +17,7 @@ from flashviz.figures.decode import decode_animation, running_stats, split_block
 from flashviz.figures.decode_charts import bandwidth_figure, block_table_figure, decode_roofline_figure
 from flashviz.measure.decoding import SPARE_PAGES, DecodeSetup, DecodeTrace, seq_lens
 from flashviz.measure.guards import format_bytes
+from flashviz.measure.progress import Cancelled
 from flashviz.model.decode import decode_cost
 from flashviz.model.decode_batch import decode_roofline_rows
 from flashviz.model.roofline import GPUS, bound
@@ -331,3 +332,20 @@ def test_the_measured_sentence_compares_with_the_bandwidth_only_when_there_is_on
     slow = measured_md(df, 50e9, "m")
     assert "20% of the **50 GB/s**" in slow and "read faster" not in slow
     assert "% of the" not in measured_md(df, None, "m")
+
+
+def test_a_cancelled_decode_timing_raises_and_is_not_cached():
+    setup = DecodeSetup((300, 100), 2, 1, 8, 0, 2, "float32", 1)
+    decode_timing.clear()
+
+    def cancel(done: int, total: int, label: str, *_: object) -> None:
+        if label.startswith("repeat"):
+            raise Cancelled("cancelled by the test")
+
+    with pytest.raises(Cancelled):
+        decode_timing(setup, "cpu", 2, _progress=cancel)
+    seen: list = []
+    df, _, _ = decode_timing(setup, "cpu", 2, _progress=lambda *a: seen.append(a))
+    assert seen and (df["repeats"] == 2).all()  # measured anew: the cancelled run left nothing in the cache
+    again: list = []
+    assert decode_timing(setup, "cpu", 2, _progress=lambda *a: again.append(a))[0].equals(df) and not again
