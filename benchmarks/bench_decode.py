@@ -19,15 +19,17 @@ import argparse
 
 import torch
 import torch.nn.functional as F
-from _common import device_sync, interleaved_medians, mib, print_table  # benchmarks/ is on sys.path when run
+from _common import mib, print_table  # benchmarks/ is on sys.path when run
 
 from flashviz import flash_decode
 from flashviz.core.decode import MergeEvent
+from flashviz.measure.timing import time_calls
 
 GB = 1e9  # bytes per GB (decimal, as bandwidths are quoted)
 SPLITS = (1, 2, 4, 8, 16, 32, 64)
 PAGE_SIZES = (16, 256)
 ORDERS = ("shuffled", "consecutive")  # physical page order of the logical pages
+CPU = torch.device("cpu")
 
 
 def paged(k: torch.Tensor, page_size: int, perm: torch.Tensor) -> torch.Tensor:
@@ -37,6 +39,11 @@ def paged(k: torch.Tensor, page_size: int, perm: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(pages, memory_format=torch.contiguous_format)
     out[perm] = pages
     return out
+
+
+def medians(candidates: dict, repeats: int) -> dict[str, float]:
+    """Median seconds of each candidate on the CPU: one warm-up call each, then `repeats` interleaved calls."""
+    return {name: t.median for name, t in time_calls(candidates, warmup=1, repeats=repeats, sync_device=CPU).items()}
 
 
 def used_splits(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> int:
@@ -55,7 +62,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=torch.get_num_threads(), help="torch intra-op threads")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    sync = device_sync(torch.device("cpu"))
     g = torch.Generator().manual_seed(0)
     q = torch.randn(1, args.heads_q, 1, args.d, generator=g)
     k, v = (torch.randn(1, args.heads_kv, args.n, args.d, generator=g) for _ in range(2))
@@ -74,14 +80,14 @@ def main(argv: list[str] | None = None) -> int:
     cand |= {f"flash_decode splits={s}": (lambda s=s: flash_decode(q, k, v, num_splits=s)) for s in SPLITS}
     cand |= {f"paged {ps} {order}": (lambda c=caches[ps, order]: flash_decode(q, c[0], c[1], block_table=c[2]))
              for ps, order in caches}
-    t = interleaved_medians(cand, repeats=args.repeats, sync=sync)
+    t = medians(cand, args.repeats)
     bw = kv_bytes / t["read bandwidth (sum)"]
     sdpa = t["sdpa (enable_gqa)"]
     rows = [{"candidate": name, "ms": f"{s * 1e3:.1f}", "K/V GB/s": f"{kv_bytes / s / GB:.1f}",
              "x SDPA": f"{s / sdpa:.2f}", "x contiguous": f"{s / t['flash_decode (auto)']:.2f}",
              "of read bw": f"{kv_bytes / s / bw:.0%}"} for name, s in t.items()]
     print_table(rows, ["candidate", "ms", "K/V GB/s", "x SDPA", "x contiguous", "of read bw"])
-    group_table(args, sync)
+    group_table(args)
     ratio, frac = t["flash_decode (auto)"] / sdpa, kv_bytes / t["flash_decode (auto)"] / bw
     worst_paged = max(t[f"paged {ps} {order}"] for ps, order in caches) / t["flash_decode (auto)"]
     print(f"\nmeasured read bandwidth: {bw / GB:.1f} GB/s")
@@ -92,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def group_table(args: argparse.Namespace, sync) -> None:
+def group_table(args: argparse.Namespace) -> None:
     """MHA vs GQA vs MQA at the same H_q: K/V bytes shrink by the group size, and so should the time."""
     n = args.n // 4  # MHA's cache is G times GQA's: a quarter of the length keeps it near the main case's size
     g = torch.Generator().manual_seed(1)
@@ -104,7 +110,7 @@ def group_table(args: argparse.Namespace, sync) -> None:
         k, v = kv[name]
         cand[f"{name} flash"] = lambda k=k, v=v: flash_decode(q, k, v)
         cand[f"{name} sdpa"] = lambda k=k, v=v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-    t = interleaved_medians(cand, repeats=args.repeats, sync=sync)
+    t = medians(cand, args.repeats)
     rows = []
     for name, h in kinds.items():
         kv_bytes = 2 * h * n * args.d * 4  # K and V, fp32

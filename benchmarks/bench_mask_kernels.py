@@ -8,7 +8,7 @@ Prints, for B=1, H=8, N=4096, d=64 fp32 and a document mask (documents of 1000, 
   2. tiled forward / SDPA with the dense boolean mask (which computes every tile), with the prebuilt schedule and
      with the schedule built inside every call (mask_mod= alone),
   3. tiled time against the fraction of computed tiles, over the presets of flashviz.masks.
-All times in one process, interleaved (benchmarks/_common.py), medians of --repeats.
+All times in one process, interleaved call by call (flashviz.measure.timing.time_calls), medians of --repeats.
 Run:  PYTHONPATH=$PWD python benchmarks/bench_mask_kernels.py            (a few minutes on 2 CPU cores)
       PYTHONPATH=$PWD python benchmarks/bench_mask_kernels.py --n 2048 --repeats 3 --no-compile
 """
@@ -16,17 +16,19 @@ Run:  PYTHONPATH=$PWD python benchmarks/bench_mask_kernels.py            (a few 
 from __future__ import annotations
 
 import argparse
-import time
 import warnings
 
 import torch
 import torch.nn.functional as F
-from _common import interleaved_medians, print_table  # benchmarks/ is on sys.path when run
+from _common import print_table  # benchmarks/ is on sys.path when run
 from torch.nn.attention.flex_attention import and_masks, create_block_mask, flex_attention, noop_mask
 
-from flashviz import flash_attention_forward, tile_schedule
+from flashviz import flash_attention_forward
 from flashviz import masks as M
 from flashviz.core.maskeval import evaluate, index_grid
+from flashviz.measure.maskruns import prebuilt_schedule
+from flashviz.measure.timing import time_call, time_calls
+from flashviz.vocab import FULL, PARTIAL, Q_OUTER, SKIPPED
 
 DOC_LENGTHS = [1000, 1500, 600, 996]  # tokens per packed document, summing to N = 4096
 
@@ -55,12 +57,20 @@ def compiled_flex(args) -> tuple[object, str]:
     return torch.compile(flex_attention, dynamic=False), "compiled"
 
 
+def medians(candidates: dict, repeats: int) -> dict[str, float]:
+    """Median seconds of each candidate: one warm-up call each, then `repeats` interleaved calls (time_calls)."""
+    return {name: t.median for name, t in time_calls(candidates, warmup=1, repeats=repeats).items()}
+
+
+def once(fn) -> float:
+    """Seconds of one call of fn (a build, a compile: what happens once), through time_call."""
+    return time_call(fn, warmup=0, repeats=1).median
+
+
 def first_call(fn, label: str, eager_fallback) -> tuple[object, str, float]:
     """Run fn once (compiling it); on failure fall back to eager flex_attention and say why."""
-    t0 = time.perf_counter()
     try:
-        fn()
-        return fn, label, time.perf_counter() - t0
+        return fn, label, once(fn)
     except Exception as e:  # inductor needs a working C++ toolchain; report what failed
         print(f"torch.compile(flex_attention) failed here: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
         return eager_fallback, "eager (compile failed)", float("nan")
@@ -76,16 +86,15 @@ def main(argv: list[str] | None = None) -> None:
     print(f"B={B} H={H} N={N} d={d} fp32, document {lengths} AND causal, tiles {blk}x{blk}, "
           f"threads={torch.get_num_threads()}")
 
-    t0 = time.perf_counter()
-    block_mask = create_block_mask(mask_mod, B, H, N, N, device="cpu", BLOCK_SIZE=blk)
-    bm_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    sched = tile_schedule(N, N, blk, blk, mask_mod=mask_mod, loop_order="q_outer", batch=B, heads=H)
-    sched_s = time.perf_counter() - t0
+    built = {}
+    bm_s = once(lambda: built.setdefault("block_mask", create_block_mask(mask_mod, B, H, N, N, device="cpu",
+                                                                        BLOCK_SIZE=blk)))
+    sched_s = once(lambda: built.setdefault("schedule", prebuilt_schedule(N, blk, blk, mask_mod, heads=H)))
+    block_mask, sched = built["block_mask"], built["schedule"]
     counts = sched.counts()
-    print(f"build once: create_block_mask {bm_s:.3f} s, tile_schedule {sched_s:.3f} s; tiles full/partial/skipped: "
-          f"{counts['full']}/{counts['partial']}/{counts['skipped']} "
-          f"({(counts['full'] + counts['partial']) / len(sched):.1%} computed)")
+    print(f"build once: create_block_mask {bm_s:.3f} s, tile_schedule with its partial tiles' masks {sched_s:.3f} s; "
+          f"tiles full/partial/skipped: {counts[FULL]}/{counts[PARTIAL]}/{counts[SKIPPED]} "
+          f"({(counts[FULL] + counts[PARTIAL]) / len(sched):.1%} computed)")
     b, h = index_grid(B, H)
     dense = evaluate(mask_mod, b, h, torch.arange(N)[:, None], torch.arange(N)[None, :])  # (1, 1, N, N) bool
 
@@ -96,20 +105,19 @@ def main(argv: list[str] | None = None) -> None:
         flex_call, flex_label, compile_s = first_call(lambda: flex_fn(q, k, v, block_mask=block_mask), flex_label,
                                                       eager)
         print(f"flex_attention ({flex_label}) first call (compile): {compile_s:.1f} s")
-        def tiled():  # prebuilt schedule, as flex_attention gets a prebuilt BlockMask
-            return flash_attention_forward(q, k, v, block_size=blk, loop_order="q_outer", schedule=sched)
+        def tiled():  # prebuilt schedule (its partial tiles' masks included), as flex_attention gets a BlockMask
+            return flash_attention_forward(q, k, v, block_size=blk, loop_order=Q_OUTER, schedule=sched)
 
         def tiled_per_call():  # mask_mod alone: classifies the mask and evaluates partial tiles in every call
-            return flash_attention_forward(q, k, v, block_size=blk, loop_order="q_outer", mask_mod=mask_mod)
+            return flash_attention_forward(q, k, v, block_size=blk, loop_order=Q_OUTER, mask_mod=mask_mod)
 
-        tiled()  # first use fills the schedule's partial-tile masks, as flex's first call compiles
         flex_name = f"flex {flex_label}"
         # Two interleaved groups: SDPA first, then flex, so that each ratio is measured side by side and the
         # compiled kernel's OpenMP worker threads cannot slow the SDPA comparison.
-        t = interleaved_medians({"tiled": tiled, "tiled, schedule per call": tiled_per_call,
-                                 "sdpa dense mask": lambda: F.scaled_dot_product_attention(
-            q, k, v, attn_mask=dense)}, repeats=args.repeats)
-        t_flex = interleaved_medians({"tiled": tiled, flex_name: flex_call}, repeats=args.repeats)
+        t = medians({"tiled": tiled, "tiled, schedule per call": tiled_per_call,
+                     "sdpa dense mask": lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=dense)},
+                    args.repeats)
+        t_flex = medians({"tiled": tiled, flex_name: flex_call}, args.repeats)
     print("\n1-2. document AND causal, median seconds (two interleaved groups); \"tiled\" and flex both reuse a "
           "mask structure built once (schedule / BlockMask)")
     rows = [{"group": "vs sdpa", "kernel": n, "time_s": f"{s:.4f}"} for n, s in t.items()]
@@ -139,12 +147,12 @@ def sparsity_table(q, k, v, blk: int, lengths: list[int], repeats: int) -> None:
     }
     fractions, cands = {}, {}
     for name, mm in presets.items():
-        sched = tile_schedule(N, N, blk, blk, mask_mod=mm, loop_order="q_outer", batch=q.shape[0], heads=q.shape[1])
+        sched = prebuilt_schedule(N, blk, blk, mm, heads=q.shape[1])
         c = sched.counts()
-        fractions[name] = (c["full"] + c["partial"]) / sum(c.values())
-        cands[name] = (lambda s=sched: flash_attention_forward(q, k, v, block_size=blk, loop_order="q_outer",
+        fractions[name] = (c[FULL] + c[PARTIAL]) / sum(c.values())
+        cands[name] = (lambda s=sched: flash_attention_forward(q, k, v, block_size=blk, loop_order=Q_OUTER,
                                                                schedule=s))
-    t = interleaved_medians(cands, repeats=repeats)
+    t = medians(cands, repeats)
     print("\n3. tiled time against the fraction of computed tiles (q_outer, prebuilt schedule)")
     print_table([{"mask": n, "computed": f"{fractions[n]:.3f}", "time_s": f"{t[n]:.4f}",
                   "x_unmasked": f"{t[n] / t['none']:.3f}"} for n in presets],

@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 
 import torch
-from _common import interleaved_medians, print_table  # benchmarks/ is on sys.path when run
+from _common import print_table  # benchmarks/ is on sys.path when run
 from torch.nn.attention.flex_attention import and_masks, create_block_mask
 
 from flashviz.core.blockmask import to_block_mask
@@ -30,6 +30,7 @@ from flashviz.masks import (
     prefix_lm,
     sliding_window,
 )
+from flashviz.measure.timing import time_calls
 from flashviz.vocab import SKIPPED
 
 DOC_FRACTIONS = (1000, 1500, 600, 996)  # 4 packed documents at N = 4096 (tokens each), rescaled to other N
@@ -75,11 +76,12 @@ def main(argv: list[str] | None = None) -> int:
           "repeats; ratio = ours / create_block_mask (< 1: ours is faster)")
     rows = []
     for name, m in presets(n).items():
-        times = interleaved_medians({
+        timings = time_calls({
             "schedule": lambda m=m: tile_schedule(n, n, blk, blk, mask_mod=m),
             "export": lambda m=m: to_block_mask(tile_schedule(n, n, blk, blk, mask_mod=m)),
             "torch": lambda m=m: create_block_mask(m, 1, 1, n, n, device="cpu", BLOCK_SIZE=blk),
-        }, repeats=args.repeats)
+        }, warmup=1, repeats=args.repeats)
+        times = {name: t.median for name, t in timings.items()}
         sched = tile_schedule(n, n, blk, blk, mask_mod=m)
         counts = sched.counts()
         same = same_blocks(to_block_mask(sched), create_block_mask(m, 1, 1, n, n, device="cpu", BLOCK_SIZE=blk))

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from _oracle import FLOOR, max_err
 
 import flashviz.core.decode as decode_module
+import flashviz.core.decode_layouts as decode_layouts
 import flashviz.core.decode_paged as decode_paged
 from flashviz import flash_decode, naive_attention
 from flashviz.core.decode import MergeEvent, SplitEvent, num_splits_heuristic
@@ -263,10 +264,10 @@ def test_contiguous_splits_are_views_batched_when_they_tile_the_cache():
     """The full splits of a cache whose length they tile are ONE batch of views (no K/V copy); the others are views
     too, one batched matmul per split."""
     k = torch.randn(2, 3, 256, 8)
-    pieces = list(decode_module._contiguous_pieces(k, k, chunk=64, n_splits=4, max_len=256, step=64))
+    pieces = list(decode_layouts.contiguous_pieces(k, k, chunk=64, n_splits=4, max_len=256, step=64))
     assert [(p[0], p[1], p[2], p[3]) for p in pieces] == [(0, 4, 0, 64)]  # split0, count, key0, size
     assert pieces[0][4].data_ptr() == k.data_ptr() and pieces[0][4].shape == (2 * 3 * 4, 64, 8)
-    pieces = list(decode_module._contiguous_pieces(k, k, chunk=64, n_splits=3, max_len=150, step=64))
+    pieces = list(decode_layouts.contiguous_pieces(k, k, chunk=64, n_splits=3, max_len=150, step=64))
     assert [(p[0], p[1], p[2], p[3]) for p in pieces] == [(0, 1, 0, 64), (1, 1, 64, 64), (2, 1, 128, 22)]
     assert all(p[4].data_ptr() == k[:, :, p[2]].data_ptr() and p[4]._base is k for p in pieces)  # views of k
 

@@ -7,30 +7,23 @@ from __future__ import annotations
 import base64
 import math
 import threading
-import time
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from flashviz.core.decode import num_splits_heuristic
-from flashviz.figures.decode import (
-    DecodeTrace,
-    bandwidth_figure,
-    block_table_figure,
-    decode_animation,
-    decode_roofline_figure,
-    running_stats,
-    split_blocks,
-    split_color,
-)
-from flashviz.measure.guards import format_bytes
+from flashviz.figures.decode import decode_animation, running_stats, split_blocks, split_color
+from flashviz.figures.decode_charts import bandwidth_figure, block_table_figure, decode_roofline_figure
+from flashviz.measure.decoding import SPARE_PAGES, DecodeSetup, DecodeTrace, seq_lens
+from flashviz.measure.progress import Cancelled
 from flashviz.model.decode import decode_cost
+from flashviz.model.decode_batch import decode_roofline_rows
 from flashviz.model.roofline import GPUS, bound
-from flashviz.ui import decoding_jobs
 from flashviz.ui.decoding import measured_md
-from flashviz.ui.decoding_jobs import DecodeSetup, animation_data, decode_timing, roofline_rows, seq_lens
+from flashviz.ui.decoding_jobs import animation_data, decode_timing
 from flashviz.ui.state import Settings
+from flashviz.units import format_bytes
 from flashviz.vocab import DTYPE_BYTES
 from tests._apptest import assert_clean, charts
 
@@ -71,7 +64,7 @@ def test_running_m_and_l_fold_to_the_split_events_and_the_weights_merge(lens, pa
         assert w == pytest.approx(math.exp(lse_s - trace.lse), rel=1e-5)
     assert trace.lse == pytest.approx(math.log(sum(math.exp(x) for x in trace.split_lse)), rel=1e-6)
     if page:
-        assert num_pages == sum(math.ceil(n / page) for n in lens) + decoding_jobs.SPARE_PAGES and err < 1e-5
+        assert num_pages == sum(math.ceil(n / page) for n in lens) + SPARE_PAGES and err < 1e-5
         used = [p for row, n in zip(table, lens, strict=True) for p in row[: math.ceil(n / page)]]
         assert len(set(used)) == len(used)  # no page shared
     else:
@@ -130,7 +123,8 @@ def test_every_figure_has_titles_large_fonts_and_hover_numbers():
     df = pd.DataFrame({"label": ["flash_decode S=1", "SDPA (enable_gqa)"], "time_s": [0.002, 0.004],
                        "q1_s": [0.0019, 0.0039], "q3_s": [0.0021, 0.0042], "kv_bytes": [2e7, 2e7]})
     figs = [decode_animation(trace), block_table_figure([[3, 1], [0, 2]], [5, 2], 4, 6, [(0, 4), (4, 8)]),
-            decode_roofline_figure(roofline_rows(setup), roofs, dtype="float16"), bandwidth_figure(df, 5e9)]
+            decode_roofline_figure(decode_roofline_rows(setup.lens, 64, 8, 2, "float16"), roofs, dtype="float16"),
+            bandwidth_figure(df, 5e9)]
     for fig in figs:
         readable(fig)
     roof = figs[2]
@@ -192,8 +186,12 @@ def test_defaults_draw_the_step_the_story_and_a_run_button(make_app):
             "Decoding on the roofline, next to prefill"} <= set(charts(at))
     assert "cut into **S = 4 split(s)**" in text and "**memory-bound**" in text
     assert "**4× fewer K/V bytes**" in text  # H_q = 8 over H_kv = 2
-    assert at.button(key="decode_run") is not None and any("Press" in i.value for i in at.info)
     assert at.query_params["view"] == "decode" and at.query_params["dechkv"] == "2"
+    kv = 2 * 2 * 64 * 4 * sum(setup.lens)  # K and V x H_kv x d x fp32 bytes x keys
+    (idle,) = [i.value for i in at.info if i.value.startswith("Press **Run decode timing**")]
+    assert idle == (f"Press **Run decode timing** to time 5 implementations × 3 repeat(s) on {format_bytes(kv)} "
+                    "of K/V cache.")  # flash_decode at S = 1, 2 and the chosen 4, SDPA and naive
+    assert "Decode step: K/V cache read rate, measured" not in charts(at)  # nothing timed before the press
 
 
 def test_a_paged_gqa_link_draws_the_block_table_and_equal_results(make_app):
@@ -204,7 +202,7 @@ def test_a_paged_gqa_link_draws_the_block_table_and_equal_results(make_app):
     table = spec["data"][0]["text"]
     assert [sum(c != "" for c in row) for row in table] == [math.ceil(n / 64) for n in setup.lens]
     pages = sum(math.ceil(n / 64) for n in setup.lens)
-    assert f"use {pages} of the pool's {pages + decoding_jobs.SPARE_PAGES} pages" in text
+    assert f"use {pages} of the pool's {pages + SPARE_PAGES} pages" in text
     err = float(text.split("by at most ")[1].split(".\n")[0].rstrip("."))
     assert err < 1e-5
     assert "**4× fewer K/V bytes**" in text and "cut into **S = 3 split(s)**" in text
@@ -304,15 +302,23 @@ def test_the_timing_run_measures_every_implementation_and_says_what_it_saw(make_
     assert f"took {best['time_s'] / sdpa['time_s']:.2f}× SDPA's time" in text_of(at)
 
 
-def test_the_timing_run_waits_for_the_lock_and_reports_progress():
+def test_the_timing_run_waits_for_the_lock_holds_it_and_reports_progress():
+    """Another run holds the lock: the timing reports "waiting" and waits; the test lets go of the lock only at that
+    report, and every later report finds the lock held (by this run) until the run gives it back."""
     lock, seen = threading.Lock(), []
-    lock.acquire()
-    threading.Timer(0.3, lock.release).start()
+    lock.acquire()  # another session's timing run
+
+    def progress(done: int, total: int, label: str, *_: object) -> None:
+        if label == "waiting":
+            lock.release()  # the other run ends
+        else:
+            seen.append((done, total, label, lock.locked()))
+
     setup = DecodeSetup((300, 100), 2, 1, 8, 0, 2, "float32", 1)
-    start = time.perf_counter()
-    df, bandwidth, _ = decode_timing.__wrapped__(setup, "cpu", 1, _progress=lambda *a: seen.append(a[2]),
-                                                 _lock=lock)
-    assert time.perf_counter() - start >= 0.3 and seen[0] == "waiting" and "repeat 1 of 1" in seen
+    df, bandwidth, _ = decode_timing.__wrapped__(setup, "cpu", 2, _progress=progress, _lock=lock)
+    assert seen and all(held for *_, held in seen) and not lock.locked()
+    assert [d for d, *_ in seen] == list(range(len(seen))) and seen[-1][:2] == (12, 12)  # 4 runs x (1 + 2) calls
+    assert [label for *_, label, _ in seen][4] == "repeat 1 of 2: flash_decode S=1"  # after the 4 warm-up calls
     assert bandwidth > 0 and set(df["label"]) >= {"flash_decode S=2", "SDPA (enable_gqa)"}
 
 
@@ -326,3 +332,20 @@ def test_the_measured_sentence_compares_with_the_bandwidth_only_when_there_is_on
     slow = measured_md(df, 50e9, "m")
     assert "20% of the **50 GB/s**" in slow and "read faster" not in slow
     assert "% of the" not in measured_md(df, None, "m")
+
+
+def test_a_cancelled_decode_timing_raises_and_is_not_cached():
+    setup = DecodeSetup((300, 100), 2, 1, 8, 0, 2, "float32", 1)
+    decode_timing.clear()
+
+    def cancel(done: int, total: int, label: str, *_: object) -> None:
+        if label.startswith("repeat"):
+            raise Cancelled("cancelled by the test")
+
+    with pytest.raises(Cancelled):
+        decode_timing(setup, "cpu", 2, _progress=cancel)
+    seen: list = []
+    df, _, _ = decode_timing(setup, "cpu", 2, _progress=lambda *a: seen.append(a))
+    assert seen and (df["repeats"] == 2).all()  # measured anew: the cancelled run left nothing in the cache
+    again: list = []
+    assert decode_timing(setup, "cpu", 2, _progress=lambda *a: again.append(a))[0].equals(df) and not again

@@ -17,13 +17,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from flashviz.measure import roofline_runs
 from flashviz.measure import sweep as sweep_module
-from flashviz.measure.guards import format_bytes
 from flashviz.model.iomodel import io_cost
-from flashviz.model.roofline import A100, GPUS, H100, H200, Device
+from flashviz.model.roofline import A100, GPUS, H100, H200
 from flashviz.ui import machine, roofline
 from flashviz.ui.query import parse_query
-from flashviz.ui.state import Env, Settings
+from flashviz.ui.state import Env
+from flashviz.units import format_bytes
 from tests._apptest import charts
 
 CHART = "Roofline: why the tiled kernels are faster on a GPU"
@@ -118,8 +119,15 @@ def assert_claims_match_the_chart(at) -> None:
     pts = chart_points(at)
     model = pts[~pts["star"]]
     ridges = chart_ridges(at)
-    assert set(model["device"]) == {*GPU_NAMES, roofline.CPU_NAME}
-    # the table: ridge points and memory- or compute-bound, per device and algorithm
+    assert set(model["device"]) == {*GPU_NAMES, roofline_runs.CPU_NAME}
+    assert_bound_table_matches(at, model, ridges)
+    assert_traffic_matches(at, model)
+    assert_gpu_speedups_match(at, model, ridges)
+    assert_cpu_claims_match(at, model, ridges)
+
+
+def assert_bound_table_matches(at, model: pd.DataFrame, ridges: dict[str, float]) -> None:
+    """The table: ridge points and memory- or compute-bound, per device and algorithm."""
     table = bound_table(at)
     assert set(table["device"]) == set(ridges)
     for r in table.itertuples():
@@ -127,7 +135,11 @@ def assert_claims_match_the_chart(at) -> None:
         assert r.ridge == pytest.approx(ridges[r.device], rel=5e-3)
         assert r.intensity == pytest.approx(x, rel=5e-3)
         assert r.bound == ("compute" if x >= ridges[r.device] else "memory")
-    # the settings named, the FLOPs, and the elements behind "why FA2 moves fewer bytes" (io_cost at these settings)
+
+
+def assert_traffic_matches(at, model: pd.DataFrame) -> None:
+    """The settings named, the FLOPs, the elements behind "why FA2 moves fewer bytes" (io_cost at these settings)
+    and the bytes each algorithm moves, as the chart's hover carries them."""
     s, _ = parse_query(dict(at.query_params))
     mask = " + ".join((["causal"] if s.causal else []) + ([f"window ({s.window[0]}, {s.window[1]})"] if s.window
                                                            else [])) or "no mask"
@@ -152,7 +164,10 @@ def assert_claims_match_the_chart(at) -> None:
     assert list(moved) == [format_bytes(a100.at[a, "bytes"]) for a in SHORT]
     fewer = "fewer" if a100.at["q_outer", "bytes"] < a100.at["kv_outer", "bytes"] else "more"
     assert f"Why FA2 moves {fewer} bytes than FA1 here." in text(at)
-    # the predicted speedups: the ratio of the chart's times, the bars, and the roof that sets each
+
+
+def assert_gpu_speedups_match(at, model: pd.DataFrame, ridges: dict[str, float]) -> None:
+    """The predicted speedups: the ratio of the chart's times, the bars, and the roof that sets each."""
     claims = speedup_claims(at)
     assert set(claims) == set(GPU_NAMES)
     bars = speedup_bars(at)
@@ -175,13 +190,17 @@ def assert_claims_match_the_chart(at) -> None:
             for alg in capped:
                 ratio = mine.at["naive", "bytes"] / mine.at[{"FA1": "kv_outer", "FA2": "q_outer"}[alg], "bytes"]
                 assert f"{alg} {ratio:.2f}×" in why
-    # this CPU: its measured roof and what the model predicts on it
-    cpu = roofline.cpu_device()  # measured once per process: the app's own numbers
-    mine = model[model["device"].eq(roofline.CPU_NAME)].set_index("algorithm")
+
+
+def assert_cpu_claims_match(at, model: pd.DataFrame, ridges: dict[str, float]) -> None:
+    """This CPU: its measured roof and what the model predicts on it."""
+    bars = speedup_bars(at)
+    cpu = roofline_runs.cpu_device()  # measured once per process: the app's own numbers
+    mine = model[model["device"].eq(roofline_runs.CPU_NAME)].set_index("algorithm")
     m = re.search(r"ridge ([0-9.e+]+) FLOP/byte\): naive is (memory|compute)-bound at float32 \(I = ([0-9.]+)\), "
                   r"and the model predicts FA1 ([0-9.]+)×, FA2 ([0-9.]+)×", text(at))
-    assert float(m[1]) == pytest.approx(cpu.ridge("float32"), rel=5e-3) == ridges[roofline.CPU_NAME]
-    assert m[2] == ("compute" if mine.at["naive", "intensity"] >= ridges[roofline.CPU_NAME] else "memory")
+    assert float(m[1]) == pytest.approx(cpu.ridge("float32"), rel=5e-3) == ridges[roofline_runs.CPU_NAME]
+    assert m[2] == ("compute" if mine.at["naive", "intensity"] >= ridges[roofline_runs.CPU_NAME] else "memory")
     for alg, claimed in (("kv_outer", m[4]), ("q_outer", m[5])):
         predicted = mine.at["naive", "time_ms"] / mine.at[alg, "time_ms"]
         assert float(claimed) == pytest.approx(predicted, abs=0.005)
@@ -263,7 +282,7 @@ def test_the_run_button_times_the_kernels_and_every_measured_claim_matches(make_
                                                                                                    abs=0.005)
     stars = chart_points(at).query("star").set_index("algorithm")
     assert set(stars["device"]) == {"this CPU (timed here)"}
-    model = chart_points(at).query("not star and device == @roofline.CPU_NAME").set_index("algorithm")
+    model = chart_points(at).query("not star and device == @roofline_runs.CPU_NAME").set_index("algorithm")
     for alg, impl, rate, share in (("naive", "naive", m[4], m[5]), ("kv_outer", "flash", m[6], m[7]),
                                    ("q_outer", "flash2", m[8], m[9])):
         reached = df.at[impl, "flops"] / df.at[impl, "time_s"]
@@ -296,8 +315,8 @@ def test_a_cuda_device_is_timed_too_and_joins_the_chart(make_app, monkeypatch):
     env = Env(max_threads=2, devices=("cpu", "cuda"))
     monkeypatch.setattr(machine, "machine_env", lambda: env)  # app.py imports it afresh on every run
     monkeypatch.setattr(roofline, "machine_env", lambda: env)
-    monkeypatch.setattr(roofline, "run_sweep", fake_sweep)
-    monkeypatch.setattr(roofline, "gpu_name", lambda: "Fake GPU 80GB")
+    monkeypatch.setattr(roofline_runs, "run_sweep", fake_sweep)
+    monkeypatch.setattr(roofline_runs, "gpu_name", lambda: "Fake GPU 80GB")
     at = open_tab(make_app, **TINY, gpu_dtype="bfloat16", threads="1")
     assert "on this CPU and the CUDA GPU" in at.button(key="roof_run").proto.help
     at.button(key="roof_run").click().run()
@@ -344,19 +363,3 @@ def test_gpu_dtype_round_trips_through_the_link():
     s, notices = parse_query({"gpu_dtype": "BFloat16"})
     assert (s.gpu_dtype, notices) == ("bfloat16", [])
     assert parse_query(s.to_query())[0] == s
-
-
-def test_a_timing_without_naive_says_there_is_no_speedup_and_draws_no_bar():
-    """Naive refused by the memory guard: the tiled kernels' stars stay, no speedup is claimed or drawn."""
-    s = Settings(n=128, d=16, br=32, bc=32, heads=1)
-    cpu = Device(roofline.CPU_NAME, {"float32": 1e10}, 1e9, None, "fake CPU: 10 GFLOP/s, 1 GB/s", measured=True)
-    df = pd.DataFrame({"impl": ["naive", "flash", "flash2"], "status": ["not run: S and P need 2 TiB", "ok", "ok"],
-                       "flops": [4e6, 4e6, 4e6], "hbm_bytes": [1e6, 5e5, 4e5], "time_s": [np.nan, 0.004, 0.002],
-                       "device_name": roofline.CPU_TIMED})
-    timed = roofline.timed_points(df)
-    assert timed["algorithm"].tolist() == ["kv_outer", "q_outer"] and timed["speedup_vs_naive"].isna().all()
-    assert timed["attainable_flops"].tolist() == [1e9, 2e9]  # 4 MFLOP in 4 ms and in 2 ms
-    points = roofline.model_points(s, "float16", cpu)
-    text = roofline.timed_md(timed, points, s, tiles=16)
-    assert "no speedup to show (naive or the tiled kernels did not run)" in text
-    assert "FA1 1 GFLOP/s (" in text and "FA2 2 GFLOP/s (" in text and "fall short" not in text

@@ -12,37 +12,28 @@ References:
 Legend: B batch, H_q / H_kv query / key-value heads, G = H_q / H_kv, N_q query rows (1 when decoding), d head
 dimension, R = B * H_kv groups (one batched-matmul item each), GN = G * N_q stacked rows, S number of splits,
 chunk = keys per split. m is the row max of the scaled scores S_ij and l the row sum of P_ij = exp(S_ij - m), in
-natural log. Paths (all exact, all zero-copy for K/V except the last):
-    contiguous cache: every split is one item of a batched matmul over views of the cache; when the strides allow
-        (the splits tile the cache's length, or B * H_kv = 1) all full splits are ONE bmm over R * S items,
-        otherwise one bmm per split over the R groups;
-    paged cache, most pages in use and none shared: the page pool read in place (flashviz.core.decode_paged);
-    other paged caches: pages gathered STEP_BYTES at a time, folded into their split with FlashAttention's online
-        softmax (m_i, l_i, O_i rescaled per step).
+natural log. The splits' partials come from flashviz.core.decode_layouts, which reads the cache as it lies in
+memory (views of a contiguous cache, the page pool in place, or gathered pages); this module plans the splits and
+merges them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from flashviz.core.decode_checks import CacheLayout, check_block_k, check_layout, check_splits
-from flashviz.core.decode_paged import pool_owners, pool_partials
+from flashviz.core.decode_layouts import NEG_INF, finite, split_partials
 from flashviz.core.validate import validate_causal, validate_scale
 
-NEG_INF = float("-inf")
 DEFAULT_BLOCK_K = 256  # keys per KV block of a contiguous cache: flash-attn's split-KV kernel uses 64-256 by d
 MAX_SPLITS = 128  # flash-attn's cap on the split count
 BLOCK_M = 64  # stacked query rows per tile in flash-attn's split-KV kernel: a group of GN rows is ceil(GN/64) tiles
 FILLED = 0.8  # flash-attn: units count as filled when work tiles >= 80% of them
 NEAR_BEST = 0.85  # flash-attn: the smallest split count within 85% of the best wave efficiency wins
-STEP_BYTES = 16 * 2**20  # bytes of K per step across all R groups: well inside a shared L3, so K/V gathered from pages
-#                         (or sliced from the cache) are still in cache when the second matmul reads them
-
-Piece = tuple[int, int, int, int, torch.Tensor, torch.Tensor]  # split0, count, key0, size, K (R*count, size, d), V
 
 
 @dataclass(frozen=True)
@@ -110,90 +101,12 @@ def num_splits_heuristic(work_tiles: int, units: int, n_blocks: int, max_splits:
     return next(s for s, e in enumerate(efficiency, start=1) if e >= NEAR_BEST * best)
 
 
-def _finite(x: torch.Tensor) -> torch.Tensor:
-    """-inf -> 0, so that exp(x - max) stays 0 (not NaN) for rows that see no key."""
-    return torch.where(x == NEG_INF, torch.zeros((), dtype=x.dtype, device=x.device), x)
-
-
-def _flat(x: torch.Tensor, *shape: int) -> torch.Tensor | None:
-    """x.view(shape), or None when the strides do not allow a view (a reshape would copy the cache)."""
-    try:
-        return x.view(*shape)
-    except RuntimeError:
-        return None
-
-
-def _contiguous_pieces(k_cache: torch.Tensor, v_cache: torch.Tensor, chunk: int, n_splits: int, max_len: int,
-                       step: int) -> Iterator[Piece]:
-    """Views of the (B, H_kv, N_max, d) cache; the full splits as ONE batch (R * S items) when strides allow."""
-    B, H, _, d = k_cache.shape
-    R, n_full, first = B * H, max_len // chunk, 0
-    if n_full > 1:
-        k3 = _flat(k_cache[:, :, : n_full * chunk], R * n_full, chunk, d)  # (B, H_kv, S, chunk, d) as one batch
-        v3 = _flat(v_cache[:, :, : n_full * chunk], R * n_full, chunk, d)
-        if k3 is not None and v3 is not None:
-            yield 0, n_full, 0, chunk, k3, v3
-            first = n_full
-    for s in range(first, n_splits):  # splits one by one: the ragged last one, or all when no batched view exists
-        for t0 in range(s * chunk, min((s + 1) * chunk, max_len), step):
-            t1 = min(t0 + step, (s + 1) * chunk, max_len)
-            yield s, 1, t0, t1 - t0, k_cache[:, :, t0:t1].reshape(R, t1 - t0, d), v_cache[:, :, t0:t1].reshape(
-                R, t1 - t0, d)  # (R, t1 - t0, d): views of a standard-layout cache
-
-
-def _paged_pieces(k_cache: torch.Tensor, v_cache: torch.Tensor, table: torch.Tensor, chunk: int, n_splits: int,
-                  max_len: int, step: int) -> Iterator[Piece]:
-    """Pages gathered step by step, groups in (H_kv, B) order: the gather writes them contiguous in that order."""
-    H, page, d = k_cache.shape[1:]
-    B = table.shape[0]
-    k_p, v_p = k_cache.transpose(0, 1), v_cache.transpose(0, 1)  # (H_kv, num_pages, page, d) views
-    for s in range(n_splits):
-        for t0 in range(s * chunk, min((s + 1) * chunk, max_len), step):  # t0 is a page boundary
-            p0, p1 = t0 // page, math.ceil(min(t0 + step, (s + 1) * chunk, max_len) / page)
-            idx = table[:, p0:p1].reshape(-1)  # (B * pages,) physical pages, batch-major
-            n = (p1 - p0) * page
-            # gather: read and write n * d per group; (H_kv, B * pages, page, d) -> (H_kv * B, n, d)
-            # advanced indexing copies whole pages (index_select on this strided view is ~100x slower on CPU)
-            yield s, 1, t0, n, k_p[:, idx].view(H * B, n, d), v_p[:, idx].view(H * B, n, d)
-
-
-def _partials(q3: torch.Tensor, piece: Piece, limit: torch.Tensor | None, limit_min: int, acc: torch.dtype
-              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """m, l and unnormalised O of `count` splits over `size` keys each, every split one item of the batch."""
-    _, count, key0, size, k3, v3 = piece
-    R, GN, d = q3.shape
-    q_b = q3 if count == 1 else q3[:, None].expand(R, count, GN, d).reshape(R * count, GN, d)  # q is tiny: copy ok
-    # (R*count, GN, d) x (R*count, d, size) -> (R*count, GN, size); read size * d of K per item
-    S_ij = torch.bmm(q_b, k3.transpose(1, 2)).view(R, count, GN, size).to(acc)
-    if limit is not None and key0 + count * size > limit_min:  # some key of the piece is past some row's limit
-        pos = key0 + torch.arange(count * size, device=q3.device).view(count, 1, size)  # key positions
-        S_ij = S_ij.masked_fill_(pos >= limit[:, None, :, None], NEG_INF)
-    m = S_ij.amax(-1)  # (R, count, GN)
-    P_ij = S_ij.sub_(_finite(m)[..., None]).exp_()  # (R, count, GN, size), in place: one pass fewer over scores
-    l = P_ij.sum(-1)  # (R, count, GN)
-    # (R*count, GN, size) x (R*count, size, d) -> (R*count, GN, d); read size * d of V per item
-    O = torch.bmm(P_ij.view(R * count, GN, size).to(v3.dtype), v3).view(R, count, GN, d).to(acc)
-    return m, l, O
-
-
-def _accumulate(state: tuple[torch.Tensor, torch.Tensor, torch.Tensor], s0: int, count: int,
-                part: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> None:
-    """Online softmax: fold a piece's (m, l, O) into splits s0 .. s0+count-1 (in place)."""
-    m, l, O = (x[:, s0 : s0 + count] for x in state)  # (R, count, GN), (R, count, GN), (R, count, GN, d)
-    m_p, l_p, O_p = part
-    m_new = torch.maximum(m, m_p)
-    alpha, beta = torch.exp(m - _finite(m_new)), torch.exp(m_p - _finite(m_new))  # rescale old / new; 0 if empty
-    O.mul_(alpha[..., None]).add_(beta[..., None] * O_p)
-    l.mul_(alpha).add_(beta * l_p)
-    m.copy_(m_new)
-
-
 def _merge(m: torch.Tensor, l: torch.Tensor, O: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """Exact logsumexp merge of S partials -> out (R, GN, d), L (R, GN), L_s and weights (R, S, GN)."""
-    L_s = _finite(m) + torch.log(l)  # (R, S, GN); log 0 = -inf for splits a row does not see
+    L_s = finite(m) + torch.log(l)  # (R, S, GN); log 0 = -inf for splits a row does not see
     L = torch.logsumexp(L_s, dim=1)  # (R, GN); -inf for rows that see nothing
-    out = (torch.exp(m - _finite(L)[:, None])[..., None] * O).sum(1)  # sum_s exp(L_s - L) O_s / l_s = exp(m_s - L) O_s
-    return out, L, L_s, torch.exp(L_s - _finite(L)[:, None])
+    out = (torch.exp(m - finite(L)[:, None])[..., None] * O).sum(1)  # sum_s exp(L_s - L) O_s / l_s = exp(m_s - L) O_s
+    return out, L, L_s, torch.exp(L_s - finite(L)[:, None])
 
 
 def _row_limits(layout: CacheLayout, causal: bool) -> torch.Tensor:
@@ -206,17 +119,14 @@ def _row_limits(layout: CacheLayout, causal: bool) -> torch.Tensor:
 
 def _plan(layout: CacheLayout, block_k: int | None, num_splits: int | None, device: torch.device
           ) -> tuple[int, int, int]:
-    """(chunk, S, step): keys per split, splits used, keys per step (all multiples of block_k)."""
+    """(block_k, chunk, S): keys per KV block, keys per split (whole blocks) and the splits used."""
     block_k = block_k or layout.page_size or DEFAULT_BLOCK_K
     n_blocks = math.ceil(layout.max_len / block_k)
     if num_splits is None:
         tiles = layout.batch * layout.heads_kv * math.ceil(layout.group * layout.n_q / BLOCK_M)
         num_splits = num_splits_heuristic(tiles, parallel_units(device), n_blocks)
     chunk = max(1, math.ceil(n_blocks / num_splits)) * block_k
-    n_splits = math.ceil(layout.max_len / chunk)
-    bytes_per_key = layout.batch * layout.heads_kv * layout.d * 4  # K of all groups at one position, fp32 bytes
-    step = max(1, STEP_BYTES // (bytes_per_key * block_k)) * block_k
-    return chunk, n_splits, step
+    return block_k, chunk, math.ceil(layout.max_len / chunk)
 
 
 def _emit(on_split: Callable[[object], None], m: torch.Tensor, l: torch.Tensor, L_s: torch.Tensor,
@@ -236,30 +146,6 @@ def _emit(on_split: Callable[[object], None], m: torch.Tensor, l: torch.Tensor, 
         on_split(SplitEvent(s, n_splits, start, stop, pages, m0[s], l0[s], L_s0[s]))
     lse0 = L[0, rows].detach().cpu() if L.shape[0] else torch.full((n_q,), NEG_INF)
     on_split(MergeEvent(n_splits, L_s0, w0, lse0))
-
-
-def _split_states(q4: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, table: torch.Tensor | None,
-                  limit: torch.Tensor, layout: CacheLayout, plan: tuple[int, int, int], acc: torch.dtype
-                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """m (R, S, GN), l (R, S, GN), unnormalised O (R, S, GN, d) of every split, groups in (B, H_kv) order."""
-    chunk, n_splits, step = plan
-    B, H, GN, d = q4.shape
-    if table is None:
-        pieces = _contiguous_pieces(k_cache, v_cache, chunk, n_splits, layout.max_len, chunk)
-    else:
-        q4, limit = q4.transpose(0, 1), limit.transpose(0, 1)  # gathered pages come in (H_kv, B) group order
-        used = torch.arange(table.shape[1], device=table.device) < -(-layout.seqlens[:, None] // layout.page_size)
-        pieces = _paged_pieces(k_cache, v_cache, torch.where(used, table, 0), chunk, n_splits, layout.max_len, step)
-    q3, limit = q4.reshape(B * H, GN, d), limit.reshape(B * H, GN)
-    limit_min = int(limit.min()) if limit.numel() else 0
-    state = (torch.full((B * H, n_splits, GN), NEG_INF, dtype=acc, device=q4.device),
-             torch.zeros((B * H, n_splits, GN), dtype=acc, device=q4.device),
-             torch.zeros((B * H, n_splits, GN, d), dtype=acc, device=q4.device))  # m, l, O of every split
-    for piece in pieces:
-        _accumulate(state, piece[0], piece[1], _partials(q3, piece, limit, limit_min, acc))
-    if table is not None:  # back to (B, H_kv) group order
-        state = tuple(x.view(H, B, *x.shape[1:]).transpose(0, 1).reshape(B * H, *x.shape[1:]) for x in state)
-    return state
 
 
 def flash_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, *,
@@ -299,19 +185,16 @@ def flash_decode(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, 
     block_k, num_splits = check_block_k(block_k, layout.page_size), check_splits(num_splits)
     scale = validate_scale(scale, layout.d, q.dtype)
     acc = torch.float64 if q.dtype == torch.float64 else torch.float32  # accumulator dtype
-    chunk, n_splits, step = _plan(layout, block_k, num_splits, q.device)
+    # 1. split the keys: S chunks of whole KV blocks (flash-attn's heuristic when num_splits is None)
+    block_k, chunk, n_splits = _plan(layout, block_k, num_splits, q.device)
     B, H, GN, d = layout.batch, layout.heads_kv, layout.group * layout.n_q, layout.d
     q4 = (q.to(acc) * scale).to(q.dtype).view(B, H, GN, d)  # (B, H_kv, G*N_q, d): rows g*N_q + i of group (b, h)
     limit = _row_limits(layout, causal)  # (B, H_kv, GN)
-    state = None
-    if table is not None and n_splits:
-        owners = pool_owners(table, layout.seqlens, layout.page_size, k_cache.shape[0])
-        if owners is not None:
-            state = pool_partials(q4, k_cache, v_cache, owners, limit, chunk, n_splits, acc)
-    if state is None:
-        state = _split_states(q4, k_cache, v_cache, table, limit, layout, (chunk, n_splits, step), acc)
-    out, L, L_s, weights = _merge(*state)  # (R, GN, d), (R, GN), (R, S, GN), (R, S, GN)
+    # 2. each split on its own: row max m_s, row sum l_s and unnormalised output O_s (decode_layouts picks the path)
+    m, l, O = split_partials(q4, k_cache, v_cache, table, limit, layout, block_k, chunk, n_splits, acc)
+    # 3. the exact merge: L = log sum_s exp(L_s) with L_s = m_s + log l_s, out = sum_s exp(L_s - L) O_s / l_s
+    out, L, L_s, weights = _merge(m, l, O)  # (R, GN, d), (R, GN), (R, S, GN), (R, S, GN)
     if on_split is not None:
-        _emit(on_split, state[0], state[1], L_s, weights, L, layout, chunk, table)
+        _emit(on_split, m, l, L_s, weights, L, layout, chunk, table)
     out = out.reshape(B, layout.heads_q, layout.n_q, d).to(q.dtype)
     return (out, L.reshape(B, layout.heads_q, layout.n_q)) if return_lse else out

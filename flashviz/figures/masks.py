@@ -157,7 +157,7 @@ def tile_map_figure(status: Sequence[Sequence[str]], *, n: int, block_q: int, bl
         fig.update_yaxes(scaleanchor=None)  # blocks of unequal size: the grid is not square in tokens either
     _swatches(fig, [(f"{counts.get(s, 0)} {SHORT_LABELS[s]}", TILE_COLORS[s]) for s in TILE_STATUSES])
     total = tr * tc
-    computed = total - counts.get("skipped", 0)
+    computed = total - counts.get(SKIPPED, 0)
     _layout(fig, "Tile map", (f"{computed} of {total} tiles computed ({computed / total:.1%})",
                               f"{tr} × {tc} tiles of {block_q} × {block_k}"))
     return fig

@@ -22,6 +22,7 @@ import torch
 
 from flashviz.measure.impls import RunConfig, dtype_bytes, resolve_dtype, validate_mode
 from flashviz.model.flops import attention_flops
+from flashviz.units import format_bytes
 from flashviz.vocab import DTYPE_BYTES
 
 GIB = 1 << 30  # bytes per GiB
@@ -168,14 +169,6 @@ def request_flops(ns: Iterable[int], *, d: int, batch: int = 1, heads: int = 1, 
 def dense_mask_bytes(cfg: RunConfig) -> int:
     """Bytes of the dense (N, N) boolean mask (and its int64 construction) that SDPA needs for a window."""
     return MASK_BYTES_PER_SCORE * cfg.n * cfg.n if cfg.window is not None else 0
-
-
-def format_bytes(nbytes: float) -> str:
-    """Bytes in binary units for people: 4194304 -> '4.0 MiB'."""
-    for unit, size in (("GiB", GIB), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(nbytes) >= size:
-            return f"{nbytes / size:.1f} {unit}"
-    return f"{nbytes:.0f} B"
 
 
 def guard(impl: str, cfg: RunConfig, budget: int) -> str | None:

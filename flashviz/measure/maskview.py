@@ -23,69 +23,43 @@ import numpy as np
 import torch
 from torch.nn.attention.flex_attention import BlockMask, and_masks, create_block_mask, or_masks
 
+from flashviz import masks
 from flashviz.core.blockmask import to_block_mask
 from flashviz.core.maskeval import ELEMENT_BUDGET, evaluate, index_grid
 from flashviz.core.tiling import TileSchedule, tile_schedule
-from flashviz.masks import (
-    MaskMod,
-    ScoreMod,
-    alibi,
-    attention_sink,
-    causal_mask,
-    chunked,
-    dilated,
-    document,
-    prefix_lm,
-    sliding_window,
-    softcap,
-)
-from flashviz.vocab import FULL, TILE_STATUSES
+from flashviz.mask_presets import COMBINE, DOC_PATTERNS, PARAMS, PICKERS, PRESETS, SCORE_MODS
+from flashviz.masks import MaskMod, ScoreMod
+from flashviz.vocab import FULL, SKIPPED, TILE_STATUSES
 
 MAP_CELLS_MAX = 256  # cells per side of the element map: about 2 px each in a 560 px figure
 # Mask elements per slab of the element map. On one thread 1 Mi was the fastest (document AND causal, N = 16384:
 # 2.8 s against 3.6 s for 256 Ki); with more threads, fewer and larger calls win, as in maskeval.
 MAP_SLAB_ONE_THREAD = 1 << 20
-DOC_RATIOS = {  # document patterns: relative lengths, scaled to N by doc_lengths
-    "mixed": (1000, 1500, 600, 996),  # the packed-training example of the README (N = 4096)
-    "equal2": (1, 1),
-    "equal4": (1, 1, 1, 1),
-    "equal8": (1,) * 8,
-    "growing": (1, 2, 4, 8),
-}
-PRESET_PARAMS = {  # the MaskSpec fields each preset reads
-    "causal": (),
-    "sliding_window": ("window", "right"),
-    "prefix_lm": ("prefix",),
-    "document": ("docs",),
-    "attention_sink": ("sinks", "window"),
-    "chunked": ("chunk",),
-    "dilated": ("window", "dilation"),
-}
-COMBINATIONS = ("none", "and", "or")
-SCORE_MODS = ("none", "alibi", "softcap")
+NO_COMBINE, NO_SCORE = "none", "none"  # MaskSpec.combine of a single preset, MaskSpec.score without a score_mod
 
 
 @dataclass(frozen=True)
 class MaskSpec:
-    """A mask as names and numbers only (what the dashboard's URL carries). Hashable, so it keys caches."""
+    """A mask as names and numbers only (what the dashboard's URL carries). Hashable, so it keys caches. The field
+    names are the keys of flashviz.mask_presets' PICKERS and PARAMS, and the defaults theirs (one preset alone)."""
 
-    preset: str = "document"  # a key of PRESET_PARAMS
-    combine: str = "none"  # "none", "and" (torch's and_masks) or "or" (or_masks)
-    preset2: str = "causal"  # the second preset, used when combine is not "none"
-    docs: str = "mixed"  # document: a key of DOC_RATIOS
-    prefix: int = 256  # prefix_lm: keys every query sees (tokens)
-    sinks: int = 4  # attention_sink: leading keys every query keeps (tokens)
-    window: int = 128  # sliding_window left reach, attention_sink window, dilated window (tokens)
-    right: int = 0  # sliding_window right reach (tokens)
-    chunk: int = 256  # chunked: tokens per chunk
-    dilation: int = 4  # dilated: stride between visible keys
-    score: str = "none"  # "none", "alibi" or "softcap"
-    cap: int = 30  # softcap: scores are squashed into (-cap, cap)
+    preset: str = PICKERS["preset"].default  # a key of mask_presets.PRESETS
+    combine: str = NO_COMBINE  # a key of mask_presets.COMBINE: "none", "and" (and_masks) or "or" (or_masks)
+    preset2: str = PICKERS["preset2"].default  # the second preset, used when combine is not "none"
+    docs: str = PARAMS["docs"].default  # document: a key of mask_presets.DOC_PATTERNS
+    prefix: int = PARAMS["prefix"].default  # prefix_lm: keys every query sees (tokens)
+    sinks: int = PARAMS["sinks"].default  # attention_sink: leading keys every query keeps (tokens)
+    window: int = PARAMS["window"].default  # sliding_window left reach, attention_sink and dilated window (tokens)
+    right: int = PARAMS["right"].default  # sliding_window right reach (tokens)
+    chunk: int = PARAMS["chunk"].default  # chunked: tokens per chunk
+    dilation: int = PARAMS["dilation"].default  # dilated: stride between visible keys
+    score: str = NO_SCORE  # a key of mask_presets.SCORE_MODS: "none", "alibi" or "softcap"
+    cap: int = PARAMS["cap"].default  # softcap: scores are squashed into (-cap, cap)
 
     @property
     def presets(self) -> tuple[str, ...]:
         """The presets in use: one, or two when combined."""
-        return (self.preset,) if self.combine == "none" else (self.preset, self.preset2)
+        return (self.preset,) if self.combine == NO_COMBINE else (self.preset, self.preset2)
 
 
 @dataclass(frozen=True)
@@ -106,35 +80,43 @@ def doc_lengths(pattern: str, n: int) -> tuple[int, ...]:
         >>> doc_lengths("mixed", 4096), doc_lengths("equal4", 10), doc_lengths("equal8", 3)
         ((1000, 1500, 600, 996), (2, 3, 2, 3), (1, 1, 1))
     """
-    if pattern not in DOC_RATIOS:
-        raise ValueError(f"document pattern must be one of {', '.join(DOC_RATIOS)}, got {pattern!r}.")
+    if pattern not in DOC_PATTERNS:
+        raise ValueError(f"document pattern must be one of {', '.join(DOC_PATTERNS)}, got {pattern!r}.")
     if n < 1:
         raise ValueError(f"N must be >= 1 to hold a document, got {n}.")
-    ratios = DOC_RATIOS[pattern]
+    ratios = DOC_PATTERNS[pattern].ratios
     total = sum(ratios)
     cuts = [n * sum(ratios[: k + 1]) // total for k in range(len(ratios))]  # document ends (floor), the last is N
     lengths = [b - a for a, b in zip([0, *cuts[:-1]], cuts, strict=True)]
     return tuple(x for x in lengths if x > 0)
 
 
+def _argument(spec: MaskSpec, key: str, n: int) -> object:
+    """The value a preset's factory gets for parameter `key`: the spec's number, or the document lengths at N."""
+    value = getattr(spec, key)
+    return list(doc_lengths(value, n)) if key == "docs" else value
+
+
 def _preset(spec: MaskSpec, name: str, n: int) -> tuple[MaskMod, str]:
-    """One preset's mask_mod at N and the code that builds it."""
-    if name == "causal":
-        return causal_mask, "causal_mask"
-    if name == "sliding_window":
-        return sliding_window(spec.window, spec.right), f"sliding_window({spec.window}, {spec.right})"
-    if name == "prefix_lm":
-        return prefix_lm(spec.prefix), f"prefix_lm({spec.prefix})"
-    if name == "document":
-        lengths = list(doc_lengths(spec.docs, n))
-        return document(lengths), f"document({lengths})"
-    if name == "attention_sink":
-        return attention_sink(spec.sinks, spec.window), f"attention_sink({spec.sinks}, {spec.window})"
-    if name == "chunked":
-        return chunked(spec.chunk), f"chunked({spec.chunk})"
-    if name == "dilated":
-        return dilated(spec.window, spec.dilation), f"dilated({spec.window}, {spec.dilation})"
-    raise ValueError(f"mask preset must be one of {', '.join(PRESET_PARAMS)}, got {name!r}.")
+    """One preset's mask_mod at N and the code that builds it: its factory (mask_presets.PRESETS) called with its
+    parameters in order, or the factory itself when it takes none."""
+    if name not in PRESETS:
+        raise ValueError(f"mask preset must be one of {', '.join(PRESETS)}, got {name!r}.")
+    preset = PRESETS[name]
+    factory = getattr(masks, preset.factory)
+    if not preset.params:
+        return factory, preset.factory
+    args = [_argument(spec, key, n) for key in preset.params]
+    return factory(*args), f"{preset.factory}({', '.join(repr(a) for a in args)})"
+
+
+def _score(spec: MaskSpec, heads: int) -> tuple[ScoreMod | None, str | None]:
+    """The score_mod a spec names and the code that builds it (None, None without one)."""
+    choice = SCORE_MODS[spec.score]
+    if choice.factory is None:
+        return None, None
+    args = [heads] if choice.heads else [float(getattr(spec, key)) for key in choice.params]
+    return getattr(masks, choice.factory)(*args), f"{choice.factory}({', '.join(repr(a) for a in args)})"
 
 
 def build_mask(spec: MaskSpec, n: int, heads: int = 1) -> BuiltMask:
@@ -147,28 +129,23 @@ def build_mask(spec: MaskSpec, n: int, heads: int = 1) -> BuiltMask:
         BuiltMask(mask_mod, score_mod, code, doc_lengths).
 
     Example:
-        >>> print(build_mask(MaskSpec("document", "and", "causal", docs="equal2"), 8).code)
+        >>> print(build_mask(MaskSpec("document", "and", "causal", docs="equal2", score="softcap", cap=5), 8).code)
         mask_mod = and_masks(document([4, 4]), causal_mask)
+        score_mod = softcap(5.0)
     """
-    if spec.combine not in COMBINATIONS:
-        raise ValueError(f"combine must be one of {', '.join(COMBINATIONS)}, got {spec.combine!r}.")
+    if spec.combine not in COMBINE:
+        raise ValueError(f"combine must be one of {', '.join(COMBINE)}, got {spec.combine!r}.")
     if spec.score not in SCORE_MODS:
         raise ValueError(f"score mod must be one of {', '.join(SCORE_MODS)}, got {spec.score!r}.")
     parts = [_preset(spec, name, n) for name in spec.presets]
     if len(parts) == 1:
         (mask_mod, code), = parts
     else:
-        combine, combine_name = (and_masks, "and_masks") if spec.combine == "and" else (or_masks, "or_masks")
-        mask_mod = combine(parts[0][0], parts[1][0])
-        code = f"{combine_name}({parts[0][1]}, {parts[1][1]})"
-    lines = [f"mask_mod = {code}"]
-    score_mod = None
-    if spec.score == "alibi":
-        score_mod = alibi(heads)
-        lines.append(f"score_mod = alibi({heads})")
-    elif spec.score == "softcap":
-        score_mod = softcap(float(spec.cap))
-        lines.append(f"score_mod = softcap({float(spec.cap)})")
+        combinator = COMBINE[spec.combine][1]
+        mask_mod = {"and_masks": and_masks, "or_masks": or_masks}[combinator](parts[0][0], parts[1][0])
+        code = f"{combinator}({parts[0][1]}, {parts[1][1]})"
+    score_mod, score_code = _score(spec, heads)
+    lines = [f"mask_mod = {code}"] + ([f"score_mod = {score_code}"] if score_code else [])
     docs = doc_lengths(spec.docs, n) if "document" in spec.presets else ()
     return BuiltMask(mask_mod, score_mod, "\n".join(lines), docs)
 
@@ -194,7 +171,7 @@ def element_map(mask_mod: MaskMod, n: int, cells_max: int = MAP_CELLS_MAX) -> El
     elements (or whole cells of rows when one row of cells is larger), so memory stays bounded at any N.
 
     Example:
-        >>> m = element_map(causal_mask, 4, cells_max=2)
+        >>> m = element_map(masks.causal_mask, 4, cells_max=2)
         >>> m.cell, m.fraction.tolist(), m.visible
         (2, [[0.75, 0.0], [1.0, 0.75]], 10)
     """
@@ -236,14 +213,14 @@ class TileGrid:
 
     @property
     def computed(self) -> int:
-        return self.tiles - self.counts["skipped"]
+        return self.tiles - self.counts[SKIPPED]
 
 
 def tile_grid(schedule: TileSchedule) -> TileGrid:
     """Statuses and counts of a square schedule, and how many full tiles sit on a ragged edge.
 
     Example:
-        >>> g = tile_grid(tile_schedule(5, 5, 2, 2, mask_mod=causal_mask))
+        >>> g = tile_grid(tile_schedule(5, 5, 2, 2, mask_mod=masks.causal_mask))
         >>> g.counts, g.ragged_full
         ({'full': 4, 'partial': 2, 'skipped': 3}, 3)
     """
@@ -261,7 +238,7 @@ def block_mask_rows(block_mask: BlockMask, rows: int) -> list[dict[str, object]]
     """The first `rows` query blocks of a BlockMask at (b, h) = (0, 0): the counts and the valid index prefixes.
 
     Example:
-        >>> bm = to_block_mask(tile_schedule(4, 4, 2, 2, mask_mod=causal_mask))
+        >>> bm = to_block_mask(tile_schedule(4, 4, 2, 2, mask_mod=masks.causal_mask))
         >>> block_mask_rows(bm, 2)[1]
         {'q_block': 1, 'kv_num_blocks': 1, 'kv_indices': [1], 'full_kv_num_blocks': 1, 'full_kv_indices': [0]}
     """
@@ -296,7 +273,7 @@ def matches_torch(mask_mod: MaskMod, n: int, block_q: int, block_k: int) -> bool
     (B = H = 1; create_block_mask builds the whole N x N mask, so keep N moderate).
 
     Example:
-        >>> matches_torch(causal_mask, 100, 32, 16)
+        >>> matches_torch(masks.causal_mask, 100, 32, 16)
         True
     """
     ours = to_block_mask(tile_schedule(n, n, block_q, block_k, mask_mod=mask_mod))

@@ -2,7 +2,8 @@
 
 Each call is timed with `time.perf_counter`, with the intra-op thread count set explicitly and reported, and CUDA
 synchronised around every call. `time_calls` interleaves several implementations call by call, so machine noise hits
-them alike: compare implementations as ratios measured side by side in one run.
+them alike: compare implementations as ratios measured side by side in one run. Both report their progress between
+calls (flashviz.measure.progress), and a caller stops them by raising from that callback.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import torch
 
 from flashviz.measure.memory import device_of
+from flashviz.measure.progress import Progress
 
 # ----------------------------------------------------------------------------------------------------------------------
 # time
@@ -64,14 +66,20 @@ def _validate_counts(warmup: object, repeats: object) -> None:
 
 
 def time_call(fn: Callable, *args: Any, warmup: int = 2, repeats: int = 10, threads: int | None = None,
+              progress: Progress | None = None, sync_device: torch.device | str | None = None,
               **kwargs: Any) -> Timing:
-    """Time fn(*args, **kwargs): `warmup` untimed calls, then `repeats` timed ones.
+    """Time fn(*args, **kwargs): `warmup` untimed calls, then `repeats` timed ones (`time_calls` with one function).
 
     Args:
-        fn: the callable to time.  *args, **kwargs: passed to fn (a kwarg named `threads` is taken by this function).
+        fn: the callable to time.  *args, **kwargs: passed to fn (kwargs named `threads`, `progress` or
+            `sync_device` are taken by this function).
         warmup: untimed calls first (>= 0): page faults, lazy init, allocator warm-up.
         repeats: timed calls (>= 1).
         threads: intra-op threads to run with; None keeps torch's current count. Always reported in the result.
+        progress: called as progress(done, total, label) before every call and once after the last (see
+            `time_calls`); raise from it to stop the timing.
+        sync_device: the device synchronised after every call (CUDA work is asynchronous); None: the first CUDA
+            tensor among args and kwargs, else the CPU. Give it when fn is a closure over CUDA tensors.
     Returns:
         Timing(median, iqr, samples, threads, device), seconds.
 
@@ -82,31 +90,27 @@ def time_call(fn: Callable, *args: Any, warmup: int = 2, repeats: int = 10, thre
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}.")
-    _validate_counts(warmup, repeats)
-    device = device_of(args, kwargs)
-    with threads_set_to(threads) as n_threads:
-        for _ in range(warmup):
-            fn(*args, **kwargs)
-        _sync(device)
-        samples = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            fn(*args, **kwargs)
-            _sync(device)
-            samples.append(time.perf_counter() - t0)
-    return _timing(samples, n_threads, device)
+    name = getattr(fn, "__name__", "call")
+    return time_calls({name: fn}, *args, warmup=warmup, repeats=repeats, threads=threads, progress=progress,
+                      sync_device=sync_device, **kwargs)[name]
 
 
 def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats: int = 10,
-               threads: int | None = None, **kwargs: Any) -> dict[str, Timing]:
+               threads: int | None = None, progress: Progress | None = None,
+               sync_device: torch.device | str | None = None, **kwargs: Any) -> dict[str, Timing]:
     """Time several callables on the same arguments side by side, interleaved call by call.
 
-    Repeat r calls every function once before repeat r + 1 starts, so a burst of machine noise (another process,
-    frequency scaling) lands on all of them alike and their ratios stay honest.
+    Every function gets its `warmup` untimed calls first; then repeat r calls every function once before repeat
+    r + 1 starts, so a burst of machine noise (another process, frequency scaling) lands on all of them alike and
+    their ratios stay honest. This is the project's one timing loop: every timing goes through it.
 
     Args:
         fns: name -> callable, each called as fn(*args, **kwargs).
-        warmup, repeats, threads: as for `time_call`.
+        warmup, repeats, threads, sync_device: as for `time_call`.
+        progress: called as progress(done, total, label) before each of the total = len(fns) * (warmup + repeats)
+            calls (done = calls finished, label = the call about to run, e.g. "repeat 2 of 5: mm") and once after
+            the last (done = total, label "timed"), never inside a timed interval. Raise from it to stop the
+            timing: the exception propagates (the thread count is restored) and no result is returned.
     Returns:
         name -> Timing, in the order of fns.
 
@@ -118,19 +122,28 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
     if not fns or not all(callable(f) for f in fns.values()):
         raise TypeError(f"fns must map names to callables, got {fns!r}.")
     _validate_counts(warmup, repeats)
-    device = device_of(args, kwargs)
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be a callable progress(done, total, label) or None, got {progress!r}.")
+    device = device_of(args, kwargs) if sync_device is None else torch.device(sync_device)
+    report = progress or (lambda done, total, label: None)
+    total, done = len(fns) * (warmup + repeats), 0
     samples: dict[str, list[float]] = {name: [] for name in fns}
     with threads_set_to(threads) as n_threads:
-        for fn in fns.values():
-            for _ in range(warmup):
+        for name, fn in fns.items():
+            for w in range(warmup):
+                report(done, total, f"warm-up {w + 1} of {warmup}: {name}")
                 fn(*args, **kwargs)
+                done += 1
         _sync(device)
-        for _ in range(repeats):
+        for r in range(repeats):
             for name, fn in fns.items():
+                report(done, total, f"repeat {r + 1} of {repeats}: {name}")
                 t0 = time.perf_counter()
                 fn(*args, **kwargs)
                 _sync(device)
                 samples[name].append(time.perf_counter() - t0)
+                done += 1
+        report(total, total, "timed")
     return {name: _timing(s, n_threads, device) for name, s in samples.items()}
 
 

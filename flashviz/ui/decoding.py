@@ -16,40 +16,38 @@ from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
-import torch
 
-from flashviz.core.decode import BLOCK_M, FILLED, parallel_units
-from flashviz.figures.decode import (
-    DecodeTrace,
-    bandwidth_figure,
-    block_table_figure,
-    decode_animation,
-    decode_roofline_figure,
-)
-from flashviz.measure.guards import format_bytes
-from flashviz.measure.timing import threads_set_to
-from flashviz.model.roofline import GPUS
-from flashviz.ui.decoding_jobs import (
+from flashviz.core.decode import BLOCK_M, FILLED
+from flashviz.figures.decode import decode_animation
+from flashviz.figures.decode_charts import bandwidth_figure, block_table_figure, decode_roofline_figure
+from flashviz.measure.decoding import (
     ANIM_D,
-    BLOCKS_DRAWN_MAX,
-    LIVE_KV_BYTES_MAX,
-    PREFILL_BLOCK,
+    CPU,
+    FLASH_LABEL,
+    SDPA_LABEL,
     SPARE_PAGES,
     DecodeSetup,
-    animation_data,
-    bound_sentence,
-    decode_timing,
+    DecodeTrace,
     divisors,
     live_bytes,
-    roofline_rows,
-    setup_of,
-    timed_splits,
+    timed_count,
+    units_here,
+)
+from flashviz.model.decode_batch import (
+    DECODE,
+    PREFILL,
+    PREFILL_BLOCK,
+    bounds_by_device,
+    decode_roofline_rows,
     variant_costs,
 )
+from flashviz.model.roofline import GPUS
+from flashviz.ui.decoding_jobs import BLOCKS_DRAWN_MAX, LIVE_KV_BYTES_MAX, animation_data, decode_timing, setup_of
 from flashviz.ui.drawing import show_figure
 from flashviz.ui.runs import run_button_ui
 from flashviz.ui.state import Settings
 from flashviz.ui.widgets import draw
+from flashviz.units import format_bytes
 from flashviz.vocab import DTYPE_BYTES
 
 
@@ -88,7 +86,7 @@ def _schedule_md(setup: DecodeSetup, trace: DecodeTrace, units: int, device: str
             + ". Each split is computed on its own and yields a partial output with its own m, l and logsumexp "
             "L_s; the merge scales each partial by exp(L_s − L).")
     if setup.splits is None:
-        tiles, what = setup.work_tiles(), "threads" if device == "cpu" else "units (2 per SM)"
+        tiles, what = setup.work_tiles(), "threads" if device == CPU else "units (2 per SM)"
         if setup.n_blocks <= 1:
             why = "one KV block only: nothing to split"
         elif tiles >= FILLED * units:
@@ -110,8 +108,7 @@ def _animation_ui(setup: DecodeSetup, s: Settings) -> None:
                  f"draws at most {BLOCKS_DRAWN_MAX}. Raise the page size to at least "
                  f"{math.ceil(max(setup.lens) / BLOCKS_DRAWN_MAX)} or shorten the cache.")
         return
-    with threads_set_to(s.threads):
-        units = parallel_units(torch.device(s.device))
+    units = units_here(s.device, s.threads)
     trace, table, num_pages, paged_err = animation_data(setup.lens, setup.page, setup.chosen_splits(units))
     st.markdown(_schedule_md(setup, trace, units, s.device))
     show_figure(decode_animation(trace), key="decode_animation")
@@ -129,15 +126,24 @@ def _animation_ui(setup: DecodeSetup, s: Settings) -> None:
                    f"from the same cache stored contiguously by at most {paged_err:.1e}.")
 
 
+def bound_sentence(rows: pd.DataFrame, dtype: str) -> str:
+    """'**memory-bound** on A100 (ridge 153), H100 ... and H200 ...' (or split by bound): bounds_by_device in words."""
+    parts = []
+    for kind, devices in bounds_by_device(rows, GPUS, dtype).items():
+        names = [f"{name.split(' (')[0]} (ridge {ridge:.3g})" for name, ridge in devices]
+        if names:
+            parts.append(f"**{kind}-bound** on {', '.join(names)}")
+    return "; ".join(parts)
+
+
 def story_md(setup: DecodeSetup, rows: pd.DataFrame, costs: pd.DataFrame) -> list[str]:
     """The memory-bound story at these settings, one claim per paragraph, each computed from the model."""
     this = costs[costs["this"]].iloc[0]
     b, g, B = DTYPE_BYTES[setup.dtype], setup.group, len(setup.lens)
-    per_key = 2 * setup.heads_kv * setup.d * b
-    rough = 2 * g / b  # 4 N d FLOPs per query head over 2 N d b bytes per K/V head: 2 g / b FLOP/byte
-    decode = rows[rows["kind"] == "decode"]
+    per_key, rough = setup.bytes_per_key, setup.cache_intensity
+    decode = rows[rows["kind"] == DECODE]
     mine = decode[decode["label"] == this["variant"]]
-    prefill = rows[rows["kind"] == "prefill"]
+    prefill = rows[rows["kind"] == PREFILL]
     paras = [
         f"**Bytes per token.** One decode step reads the whole K/V cache: {per_key:,} bytes per cached key "
         f"(K and V × H_kv = {setup.heads_kv} heads × d = {setup.d} × {b} bytes of {setup.dtype}), so "
@@ -149,11 +155,11 @@ def story_md(setup: DecodeSetup, rows: pd.DataFrame, costs: pd.DataFrame) -> lis
         f"= 2·{g}/{b} = {rough:.3g} FLOP/byte: "
         + ("each K/V byte serves every query head of its group, so GQA multiplies the intensity by g."
            if g > 1 else "with MHA every K/V head serves a single query head."),
-        f"This step is {bound_sentence(mine, GPUS, setup.dtype)} (ridge = peak / bandwidth in FLOP/byte, at "
+        f"This step is {bound_sentence(mine, setup.dtype)} (ridge = peak / bandwidth in FLOP/byte, at "
         f"{setup.dtype}): below the ridge the roofline model's time is the bytes over the bandwidth, whatever the "
         "kernel. "
         f"Prefill of the same {max(setup.lens)} tokens runs at {prefill['intensity'].iloc[0]:.3g} FLOP/byte: "
-        f"{bound_sentence(prefill, GPUS, setup.dtype)}.",
+        f"{bound_sentence(prefill, setup.dtype)}.",
     ]
     mha = costs[costs["variant"] == "MHA"].iloc[0]
     if g > 1:
@@ -171,8 +177,8 @@ def story_md(setup: DecodeSetup, rows: pd.DataFrame, costs: pd.DataFrame) -> lis
 
 def _story_ui(setup: DecodeSetup) -> None:
     st.subheader("Why decoding is memory-bound")
-    costs = variant_costs(setup)
-    rows = roofline_rows(setup)
+    costs = variant_costs(setup.lens, setup.d, setup.heads_q, setup.heads_kv, setup.dtype)
+    rows = decode_roofline_rows(setup.lens, setup.d, setup.heads_q, setup.heads_kv, setup.dtype, GPUS)
     for para in story_md(setup, rows, costs):
         st.markdown(para)
     roofs = pd.DataFrame([{"device": d.name, "peak_flops": d.peak(setup.dtype), "bandwidth": d.bandwidth}
@@ -190,9 +196,9 @@ def _story_ui(setup: DecodeSetup) -> None:
 
 def measured_md(df: pd.DataFrame, bandwidth: float | None, machine: str) -> str:
     """What the measurement shows: the fastest flash_decode against SDPA and, on a CPU, the machine's bandwidth."""
-    flash = df[df["label"].str.startswith("flash_decode")]
+    flash = df[df["label"].str.startswith(FLASH_LABEL)]
     best = flash.loc[flash["time_s"].idxmin()]
-    sdpa = df[df["label"].str.startswith("SDPA")].iloc[0]
+    sdpa = df[df["label"] == SDPA_LABEL].iloc[0]
     text = (f"Fastest flash_decode here: **{best['label']}**, {best['time_s'] * 1e3:.3g} ms per step, reading the "
             f"cache at **{best['GB_per_s']:.3g} GB/s**")
     if bandwidth:
@@ -221,13 +227,12 @@ def _measure_ui(setup: DecodeSetup, s: Settings) -> None:
                  + f"); the live cap is {format_bytes(LIVE_KV_BYTES_MAX)}. Lower the cache length, the heads, "
                  "d (sidebar) or the batch.")
         return
-    with threads_set_to(s.threads):
-        n_fns = len(timed_splits(setup, parallel_units(torch.device(s.device)))) + 2  # + SDPA and naive
+    n_fns = timed_count(setup, s.device)  # the flash_decode runs, SDPA and naive
     result = run_button_ui(
         "decode", decode_timing, (setup, s.device, s.reps), label="Run decode timing", title="Decode timing",
         help="Times flash_decode at a few split counts, SDPA and naive on these settings (cached per setting).",
         idle=f"Press **Run decode timing** to time {n_fns} implementations × {s.reps} repeat(s) on "
-             f"{format_bytes(sum(2 * setup.heads_kv * n * setup.d * DTYPE_BYTES[setup.dtype] for n in setup.lens))} "
+             f"{format_bytes(setup.kv_bytes)} "
              "of K/V cache.")
     if result is None:
         return

@@ -19,6 +19,7 @@ from typing import Any
 
 from flashviz.figures.tilemap import MAX_FRAMES  # plain Python: no plotly, pandas or torch
 from flashviz.limits import HEADS_MAX, LIST_MAX, REPEATS_MAX
+from flashviz.mask_presets import MaskParam, mask_settings, preset_labels  # torch-free: the presets in one table
 from flashviz.ui.sizes import (
     BLOCK_MAX,
     BLOCK_MIN,
@@ -72,27 +73,8 @@ DEC_LENS = {  # URL name -> label: the batch's cache lengths as fractions of the
     "four": "4 sequences: N each",
     "ragged": "4 sequences: N, 0.7N, 0.4N, 0.1N",
 }
-# -- Masks
-MASK_PRESETS = {  # URL name -> label: the mask_mod presets of flashviz.masks the Masks view offers
-    "causal": "causal",
-    "sliding_window": "sliding window",
-    "prefix_lm": "prefix LM",
-    "document": "document",
-    "attention_sink": "attention sink",
-    "chunked": "chunked",
-    "dilated": "dilated",
-}
-MASK_COMBINE = {"none": "no", "and": "AND", "or": "OR"}
-DOC_PATTERNS = {  # URL name -> label; flashviz.measure.maskview scales each pattern's ratios to N
-    "mixed": "4 mixed",
-    "equal2": "2 equal",
-    "equal4": "4 equal",
-    "equal8": "8 equal",
-    "growing": "4 growing",
-}
-SCORE_MODS = {"none": "none", "alibi": "ALiBi", "softcap": "softcap"}
-DILATION_MAX = 1024  # dilated(window, dilation): a stride beyond this leaves only the diagonal at any N shown
-CAP_MAX = 1000  # softcap(cap): scores of fp32 attention are far below this; larger caps change nothing
+# -- Masks: every setting comes from flashviz.mask_presets, the one table of the presets and their parameters
+MASK_PRESETS = preset_labels()  # URL name -> label of each preset the Masks view offers
 
 
 @dataclass(frozen=True, eq=False)
@@ -112,8 +94,18 @@ class View:
         return getattr(importlib.import_module(module), name)
 
 
-MASK_SETTINGS = ("mask", "mcomb", "mask2", "mdocs", "mprefix", "msinks", "mwin", "mright", "mchunk", "mdil",
-                 "mscore", "mcap")  # the Masks tab's own settings, declared in its entry below
+
+
+def mask_setting(p: MaskParam) -> Field:
+    """A Masks-tab setting as flashviz.mask_presets declares it: default, bounds, step, label and help."""
+    if p.options:
+        return setting(p.default, Spec(CHOICE, p.widget, p.label, help=p.help, place=TAB, options=p.options,
+                                       labels=p.labels))
+    return setting(p.default, Spec(INT, p.widget, p.label, help=p.help, place=TAB, lo=p.lo, hi=p.hi,
+                                   increment=p.step))
+
+
+MASK_SETTINGS = tuple(mask_settings())  # the Masks tab's own settings (URL keys), declared in its entry below
 VIEWS: tuple[View, ...] = (
     View("how", "How it works", "flashviz.ui.how_it_works:how_it_works_ui",
          sidebar=("n", "d", "br", "bc", "causal", "window", "dtype"),
@@ -223,49 +215,7 @@ VIEWS: tuple[View, ...] = (
                  "positions; a short sequence simply has nothing in the later splits.")),
     )),
     View("masks", "Masks", "flashviz.ui.masks:masks_ui", sidebar=("n", "d", "br", "bc", "dtype", "heads", "threads"),
-         own=dict(
-    mask=setting("document", Spec(
-        CHOICE, "selectbox", "Mask", options=tuple(MASK_PRESETS), labels=MASK_PRESETS, place=TAB,
-        help="A FlexAttention mask_mod preset from flashviz.masks (causal_mask, sliding_window, prefix_lm, document, "
-             "attention_sink, chunked, dilated): which keys j each query i sees.")),
-    mcomb=setting("and", Spec(
-        CHOICE, "selectbox", "Combine", options=tuple(MASK_COMBINE), labels=MASK_COMBINE, place=TAB,
-        help="Combine with a second mask: AND keeps a key only where both masks see it (torch's and_masks); OR "
-             "where either does (or_masks).")),
-    mask2=setting("causal", Spec(
-        CHOICE, "selectbox", "Second mask", options=tuple(MASK_PRESETS), labels=MASK_PRESETS, place=TAB,
-        help="Combined with the first mask. Two presets of the same kind share their parameters.")),
-    mdocs=setting("mixed", Spec(
-        CHOICE, "selectbox", "Documents", options=tuple(DOC_PATTERNS), labels=DOC_PATTERNS, place=TAB,
-        help="How N tokens are packed into documents, in relative lengths: 4 mixed = 1000 : 1500 : 600 : 996 (the "
-             "lengths at N = 4096), 4 growing = 1 : 2 : 4 : 8. Scaled to N, so they always sum to N.")),
-    mprefix=setting(256, Spec(
-        INT, "number_input", "Prefix", lo=0, hi=N_MAX, increment=64, place=TAB,
-        help="prefix_lm: keys j < prefix are seen by every query (bidirectional prefix); the rest is causal.")),
-    msinks=setting(4, Spec(
-        INT, "number_input", "Sinks", lo=0, hi=N_MAX, place=TAB,
-        help="attention_sink: the first keys every query keeps (StreamingLLM's attention sinks).")),
-    mwin=setting(128, Spec(
-        INT, "number_input", "Window", lo=0, hi=N_MAX, increment=64, place=TAB,
-        help="sliding_window: keys i − w ≤ j a query sees; attention_sink: its causal window; dilated: the "
-             "largest distance |i − j|.")),
-    mright=setting(0, Spec(
-        INT, "number_input", "Reach ahead", lo=0, hi=N_MAX, increment=64, place=TAB,
-        help="sliding_window only: keys j ≤ i + right a query sees (0: causal sliding window).")),
-    mchunk=setting(256, Spec(
-        INT, "number_input", "Chunk", lo=1, hi=N_MAX, increment=64, place=TAB,
-        help="chunked: query i sees keys j ≤ i of its own chunk (j // chunk = i // chunk).")),
-    mdil=setting(4, Spec(
-        INT, "number_input", "Dilation", lo=1, hi=DILATION_MAX, place=TAB,
-        help="dilated: a query sees every dilation-th key within the window (i − j divisible by dilation).")),
-    mscore=setting("none", Spec(
-        CHOICE, "selectbox", "Score mod", options=tuple(SCORE_MODS), labels=SCORE_MODS, place=TAB,
-        help="A score_mod changes the scores before the softmax; it never changes which tiles are computed. "
-             "ALiBi adds m_h (j − i) per head (H from the sidebar); softcap squashes scores into (−cap, cap).")),
-    mcap=setting(30, Spec(
-        INT, "number_input", "Cap", lo=1, hi=CAP_MAX, place=TAB,
-        help="softcap: cap · tanh(score / cap). Gemma 2 caps attention logits at 50.")),
-    )),
+         own={name: mask_setting(param) for name, param in mask_settings().items()}),
 )
 SLUGS = tuple(v.slug for v in VIEWS)
 LABELS = {v.slug: v.label for v in VIEWS}  # slug -> the tab's label

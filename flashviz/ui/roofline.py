@@ -8,8 +8,9 @@ the three kernels here, so the predicted GPU speedup stands next to a measured o
 they are timed there too and join the chart as stars. Every sentence under the chart is computed from the same
 DataFrames the chart draws.
 
-Widgets -> roofline_points / io_cost (a model: instant, no button) -> flashviz.figures.roofline figures;
-Run -> `measure` (cached run_sweep under the timing lock, on the CPU and on CUDA when present).
+Widgets -> flashviz.measure.roofline_runs (the model's points: instant, no button) -> flashviz.figures.roofline
+figures; Run -> `measure` (roofline_runs.measure_roofline, cached, under the timing lock, on the CPU and on CUDA
+when present).
 Legend: N sequence length (N_q = N_k), d head dimension, Br = block_q, Bc = block_k, B batch, H heads,
 I arithmetic intensity (FLOP/byte).
 """
@@ -17,21 +18,31 @@ I arithmetic intensity (FLOP/byte).
 from __future__ import annotations
 
 import threading
-import time
-from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
-import torch
 
-from flashviz.core.tiling import tile_schedule
 from flashviz.figures.roofline import SHORT, roofline_figure, speedup_figure, speedup_table
 from flashviz.figures.style import set_subtitle
 from flashviz.limits import LIVE_TIME_BUDGET_S
-from flashviz.measure.guards import format_bytes
-from flashviz.measure.sweep import cut_short, run_sweep
-from flashviz.model.iomodel import IOCost, io_cost
-from flashviz.model.roofline import GPUS, MATMUL_N, MEMORY, Device, roof_lines, roofline_points, this_machine
+from flashviz.measure import roofline_runs
+from flashviz.measure.roofline_runs import (
+    CPU_NAME,
+    CPU_TIMED,
+    CUDA,
+    REPEATS,
+    RUN_IMPLS,
+    TIMED,
+    computed_tiles,
+    costs,
+    cpu_device,
+    device_rates,
+    model_points,
+    timed_points,
+)
+from flashviz.measure.sweep import cut_short
+from flashviz.model.iomodel import IOCost
+from flashviz.model.roofline import MATMUL_N, MEMORY, Device
 from flashviz.ui import jobs
 from flashviz.ui.drawing import not_run_ui, show_figure
 from flashviz.ui.lock import Progress, holding
@@ -39,88 +50,8 @@ from flashviz.ui.machine import machine_env
 from flashviz.ui.runs import remembered, run_button_ui
 from flashviz.ui.state import Settings
 from flashviz.ui.widgets import draw
-from flashviz.vocab import (
-    ALGORITHMS,
-    DTYPE_BYTES,
-    FULL,
-    IMPL_LOOP_ORDER,
-    KV_OUTER,
-    NAIVE,
-    OK,
-    PARTIAL,
-    Q_OUTER,
-    TILED_IMPLS,
-)
-
-RUN_IMPLS = (NAIVE, *TILED_IMPLS)  # what the Run button times
-IMPL_ALGORITHM = {NAIVE: NAIVE, **IMPL_LOOP_ORDER}  # sweep name -> roofline algorithm
-REPEATS = 3  # timed calls per kernel (median): the default run stays a few seconds on 2 cores
-WARMUP = 0  # run_sweep's memory measurement calls each kernel once before it is timed: that is the warm-up
-CPU_NAME = "this CPU, measured"  # the roof's legend reads "this CPU, measured roof"
-CPU_TIMED = "this CPU"  # the device_name of the CPU's timed rows
-TIMED = " (timed here)"  # appended to a device's name on the points the Run button measured
-CUDA = "cuda"
-
-
-def cpu_device() -> Device:
-    """This CPU as a roofline Device: its matmul rate and read bandwidth, measured once per process."""
-    return replace(this_machine(), name=CPU_NAME)
-
-
-def gpu_name() -> str:
-    """The CUDA device's name as PyTorch reports it (e.g. "NVIDIA H100 80GB HBM3")."""
-    return torch.cuda.get_device_name(0)
-
-
-def costs(s: Settings) -> dict[str, IOCost]:
-    """io_cost of naive, FA1 and FA2 at the sidebar's settings (element counts; bytes at float32)."""
-    return {a: io_cost(a, s.n, s.n, s.d, s.br, s.bc, causal=s.causal, window=s.window, batch=s.batch,
-                       heads=s.heads, dtype_bytes=DTYPE_BYTES["float32"]) for a in ALGORITHMS}
-
-
-def model_points(s: Settings, gpu_dtype: str, cpu: Device) -> pd.DataFrame:
-    """roofline_points on A100, H100, H200 at gpu_dtype and on this CPU at the sidebar's dtype, with a dtype column.
-
-    The CPU rows keep measured=False: their roof is measured, but each point is placed by the model (stars are kept
-    for kernels actually timed)."""
-    kw = dict(block_q=s.br, block_k=s.bc, causal=s.causal, window=s.window, batch=s.batch, heads=s.heads)
-    gpus = roofline_points(s.n, s.d, dtype=gpu_dtype, devices=GPUS, **kw).assign(dtype=gpu_dtype)
-    here = roofline_points(s.n, s.d, dtype=s.dtype, devices=(cpu,), **kw).assign(dtype=s.dtype, measured=False)
-    return pd.concat([gpus, here], ignore_index=True)
-
-
-def device_rates(gpu_dtype: str, cpu: Device, cpu_dtype: str) -> pd.DataFrame:
-    """One row per device: device, peak_flops (FLOP/s), bandwidth (bytes/s), ridge (FLOP/byte), dtype."""
-    roofs = pd.concat([roof_lines(GPUS, dtype=gpu_dtype).assign(dtype=gpu_dtype),
-                       roof_lines([cpu], dtype=cpu_dtype).assign(dtype=cpu_dtype)], ignore_index=True)
-    return roofs.drop_duplicates("device")[["device", "peak_flops", "bandwidth", "ridge", "dtype"]]
-
-
-def timed_points(df: pd.DataFrame | None) -> pd.DataFrame:
-    """Roofline rows (measured=True) of the kernels `measure` timed: I = modelled FLOPs / modelled bytes, at the
-    FLOP/s the kernel reached (FLOPs / median time), one row per (device, algorithm) that ran (none for None).
-
-    Example:
-        >>> df = pd.DataFrame({"impl": ["naive", "flash2"], "status": ["ok", "ok"], "flops": [8e9, 8e9],
-        ...                    "hbm_bytes": [4e8, 1e8], "time_s": [2.0, 1.0], "device_name": ["GPU", "GPU"]})
-        >>> pts = timed_points(df)
-        >>> pts[["device", "algorithm", "intensity", "speedup_vs_naive"]].values.tolist()
-        [['GPU (timed here)', 'naive', 20.0, 1.0], ['GPU (timed here)', 'q_outer', 80.0, 2.0]]
-        >>> pts["attainable_flops"].tolist()  # FLOPs / seconds
-        [4000000000.0, 8000000000.0]
-    """
-    rows = []
-    ok = df[df["status"].astype(str).eq(OK) & df["impl"].isin(RUN_IMPLS)] if df is not None else df
-    for name, mine in ([] if ok is None else ok.groupby("device_name", sort=False)):
-        naive = mine.loc[mine["impl"].eq("naive"), "time_s"]
-        for r in mine.itertuples():
-            rows.append({"device": f"{name}{TIMED}", "algorithm": IMPL_ALGORITHM[r.impl], "flops": r.flops,
-                         "hbm_bytes": r.hbm_bytes, "intensity": r.flops / r.hbm_bytes,
-                         "attainable_flops": r.flops / r.time_s, "time_s": r.time_s,
-                         "speedup_vs_naive": float(naive.iloc[0]) / r.time_s if len(naive) else float("nan"),
-                         "measured": True})
-    return pd.DataFrame(rows, columns=["device", "algorithm", "flops", "hbm_bytes", "intensity", "attainable_flops",
-                                       "time_s", "speedup_vs_naive", "measured"])
+from flashviz.units import format_bytes
+from flashviz.vocab import ALGORITHMS, DTYPE_BYTES, KV_OUTER, NAIVE, Q_OUTER
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -128,23 +59,15 @@ def measure(n: int, d: int, br: int, bc: int, causal: bool, window: tuple[int, i
             cpu_dtype: str, gpu_dtype: str, devices: tuple[str, ...], threads: int,
             time_budget_s: float = LIVE_TIME_BUDGET_S, _progress: Progress | None = None,
             _lock: threading.Lock | None = None) -> pd.DataFrame:
-    """Time naive, flash and flash2 at one setting with run_sweep: on the CPU at cpu_dtype, and on CUDA at gpu_dtype
-    when "cuda" is in devices. run_sweep's rows plus device_name (CPU_TIMED or the GPU's name)."""
-    runs = [("cpu", cpu_dtype), *([(CUDA, gpu_dtype)] if CUDA in devices else [])]
-    frames = []
+    """roofline_runs.measure_roofline under the timing lock: naive, flash and flash2 here (and on CUDA)."""
     with holding(_lock or threading.Lock(), _progress):
-        start = time.perf_counter()
-        for i, (device, dtype) in enumerate(runs):
-            def step(done: int, total: int, what: str, i: int = i, device: str = device) -> None:
-                if _progress is not None:
-                    _progress(i * len(RUN_IMPLS) + done, len(runs) * len(RUN_IMPLS), f"{device}: {what}")
+        return roofline_runs.measure_roofline(n, d, br, bc, causal, window, batch, heads, cpu_dtype, gpu_dtype,
+                                              devices, threads, time_budget_s, progress=_progress)
 
-            df = run_sweep([n], d=d, block_q=br, block_k=bc, causal=causal, window=window, impls=RUN_IMPLS,
-                           batch=batch, heads=heads, dtype=dtype, device=device, threads=threads, repeats=REPEATS,
-                           warmup=WARMUP, progress=step,
-                           time_budget_s=max(0.0, time_budget_s - (time.perf_counter() - start)))
-            frames.append(df.assign(device_name=gpu_name() if device == CUDA else CPU_TIMED))
-    return pd.concat(frames, ignore_index=True)
+
+def points_of(s: Settings, cpu: Device) -> pd.DataFrame:
+    """model_points at the sidebar's settings (GPUs at the tab's GPU dtype, this CPU at the sidebar's)."""
+    return model_points(s.n, s.d, s.br, s.bc, s.causal, s.window, s.batch, s.heads, s.dtype, s.gpu_dtype, cpu)
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -289,7 +212,7 @@ def roofline_ui(s: Settings) -> None:
     env = machine_env()
     cuda = tuple(d for d in env.devices if d == CUDA)
     cpu = cpu_device()
-    points = model_points(s, s.gpu_dtype, cpu)
+    points = points_of(s, cpu)
     rates = device_rates(s.gpu_dtype, cpu, s.dtype)
     args = run_args(s, cuda)
     before = remembered("roof", args)
@@ -300,7 +223,7 @@ def roofline_ui(s: Settings) -> None:
     c2.caption("The GPU roofs are drawn at a tensor-core dtype by default: FlashAttention runs fp16/bf16 there. "
                "This CPU keeps the sidebar's dtype.")
     st.markdown(INTRO)
-    st.markdown(traffic_md(s, s.gpu_dtype, costs(s)))
+    st.markdown(traffic_md(s, s.gpu_dtype, costs(s.n, s.d, s.br, s.bc, s.causal, s.window, s.batch, s.heads)))
     st.markdown(bound_table_md(points, rates))
     st.markdown(gpu_speedups_md(points, s.gpu_dtype))
     st.markdown(cpu_model_md(points, cpu, s.dtype))
@@ -375,7 +298,6 @@ def _speedup_ui(s: Settings, points: pd.DataFrame, timed: pd.DataFrame, df: pd.D
     if df is None:
         return
     not_run_ui(df)
-    tiles = tile_schedule(s.n, s.n, s.br, s.bc, causal=s.causal, window=s.window).counts()
-    st.markdown(timed_md(timed, points, s, tiles[FULL] + tiles[PARTIAL]))
+    st.markdown(timed_md(timed, points, s, computed_tiles(s.n, s.br, s.bc, s.causal, s.window)))
     with st.expander("The measurements"):
         st.dataframe(df, hide_index=True)

@@ -17,11 +17,8 @@ from typing import Any
 
 import streamlit as st
 
+from flashviz.measure.progress import Cancelled  # raised by a Job's progress callback after Cancel was pressed
 from flashviz.ui.lock import timing_lock
-
-
-class Cancelled(Exception):
-    """Raised inside a worker, at its next progress report, after the user pressed Cancel."""
 
 
 @dataclass
