@@ -20,17 +20,9 @@ S_ij and m_i are in log2 units and P~_ij = exp2(S_ij - m_i), which is the same n
 cheaper to compute. Reported m and L are converted back to natural log.
 "Load" means slicing a tile out of the (HBM) input; only tiles that tile_schedule marks as computed are ever loaded.
 
-Steps: the classic path (causal and window, no mask_mod) computes one tile per loop iteration, as the paper's loops
-do and as the dashboard's Benchmark and Block size views explain. With a mask_mod (the FlexAttention path) and no
-on_tile callback, consecutive computed tiles of one Q-block row (q_outer) or K/V-block column (kv_outer) are
-computed as one wider tile, a Step (TileSchedule.runs): a programmable mask is classified once and typically leaves
-long runs of full tiles (documents, prefixes), and on a CPU the per-iteration overhead of many small tiles would
-otherwise dominate. The K/V (or Q) slices of adjacent blocks are one contiguous view (no copy), full tiles still
-apply no mask and partial ones add their cached mask to their own block of the step, so a step of n tiles does the
-work of its n tiles with one launch of each op instead of n (the row max is updated once per step instead of once
-per tile: the same result up to rounding). A step spans at most MAX_STEP_WIDTH key columns (q_outer) or query rows
-(kv_outer), so its scores never grow with N. With on_tile every step is a single tile, so that each tile reports
-the running m_i, l_i it leaves behind.
+Steps: on the classic path (causal and window, no mask_mod) every computed tile is one loop iteration; with a
+mask_mod and no on_tile, runs of adjacent tiles are computed as one wider step (flash_schedule.py explains why and
+how wide). With on_tile every step is a single tile, so that each tile reports the running m_i, l_i it leaves.
 
 FlexAttention's mask_mod and score_mod (torch.nn.attention.flex_attention's signatures) run on the same schedule:
 tile_schedule classifies the mask_mod (with causal and window) over every batch and query head, so skipped tiles are
@@ -47,13 +39,14 @@ from operator import attrgetter
 
 import torch
 
+from flashviz.core.flash_schedule import Step, check_schedule, schedule_steps
+from flashviz.core.tilemask import NEG_INF, add_tile_bias, mask_tile
 from flashviz.core.tilemods import TileScoreMod
 from flashviz.core.tiling import Tile, TileMasks, TileSchedule, tile_schedule
 from flashviz.core.validate import AttentionConfig, Window, tiled_config
 from flashviz.masks import MaskMod, ScoreMod
 from flashviz.vocab import PARTIAL
 
-NEG_INF = float("-inf")
 LOG2_E = 1.4426950408889634  # 1/ln(2): e^x = 2^(x log2 e), and exp2 is ~3x cheaper than exp on CPU
 LN_2 = 0.6931471805599453  # ln(2): converts base-2 maxima and logsumexps back to natural log
 # Widest step (mask_mod path): consecutive tiles are merged only up to this many key columns (q_outer) or query
@@ -106,67 +99,10 @@ def ungroup_rows(x: torch.Tensor, B: int, H: int, heads_kv: int) -> torch.Tensor
     return x.reshape(B, H, N, *rest)  # (B, H, N, *rest)
 
 
-def _grouped(S_ij: torch.Tensor, mask: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """S_ij (BH_kv, Br G, Bc) and a tile mask (Br, Bc) or (B H, Br, Bc) as views that broadcast together."""
-    if G == 1:
-        return S_ij, mask  # (BH, Br, Bc) and (Br, Bc) or (BH, Br, Bc)
-    BH_kv, _, Bc = S_ij.shape
-    Br = mask.shape[-2]
-    # (B H, Br, Bc) with head h = h_kv G + g -> (BH_kv, Br, G, Bc); one mask for all heads (Br, Bc) -> (Br, 1, Bc)
-    mask = mask.view(BH_kv, G, Br, Bc).transpose(1, 2) if mask.dim() == 3 else mask[:, None, :]
-    return S_ij.view(BH_kv, Br, G, Bc), mask  # S_ij may be a strided slice of a step: splitting its rows is a view
-
-
-def mask_tile(S_ij: torch.Tensor, hidden: torch.Tensor, G: int) -> None:
-    """Set the hidden elements of a partial tile's scores to -inf, in place.
-
-    Args:
-        S_ij: (BH_kv, Br G, Bc) scores in group_rows' layout.
-        hidden: (Br, Bc) bool, True where the key is not visible, the same for every head; or (B H, Br, Bc) for a
-            mask_mod that reads b or h, row b H + h (TileMasks.hidden).
-        G: query heads per K/V head.
-    """
-    if S_ij.numel() == 0:
-        return  # B H = 0: nothing to mask (and no (b, h) for a per-head mask to match)
-    S, hidden = _grouped(S_ij, hidden, G)
-    S.masked_fill_(hidden, NEG_INF)
-
-
-def add_tile_bias(S_ij: torch.Tensor, bias: torch.Tensor, G: int) -> None:
-    """mask_tile with the additive form of the mask (TileMasks.bias: 0 visible, -inf hidden), in place: the same
-    result for finite scores, about 8x faster on CPU. S_ij: (BH_kv, Br G, Bc); bias: (Br, Bc) or (B H, Br, Bc)."""
-    if S_ij.numel() == 0:
-        return  # B H = 0
-    S, bias = _grouped(S_ij, bias, G)
-    S.add_(bias)
-
-
-@dataclass(frozen=True)
-class Step:
-    """A run of consecutive computed tiles (TileSchedule.runs), computed as one tile of S: rows [q_start, q_end) x
-    columns [k_start, k_end). q_outer runs share the rows and abut in columns; kv_outer runs the other way round."""
-
-    tiles: tuple[Tile, ...]
-    q_start: int
-    q_end: int
-    k_start: int
-    k_end: int
-    partial: bool  # some tile has masked elements
-
-    @classmethod
-    def of(cls, run: tuple[Tile, ...]) -> Step:
-        first, last = run[0], run[-1]
-        return cls(run, first.q_start, last.q_end, first.k_start, last.k_end, any(t.status == PARTIAL for t in run))
-
-
 def _steps(schedule: TileSchedule, on_tile: TileCallback | None) -> list[Step]:
     """The schedule's computed tiles as steps: single tiles on the classic path (no mask_mod) and with on_tile (one
-    event each); with a mask_mod, runs of adjacent tiles up to MAX_STEP_WIDTH wide along the inner loop (key columns
-    for q_outer, query rows for kv_outer)."""
-    block = schedule.block_q if schedule.loop_order == "kv_outer" else schedule.block_k
-    merge = on_tile is None and schedule.mask_mod is not None
-    max_tiles = max(1, MAX_STEP_WIDTH // block) if merge else 1
-    return [Step.of(run) for run in schedule.runs(max_tiles)]
+    event each); with a mask_mod, runs of adjacent tiles up to MAX_STEP_WIDTH wide along the inner loop."""
+    return schedule_steps(schedule, on_tile is None and schedule.mask_mod is not None, MAX_STEP_WIDTH)
 
 
 def _emit(on_tile: TileCallback | None, tile: Tile, m_i: torch.Tensor, l_i: torch.Tensor, G: int) -> None:
@@ -245,32 +181,6 @@ def build_schedule(config: AttentionConfig, loop_order: str) -> TileSchedule:
     c = config
     return tile_schedule(c.n_q, c.n_k, c.block_q, c.block_k, causal=c.causal, window=c.window, loop_order=loop_order,
                          mask_mod=c.mask_mod, batch=max(c.B, 1), heads=max(c.H, 1))
-
-
-def check_schedule(schedule: object, config: AttentionConfig, loop_order: str) -> TileSchedule:
-    """Return a prebuilt schedule if it is the one build_schedule(config, loop_order) would make, else raise.
-
-    Compared: N_q, N_k, Br, Bc, causal, window, loop order, the mask_mod (the same function object) and, with a
-    mask_mod, the batch and heads it was classified over.
-    """
-    if not isinstance(schedule, TileSchedule):
-        raise TypeError(f"schedule must be a TileSchedule from tile_schedule(...), or None, got "
-                        f"{type(schedule).__name__}.")
-    c, s = config, schedule
-    want = {"n_q": c.n_q, "n_k": c.n_k, "block_q": c.block_q, "block_k": c.block_k, "causal": c.causal,
-            "window": c.window, "loop_order": loop_order}
-    if c.mask_mod is not None:
-        want |= {"batch": max(c.B, 1), "heads": max(c.H, 1)}
-    got = {name: getattr(s, name) for name in want}
-    wrong = [f"{n}={got[n]!r} (the call has {want[n]!r})" for n in want if got[n] != want[n]]
-    if s.mask_mod is not c.mask_mod:
-        wrong.append(f"mask_mod={getattr(s.mask_mod, '__name__', s.mask_mod)} (the call has "
-                     f"{getattr(c.mask_mod, '__name__', c.mask_mod)})")
-    if wrong:
-        raise ValueError(f"schedule does not match this call: {', '.join(wrong)}. Build it with tile_schedule(N_q, "
-                         "N_k, block_q, block_k, causal=, window=, loop_order=, mask_mod=, batch=B, heads=H) from the "
-                         "same values the call gets, or pass schedule=None to build it inside the call.")
-    return s
 
 
 def _kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSchedule, c: AttentionConfig,
