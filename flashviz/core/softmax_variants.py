@@ -2,7 +2,7 @@
 low-precision dtype before the P V matmul.
 
 References:
-    FlashAttention-4 (Dao et al., 2025; flash-attn's CuTe-DSL kernels, flash_attn/cute/softmax.py, SoftmaxSm100):
+    FlashAttention-4 (flash-attn's CuTe-DSL kernels for Blackwell, flash_attn/cute/softmax.py, SoftmaxSm100):
         the running row max moves only when a tile's max exceeds it by more than a threshold tau (8 in log2 units for
         16-bit inputs); otherwise the tile is exponentiated against the stale max and neither l_i nor the output
         accumulator is rescaled. The final normalisation divides by an l_i taken against the same stale max, so O
