@@ -6,7 +6,8 @@ the same call with rescale_threshold=8.0 (FlashAttention-4's conditional rescale
 `git worktree add --detach /tmp/before <commit>`), also the default call of DIR's flashviz, imported in this same
 process under its own copy of the package (each candidate runs with its own flashviz modules in sys.modules), so
 every candidate is timed interleaved, call by call, with flashviz.measure.timing.time_calls.
-Ratios > 1 are slower than this checkout's default path. Causal and dense, fp32, B = 1.
+Ratios > 1 are slower than this checkout's default path: the median over repeats of the paired ratio (each call
+against the default call of the same repeat). Causal and dense, fp32, B = 1.
 Run:  PYTHONPATH=$PWD python benchmarks/bench_numerics.py
       PYTHONPATH=$PWD python benchmarks/bench_numerics.py --checkout /tmp/before --n 2048 --repeats 9
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -68,6 +70,12 @@ def with_modules(fn: Callable, modules: dict[str, ModuleType], **kwargs) -> Call
     return call
 
 
+def paired_ratio(samples: tuple[float, ...], base: tuple[float, ...]) -> float:
+    """The median over repeats of sample_r / base_r: calls of one repeat run back to back, so a burst of load on
+    the shared machine hits both and cancels in their ratio (the ratio of the two medians does not cancel it)."""
+    return statistics.median(a / b for a, b in zip(samples, base, strict=True))
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=1024, help="sequence length N = N_q = N_k")
@@ -102,13 +110,15 @@ def main(argv: list[str] | None = None) -> None:
             if before is not None:
                 fns["checkout default"] = with_modules(before[0], before[1], **run)
             t = time_calls(fns, q, k, v, warmup=1, repeats=args.repeats, threads=args.threads)
-            base = t["default"].median
-            row = {"loop order": loop_order, "causal": causal, "default ms": f"{base * 1e3:.1f}"}
-            row |= {f"{name} / default": f"{t[name].median / base:.3f}" for name in fns if name != "default"}
+            base = t["default"].samples
+            row = {"loop order": loop_order, "causal": causal, "default ms": f"{t['default'].median * 1e3:.1f}"}
+            row |= {f"{name} / default": f"{paired_ratio(t[name].samples, base):.3f}" for name in fns
+                    if name != "default"}
             rows.append(row)
     threads = t["default"].threads
-    print(f"B=1 H={args.heads} N={args.n} d={args.d} Br=Bc={args.block} fp32, {threads} threads, medians of "
-          f"{args.repeats} interleaved calls (shared machine: compare the ratios, not the ms)")
+    print(f"B=1 H={args.heads} N={args.n} d={args.d} Br=Bc={args.block} fp32, {threads} threads, {args.repeats} "
+          "interleaved repeats; ratios: the median over repeats of each call's time / the default call's in the same "
+          "repeat (shared machine: compare the ratios, not the ms)")
     if before is not None:
         same = (fns["checkout default"](q, k, v) - fns["default"](q, k, v)).abs().max().item()
         print(f"checkout: {before[1]['flashviz'].__file__}; max |difference| of the two default outputs: {same:.2e}")
