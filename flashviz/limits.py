@@ -45,3 +45,10 @@ def tile_problem(ns: Iterable[int], block_q: int, block_k: int) -> str | None:
     need = math.ceil(worst / math.isqrt(TILES_MAX))  # square tiles of this size give at most TILES_MAX
     return (f"At N = {worst}, tiles of Br = {block_q} x Bc = {block_k} give {tiles:,} tiles per call; the Python "
             f"tile loop allows {TILES_MAX:,}. Raise the block size to at least {need} or lower N.")
+
+# -- the numerics lab (flashviz.measure.numerics_lab): every experiment keeps float64 references of (H, N_q, N_k)
+#    scores, so H N_q N_k 8 bytes <= 8 x 1024 x 1024 x 8 = 64 MiB
+NUMERICS_N_MAX = 1024  # N_q and N_k
+NUMERICS_HEADS_MAX = 8  # heads H (batch 1)
+NUMERICS_D_MAX = 256  # head dimension d
+NUMERICS_SEEDS_MAX = 16  # seeds the FP8 table may average over

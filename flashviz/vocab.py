@@ -76,3 +76,19 @@ ON_CHIP_TILE = "on chip, this tile only"  # S_ij, P_ij, dP_ij, dS_ij: recomputed
 HBM_STREAMED = "streamed from HBM every tile"  # Q_i, dO_i, L_i, D_i
 HBM_READ_WRITE = "read and written back in HBM every tile"  # dQ_i (an atomic add on a GPU)
 OPERAND_PLACES = (ON_CHIP_COLUMN, ON_CHIP_TILE, HBM_STREAMED, HBM_READ_WRITE)
+
+# -- the numerics lab (flashviz.numerics, flashviz.measure.numerics_lab): input precisions by name, the FP8 kernel,
+#    causal alignments
+E4M3, E5M2 = "e4m3", "e5m2"  # FP8 formats: 4 exponent + 3 mantissa bits (max 448), 5 + 2 (max 57344)
+FP8_FORMATS = (E4M3, E5M2)
+PRECISIONS = ("float32", "bfloat16", "float16", *FP8_FORMATS)  # what the lab's inputs are stored in
+PRECISION_DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16", E4M3: "float8_e4m3fn",
+                    E5M2: "float8_e5m2"}  # the name torch gives each (torch.<name>)
+PRECISION_LABELS = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", E4M3: "FP8 e4m3", E5M2: "FP8 e5m2"}
+FP8 = "fp8"  # the FP8 kernel: FlashAttention-3's forward, emulated (flashviz.numerics.fp8_attention)
+NUMERICS_KERNELS = (NAIVE, FLASH, FLASH2, SDPA, FP8)
+NUMERICS_KERNEL_LABELS = {NAIVE: "naive", FLASH: "FA1", FLASH2: "FA2", SDPA: "SDPA", FP8: "FA3 FP8"}
+TOP_LEFT = "top_left"  # causal alignment of SDPA's is_causal and this repo's causal=True: query i sees keys j <= i
+BOTTOM_RIGHT = "bottom_right"  # flash-attn's and flash_decode's: query i sees keys j <= i + N_k - N_q
+CAUSAL_ALIGNMENTS = (TOP_LEFT, BOTTOM_RIGHT)
+CAUSAL_ALIGNMENT_LABELS = {TOP_LEFT: "top-left (SDPA is_causal)", BOTTOM_RIGHT: "bottom-right (flash-attn)"}

@@ -20,17 +20,9 @@ S_ij and m_i are in log2 units and P~_ij = exp2(S_ij - m_i), which is the same n
 cheaper to compute. Reported m and L are converted back to natural log.
 "Load" means slicing a tile out of the (HBM) input; only tiles that tile_schedule marks as computed are ever loaded.
 
-Steps: the classic path (causal and window, no mask_mod) computes one tile per loop iteration, as the paper's loops
-do and as the dashboard's Benchmark and Block size views explain. With a mask_mod (the FlexAttention path) and no
-on_tile callback, consecutive computed tiles of one Q-block row (q_outer) or K/V-block column (kv_outer) are
-computed as one wider tile, a Step (TileSchedule.runs): a programmable mask is classified once and typically leaves
-long runs of full tiles (documents, prefixes), and on a CPU the per-iteration overhead of many small tiles would
-otherwise dominate. The K/V (or Q) slices of adjacent blocks are one contiguous view (no copy), full tiles still
-apply no mask and partial ones add their cached mask to their own block of the step, so a step of n tiles does the
-work of its n tiles with one launch of each op instead of n (the row max is updated once per step instead of once
-per tile: the same result up to rounding). A step spans at most MAX_STEP_WIDTH key columns (q_outer) or query rows
-(kv_outer), so its scores never grow with N. With on_tile every step is a single tile, so that each tile reports
-the running m_i, l_i it leaves behind.
+Steps: on the classic path (causal and window, no mask_mod) every computed tile is one loop iteration; with a
+mask_mod and no on_tile, runs of adjacent tiles are computed as one wider step (flash_schedule.py explains why and
+how wide). With on_tile every step is a single tile, so that each tile reports the running m_i, l_i it leaves.
 
 FlexAttention's mask_mod and score_mod (torch.nn.attention.flex_attention's signatures) run on the same schedule:
 tile_schedule classifies the mask_mod (with causal and window) over every batch and query head, so skipped tiles are
@@ -47,13 +39,15 @@ from operator import attrgetter
 
 import torch
 
+from flashviz.core.flash_schedule import Step, check_schedule, schedule_steps
+from flashviz.core.softmax_variants import SoftmaxStep, make_softmax_step, rescaled_rows
+from flashviz.core.tilemask import NEG_INF, add_tile_bias, mask_tile
 from flashviz.core.tilemods import TileScoreMod
 from flashviz.core.tiling import Tile, TileMasks, TileSchedule, tile_schedule
 from flashviz.core.validate import AttentionConfig, Window, tiled_config
 from flashviz.masks import MaskMod, ScoreMod
 from flashviz.vocab import PARTIAL
 
-NEG_INF = float("-inf")
 LOG2_E = 1.4426950408889634  # 1/ln(2): e^x = 2^(x log2 e), and exp2 is ~3x cheaper than exp on CPU
 LN_2 = 0.6931471805599453  # ln(2): converts base-2 maxima and logsumexps back to natural log
 # Widest step (mask_mod path): consecutive tiles are merged only up to this many key columns (q_outer) or query
@@ -79,6 +73,8 @@ class TileEvent:
     m: torch.Tensor  # (q_end - q_start,) running row max m_i after this tile, batch 0 head 0, fp32/fp64 on CPU;
     #                  (0,) when B * H = 0
     l: torch.Tensor  # (q_end - q_start,) running row sum l_i (relative to m_i) after this tile, batch 0 head 0
+    rescaled: torch.Tensor  # (q_end - q_start,) bool, batch 0 head 0: rows whose finite max moved at this tile (a
+    #                         rescale of l_i and O_i); the first visible key sets the max and is not one
 
 
 TileCallback = Callable[[TileEvent], None]
@@ -106,80 +102,26 @@ def ungroup_rows(x: torch.Tensor, B: int, H: int, heads_kv: int) -> torch.Tensor
     return x.reshape(B, H, N, *rest)  # (B, H, N, *rest)
 
 
-def _grouped(S_ij: torch.Tensor, mask: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """S_ij (BH_kv, Br G, Bc) and a tile mask (Br, Bc) or (B H, Br, Bc) as views that broadcast together."""
-    if G == 1:
-        return S_ij, mask  # (BH, Br, Bc) and (Br, Bc) or (BH, Br, Bc)
-    BH_kv, _, Bc = S_ij.shape
-    Br = mask.shape[-2]
-    # (B H, Br, Bc) with head h = h_kv G + g -> (BH_kv, Br, G, Bc); one mask for all heads (Br, Bc) -> (Br, 1, Bc)
-    mask = mask.view(BH_kv, G, Br, Bc).transpose(1, 2) if mask.dim() == 3 else mask[:, None, :]
-    return S_ij.view(BH_kv, Br, G, Bc), mask  # S_ij may be a strided slice of a step: splitting its rows is a view
-
-
-def mask_tile(S_ij: torch.Tensor, hidden: torch.Tensor, G: int) -> None:
-    """Set the hidden elements of a partial tile's scores to -inf, in place.
-
-    Args:
-        S_ij: (BH_kv, Br G, Bc) scores in group_rows' layout.
-        hidden: (Br, Bc) bool, True where the key is not visible, the same for every head; or (B H, Br, Bc) for a
-            mask_mod that reads b or h, row b H + h (TileMasks.hidden).
-        G: query heads per K/V head.
-    """
-    if S_ij.numel() == 0:
-        return  # B H = 0: nothing to mask (and no (b, h) for a per-head mask to match)
-    S, hidden = _grouped(S_ij, hidden, G)
-    S.masked_fill_(hidden, NEG_INF)
-
-
-def add_tile_bias(S_ij: torch.Tensor, bias: torch.Tensor, G: int) -> None:
-    """mask_tile with the additive form of the mask (TileMasks.bias: 0 visible, -inf hidden), in place: the same
-    result for finite scores, about 8x faster on CPU. S_ij: (BH_kv, Br G, Bc); bias: (Br, Bc) or (B H, Br, Bc)."""
-    if S_ij.numel() == 0:
-        return  # B H = 0
-    S, bias = _grouped(S_ij, bias, G)
-    S.add_(bias)
-
-
-@dataclass(frozen=True)
-class Step:
-    """A run of consecutive computed tiles (TileSchedule.runs), computed as one tile of S: rows [q_start, q_end) x
-    columns [k_start, k_end). q_outer runs share the rows and abut in columns; kv_outer runs the other way round."""
-
-    tiles: tuple[Tile, ...]
-    q_start: int
-    q_end: int
-    k_start: int
-    k_end: int
-    partial: bool  # some tile has masked elements
-
-    @classmethod
-    def of(cls, run: tuple[Tile, ...]) -> Step:
-        first, last = run[0], run[-1]
-        return cls(run, first.q_start, last.q_end, first.k_start, last.k_end, any(t.status == PARTIAL for t in run))
-
-
 def _steps(schedule: TileSchedule, on_tile: TileCallback | None) -> list[Step]:
     """The schedule's computed tiles as steps: single tiles on the classic path (no mask_mod) and with on_tile (one
-    event each); with a mask_mod, runs of adjacent tiles up to MAX_STEP_WIDTH wide along the inner loop (key columns
-    for q_outer, query rows for kv_outer)."""
-    block = schedule.block_q if schedule.loop_order == "kv_outer" else schedule.block_k
-    merge = on_tile is None and schedule.mask_mod is not None
-    max_tiles = max(1, MAX_STEP_WIDTH // block) if merge else 1
-    return [Step.of(run) for run in schedule.runs(max_tiles)]
+    event each); with a mask_mod, runs of adjacent tiles up to MAX_STEP_WIDTH wide along the inner loop."""
+    return schedule_steps(schedule, on_tile is None and schedule.mask_mod is not None, MAX_STEP_WIDTH)
 
 
-def _emit(on_tile: TileCallback | None, tile: Tile, m_i: torch.Tensor, l_i: torch.Tensor, G: int) -> None:
+def _emit(on_tile: TileCallback | None, tile: Tile, m_old: torch.Tensor, m_i: torch.Tensor, l_i: torch.Tensor,
+          G: int) -> None:
     """Report a computed tile for batch 0, head 0; m_i arrives in log2 units and leaves in natural-log units.
 
-    m_i, l_i: (BH_kv, Br G) in group_rows' layout, so head 0's rows are every G-th row of group 0.
+    m_old, m_i, l_i: (BH_kv, Br G) in group_rows' layout (the max before the tile, the max and sum after it), so
+    head 0's rows are every G-th row of group 0.
     """
     if on_tile is not None:
         if m_i.shape[0] == 0:  # B * H = 0: there is no batch 0, head 0 to report
-            m_i, l_i = m_i.new_empty(1, 0), l_i.new_empty(1, 0)
+            m_old, m_i, l_i = m_old.new_empty(1, 0), m_i.new_empty(1, 0), l_i.new_empty(1, 0)
         m0, l0 = m_i[0, ::G], l_i[0, ::G]  # (Br,) batch 0, head 0
         on_tile(TileEvent(tile.step, tile.q_block, tile.k_block, tile.status, tile.q_start, tile.q_end,
-                          tile.k_start, tile.k_end, m0.detach().cpu() * LN_2, l0.detach().cpu().clone()))
+                          tile.k_start, tile.k_end, m0.detach().cpu() * LN_2, l0.detach().cpu().clone(),
+                          rescaled_rows(m_old[0, ::G], m0).cpu()))
 
 
 def _load_kt(k: torch.Tensor, k_start: int, k_end: int, acc: torch.dtype) -> torch.Tensor:
@@ -247,34 +189,9 @@ def build_schedule(config: AttentionConfig, loop_order: str) -> TileSchedule:
                          mask_mod=c.mask_mod, batch=max(c.B, 1), heads=max(c.H, 1))
 
 
-def check_schedule(schedule: object, config: AttentionConfig, loop_order: str) -> TileSchedule:
-    """Return a prebuilt schedule if it is the one build_schedule(config, loop_order) would make, else raise.
-
-    Compared: N_q, N_k, Br, Bc, causal, window, loop order, the mask_mod (the same function object) and, with a
-    mask_mod, the batch and heads it was classified over.
-    """
-    if not isinstance(schedule, TileSchedule):
-        raise TypeError(f"schedule must be a TileSchedule from tile_schedule(...), or None, got "
-                        f"{type(schedule).__name__}.")
-    c, s = config, schedule
-    want = {"n_q": c.n_q, "n_k": c.n_k, "block_q": c.block_q, "block_k": c.block_k, "causal": c.causal,
-            "window": c.window, "loop_order": loop_order}
-    if c.mask_mod is not None:
-        want |= {"batch": max(c.B, 1), "heads": max(c.H, 1)}
-    got = {name: getattr(s, name) for name in want}
-    wrong = [f"{n}={got[n]!r} (the call has {want[n]!r})" for n in want if got[n] != want[n]]
-    if s.mask_mod is not c.mask_mod:
-        wrong.append(f"mask_mod={getattr(s.mask_mod, '__name__', s.mask_mod)} (the call has "
-                     f"{getattr(c.mask_mod, '__name__', c.mask_mod)})")
-    if wrong:
-        raise ValueError(f"schedule does not match this call: {', '.join(wrong)}. Build it with tile_schedule(N_q, "
-                         "N_k, block_q, block_k, causal=, window=, loop_order=, mask_mod=, batch=B, heads=H) from the "
-                         "same values the call gets, or pass schedule=None to build it inside the call.")
-    return s
-
-
 def _kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSchedule, c: AttentionConfig,
-              score: TileScoreMod | None, on_tile: TileCallback | None) -> tuple[torch.Tensor, torch.Tensor]:
+              score: TileScoreMod | None, on_tile: TileCallback | None,
+              softmax: SoftmaxStep) -> tuple[torch.Tensor, torch.Tensor]:
     """FlashAttention-1, Algorithm 1. q: (BH_kv, N_q G, d) in group_rows' layout; k, v: (BH_kv, N_k, d).
     Returns O (BH_kv, N_q G, d) and L (BH_kv, N_q G), in the same layout."""
     BH, n_rows, d = q.shape  # BH = BH_kv, n_rows = N_q G
@@ -299,20 +216,21 @@ def _kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileS
             S_ij = torch.bmm(Q_i, K_jT)  # (BH_kv, Br G, d) x (BH_kv, d, Bc) -> (BH_kv, Br G, Bc), on chip
             S_ij, masked = _mod_and_mask(S_ij, st, masks, score, G)
             # -- m_new, l_new and P~_ij = 2^(S_ij - m_new): the online softmax step
-            P_ij, m_new, l_new, alpha = online_softmax_step(S_ij, m_i, l_i, masked)
+            P_ij, m_new, l_new, alpha = softmax(S_ij, m_i, l_i, masked)
             l_div = l_new.masked_fill(l_new == 0, 1.0) if masked else l_new  # rows seeing nothing yet
             # -- O_i <- diag(l_new)^-1 (diag(l_i) 2^(m_i - m_new) O_i + P~_ij V_j), written back to HBM (write Br d)
             O_i.mul_((l_i * alpha).unsqueeze(-1)).baddbmm_(P_ij, V_j).div_(l_div.unsqueeze(-1))  # (BH_kv, Br G, d)
+            _emit(on_tile, st.tiles[0], m_i, m_new, l_new, G)  # with on_tile, every step is one tile
             l_i.copy_(l_new)  # write Br G
             m_i.copy_(m_new)  # write Br G
-            _emit(on_tile, st.tiles[0], m_i, l_i, G)  # with on_tile, every step is one tile
             del S_ij, P_ij  # free the step's scores before the next step allocates its own: one block at a time
     L = (m + torch.log2(l)) * LN_2  # (BH_kv, N_q G) logsumexp in natural log; rows that saw nothing: -inf
     return O, L
 
 
 def _q_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSchedule, c: AttentionConfig,
-             score: TileScoreMod | None, on_tile: TileCallback | None) -> tuple[torch.Tensor, torch.Tensor]:
+             score: TileScoreMod | None, on_tile: TileCallback | None,
+             softmax: SoftmaxStep) -> tuple[torch.Tensor, torch.Tensor]:
     """FlashAttention-2, Algorithm 1. q: (BH_kv, N_q G, d) in group_rows' layout; k, v: (BH_kv, N_k, d).
     Returns O (BH_kv, N_q G, d) and L (BH_kv, N_q G), in the same layout."""
     BH, n_rows, d = q.shape  # BH = BH_kv, n_rows = N_q G
@@ -337,14 +255,15 @@ def _q_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSc
             S_ij = torch.bmm(Q_i, K_jT)  # (BH_kv, Br G, d) x (BH_kv, d, Bc) -> (BH_kv, Br G, Bc)
             S_ij, masked = _mod_and_mask(S_ij, st, masks, score, G)
             # -- m_i, l_i and P~_ij = 2^(S_ij - m_new): the online softmax step
-            P_ij, m_i, l_i, alpha = online_softmax_step(S_ij, m_i, l_i, masked)
+            m_old = m_i  # (BH_kv, Br G) the max before this step (the step returns new tensors)
+            P_ij, m_i, l_i, alpha = softmax(S_ij, m_i, l_i, masked)
             # -- acc_i <- diag(2^(m_old - m_new)) acc_i + P~_ij V_j  (no division yet); the first step has nothing
             # to rescale: acc_i = P~_ij V_j
             if acc_i is None:
                 acc_i = torch.bmm(P_ij, V_j)  # (BH_kv, Br G, Bc) x (BH_kv, Bc, d) -> (BH_kv, Br G, d)
             else:
                 acc_i.mul_(alpha.unsqueeze(-1)).baddbmm_(P_ij, V_j)  # (BH_kv, Br G, d)
-            _emit(on_tile, st.tiles[0], m_i, l_i, G)  # with on_tile, every step is one tile
+            _emit(on_tile, st.tiles[0], m_old, m_i, l_i, G)  # with on_tile, every step is one tile
             del S_ij, P_ij  # free the step's scores before the next step allocates its own: one block at a time
         # -- epilogue: O_i = diag(l_i)^-1 acc_i; L_i = m_i + log l_i (write Br d + Br per head)
         # l_i >= 1 once a row has seen a key (its maximum adds 2^0); a row that saw none has l_i = 0, acc_i = 0
@@ -354,8 +273,8 @@ def _q_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSc
 
 
 def tiled_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: AttentionConfig,
-                  on_tile: TileCallback | None = None,
-                  schedule: TileSchedule | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                  on_tile: TileCallback | None = None, schedule: TileSchedule | None = None,
+                  softmax: SoftmaxStep | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The tiled forward for an already validated config (see tiled_config); no argument is checked again.
 
     Args:
@@ -363,6 +282,8 @@ def tiled_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: Att
             loop_order.
         on_tile: as in flash_attention_forward.
         schedule: build_schedule(config, config.loop_order), if the caller already has it.
+        softmax: softmax_variants.make_softmax_step(tau, p_dtype) for the numerics options; None runs
+            online_softmax_step (the default path: no extra op per tile).
     Returns:
         O (B, H, N_q, d) in q's dtype and L (B, H, N_q), the natural-log logsumexp in config.acc.
 
@@ -378,7 +299,7 @@ def tiled_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: Att
     kernel = _kv_outer if c.loop_order == "kv_outer" else _q_outer
     BH_kv = c.B * c.H_kv  # batch and K/V heads merged: one batched matmul per tile over all groups
     O, L = kernel(group_rows(q, c.H_kv), k.reshape(BH_kv, c.n_k, c.d), v.reshape(BH_kv, c.n_k, c.d), schedule,
-                  c, score, on_tile)  # (BH_kv, N_q G, d), (BH_kv, N_q G)
+                  c, score, on_tile, online_softmax_step if softmax is None else softmax)  # (BH_kv, N_q G, d)
     return ungroup_rows(O, c.B, c.H, c.H_kv).to(q.dtype), ungroup_rows(L, c.B, c.H, c.H_kv)
 
 
@@ -399,6 +320,8 @@ def flash_attention_forward(
     mask_mod: MaskMod | None = None,
     score_mod: ScoreMod | None = None,
     schedule: TileSchedule | None = None,
+    rescale_threshold: float = 0.0,
+    p_dtype: torch.dtype | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Tiled attention with online softmax; never materialises the N_q x N_k matrix.
 
@@ -413,10 +336,10 @@ def flash_attention_forward(
         scale: softmax scale, default 1/sqrt(d).
         loop_order: "kv_outer" (FlashAttention-1 Algorithm 1) or "q_outer" (FlashAttention-2).
         return_lse: also return the logsumexp L = m + log l, shape (B, H, N_q), natural log, -inf for empty rows.
-        on_tile: called once per computed tile, in schedule order, with a TileEvent (q_block, k_block, status and
-            the running m and l of the tile's rows for batch 0, head 0). With it the kernel computes tile by tile;
-            without it and with a mask_mod, adjacent tiles are merged into wider steps (faster, the same output up
-            to rounding); without a mask_mod every tile is one step either way.
+        on_tile: called once per computed tile, in schedule order, with a TileEvent (q_block, k_block, status, the
+            running m and l of the tile's rows and which of them rescaled, for batch 0, head 0). With it the kernel
+            computes tile by tile; without it and with a mask_mod, adjacent tiles are merged into wider steps
+            (faster, the same output up to rounding); without a mask_mod every tile is one step either way.
         mask_mod: FlexAttention mask_mod(b, h, q_idx, kv_idx) -> bool (True = visible; h is the query head),
             intersected with causal and window (presets in flashviz.masks). Tiles it hides entirely are never
             loaded, tiles it shows entirely apply no mask, the rest apply it element by element.
@@ -427,6 +350,14 @@ def flash_attention_forward(
             the call then neither classifies the mask_mod nor evaluates it again in partial tiles (their masks are
             cached in the schedule on first use). mask_mod=None takes the schedule's mask_mod; anything else that
             differs from the call raises ValueError. None builds the schedule inside the call.
+        rescale_threshold: tau >= 0 in log2 units (FlashAttention-4's conditional rescale): a row's running max
+            moves only when a tile's max exceeds it by more than tau, else the tile is exponentiated against the
+            stale max (P~ <= 2^tau; l and the fp32 accumulator at most 2^tau times larger, far inside fp32's range).
+            O and L stay exact to fp32 rounding, because the final division uses the same stale max; events'
+            .rescaled say which rows moved. 0 is the classic update. See flashviz.core.softmax_variants.
+        p_dtype: round P~ to this floating dtype (torch.bfloat16, torch.float16, torch.float8_e4m3fn / e5m2;
+            saturating) before the P V matmul, as GPU kernels feed 16-bit or FP8 tensor cores; the row sum l uses the
+            unrounded P~, as FlashAttention-2/3 do. None keeps the accumulator's dtype.
     Returns:
         O of shape (B, H, N_q, d) in q's dtype (fp32 accumulation for half types), or (O, lse) with return_lse.
 
@@ -448,6 +379,9 @@ def flash_attention_forward(
         >>> torch.allclose(flash_attention_forward(q, k, v, 32, schedule=sched, score_mod=softcap(20.0)), ref,
         ...                atol=1e-5)
         True
+        >>> lazy = flash_attention_forward(q, k, v, 32, rescale_threshold=8.0)  # FA4's rule: the same output
+        >>> torch.allclose(lazy, naive_attention(q, k, v), atol=1e-5)
+        True
     """
     if mask_mod is None and isinstance(schedule, TileSchedule):
         mask_mod = schedule.mask_mod  # the schedule carries its mask_mod, as a BlockMask does
@@ -457,5 +391,6 @@ def flash_attention_forward(
         raise TypeError(f"on_tile must be a callable taking a TileEvent, or None, got {type(on_tile).__name__}.")
     if schedule is not None:
         schedule = check_schedule(schedule, config, config.loop_order)
-    out, L = tiled_forward(q, k, v, config, on_tile, schedule)
+    softmax = make_softmax_step(rescale_threshold, p_dtype)  # validated; None on the default path
+    out, L = tiled_forward(q, k, v, config, on_tile, schedule, softmax)
     return (out, L) if return_lse else out

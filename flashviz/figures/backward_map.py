@@ -138,7 +138,7 @@ def counter_lines(s: BackwardSchedule, computed: list[int], f: int | None) -> tu
         >>> from flashviz.measure.backward_trace import backward_schedule
         >>> s = backward_schedule(8, 4, 4, 4, causal=True)
         >>> counter_lines(s, s.computed_steps(), 1)
-        ('atomic dQ', 'tile 2/3: i=1, j=0', 'HBM so far: 1.25 kB', 'standard backward: 2.82 kB')
+        ('atomic dQ', 'tile 2/3: i=1, j=0', 'HBM so far: 1.2 KiB', 'standard backward: 2.8 KiB')
     """
     name, standard = DQ_MODE_LABELS[s.dq_mode], f"standard backward: {format_bytes(s.standard_hbm_bytes)}"
     if not computed:
