@@ -1,4 +1,5 @@
-"""Shared fixtures: the dashboard under streamlit.testing's AppTest, and a real `streamlit run` server.
+"""Shared fixtures: the dashboard under streamlit.testing's AppTest, a real `streamlit run` server, and fresh
+Streamlit caches for every test.
 
 The server fixture is benchmarks/load.py's own_server: `streamlit run app.py` on a free loopback port, waited for on
 /_stcore/health and always stopped (terminate, then kill), whatever the test did.
@@ -15,6 +16,7 @@ the kernels, long hypothesis runs). `pytest -m "not browser and not slow"` is th
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -28,6 +30,17 @@ settings.load_profile("explore" if os.environ.get("FLASHVIZ_HYPOTHESIS") == "exp
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "dashboard.py"  # the page (app.py serves it)
 APP_TIMEOUT_S = 240  # one AppTest script run; generous because the CI machine may be shared and slow
+
+
+@pytest.fixture(autouse=True)
+def fresh_streamlit_caches() -> None:
+    """Clear Streamlit's st.cache_data and st.cache_resource before every test, so that no test passes or fails
+    because of what an earlier test left in a cache (a test need not pick "a configuration no other test uses").
+    Free for tests that never touch Streamlit: it clears only once streamlit has been imported."""
+    st = sys.modules.get("streamlit")
+    if st is not None:
+        st.cache_data.clear()
+        st.cache_resource.clear()
 
 
 @pytest.fixture
