@@ -78,7 +78,8 @@ def sdpa_reference(q, k, v, *, causal=False, window=None, scale=None, mask_mod=N
     Rows that see no key are zeros (float64 SDPA runs the math kernel, which gives 0 there). Differentiable."""
     q, k, v = (t.double() for t in (q, k, v))
     B, H, n_q, _ = q.shape
-    mask = dense_mask(B, H, n_q, k.shape[2], causal=causal, window=window, mask_mod=mask_mod)
+    mask = (visible(n_q, k.shape[2], causal, window) if mask_mod is None  # (N_q, N_k) broadcasts: SDPA's fast path
+            else dense_mask(B, H, n_q, k.shape[2], causal=causal, window=window, mask_mod=mask_mod))
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=_scale(q, scale),
                                           enable_gqa=q.shape[1] != k.shape[1])
 
