@@ -1,4 +1,12 @@
-"""memory.py, timing.py and flops.py: exact peak memory (two independent methods), timing statistics, FLOP counts."""
+"""memory.py, timing.py and flops.py: exact peak memory (two independent methods), timing statistics, FLOP counts.
+
+Timing units are checked on a function whose duration is known from below: time.sleep(SLEEP_S) takes at least
+SLEEP_S seconds, so every reported sample must be >= SLEEP_S (a result in thousands of seconds would fail). From
+above, no fixed bound (machines are noisy): the samples are measured inside the call, so together they cannot exceed
+the wall time of the whole call measured around it (a result in milliseconds would).
+"""
+
+import time
 
 import pytest
 import torch
@@ -129,6 +137,36 @@ def test_flash_reads_a_small_fraction_of_naive():
 # time
 
 
+SLEEP_S = 0.02  # seconds: a duration time.sleep guarantees from below
+
+
+def sleep_for(seconds: float = SLEEP_S) -> None:
+    time.sleep(seconds)
+
+
+def test_time_call_reports_seconds():
+    t0 = time.perf_counter()
+    t = time_call(sleep_for, warmup=1, repeats=3, threads=1)
+    elapsed = time.perf_counter() - t0  # seconds, around the whole call (warm-up included)
+    assert all(s >= SLEEP_S for s in t.samples) and t.median >= SLEEP_S, t.samples
+    assert sum(t.samples) <= elapsed, (t.samples, elapsed)
+
+
+def test_time_calls_reports_seconds_for_each_function():
+    t0 = time.perf_counter()
+    timings = time_calls({"short": sleep_for, "long": lambda: sleep_for(2 * SLEEP_S)}, warmup=1, repeats=2)
+    elapsed = time.perf_counter() - t0
+    assert all(s >= SLEEP_S for s in timings["short"].samples)
+    assert all(s >= 2 * SLEEP_S for s in timings["long"].samples)  # each name keeps its own samples
+    assert sum(sum(t.samples) for t in timings.values()) <= elapsed
+
+
+def test_benchmark_reports_seconds():
+    t0 = time.perf_counter()
+    seconds = benchmark(sleep_for, warmup=0, repeats=3)
+    assert SLEEP_S <= seconds <= time.perf_counter() - t0
+
+
 def test_time_call_reports_samples_iqr_and_the_threads_it_used():
     before = torch.get_num_threads()
     t = time_call(torch.mm, torch.randn(32, 32), torch.randn(32, 32), warmup=1, repeats=7, threads=1)
@@ -164,7 +202,7 @@ def test_benchmark_returns_median_seconds_and_passes_kwargs():
         return x * scale
 
     seconds = benchmark(fn, torch.ones(4), warmup=2, repeats=3, scale=2.0)
-    assert isinstance(seconds, float) and seconds > 0
+    assert isinstance(seconds, float) and seconds > 0  # the unit: test_benchmark_reports_seconds
     assert calls == [2.0] * 5
 
 
