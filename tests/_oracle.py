@@ -18,8 +18,10 @@ N_q / N_k query / key lengths, d head dimension.
 
 from __future__ import annotations
 
+import itertools
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -128,3 +130,13 @@ def assert_within_oracle_bound(out: torch.Tensor, q, k, v, **options) -> None:
     err, plain_err = max_err(out, ref), max_err(plain, ref)
     bound = 2 * plain_err + FLOOR[q.dtype]
     assert err <= bound, f"error {err:.3e} exceeds 2 x plain PyTorch error {plain_err:.3e} (+floor) for {options}"
+
+
+def grid(slow, **axes) -> list:
+    """Every combination of the axes (name -> values) as pytest.params in the order given, those for which
+    slow(**combination) is true marked slow: a matrix whose corners run in the fast suite and the rest in the slow one.
+    Ids join the values' str with '-'."""
+    names = list(axes)
+    return [pytest.param(*combo, id="-".join(map(str, combo)),
+                         marks=[pytest.mark.slow] if slow(**dict(zip(names, combo, strict=True))) else [])
+            for combo in itertools.product(*axes.values())]

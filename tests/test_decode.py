@@ -301,7 +301,8 @@ def pool_with_nan_spares(k, v, page_size, table, spare):
     return k_p, v_p
 
 
-@pytest.mark.parametrize("page_size", [1, 7, 16, pytest.param(256, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("page_size", [1, pytest.param(7, marks=pytest.mark.slow), 16,
+                                       pytest.param(256, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("order", ["consecutive", "shuffled"])
 @pytest.mark.parametrize("batch", [1, 2])
 @pytest.mark.parametrize("step_bytes", [None, 1536])  # None: the default; 1536 B: 3 pages per step, last one partial

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from flashviz import flash_attention, flash_attention_backward, flash_attention_forward, naive_attention
 from flashviz.measure.memory import measure_memory
-from tests._oracle import FLOOR, make_qkv, max_err, reference_grads, visible
+from tests._oracle import FLOOR, grid, make_qkv, max_err, reference_grads, visible
 from tests.test_backward import ABS_FLOOR
 
 LOOP_ORDERS = ["kv_outer", "q_outer"]
@@ -49,11 +49,12 @@ def grads(attn, q, k, v, dO, **kwargs):
 # forward
 
 
-@pytest.mark.parametrize("loop_order", LOOP_ORDERS)
-@pytest.mark.parametrize("mask", MASKS, ids=_ids)
-@pytest.mark.parametrize("heads", HEADS, ids=str)
-@pytest.mark.parametrize(("n_q", "n_k", "d", "block_q", "block_k"), SHAPES)
-def test_forward_matches_sdpa_enable_gqa(n_q, n_k, d, block_q, block_k, heads, mask, loop_order):
+# fast suite: the first shape with every head grouping and mask, the others with GQA G = 4 and MQA
+@pytest.mark.parametrize(("shape", "heads", "mask", "loop_order"), grid(
+    lambda shape, heads, mask, loop_order: shape != SHAPES[0] and heads not in ((8, 2), (5, 1)),
+    shape=SHAPES, heads=HEADS, mask=MASKS, loop_order=LOOP_ORDERS))
+def test_forward_matches_sdpa_enable_gqa(shape, heads, mask, loop_order):
+    n_q, n_k, d, block_q, block_k = shape
     H, H_kv = heads
     q, k, v = make_qkv(2, H, n_q, n_k, d, seed=n_q + H_kv, h_kv=H_kv)
     ref = sdpa(q.double(), k.double(), v.double(), **mask)
@@ -127,11 +128,13 @@ def test_empty_shapes_with_gqa():
 # backward
 
 
-@pytest.mark.parametrize("loop_order", LOOP_ORDERS)
-@pytest.mark.parametrize("mask", MASKS, ids=_ids)
-@pytest.mark.parametrize("heads", HEADS, ids=str)
-@pytest.mark.parametrize(("n_q", "n_k", "d", "block_q", "block_k"), SHAPES[:3])
-def test_grads_within_twice_naive_error(n_q, n_k, d, block_q, block_k, heads, mask, loop_order):
+# fast suite: GQA G = 4 and MQA on the first shape with every mask; the other shapes once each, causal, G = 2
+@pytest.mark.parametrize(("shape", "heads", "mask", "loop_order"), grid(
+    lambda shape, heads, mask, loop_order: not ((shape == SHAPES[0] and heads in ((8, 2), (5, 1)))
+                                                or (heads == (6, 3) and mask == {"causal": True})),
+    shape=SHAPES[:3], heads=HEADS, mask=MASKS, loop_order=LOOP_ORDERS))
+def test_grads_within_twice_naive_error(shape, heads, mask, loop_order):
+    n_q, n_k, d, block_q, block_k = shape
     H, H_kv = heads
     q, k, v = make_qkv(2, H, n_q, n_k, d, seed=d + H, h_kv=H_kv)
     dO = torch.randn(q.shape, generator=torch.Generator().manual_seed(1))
