@@ -263,7 +263,7 @@ def run_pytest(copy: Path, targets: list[str]) -> tuple[str, str]:
     except subprocess.TimeoutExpired:
         return "killed", f"(timeout after {TIMEOUT_S} s)"
     out = proc.stdout + proc.stderr
-    failed = re.search(r"^(?:FAILED|ERROR) (\S+)", out, re.MULTILINE)
+    failed = re.search(r"^(?:FAILED|ERROR) (.+?)(?: - |$)", out, re.MULTILINE)
     first = failed.group(1) if failed else ""
     if proc.returncode == 0:
         return "survived", ""

@@ -209,7 +209,8 @@ def _training_step(q, k, v, dO, **kwargs) -> tuple[torch.Tensor, ...]:
 
 
 @pytest.mark.parametrize("loop_order", ["kv_outer", "q_outer"])
-@pytest.mark.parametrize(("n_q", "n_k", "block_q", "block_k", "mask"), POISON_CASES, ids=str)
+@pytest.mark.parametrize(("n_q", "n_k", "block_q", "block_k", "mask"), POISON_CASES,
+                         ids=["causal", "causal-nk>nq", "window-nq>nk", "causal-window", "document"])
 def test_skipped_tiles_are_never_read_forward_or_backward(n_q, n_k, block_q, block_k, mask, loop_order):
     """For every tile that nothing in it sees (found from the dense mask written in the test, not from the schedule):
     NaN in its keys and values must not reach its query rows' output or dq, and NaN in its queries and dO must not

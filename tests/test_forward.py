@@ -88,6 +88,23 @@ def test_half_precision_within_twice_plain_pytorch(dtype, mask, loop_order):
     assert_within_oracle_bound(out, q, k, v, **mask)
 
 
+UNIT_ROUNDOFF = {torch.float16: 2**-11, torch.bfloat16: 2**-8}  # half an ulp relative: 11 and 8 significand bits
+
+
+@pytest.mark.parametrize("loop_order", LOOP_ORDERS)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("mask", MASKS[:3], ids=str)
+def test_half_inputs_accumulate_in_fp32_so_only_the_output_rounding_is_lost(dtype, mask, loop_order):
+    """With fp32 accumulators the only half-precision step is rounding O to the output dtype: every element is
+    within two unit roundoffs of the float64 oracle (on the same half inputs), plus fp32's own slack. Accumulating
+    in fp16 / bf16 over 150 keys is off by hundreds of unit roundoffs."""
+    q, k, v = make_qkv(1, 2, 193, 150, 64, dtype=dtype, seed=3)
+    out = flash_attention_forward(q, k, v, block_q=64, block_k=32, loop_order=loop_order, **mask)
+    ref = reference(q, k, v, **mask)
+    bound = 2 * UNIT_ROUNDOFF[dtype] * ref.abs() + 1e-6
+    assert ((out.double() - ref).abs() <= bound).all(), ((out.double() - ref).abs() / bound).max()
+
+
 @pytest.mark.parametrize("loop_order", LOOP_ORDERS)
 def test_lse_matches_logsumexp_of_masked_scores(loop_order):
     q, k, v = make_qkv(2, 2, 70, 90, 32, dtype=torch.float64, seed=5)
