@@ -13,7 +13,6 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from flashviz.core.flash import flash_attention_forward
 from flashviz.core.reference import naive_attention
@@ -252,38 +251,21 @@ def test_visible_pairs_matches_a_dense_mask(n_q, n_k, causal, left, right):
     assert visible_pairs(n_q, n_k, causal=causal, window=window) == int(mask.sum())
 
 
-class MatmulFlops(TorchDispatchMode):
-    """Counts 2 m n k FLOPs for every matrix product the dispatcher sees, in-place variants included (torch's own
-    FlopCounterMode has no formula for baddbmm_, which the q_outer kernel accumulates O_i with)."""
-
-    BATCHED = frozenset({torch.ops.aten.bmm.default, torch.ops.aten.baddbmm.default, torch.ops.aten.baddbmm_.default})
-    PLAIN = frozenset({torch.ops.aten.mm.default, torch.ops.aten.addmm.default})
-
-    def __init__(self):
-        super().__init__()
-        self.flops = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func in self.BATCHED or func in self.PLAIN:
-            a, b = (args[1], args[2]) if func.__name__.startswith(("baddbmm", "addmm")) else (args[0], args[1])
-            batch = a.shape[0] if func in self.BATCHED else 1
-            self.flops += 2 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
-        return func(*args, **(kwargs or {}))
-
-
 @pytest.mark.parametrize("causal", [False, True])
-def test_the_analytic_count_equals_the_matmuls_the_kernels_run(causal):
-    # naive computes every score, masked or not; the tiled kernels only the tiles tile_schedule computes
-    q, k, v = _qkv(1, 2, 100, 16)  # ragged: N = 100 with 32-wide tiles
-    runs = {"naive": (lambda: naive_attention(q, k, v, causal=causal), {}),
-            **{order: (lambda order=order: flash_attention_forward(q, k, v, 32, causal=causal, loop_order=order),
-                       {"block_q": 32, "block_k": 32, "causal": causal}) for order in ("kv_outer", "q_outer")}}
-    for name, (run, tiles) in runs.items():
-        with MatmulFlops() as counter:
-            run()
-        assert counter.flops == attention_flops(100, 100, 16, heads=2, **tiles), name
-    tiled = attention_flops(100, 100, 16, heads=2, block_q=32, block_k=32, causal=causal)
-    assert (tiled < attention_flops(100, 100, 16, heads=2)) == causal  # a mask saves tiles only when set
+def test_the_tiled_count_is_4_d_per_element_of_the_computed_tiles(causal):
+    # Written out here: a 100 x 100 grid of 32-wide tiles (ragged last row and column of 4); causal computes the
+    # 10 tiles on and below the diagonal, of sizes rows_i x cols_j, and skips the 6 above it.
+    sizes = [32, 32, 32, 4]
+    computed = [(i, j) for i in range(4) for j in range(4) if not causal or j <= i]
+    pairs = sum(sizes[i] * sizes[j] for i, j in computed)
+    assert len(computed) == (10 if causal else 16)
+    assert attention_flops(100, 100, 16, heads=2, block_q=32, block_k=32, causal=causal) == 4 * pairs * 16 * 2
+    assert attention_flops(100, 100, 16, heads=2) == 4 * 100 * 100 * 16 * 2  # naive: every score, masked or not
+    # the tiled count is what the kernel computes: the tiles its on_tile events report
+    q, k, v = _qkv(1, 2, 100, 16)
+    events = []
+    flash_attention_forward(q, k, v, 32, causal=causal, on_tile=events.append)
+    assert sorted((e.q_block, e.k_block) for e in events) == computed
 
 
 def test_sdpa_is_invisible_to_the_flop_counter_on_cpu_so_it_is_charged_the_visible_pairs():
