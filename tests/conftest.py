@@ -1,26 +1,46 @@
-"""Shared fixtures: the dashboard under streamlit.testing's AppTest, and a real `streamlit run` server.
+"""Shared fixtures: the dashboard under streamlit.testing's AppTest, a real `streamlit run` server, and fresh
+Streamlit caches for every test.
 
 The server fixture is benchmarks/load.py's own_server: `streamlit run app.py` on a free loopback port, waited for on
 /_stcore/health and always stopped (terminate, then kill), whatever the test did.
+
+Hypothesis runs derandomised by default (the "ci" profile): every run, local or CI, draws the same examples, so a red
+run is always reproducible by running it again. `FLASHVIZ_HYPOTHESIS=explore` draws new examples each run (and
+prints the blob that reproduces a failure); use it to look for new edge cases, then pin what it finds with
+@example or a plain test.
+
+Markers (pyproject.toml): `browser` drives a real Chromium, `slow` is long (Docker, the load test, big-N sweeps of
+the kernels, long hypothesis runs). `pytest -m "not browser and not slow"` is the fast part of the suite.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
-# CI explores the same examples every run (a red CI is then always reproducible); local runs keep exploring anew.
 settings.register_profile("ci", derandomize=True, print_blob=True)
-if os.environ.get("CI"):
-    settings.load_profile("ci")
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile("explore" if os.environ.get("FLASHVIZ_HYPOTHESIS") == "explore" else "ci")
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "app.py"  # the page
 APP_TIMEOUT_S = 240  # one AppTest script run; generous because the CI machine may be shared and slow
+
+
+@pytest.fixture(autouse=True)
+def fresh_streamlit_caches() -> None:
+    """Clear Streamlit's st.cache_data and st.cache_resource before every test, so that no test passes or fails
+    because of what an earlier test left in a cache (a test need not pick "a configuration no other test uses").
+    Free for tests that never touch Streamlit: it clears only once streamlit has been imported."""
+    st = sys.modules.get("streamlit")
+    if st is not None:
+        st.cache_data.clear()
+        st.cache_resource.clear()
 
 
 @pytest.fixture

@@ -94,6 +94,7 @@ def test_progress_bar_draws_on_its_stream():
     assert "[..........] 0/4 naive N=256" in text and "[##########] 4/4 done" in text and text.endswith("\n")
 
 
+@pytest.mark.slow
 def test_python_dash_m_in_a_subprocess(tmp_path):
     ok = subprocess.run([sys.executable, "-m", "flashviz", "check", "--n", "17", "--d", "8"],
                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
@@ -104,6 +105,7 @@ def test_python_dash_m_in_a_subprocess(tmp_path):
     assert bad.returncode == 2 and "usage:" in bad.stderr and "Traceback" not in bad.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("flashviz") is None, reason="console script not on PATH")
 def test_the_console_script_is_installed(tmp_path):
     res = subprocess.run(["flashviz", "bench", "--n", "-5", "--out", "x.csv"], capture_output=True, text=True,

@@ -115,7 +115,9 @@ def run_flex(q, k, v, block_mask, score_mod=None):
 
 
 @pytest.mark.parametrize("name", [*PRESETS, "late_queries"])
-@pytest.mark.parametrize("score_mod", [None, alibi(2), softcap(3.0)], ids=["none", "alibi", "softcap"])
+@pytest.mark.parametrize("score_mod", [None, pytest.param(alibi(2), marks=pytest.mark.slow),
+                                       pytest.param(softcap(3.0), marks=pytest.mark.slow)],
+                         ids=["none", "alibi", "softcap"])  # the score_mods do not touch the BlockMask: slow suite
 def test_flex_attention_same_output_with_our_block_mask(name, score_mod):
     mask_mod = PRESETS.get(name, late_queries)
     g = torch.Generator().manual_seed(0)

@@ -1,17 +1,24 @@
-"""memory.py, timing.py and flops.py: exact peak memory (two independent methods), timing statistics, FLOP counts."""
+"""memory.py, timing.py and flops.py: exact peak memory (two independent methods), timing statistics, FLOP counts.
+
+Timing units are checked on a function whose duration is known from below: time.sleep(SLEEP_S) takes at least
+SLEEP_S seconds, so every reported sample must be >= SLEEP_S (a result in thousands of seconds would fail). From
+above, no fixed bound (machines are noisy): the samples are measured inside the call, so together they cannot exceed
+the wall time of the whole call measured around it (a result in milliseconds would).
+"""
+
+import time
 
 import pytest
 import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from flashviz.core.flash import flash_attention_forward
 from flashviz.core.reference import naive_attention
 from flashviz.measure.memory import measure_memory, measure_memory_dispatch, peak_memory_and_result
 from flashviz.measure.timing import Timing, benchmark, threads_set_to, time_call, time_calls
-from flashviz.model.flops import TRAINING_FLOP_FACTOR, attention_flops, impl_flops, visible_pairs
+from flashviz.model.flops import attention_flops, impl_flops, visible_pairs
 
 MIB = 1 << 20  # bytes
 FP32 = 4  # bytes per fp32 element
@@ -129,6 +136,36 @@ def test_flash_reads_a_small_fraction_of_naive():
 # time
 
 
+SLEEP_S = 0.02  # seconds: a duration time.sleep guarantees from below
+
+
+def sleep_for(seconds: float = SLEEP_S) -> None:
+    time.sleep(seconds)
+
+
+def test_time_call_reports_seconds():
+    t0 = time.perf_counter()
+    t = time_call(sleep_for, warmup=1, repeats=3, threads=1)
+    elapsed = time.perf_counter() - t0  # seconds, around the whole call (warm-up included)
+    assert all(s >= SLEEP_S for s in t.samples) and t.median >= SLEEP_S, t.samples
+    assert sum(t.samples) <= elapsed, (t.samples, elapsed)
+
+
+def test_time_calls_reports_seconds_for_each_function():
+    t0 = time.perf_counter()
+    timings = time_calls({"short": sleep_for, "long": lambda: sleep_for(2 * SLEEP_S)}, warmup=1, repeats=2)
+    elapsed = time.perf_counter() - t0
+    assert all(s >= SLEEP_S for s in timings["short"].samples)
+    assert all(s >= 2 * SLEEP_S for s in timings["long"].samples)  # each name keeps its own samples
+    assert sum(sum(t.samples) for t in timings.values()) <= elapsed
+
+
+def test_benchmark_reports_seconds():
+    t0 = time.perf_counter()
+    seconds = benchmark(sleep_for, warmup=0, repeats=3)
+    assert SLEEP_S <= seconds <= time.perf_counter() - t0
+
+
 def test_time_call_reports_samples_iqr_and_the_threads_it_used():
     before = torch.get_num_threads()
     t = time_call(torch.mm, torch.randn(32, 32), torch.randn(32, 32), warmup=1, repeats=7, threads=1)
@@ -164,7 +201,7 @@ def test_benchmark_returns_median_seconds_and_passes_kwargs():
         return x * scale
 
     seconds = benchmark(fn, torch.ones(4), warmup=2, repeats=3, scale=2.0)
-    assert isinstance(seconds, float) and seconds > 0
+    assert isinstance(seconds, float) and seconds > 0  # the unit: test_benchmark_reports_seconds
     assert calls == [2.0] * 5
 
 
@@ -180,7 +217,8 @@ def test_bad_timing_arguments_are_value_errors(kwargs):
 
 def test_dense_flops_are_4_n_squared_d_per_head():
     assert attention_flops(1024, 512, 64, batch=2, heads=3) == 4 * 1024 * 512 * 64 * 2 * 3
-    assert attention_flops(128, 128, 16, training=True) == round(4 * 128 * 128 * 16 * TRAINING_FLOP_FACTOR)
+    # training: the forward's 2 matmuls + the backward's 5 (S recomputed, dV, dP, dQ, dK) = 3.5 x the forward
+    assert attention_flops(128, 128, 16, training=True) == 4 * 128 * 128 * 16 * 7 // 2
 
 
 def test_tiled_flops_count_computed_tiles_only():
@@ -213,38 +251,21 @@ def test_visible_pairs_matches_a_dense_mask(n_q, n_k, causal, left, right):
     assert visible_pairs(n_q, n_k, causal=causal, window=window) == int(mask.sum())
 
 
-class MatmulFlops(TorchDispatchMode):
-    """Counts 2 m n k FLOPs for every matrix product the dispatcher sees, in-place variants included (torch's own
-    FlopCounterMode has no formula for baddbmm_, which the q_outer kernel accumulates O_i with)."""
-
-    BATCHED = frozenset({torch.ops.aten.bmm.default, torch.ops.aten.baddbmm.default, torch.ops.aten.baddbmm_.default})
-    PLAIN = frozenset({torch.ops.aten.mm.default, torch.ops.aten.addmm.default})
-
-    def __init__(self):
-        super().__init__()
-        self.flops = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func in self.BATCHED or func in self.PLAIN:
-            a, b = (args[1], args[2]) if func.__name__.startswith(("baddbmm", "addmm")) else (args[0], args[1])
-            batch = a.shape[0] if func in self.BATCHED else 1
-            self.flops += 2 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
-        return func(*args, **(kwargs or {}))
-
-
 @pytest.mark.parametrize("causal", [False, True])
-def test_the_analytic_count_equals_the_matmuls_the_kernels_run(causal):
-    # naive computes every score, masked or not; the tiled kernels only the tiles tile_schedule computes
-    q, k, v = _qkv(1, 2, 100, 16)  # ragged: N = 100 with 32-wide tiles
-    runs = {"naive": (lambda: naive_attention(q, k, v, causal=causal), {}),
-            **{order: (lambda order=order: flash_attention_forward(q, k, v, 32, causal=causal, loop_order=order),
-                       {"block_q": 32, "block_k": 32, "causal": causal}) for order in ("kv_outer", "q_outer")}}
-    for name, (run, tiles) in runs.items():
-        with MatmulFlops() as counter:
-            run()
-        assert counter.flops == attention_flops(100, 100, 16, heads=2, **tiles), name
-    tiled = attention_flops(100, 100, 16, heads=2, block_q=32, block_k=32, causal=causal)
-    assert (tiled < attention_flops(100, 100, 16, heads=2)) == causal  # a mask saves tiles only when set
+def test_the_tiled_count_is_4_d_per_element_of_the_computed_tiles(causal):
+    # Written out here: a 100 x 100 grid of 32-wide tiles (ragged last row and column of 4); causal computes the
+    # 10 tiles on and below the diagonal, of sizes rows_i x cols_j, and skips the 6 above it.
+    sizes = [32, 32, 32, 4]
+    computed = [(i, j) for i in range(4) for j in range(4) if not causal or j <= i]
+    pairs = sum(sizes[i] * sizes[j] for i, j in computed)
+    assert len(computed) == (10 if causal else 16)
+    assert attention_flops(100, 100, 16, heads=2, block_q=32, block_k=32, causal=causal) == 4 * pairs * 16 * 2
+    assert attention_flops(100, 100, 16, heads=2) == 4 * 100 * 100 * 16 * 2  # naive: every score, masked or not
+    # the tiled count is what the kernel computes: the tiles its on_tile events report
+    q, k, v = _qkv(1, 2, 100, 16)
+    events = []
+    flash_attention_forward(q, k, v, 32, causal=causal, on_tile=events.append)
+    assert sorted((e.q_block, e.k_block) for e in events) == computed
 
 
 def test_sdpa_is_invisible_to_the_flop_counter_on_cpu_so_it_is_charged_the_visible_pairs():

@@ -51,6 +51,46 @@ def test_measurements_are_filled_in_and_consistent(sweep):
     assert row["flops"] == 4 * 96 * 96 * 16 * 2
 
 
+def test_time_columns_are_seconds(monkeypatch):
+    """Every implementation made to sleep SLEEP_S first: time_s must be at least that (a time in thousands of
+    seconds fails), and the repeats of all rows together no more than the sweep's own wall time (milliseconds
+    fail). GFLOP/s follow from the seconds."""
+    import time
+
+    import flashviz.measure.impls as impls_module
+
+    SLEEP_S = 0.02  # seconds
+    real = impls_module.call_fn
+
+    def sleeping(impl, cfg):
+        fn = real(impl, cfg)
+
+        def run(*inputs):
+            time.sleep(SLEEP_S)
+            return fn(*inputs)
+        return run
+
+    monkeypatch.setattr(impls_module, "call_fn", sleeping)
+    t0 = time.perf_counter()
+    df = run_sweep([16, 32], d=8, block_size=16, impls=("naive", "flash", "sdpa"), repeats=2, warmup=0)
+    elapsed = time.perf_counter() - t0
+    assert (df["status"] == "ok").all()
+    assert (df["time_s"] >= SLEEP_S).all(), df["time_s"]
+    assert 2 * df["time_s"].sum() <= elapsed  # each median is at most the larger of its 2 samples
+    assert df["gflops"].to_numpy() == pytest.approx((df["flops"] / df["time_s"] / 1e9).to_numpy())
+    blocks = run_block_sweep(32, [8, 16], d=8, repeats=1, warmup=0)
+    assert (blocks["time_s"] >= SLEEP_S).all()
+
+
+def test_modelled_hbm_bytes_use_the_dtype_size():
+    for dtype, nbytes in (("float64", 8), ("float16", 2), ("bfloat16", 2)):
+        df = run_sweep([48], d=8, block_size=16, impls=("naive", "flash", "flash2"), repeats=1, dtype=dtype,
+                       causal=True).set_index("impl")
+        for impl, algorithm in (("naive", "naive"), ("flash", "kv_outer"), ("flash2", "q_outer")):
+            cost = io_cost(algorithm, 48, 48, 8, 16, 16, causal=True)
+            assert df.loc[impl, "hbm_bytes"] == cost.accesses * nbytes, (dtype, impl)
+
+
 def test_naive_memory_grows_like_n_squared_and_flash_does_not(sweep):
     peak = sweep.set_index(["impl", "N"])["peak_bytes"]
     assert peak["naive", 256] >= 2 * 2 * 256 * 256 * FP32  # S and P of both heads

@@ -8,10 +8,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flashviz.core.tiling import tile_schedule, visible_mask
+from flashviz.core.tiling import tile_schedule
 from flashviz.measure.trace import pick_row, rescale_factor, row_rescales, row_trace, schedule_trace
 from flashviz.model.iomodel import io_cost
 from flashviz.ui.state import PRESETS, Settings, apply_preset
+from tests._oracle import visible
 
 
 @pytest.mark.parametrize("loop_order", ["kv_outer", "q_outer"])
@@ -75,9 +76,7 @@ def _brute_force_row(n, d, br, bc, row, *, causal, window):
     gen = torch.Generator().manual_seed(0)
     q, k, _ = (torch.randn(1, 1, n, d, generator=gen).double() for _ in range(3))
     s = (q[0, 0, row] / math.sqrt(d)) @ k[0, 0].T  # (N,)
-    mask = visible_mask(torch.tensor([row]), torch.arange(n), causal=causal, window=window)
-    if mask is not None:
-        s = s.masked_fill(~mask[0], -math.inf)
+    s = s.masked_fill(~visible(n, n, causal, window)[row], -math.inf)  # the mask written from the conventions
     sched = tile_schedule(n, n, br, bc, causal=causal, window=window)
     blocks = sorted({t.k_block for t in sched.computed() if t.q_block == row // br})
     m, l, out = -math.inf, 0.0, []

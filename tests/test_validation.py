@@ -119,3 +119,23 @@ def test_config_is_frozen_and_resolves_defaults():
         cfg.scale = 1.0
     naive = validate.naive_config(half, half, half)
     assert naive.acc == torch.float16 and naive.block_q is None and naive.loop_order is None
+
+
+def test_the_forward_kernel_on_tensors_that_require_grad_says_to_use_flash_attention():
+    q = GOOD.clone().requires_grad_()
+    with pytest.raises(ValueError, match=r"has no backward.*Use flash_attention\(q, k, v, \.\.\.\) for gradients"):
+        flash_attention_forward(q, GOOD, GOOD, 4)
+    with torch.no_grad():  # inference on a model's activations is fine
+        torch.testing.assert_close(flash_attention_forward(q, GOOD, GOOD, 4), naive_attention(GOOD, GOOD, GOOD))
+
+
+def test_a_hostile_link_is_repaired_to_values_inside_the_bounds_and_said_so():
+    """The dashboard's URL parser clamps every number to its setting's bounds (a block size of 0, N = 10^9, a
+    negative d, more threads than the machine has) and says what it changed; it never passes such a value on."""
+    from flashviz.ui.query import parse_query
+    from flashviz.ui.state import BLOCK_MIN, D_MIN, N_MAX, Env
+
+    s, notices = parse_query({"n": "1000000000", "br": "0", "d": "-5", "threads": "99"}, Env(max_threads=2))
+    assert (s.n, s.br, s.d, s.threads) == (N_MAX, BLOCK_MIN, D_MIN, 2)
+    for key in ("n", "br", "d", "threads"):
+        assert any(note.startswith(f"`{key}=") and "clamped" in note for note in notices), (key, notices)

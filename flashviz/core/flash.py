@@ -389,6 +389,10 @@ def flash_attention_forward(
                           window=window, scale=scale, loop_order=loop_order, mask_mod=mask_mod, score_mod=score_mod)
     if on_tile is not None and not callable(on_tile):
         raise TypeError(f"on_tile must be a callable taking a TileEvent, or None, got {type(on_tile).__name__}.")
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        raise ValueError("flash_attention_forward is the forward kernel alone and has no backward, but q, k or v "
+                         "requires grad. Use flash_attention(q, k, v, ...) for gradients, or call this under "
+                         "torch.no_grad() (or on detached tensors) for inference.")
     if schedule is not None:
         schedule = check_schedule(schedule, config, config.loop_order)
     softmax = make_softmax_step(rescale_threshold, p_dtype)  # validated; None on the default path
