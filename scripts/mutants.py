@@ -77,9 +77,8 @@ MUTANTS = [
            "every kernel ignores the user's scale and uses 1/sqrt(d)",
            ("tests/test_forward.py", "tests/test_backward.py", "tests/test_decode.py")),
     Mutant("timing_in_ms", "flashviz/measure/timing.py",
-           "            samples.append(time.perf_counter() - t0)\n    return _timing(samples, n_threads, device)",
-           "            samples.append((time.perf_counter() - t0) * 1e3)\n"
-           "    return _timing(samples, n_threads, device)",
+           "                samples[name].append(time.perf_counter() - t0)",
+           "                samples[name].append((time.perf_counter() - t0) * 1e3)",
            "time_call (and benchmark) report milliseconds labelled as seconds",
            ("tests/test_measure.py",)),
     Mutant("time_calls_in_ks", "flashviz/measure/timing.py",
@@ -103,8 +102,8 @@ MUTANTS = [
            "a sliding window (left, right) hides key i - left",
            ("tests/test_forward.py",)),
     Mutant("decode_merge_weight", "flashviz/core/decode.py",
-           "    out = (torch.exp(m - _finite(L)[:, None])[..., None] * O).sum(1)",
-           "    out = (torch.exp(L_s - _finite(L)[:, None])[..., None] * O).sum(1)",
+           "    out = (torch.exp(m - finite(L)[:, None])[..., None] * O).sum(1)",
+           "    out = (torch.exp(L_s - finite(L)[:, None])[..., None] * O).sum(1)",
            "Flash-Decoding merges the unnormalised split outputs with the logsumexp weights exp(L_s - L)",
            ("tests/test_decode.py",)),
     Mutant("backward_drops_D", "flashviz/core/backward.py",
@@ -153,10 +152,9 @@ MUTANTS = [
            "        peak = max(peak, level)\n    return level",
            "measure_memory reports what is still alive at the end, not the peak",
            ("tests/test_measure.py",)),
-    Mutant("io_kv_outer_reads_q_once", "flashviz/model/iomodel.py",
-           "            reads_q += tiles * (2 * rows * d + 2 * rows)  # Q_i, O_i, l_i, m_i per computed tile",
-           "            reads_q += (2 * rows * d + 2 * rows) if computed else 0"
-           "  # Q_i, O_i, l_i, m_i per computed tile",
+    Mutant("io_kv_outer_reads_q_once", "flashviz/model/iosteps.py",
+           "        reads_q = sum(band.tiles * (2 * band.rows * d + 2 * band.rows) for band in bands)",
+           "        reads_q = sum((2 * band.rows * d + 2 * band.rows) for band in bands if band.tiles)",
            "the IO model charges FA1's Q_i, O_i, l_i, m_i once per row instead of once per computed tile",
            ("tests/test_iomodel.py",)),
     Mutant("backward_flops_factor", "flashviz/model/flops.py",
@@ -174,7 +172,7 @@ MUTANTS = [
            "        pos = (owner_p[:, None] + 1) * page + torch.arange(page, device=q4.device)",
            "a paged cache read in place masks each page as if it were the next logical page",
            ("tests/test_decode.py",)),
-    Mutant("decode_splits_overlap", "flashviz/core/decode.py",
+    Mutant("decode_splits_overlap", "flashviz/core/decode_layouts.py",
            "            t1 = min(t0 + step, (s + 1) * chunk, max_len)\n            yield s, 1, t0, t1 - t0, k_cache",
            "            t1 = min(t0 + step + 1, (s + 1) * chunk + 1, max_len)\n"
            "            yield s, 1, t0, t1 - t0, k_cache",
@@ -210,10 +208,10 @@ MUTANTS = [
            "a window tile with one hidden element is called full, so the kernels skip its mask",
            ("tests/test_forward.py",)),
     Mutant("io_gqa_kv_per_query_head", "flashviz/model/iomodel.py",
-           "    return IOCost(algorithm, reads_q * bh + reads_kv * bh_kv, writes * bh, flops * bh, dtype_bytes, "
-           "reads_kv * bh_kv)",
-           "    return IOCost(algorithm, reads_q * bh + reads_kv * bh, writes * bh, flops * bh, dtype_bytes, "
-           "reads_kv * bh)",
+           "    return IOCost(c.algorithm, reads_q * bh + reads_kv * bh_kv, writes * bh + writes_kv * bh_kv, "
+           "flops * bh,\n                  c.dtype_bytes, reads_kv * bh_kv, writes_kv * bh_kv, c.backward, c.dq_mode)",
+           "    return IOCost(c.algorithm, reads_q * bh + reads_kv * bh, writes * bh + writes_kv * bh_kv, "
+           "flops * bh,\n                  c.dtype_bytes, reads_kv * bh, writes_kv * bh_kv, c.backward, c.dq_mode)",
            "the IO model charges GQA's shared K/V once per query head instead of once per K/V head",
            ("tests/test_iomodel.py",)),
     Mutant("decode_causal_top_left", "flashviz/core/decode.py",

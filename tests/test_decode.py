@@ -10,7 +10,6 @@ import torch
 import torch.nn.functional as F
 from _oracle import FLOOR, max_err
 
-import flashviz.core.decode as decode_module
 import flashviz.core.decode_layouts as decode_layouts
 import flashviz.core.decode_paged as decode_paged
 from flashviz import flash_decode, naive_attention
