@@ -37,14 +37,15 @@ from flashviz.figures.style import (
     set_subtitle,
 )
 from flashviz.units import format_flops
-from flashviz.vocab import HBM_READ_WRITE, HBM_STREAMED, ON_CHIP_COLUMN, ON_CHIP_TILE, OPERAND_PLACES
+from flashviz.vocab import HBM_READ_WRITE, HBM_STREAMED, ON_CHIP_COLUMN, ON_CHIP_ROW, ON_CHIP_TILE, OPERAND_PLACES
 
 if TYPE_CHECKING:  # plain dataclasses; imported for type hints only, so this module never loads torch
+    from flashviz.measure.backward_ops import TileOp
     from flashviz.measure.backward_price import RecomputePrice
-    from flashviz.measure.backward_trace import TileOp
 
 PLACE_STYLE = {  # (background, border) of an operand's chip, by where it lives
     ON_CHIP_COLUMN: ("#D5E6F5", ON_CHIP_BAND_COLOR),  # the map's blue band
+    ON_CHIP_ROW: ("#D5E6F5", ON_CHIP_BAND_COLOR),  # the second pass's row band: the same blue
     ON_CHIP_TILE: ("#EEEEEE", "#888888"),  # grey: exists on chip for this tile only
     HBM_STREAMED: ("#FFFFFF", "#000000"),  # the map's black outline
     HBM_READ_WRITE: ("#FBE0D1", DQ_MARKER_COLOR),  # the map's dQ marker
@@ -74,7 +75,7 @@ def tile_ops_html(ops: Sequence[TileOp], *, title: str | None = None, caption: s
         HTML for st.markdown(..., unsafe_allow_html=True).
 
     Example:
-        >>> from flashviz.measure.backward_trace import tile_ops
+        >>> from flashviz.measure.backward_ops import tile_ops
         >>> html = tile_ops_html(tile_ops(16, 16, 64))
         >>> html.count("<tr"), html.count('data-place="on chip, this tile only"') > 0
         (8, True)
@@ -93,15 +94,25 @@ def tile_ops_html(ops: Sequence[TileOp], *, title: str | None = None, caption: s
             f'<td style="padding:4px 10px;border-bottom:1px solid #ddd;vertical-align:top">{c}</td>' for c in cells)
             + "</tr>")
     matmul_flops = sum(op.flops for op in ops)
-    key = " ".join(_chip(place, place) for place in OPERAND_PLACES)
-    title = escape(title or "The seven steps of one backward tile (FlashAttention-2, Algorithm 2, lines 10-16)")
+    used = {place for op in ops for place in (op.result_place, *(p for _, p in op.operands))}
+    key = " ".join(_chip(place, place) for place in OPERAND_PLACES if place in used)
+    steps = {5: "five", 6: "six", 7: "seven"}.get(len(ops), str(len(ops)))
+    title = escape(title or f"The {steps} steps of one backward tile (FlashAttention-2, Algorithm 2, lines 10-16)")
     caption = "" if caption is None else f'<p style="margin:2px 0 6px 0">{escape(caption)}</p>'
     return (f'<div id="{uid}" class="fv-tile-ops" style="font-family:Arial,Helvetica,sans-serif;'
             f'font-size:{BASE_FONT_PX}px;color:#111">'
             f'<p style="font-size:{TITLE_FONT_PX}px;font-weight:600;margin:0">{title}</p>{caption}'
             f'<table style="border-collapse:collapse;font-size:{BASE_FONT_PX}px"><tr>{head}</tr>{"".join(body)}'
-            f"</table><p style=\"margin:6px 0\">Five matmuls (the forward has two, so 2.5 × its FLOPs): "
-            f"{format_flops(matmul_flops)} for this tile. Where each operand lives: {key}</p></div>")
+            f'</table><p style="margin:6px 0">{_matmul_note(ops, matmul_flops)} Where each operand lives: {key}</p>'
+            "</div>")
+
+
+def _matmul_note(ops: Sequence[TileOp], flops: int) -> str:
+    """The line under the table: how many matmuls the tile runs, against the forward's two, and their FLOPs."""
+    count = sum(op.flops > 0 for op in ops)
+    words = {3: "Three", 4: "Four", 5: "Five"}.get(count, str(count))
+    against = " (the forward has two, so 2.5 × its FLOPs)" if count == 5 else " in this pass"
+    return f"{words} matmuls{against}: {format_flops(flops)} for this tile."
 
 
 def _bar_texts(values: Sequence[float], fmt, base: float) -> list[str]:
