@@ -296,6 +296,12 @@ class DqComparison:
     deterministic_bytes: int  # HBM bytes of the deterministic one
     standard_flops: int  # standard attention's backward (FA1 Algorithm 3)
     standard_bytes: int  # its HBM bytes
+    max_row_tiles: int  # most computed tiles in one Q block row: the K/V columns that add into one dQ_i
+    n: int  # N (N_q = N_k)
+    d: int  # head dimension
+    block_q: int  # Br
+    block_k: int  # Bc
+    heads: int  # (batch, head) pairs the totals cover: B H
 
     @property
     def extra_flops(self) -> int:
@@ -315,8 +321,8 @@ def dq_comparison(n: int, d: int, block_q: int, block_k: int, *, causal: bool = 
 
     Example:
         >>> c = dq_comparison(1024, 64, 64, 64, causal=True)
-        >>> c.deterministic_flops / c.atomic_flops, c.tiles
-        (1.4, 136)
+        >>> c.deterministic_flops / c.atomic_flops, c.tiles, c.max_row_tiles
+        (1.4, 136, 16)
     """
     kw = {"causal": causal, "window": window, "batch": batch, "heads": heads, "heads_kv": heads_kv,
           "dtype_bytes": dtype_bytes, "backward": True}
@@ -324,10 +330,13 @@ def dq_comparison(n: int, d: int, block_q: int, block_k: int, *, causal: bool = 
                    for m in (DQ_ATOMIC, DQ_DETERMINISTIC))
     standard = io_cost(NAIVE, n, n, d, block_q, block_k, **kw)
     if mask_mod is None:  # O(Tr): the computed K blocks of each Q block row form one band
-        tiles = sum(band.tiles for band in row_bands(n, n, block_q, block_k, causal, window))
+        per_row = [band.tiles for band in row_bands(n, n, block_q, block_k, causal, window)]
     else:
         sched = tile_schedule(n, n, block_q, block_k, causal=causal, window=window, mask_mod=mask_mod, batch=batch,
                               heads=heads)
-        tiles = sum(1 for _ in sched.computed())
-    return DqComparison(tiles, MATMULS_PER_TILE[DQ_ATOMIC], MATMULS_PER_TILE[DQ_DETERMINISTIC], atomic.flops,
-                        det.flops, atomic.bytes, det.bytes, standard.flops, standard.bytes)
+        per_row = [0] * sched.n_q_blocks
+        for t in sched.computed():
+            per_row[t.q_block] += 1
+    return DqComparison(sum(per_row), MATMULS_PER_TILE[DQ_ATOMIC], MATMULS_PER_TILE[DQ_DETERMINISTIC], atomic.flops,
+                        det.flops, atomic.bytes, det.bytes, standard.flops, standard.bytes, max(per_row, default=0),
+                        n, d, block_q, block_k, batch * heads)
