@@ -54,23 +54,34 @@ PRICE_FIG_HEIGHT_PX = 560  # two bar panels with their legend under them: fits a
 SHORT_NAMES = {"flash2": "tiled", "naive": "naive", "sdpa": "SDPA"}  # the x tick labels; the legend has the rest
 
 
-def _chip(name: str, place: str) -> str:
+def _chip(name: str, place: str, wrap: bool = False) -> str:
     bg, border = PLACE_STYLE[place]
     return (f'<span class="fv-op" data-place="{escape(place)}" title="{escape(place)}" style="display:inline-block;'
             f"background:{bg};border:2px solid {border};border-radius:5px;padding:0 6px;margin:1px 3px 1px 0;"
-            f'white-space:nowrap">{escape(name)}</span>')
+            f'white-space:{"normal" if wrap else "nowrap"}">{escape(name)}</span>')
+
+
+def _tight(shape: str) -> str:
+    """A shape without the spaces around × and · (a narrow column): (8×16)·(16×8) → (8×8).
+
+    Example:
+        >>> _tight("(8 × 16) · (16 × 8) → (8 × 8)")
+        '(8×16)·(16×8) → (8×8)'
+    """
+    return shape.replace(" × ", "×").replace(") · (", ")·(")
 
 
 def tile_ops_html(ops: Sequence[TileOp], *, title: str | None = None, caption: str | None = None,
-                  uid: str = "fv-ops") -> str:
+                  uid: str = "fv-ops", compact: bool = False) -> str:
     """The operations of one backward tile as an HTML table: Algorithm 2's line, the operation, its shape, its
     FLOPs, its operands and its result, each operand a chip coloured by where it lives (the tile map's colours),
     with the colour key under the table.
 
     Args:
-        ops: measure.backward_trace.tile_ops(rows, cols, d), or a BackwardTileRecord's .ops.
+        ops: measure.backward_ops.tile_ops(rows, cols, d), or a BackwardTileRecord's .ops.
         title: None: "The seven steps of one backward tile".  caption: a line under the title (e.g. the tile).
-        uid: the root element's id.
+        uid: the root element's id.  compact: two columns, the operation, its shape and its operands stacked in
+            the second, the FLOPs only in the total (about 340 px wide: beside the tile map in a 1280 px window).
     Returns:
         HTML for st.markdown(..., unsafe_allow_html=True).
 
@@ -79,25 +90,34 @@ def tile_ops_html(ops: Sequence[TileOp], *, title: str | None = None, caption: s
         >>> html = tile_ops_html(tile_ops(16, 16, 64))
         >>> html.count("<tr"), html.count('data-place="on chip, this tile only"') > 0
         (8, True)
+        >>> tile_ops_html(tile_ops(16, 16, 64), compact=True).count("<td")
+        14
     """
     if not ops:
         raise ValueError("tile_ops_html needs the tile's operations: pass tile_ops(rows, cols, d) from "
-                         "flashviz.measure.backward_trace.")
+                         "flashviz.measure.backward_ops.")
+    heads = (("line", "operation · shape (rows×cols) · inputs → result") if compact else
+             ("line", "operation", "shape (rows × cols)", "FLOPs", "inputs", "result"))
     head = "".join(f'<th style="text-align:left;padding:4px 10px;border-bottom:2px solid #333">{h}</th>'
-                   for h in ("line", "operation", "shape (rows × cols)", "FLOPs", "inputs", "result"))
+                   for h in heads)
+    pad = "3px 6px" if compact else "4px 10px"
     body = []
     for op in ops:
         reads = "".join(_chip(name, place) for name, place in op.operands)
         flops = format_flops(op.flops) if op.flops else "elementwise"
-        cells = (str(op.line), escape(op.text), escape(op.shape), flops, reads, _chip(op.result, op.result_place))
+        result = _chip(op.result, op.result_place)
+        cells = ((str(op.line), f"<div>{escape(op.text)}</div><div>{escape(_tight(op.shape))}</div>"
+                                f"<div>{reads} → {result}</div>") if compact else
+                 (str(op.line), escape(op.text), escape(op.shape), flops, reads, result))
         body.append(f'<tr data-kind="{op.kind}" data-flops="{op.flops}">' + "".join(
-            f'<td style="padding:4px 10px;border-bottom:1px solid #ddd;vertical-align:top">{c}</td>' for c in cells)
+            f'<td style="padding:{pad};border-bottom:1px solid #ddd;vertical-align:top">{c}</td>' for c in cells)
             + "</tr>")
     matmul_flops = sum(op.flops for op in ops)
     used = {place for op in ops for place in (op.result_place, *(p for _, p in op.operands))}
-    key = " ".join(_chip(place, place) for place in OPERAND_PLACES if place in used)
+    key = " ".join(_chip(place, place, wrap=compact) for place in OPERAND_PLACES if place in used)
     steps = {5: "five", 6: "six", 7: "seven"}.get(len(ops), str(len(ops)))
-    title = escape(title or f"The {steps} steps of one backward tile (FlashAttention-2, Algorithm 2, lines 10-16)")
+    title = escape(title or (f"This tile's {steps} steps (Algorithm 2)" if compact else
+                             f"The {steps} steps of one backward tile (FlashAttention-2, Algorithm 2, lines 10-16)"))
     caption = "" if caption is None else f'<p style="margin:2px 0 6px 0">{escape(caption)}</p>'
     return (f'<div id="{uid}" class="fv-tile-ops" style="font-family:Arial,Helvetica,sans-serif;'
             f'font-size:{BASE_FONT_PX}px;color:#111">'

@@ -38,9 +38,9 @@ def _sizes(c: DqComparison) -> str:
     return f"N = {c.n}, d = {c.d}, {tiles}{heads}"
 
 
-def traffic_text(c: DqComparison) -> str:
+def traffic_text(c: DqComparison, where: str = "") -> str:
     """The tiled backward's HBM traffic (atomic dQ) against standard attention's at c's settings; where the tiled
-    one moves more, why, tile by tile.
+    one moves more, why, tile by tile. `where` names whose sizes these are (e.g. "the map's problem").
 
     Example:
         >>> from flashviz.measure.backward_trace import dq_comparison
@@ -50,14 +50,15 @@ def traffic_text(c: DqComparison) -> str:
         True
     """
     tiled, std = c.atomic_bytes, c.standard_bytes
+    at = f"{_sizes(c)} ({where})" if where else _sizes(c)
     if tiled < std:
-        return (f"At {_sizes(c)} the tiled backward moves **{format_bytes(tiled)}** over HBM, standard attention's "
+        return (f"At {at} the tiled backward moves **{format_bytes(tiled)}** over HBM, standard attention's "
                 f"backward **{format_bytes(std)}**: {_times(std, tiled):.2f}× less. It never writes P, dP or dS "
                 "(N × N each) to HBM and never reads them back.")
     per_tile = 4 * c.block_q * c.d + 2 * c.block_q  # Q_i, dO_i, L_i, D_i in; dQ_i in and out (elements)
     per_block = STANDARD_PER_SCORE * c.block_q * c.block_k
     cheaper = "more" if per_tile > per_block else "no more"
-    return (f"**At {_sizes(c)} the tiled backward moves MORE over HBM than standard attention's: "
+    return (f"**At {at} the tiled backward moves MORE over HBM than standard attention's: "
             f"{format_bytes(tiled)} against {format_bytes(std)} ({_times(tiled, std):.2f}×).** The saving is not "
             f"there at these sizes: every computed tile streams Q_i, dO_i, L_i, D_i in and dQ_i in and out, "
             f"4·Br·d + 2·Br = {per_tile:,} elements, {cheaper} than the {STANDARD_PER_SCORE}·Br·Bc = {per_block:,} "
@@ -81,19 +82,21 @@ def scale_text(c: DqComparison, where: str) -> str:
             f"{verdict}.")
 
 
-def saved_text(s: SavedForBackward) -> str:
-    """What the forward keeps for the backward at s's N: O and L against standard attention's P.
+def saved_text(s: SavedForBackward, where: str = "") -> str:
+    """What the forward keeps for the backward at s's N: O and L against standard attention's P (`where`: whose
+    sizes these are).
 
     Example:
         >>> from flashviz.measure.backward_trace import saved_bytes
         >>> saved_text(saved_bytes(32, 16)).split(": ")[1:]
         ["2.1 KiB, against 4.0 KiB for standard attention's P (1,024 probabilities)", '1.88× less.']
     """
-    heads = f" × {s.heads} heads" if s.heads > 1 else ""
+    heads = f" with {s.heads} heads" if s.heads > 1 else ""
     ratio = s.p_over_tiled
     verdict = f"{ratio:.2f}× less" if ratio > 1 else (
         f"MORE than P here ({1 / ratio:.2f}×): with N = {s.n} an N × N matrix is still smaller than O's N × d")
-    return (f"At N = {s.n}{heads} the tiled forward keeps O ({format_bytes(s.o_bytes)}) and L "
+    at = f"N = {s.n}{heads} ({where})" if where else f"N = {s.n}{heads}"
+    return (f"At {at} the tiled forward keeps O ({format_bytes(s.o_bytes)}) and L "
             f"({format_bytes(s.lse_bytes)}) for the backward: {format_bytes(s.tiled_bytes)}, against "
             f"{format_bytes(s.p_bytes)} for standard attention's P ({s.heads * s.n * s.n:,} probabilities): "
             f"{verdict}.")
@@ -204,3 +207,50 @@ def price_text(p: RecomputePrice) -> str:
         speed = f" The tiled kernel took {1 / time:.1f}× naive autograd's time here."
     return memory + speed
 
+
+
+def row_sum_table(t: BackwardTrace, rows: tuple[int, ...] | None = None) -> str:
+    """A markdown table of a few query rows: the recomputed P_ij's row sum on each of the row's tiles, and their
+    total (1 for a row that sees a key). rows None: the first, the middle and the last row.
+
+    Example:
+        >>> from flashviz.measure.backward_trace import backward_trace
+        >>> print(row_sum_table(backward_trace(16, 8, 8, 8, causal=True), rows=(15,)).splitlines()[-1])
+        | 15 | 1 | 0.3810 + 0.6190 | 1.000000 |
+    """
+    rows = rows if rows is not None else tuple(sorted({0, t.n // 2, t.n - 1}))
+    lines = ["| query row | Q block i | recomputed rowsum(P_ij), tile by tile (j = 0, 1, ...) | sum over its tiles |",
+             "|---|---|---|---|"]
+    for r in rows:  # the trace's tiles come column by column: j ascending for each row
+        sums = [tile.row_sums[r - tile.q_start] for tile in t.tiles if tile.q_start <= r < tile.q_end]
+        parts = " + ".join(f"{x:.4f}" for x in sums) or "no tile (sees no key)"
+        lines.append(f"| {r} | {r // t.block_q} | {parts} | {t.row_sum_total[r]:.6f} |")
+    return "\n".join(lines)
+
+
+def dq_table(comparisons: list[tuple[str, DqComparison]]) -> str:
+    """A markdown table, one column per (label, comparison): matmuls per tile, FLOPs and HBM traffic of atomic dQ,
+    deterministic dQ and standard attention's backward.
+
+    Example:
+        >>> from flashviz.measure.backward_trace import dq_comparison
+        >>> print(dq_table([("map", dq_comparison(32, 16, 8, 8, causal=True))]).splitlines()[4])
+        | HBM traffic: atomic → deterministic | 34.8 KiB → 39.0 KiB (+12%) |
+    """
+    def change(a: float, b: float, fmt) -> str:
+        return f"{fmt(a)} → {fmt(b)} ({100 * (b - a) / a:+.0f}%)" if a else f"{fmt(a)} → {fmt(b)}"
+
+    rows = {
+        "matmuls per tile: atomic → deterministic": [
+            f"{c.atomic_matmuls_per_tile} → {c.deterministic_matmuls_per_tile}" for _, c in comparisons],
+        "FLOPs: atomic → deterministic": [change(c.atomic_flops, c.deterministic_flops, format_flops)
+                                          for _, c in comparisons],
+        "HBM traffic: atomic → deterministic": [change(c.atomic_bytes, c.deterministic_bytes, format_bytes)
+                                                for _, c in comparisons],
+        "standard attention's backward: FLOPs, HBM traffic": [
+            f"{format_flops(c.standard_flops)}, {format_bytes(c.standard_bytes)}" for _, c in comparisons],
+    }
+    head = "| | " + " | ".join(f"{label}: {_sizes(c)}" for label, c in comparisons) + " |"
+    lines = [head, "|---" * (len(comparisons) + 1) + "|"]
+    lines += [f"| {name} | " + " | ".join(cells) + " |" for name, cells in rows.items()]
+    return "\n".join(lines)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from flashviz.core.validate import Window
+from flashviz.measure.guards import TIME_BUDGET_STATUS
 from flashviz.measure.sweep import run_sweep
 from flashviz.vocab import FLASH2, NAIVE, OK, SDPA, TRAINING
 
@@ -48,6 +49,11 @@ class RecomputePrice:
     device: str  # where it ran
     threads: int  # torch intra-op threads
     repeats: int  # timed calls per implementation
+
+    @property
+    def cut_short(self) -> bool:
+        """Whether the time budget stopped some implementation (its status says so): measure again to get it."""
+        return any(status.startswith(TIME_BUDGET_STATUS) for status in self.status)
 
     def ratio(self, field: str, impl: str, against: str = FLASH2) -> float:
         """field ("time_s" or "peak_bytes") of impl divided by against's: e.g. how many times more memory naive
