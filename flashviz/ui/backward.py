@@ -157,7 +157,7 @@ def backward_ui(s: Settings) -> None:
     kernel_ok = _kernel_fits(map_cost)
     _saved_ui(s, kernel_ok, scale_cost)
     _dq_ui(s, kernel_ok, map_cost, scale_cost)
-    _price_ui(s)
+    _price_ui(s, scale_cost)
     _equations_ui()
 
 
@@ -240,12 +240,11 @@ def _dq_ui(s: Settings, kernel_ok: bool, map_cost: DqComparison, scale_cost: DqC
         st.markdown(determinism_text(runs))
 
 
-def _price_ui(s: Settings) -> None:
+def _price_ui(s: Settings, scale_cost: DqComparison) -> None:
     """The recomputation's price, measured on a button at the sidebar's sizes."""
     from flashviz.figures.backward import recompute_price_figure
-    from flashviz.figures.backward_text import price_text
+    from flashviz.figures.backward_text import price_text, slower_text
     from flashviz.ui import jobs
-    from flashviz.ui.benchmark import SLOWER_WHY
     from flashviz.ui.runs import run_button_ui
 
     st.subheader("The recomputation's price, measured")
@@ -265,7 +264,7 @@ def _price_ui(s: Settings) -> None:
     ran_with_ui(s, PRICE_RAN_WITH)
     show_figure(recompute_price_figure(price), key="backward_price")
     slower = price.ratio("time_s", "naive") < 1
-    st.caption(price_text(price) + (f" **Why slower?** {SLOWER_WHY}" if slower else ""))
+    st.caption(price_text(price) + (" " + slower_text(price, scale_cost) if slower else ""))
 
 
 def _equations_ui() -> None:
