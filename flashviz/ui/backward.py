@@ -268,9 +268,11 @@ def _price_ui(s: Settings, scale_cost: DqComparison) -> None:
 
 
 def _equations_ui() -> None:
+    """Algorithm 2's lines for one tile, three short lines so that each fits a 1280 px window."""
     st.subheader("Algorithm 2, lines 10-16: one tile")
-    st.latex(r"S_{ij} = \tfrac{1}{\sqrt d} Q_i K_j^\top,\quad P_{ij} = e^{S_{ij} - L_i},\quad "
-             r"dV_j \mathrel{+}= P_{ij}^\top dO_i,\quad dP_{ij} = dO_i V_j^\top")
-    st.latex(r"dS_{ij} = P_{ij} \circ (dP_{ij} - D_i),\quad dQ_i \mathrel{+}= \tfrac{1}{\sqrt d} dS_{ij} K_j,\quad "
-             r"dK_j \mathrel{+}= \tfrac{1}{\sqrt d} dS_{ij}^\top Q_i,\qquad "
+    st.latex(r"S_{ij} = \tfrac{1}{\sqrt d}\, Q_i K_j^\top,\qquad P_{ij} = e^{S_{ij} - L_i},\qquad "
              r"D_i = \operatorname{rowsum}(dO_i \circ O_i)")
+    st.latex(r"dV_j \mathrel{+}= P_{ij}^\top dO_i,\qquad dP_{ij} = dO_i V_j^\top,\qquad "
+             r"dS_{ij} = P_{ij} \circ (dP_{ij} - D_i)")
+    st.latex(r"dQ_i \mathrel{+}= \tfrac{1}{\sqrt d}\, dS_{ij} K_j,\qquad "
+             r"dK_j \mathrel{+}= \tfrac{1}{\sqrt d}\, dS_{ij}^\top Q_i")
