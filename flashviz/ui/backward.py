@@ -56,6 +56,7 @@ KERNEL_FLOPS_MAX = 1e10  # the trace and the two dQ runs run the real kernel liv
 KERNEL_RUNS = 3  # the kernel's backward FLOPs those take, counted in backward passes (forward, 2 backward, the sums)
 PRICE_IMPLS = 3  # implementations recompute_price times: tiled, naive, SDPA
 MAP_TITLE = "The backward pass, tile by tile (Algorithm 2)"
+KERNEL_RAN_WITH = ("bwn", "bwd", "bwblock", "bwcausal", "window", "dtype")  # the kernel's runs on the map's problem
 PRICE_RAN_WITH = ("n", "d", "br", "bc", "bwcausal", "window", "dtype", "batch", "heads", "device", "threads", "reps")
 INTRO = ("The backward pass needs P = softmax(S) for every gradient, but FlashAttention's forward saved only the "
          "output O and one number per query row, the logsumexp L. So the backward walks the tiles again, column by "
@@ -223,6 +224,7 @@ def _saved_ui(s: Settings, kernel_ok: bool, scale_cost: DqComparison) -> None:
         return
     with st.spinner("Running the real kernel's forward and backward on the map's problem ..."):
         trace = cached_trace(s.bwn, s.bwd, s.bwblock, s.bwcausal, s.window, s.dtype)
+    ran_with_ui(s, KERNEL_RAN_WITH)
     st.markdown(saved_text(saved_for_backward(trace), "the map's problem"))
     st.markdown(row_sum_text(trace))
     st.markdown(row_sum_table(trace))
@@ -237,6 +239,7 @@ def _dq_ui(s: Settings, kernel_ok: bool, map_cost: DqComparison, scale_cost: DqC
     if kernel_ok:
         with st.spinner("Running the backward twice ..."):
             runs = cached_dq_runs(s.bwn, s.bwd, s.bwblock, s.bwcausal, s.window, s.dtype)
+        ran_with_ui(s, KERNEL_RAN_WITH)
         st.markdown(determinism_text(runs))
 
 
