@@ -83,6 +83,16 @@ class BackwardSchedule:
         """Steps whose tile is loaded and computed, in visiting order (a tile twice with a second pass)."""
         return [s for s, st in enumerate(self.status) if st != SKIPPED]
 
+    def tile_shape(self, step: int) -> tuple[int, int]:
+        """(rows, cols) of the tile at a step: Br x Bc, less at a ragged last block row or column.
+
+        Example:
+            >>> backward_schedule(10, 2, 4, 4).tile_shape(8)  # i = 2, j = 2: the corner tile, 2 x 2
+            (2, 2)
+        """
+        i, j = self.q_block[step], self.k_block[step]
+        return min(self.block_q, self.n - i * self.block_q), min(self.block_k, self.n - j * self.block_k)
+
 
 def backward_schedule(n: int, d: int, block_q: int, block_k: int, *, causal: bool = False, window: Window = None,
                       dq_mode: str = DQ_ATOMIC, heads: int = 1, heads_kv: int | None = None, dtype_bytes: int = 4,

@@ -172,7 +172,7 @@ def _tile_ops_ui(schedules: list[BackwardSchedule], f: int | None) -> None:
     sc = next(sc for sc in schedules if f < len(sc.computed_steps()))
     step = sc.computed_steps()[f]
     i, j, pass_no = sc.q_block[step], sc.k_block[step], sc.passes[step]
-    rows, cols = min(sc.block_q, sc.n - i * sc.block_q), min(sc.block_k, sc.n - j * sc.block_k)
+    rows, cols = sc.tile_shape(step)
     where = f"pass {pass_no} of {DQ_MODE_LABELS[sc.dq_mode]}" if sc.dq_mode == DQ_DETERMINISTIC \
         else DQ_MODE_LABELS[sc.dq_mode]
     caption = (f"The tile the map opens at: i = {i}, j = {j} ({rows} × {cols}, {sc.status[step]}), {where}; "
