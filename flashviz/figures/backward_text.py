@@ -89,11 +89,12 @@ def saved_text(s: SavedForBackward, where: str = "") -> str:
     Example:
         >>> from flashviz.measure.backward_trace import saved_bytes
         >>> saved_text(saved_bytes(32, 16)).split(": ")[1:]
-        ["2.1 KiB, against 4.0 KiB for standard attention's P (1,024 probabilities)", '1.88× less.']
+        ["2.1 KiB, against 4.0 KiB for standard attention's P (1,024 probabilities)", '1.88× less, 1.9 KiB saved.']
     """
     heads = f" with {s.heads} heads" if s.heads > 1 else ""
-    verdict = f"{s.p_over_tiled:.2f}× less" if s.p_bytes > s.tiled_bytes else (
-        f"MORE than P here: at N = {s.n} P's N × N entries take no more room than O's N × d and L's N")
+    verdict = (f"{s.p_over_tiled:.2f}× less, {format_bytes(s.p_bytes - s.tiled_bytes)} saved"
+               if s.p_bytes > s.tiled_bytes else
+               f"MORE than P here: at N = {s.n} P's N × N entries take no more room than O's N × d and L's N")
     at = f"N = {s.n}{heads} ({where})" if where else f"N = {s.n}{heads}"
     return (f"At {at} the tiled forward keeps O ({format_bytes(s.o_bytes)}) and L "
             f"({format_bytes(s.lse_bytes)}) for the backward: {format_bytes(s.tiled_bytes)}, against "
