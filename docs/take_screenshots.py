@@ -7,6 +7,7 @@ projector often has: grid, counters and Play must show without scrolling), the o
 Measured figures differ from machine to machine; the pictures show what each view looks like, not reference numbers.
 
 Run:  python docs/take_screenshots.py            (about a minute; overwrites docs/screenshots/*.png)
+      python docs/take_screenshots.py 10-backward.png   (only the files named)
 """
 
 from __future__ import annotations
@@ -39,11 +40,19 @@ VIEWS = [  # (file name, query, run button key or None, plotly charts to wait fo
     ("08-decoding.png", "view=decode&decpage=64&dechq=32&dechkv=8&declens=ragged&declen=4096&decsplits=auto&d=64&"
                         "threads=2", None, 2, FULL),
     ("09-masks.png", f"view=masks&{COMMON}", None, 2, FULL),
+    ("10-backward.png", "view=backward&bwn=32&bwd=16&bwblock=8&bwcausal=1&dq=atomic&bwframe=6&threads=2", None, 0,
+     FULL),
 ]
 
 
-def main() -> int:
+def main(names: list[str]) -> int:
+    """Take the screenshots named (all when none is)."""
     from playwright.sync_api import sync_playwright
+
+    unknown = set(names) - {view[0] for view in VIEWS}
+    if unknown:
+        print(f"unknown screenshot(s) {sorted(unknown)}; choose from {[view[0] for view in VIEWS]}")
+        return 2
 
     OUT.mkdir(parents=True, exist_ok=True)
     executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
@@ -51,7 +60,7 @@ def main() -> int:
             url, _), sync_playwright() as p:
         browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         try:
-            for name, query, button, charts, (width, height) in VIEWS:
+            for name, query, button, charts, (width, height) in [v for v in VIEWS if not names or v[0] in names]:
                 page = browser.new_page(viewport={"width": width, "height": height})
                 page.goto(f"{url}/?{query}")
                 page.wait_for_selector(CONNECTED, timeout=WAIT_MS)
@@ -83,4 +92,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

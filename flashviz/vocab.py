@@ -75,7 +75,8 @@ ON_CHIP_COLUMN = "on chip for the whole column"  # K_j, V_j loaded once; dK_j, d
 ON_CHIP_TILE = "on chip, this tile only"  # S_ij, P_ij, dP_ij, dS_ij: recomputed, never written to HBM
 HBM_STREAMED = "streamed from HBM every tile"  # Q_i, dO_i, L_i, D_i
 HBM_READ_WRITE = "read and written back in HBM every tile"  # dQ_i (an atomic add on a GPU)
-OPERAND_PLACES = (ON_CHIP_COLUMN, ON_CHIP_TILE, HBM_STREAMED, HBM_READ_WRITE)
+ON_CHIP_ROW = "on chip for the whole row"  # deterministic dQ's second pass: Q_i, dO_i, L_i, D_i and dQ_i (written once)
+OPERAND_PLACES = (ON_CHIP_COLUMN, ON_CHIP_ROW, ON_CHIP_TILE, HBM_STREAMED, HBM_READ_WRITE)
 
 # -- the numerics lab (flashviz.numerics, flashviz.measure.numerics_lab): input precisions by name, the FP8 kernel,
 #    causal alignments

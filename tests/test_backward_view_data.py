@@ -22,14 +22,9 @@ from flashviz.core.tiling import tile_schedule
 from flashviz.figures.backward import recompute_price_figure, tile_ops_html
 from flashviz.figures.backward_map import backward_map_html
 from flashviz.figures.tilemap import frame_indices
+from flashviz.measure.backward_ops import tile_ops
 from flashviz.measure.backward_price import RecomputePrice, recompute_price
-from flashviz.measure.backward_trace import (
-    backward_schedule,
-    backward_trace,
-    dq_comparison,
-    saved_for_backward,
-    tile_ops,
-)
+from flashviz.measure.backward_trace import backward_schedule, backward_trace, dq_comparison, saved_for_backward
 from flashviz.model.iomodel import io_cost, io_trace
 from flashviz.units import format_bytes
 
@@ -170,7 +165,7 @@ def test_a_naive_row_the_memory_guard_refuses_is_not_run_and_drawn_as_such():
     assert math.isnan(p.ratio("time_s", "naive"))
     fig = recompute_price_figure(p)
     assert any("not run" in (a.text or "") for a in fig.layout.annotations)
-    assert any("not run" in (t.text[0] or "") for t in fig.data if t.name.startswith("naive"))
+    assert any("not run" in t.x[0] for t in fig.data if t.name.startswith("naive"))
 
 
 def _price(**over) -> RecomputePrice:
@@ -189,7 +184,7 @@ def test_the_price_figure_has_titles_units_and_projector_sized_fonts():
     time_bars = [t for t in fig.data if t.xaxis == "x"]
     assert [b.y[0] for b in time_bars] == pytest.approx([400, 300, 70])
     assert [t.name for t in fig.data if t.showlegend is not False] == list(_price().labels)
-    assert "17×" in next(t for t in fig.data if t.xaxis == "x2" and t.name.startswith("naive")).text[0]
+    assert "17×" in next(t for t in fig.data if t.xaxis == "x2" and t.name.startswith("naive")).x[0]
     layout = fig.layout
     sizes = [layout.template.layout.font.size, layout.legend.font.size, layout.template.layout.xaxis.tickfont.size,
              layout.title.subtitle.font.size, *[a.font.size for a in layout.annotations]]

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from flashviz import vocab
 from flashviz.figures.palette import (
+    BASE_FONT_PX,
     CURRENT_TILE_COLOR,
     DQ_MARKER_COLOR,
     ON_CHIP_BAND_COLOR,
@@ -34,6 +35,7 @@ from flashviz.figures.palette import (
     TICK_FONT_PX,
     TILE_AHEAD_COLORS,
     TILE_COLORS,
+    TITLE_FONT_PX,
 )
 from flashviz.figures.tilemap import (
     FATE_CLASS,
@@ -46,17 +48,21 @@ from flashviz.figures.tilemap import (
     map_css,
 )
 from flashviz.units import format_bytes
-from flashviz.vocab import DQ_ATOMIC, DQ_MODE_LABELS, TILE_STATUS_LABELS, TILE_STATUSES
+from flashviz.vocab import DQ_ATOMIC, DQ_DETERMINISTIC, TILE_STATUS_LABELS, TILE_STATUSES
 
 if TYPE_CHECKING:  # a plain dataclass; imported for type hints only, so this module never loads torch
     from flashviz.measure.backward_trace import BackwardSchedule
 
-GRID_PX = {1: 330, 2: 300}  # the longer side of a grid, by panel count
-TOP_PX = 100  # room above a grid: the panel's name and three counter lines
-LINE_Y = (20, 44, 68, 92)  # baselines of those four lines (px)
+GRID_PX = {1: 290, 2: 250}  # the longer side of a grid, by panel count: both fit beside each other, or beside the
+#                                tile table, in a 1280 x 720 window with the sidebar open
+TOP_PX = 94  # room above a grid: the panel's name and three counter lines
+LINE_Y = (20, 42, 64, 86)  # baselines of those four lines (px)
+COUNTER_X = 4  # px: the counters start at the panel's left edge, the y tick labels' column included
+PANEL_NAMES = {DQ_ATOMIC: "atomic dQ", DQ_DETERMINISTIC: "deterministic dQ"}  # short: two panels share 760 px
 BOTTOM_PX = 54  # the x tick labels and axis title
 RIGHT_PX = 56  # the dQ_i marker and its label, right of the grid
 MARKER_W = 12  # px width of the dQ_i marker
+TITLE = "The backward pass, tile by tile (FlashAttention-2, Algorithm 2)"  # the map's default title
 DONE = -1  # data-step of a panel's frames after its last tile
 BOLD = ' font-weight="600"'  # the panel's name over its counters
 STILL = ' data-still="1"'  # the root of a still map
@@ -140,7 +146,7 @@ def counter_lines(s: BackwardSchedule, computed: list[int], f: int | None) -> tu
         >>> counter_lines(s, s.computed_steps(), 1)
         ('atomic dQ', 'tile 2/3: i=1, j=0', 'HBM so far: 1.2 KiB', 'standard backward: 2.8 KiB')
     """
-    name, standard = DQ_MODE_LABELS[s.dq_mode], f"standard backward: {format_bytes(s.standard_hbm_bytes)}"
+    name, standard = PANEL_NAMES[s.dq_mode], f"standard backward: {format_bytes(s.standard_hbm_bytes)}"
     if not computed:
         return name, "every tile is masked", f"HBM: {format_bytes(s.start_hbm_bytes)} (pre-pass)", standard
     if f is None:
@@ -162,7 +168,7 @@ def _frames_svg(s: BackwardSchedule, computed: list[int], pos: list[int | None],
         f = pos[k]
         step = DONE if f is None else computed[f]
         texts = counter_lines(s, computed, f)
-        lines = "".join(f'<text class="counter" x="{LEFT_PX}" y="{y}"{BOLD if n == 0 else ""}>{escape(t)}</text>'
+        lines = "".join(f'<text class="counter" x="{COUNTER_X}" y="{y}"{BOLD if n == 0 else ""}>{escape(t)}</text>'
                         for n, (y, t) in enumerate(zip(LINE_Y, texts, strict=True)))
         overlay = "" if f is None else _overlay(s, step, cell, last_of_row)
         hbm = s.hbm_bytes[step] if f is not None else (s.hbm_bytes[-1] if s.steps else s.start_hbm_bytes)
@@ -231,7 +237,7 @@ def _switch(uid: str, modes: Sequence[str]) -> tuple[str, str]:
     """Radio inputs (placed before the panels) and their labels (in the bar): both schedules, or one."""
     if len(modes) < 2:
         return "", ""
-    names = {"both": "both side by side", **{m: DQ_MODE_LABELS[m] for m in modes}}
+    names = {"both": "both", **{m: PANEL_NAMES[m] for m in modes}}
     inputs = "".join(f'<input type="radio" name="{uid}-mode" id="{uid}-m-{m}" class="fv-mode fv-m-{m}"'
                      f'{CHECKED if m == "both" else ""} aria-label="show {names[m]}"/>' for m in names)
     labels = "".join(f'<label for="{uid}-m-{m}" class="fv-lab-{m}">{escape(names[m])}</label>' for m in names)
@@ -248,6 +254,8 @@ def _legend(modes: Sequence[str]) -> str:
               sw(ON_CHIP_BAND_COLOR, "K_j, V_j, dK_j, dV_j on chip for the whole column (blue band)", "opacity:.5"),
               sw("#fff", "Q_i, dO_i, L_i, D_i streamed from HBM (black outline)", "border:3px solid #000"),
               sw(DQ_MARKER_COLOR, "dQ_i read and written back in HBM every tile (atomic add)")]
+    items.append("<span>HBM so far: the tiled backward's traffic (IO model); standard backward: standard attention's, "
+                 "in all (it writes P, dP, dS to HBM and reads them back)</span>")
     if vocab.DQ_DETERMINISTIC in modes:
         items += [sw(SECOND_PASS_COLOR, "visited again by the second pass (deterministic dQ): Q_i, dO_i, L_i, "
                                         "D_i, dQ_i on chip for the row, K_j, V_j streamed (dashed), dQ_i written once")]
@@ -256,7 +264,7 @@ def _legend(modes: Sequence[str]) -> str:
 
 def backward_map_html(schedules: Sequence[BackwardSchedule], *, title: str | None = None,
                       subtitle: str | None = None, max_frames: int = MAX_FRAMES, start_frame: int = 0,
-                      uid: str = "fv-bw", still: bool = False) -> str:
+                      uid: str = "fv-bw", still: bool = False, header: bool = True) -> str:
     """The backward's animated tile map of one schedule, or of atomic and deterministic dQ side by side (lockstep,
     with a switch), as one line of HTML: an SVG per panel, CSS animations, Play/Pause and Restart, no script.
 
@@ -268,6 +276,8 @@ def backward_map_html(schedules: Sequence[BackwardSchedule], *, title: str | Non
         start_frame: the frame drawn before Play (0 <= start_frame < frames).
         uid: the root element's id (unique on a page): the CSS is scoped to it.
         still: the start frame only, without Play, Restart or later frames.
+        header: False leaves out the title and subtitle (a page draws map_header_html above the map and what stands
+            beside it).
     Returns:
         HTML for st.markdown(..., unsafe_allow_html=True): no blank lines, no script.
 
@@ -305,23 +315,42 @@ def backward_map_html(schedules: Sequence[BackwardSchedule], *, title: str | Non
     reveal = "" if still else "<style>" + "".join(
         f"#{uid} .r{k}{{animation-delay:{(k - start_frame) * dt:.3f}s}}"
         for k in range(start_frame + 1, len(frames_at) + 1)) + "</style>"
-    title = escape(title or "The backward pass, tile by tile (FlashAttention-2, Algorithm 2)")
-    subtitle = escape(subtitle or _subtitle(schedules[0]))
+    head = (f'<p class="fv-title">{escape(title or TITLE)}</p>'
+            f'<p class="fv-sub">{escape(subtitle or map_subtitle(schedules[0]))}</p>') if header else ""
     return (f'<div id="{uid}" class="{ROOT_CLASS} fv-backward" data-frames="{len(frames_at)}" '
             f'data-start="{start_frame}" data-frame-s="{dt:.3f}"{STILL if still else ""}>'
-            f"{map_css(uid)}{_extra_css(uid, modes)}{reveal}"
-            f'<p class="fv-title">{title}</p><p class="fv-sub">{subtitle}</p>{controls}'
+            f"{map_css(uid)}{_extra_css(uid, modes)}{reveal}{head}{controls}"
             f'<div class="fv-bar">{play}{"" if still else switch}</div>'
             f'<div class="fv-panels">{panels}{_legend(modes)}</div></div>')
 
 
-def _subtitle(s: BackwardSchedule) -> str:
-    """The settings the map shows: N, the tiles, how many are computed, the mask and the dimensions."""
+def map_header_html(schedule: BackwardSchedule, *, title: str | None = None, subtitle: str | None = None) -> str:
+    """The map's title and subtitle as their own snippet, in the map's fonts: for a page that draws the map with
+    header=False beside something else, so the header spans both.
+
+    Example:
+        >>> from flashviz.measure.backward_trace import backward_schedule
+        >>> map_header_html(backward_schedule(32, 16, 8, 8, causal=True), title="Backward").count("<p ")
+        2
+    """
+    return (f'<div class="fv-bw-head" style="font-family:Arial,Helvetica,sans-serif;color:#111">'
+            f'<p style="font-size:{TITLE_FONT_PX}px;font-weight:600;margin:0">{escape(title or TITLE)}</p>'
+            f'<p style="font-size:{BASE_FONT_PX}px;margin:2px 0 0 0">{escape(subtitle or map_subtitle(schedule))}</p>'
+            "</div>")
+
+
+def map_subtitle(s: BackwardSchedule) -> str:
+    """The settings the map shows: N, d, the tiles, how many are computed, the mask, the heads and element size.
+
+    Example:
+        >>> from flashviz.measure.backward_trace import backward_schedule
+        >>> map_subtitle(backward_schedule(32, 16, 8, 8, causal=True))
+        'N = 32, d = 16, 8 × 8 tiles: 10 of 16 computed · causal · 1 head, 4-byte elements'
+    """
     computed = sum(st != vocab.SKIPPED for st in s.status[:s.n_q_blocks * s.n_k_blocks])
     left, right = s.window if s.window is not None else (None, None)
     window = "" if s.window is None else f"window ({'∞' if left is None else left}, {'∞' if right is None else right})"
     mask = ", ".join(m for m in ("causal" if s.causal else "", window) if m) or "no mask"
     heads = f"{s.heads} head{'s' if s.heads > 1 else ''}" + (f" ({s.heads_kv} K/V)" if s.heads_kv != s.heads else "")
-    return (f"N = {s.n} · d = {s.d} · Br = {s.block_q}, Bc = {s.block_k} · {s.n_q_blocks} × {s.n_k_blocks} = "
-            f"{s.n_q_blocks * s.n_k_blocks} tiles, {computed} computed · {mask} · {heads}, {s.dtype_bytes} B "
-            "per element")
+    return (f"N = {s.n}, d = {s.d}, {s.block_q} × {s.block_k} tiles: {computed} of {s.n_q_blocks * s.n_k_blocks} "
+            f"computed · {mask} · {heads}, {s.dtype_bytes}-byte elements")

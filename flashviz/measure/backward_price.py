@@ -15,9 +15,11 @@ Legend: B batch, H heads, N sequence length, d head dimension, Br = block_q, Bc 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from flashviz.core.validate import Window
+from flashviz.measure.guards import TIME_BUDGET_STATUS
 from flashviz.measure.sweep import run_sweep
 from flashviz.vocab import FLASH2, NAIVE, OK, SDPA, TRAINING
 
@@ -48,6 +50,11 @@ class RecomputePrice:
     threads: int  # torch intra-op threads
     repeats: int  # timed calls per implementation
 
+    @property
+    def cut_short(self) -> bool:
+        """Whether the time budget stopped some implementation (its status says so): measure again to get it."""
+        return any(status.startswith(TIME_BUDGET_STATUS) for status in self.status)
+
     def ratio(self, field: str, impl: str, against: str = FLASH2) -> float:
         """field ("time_s" or "peak_bytes") of impl divided by against's: e.g. how many times more memory naive
         needs than the tiled kernel. NaN when either did not run."""
@@ -59,7 +66,8 @@ class RecomputePrice:
 def recompute_price(n: int, d: int, *, batch: int = 1, heads: int = 1, block_q: int = 64, block_k: int = 64,
                     causal: bool = False, window: Window = None, dtype: str = "float32", device: str = "cpu",
                     repeats: int = 5, warmup: int = 1, threads: int | None = None, seed: int = 0,
-                    memory_budget_bytes: int | None = None) -> RecomputePrice:
+                    memory_budget_bytes: int | None = None, progress: Callable | None = None,
+                    time_budget_s: float | None = None) -> RecomputePrice:
     """Time and peak memory of forward + backward for the tiled kernel, naive autograd and SDPA autograd.
 
     Args:
@@ -67,6 +75,8 @@ def recompute_price(n: int, d: int, *, batch: int = 1, heads: int = 1, block_q: 
         causal, window: the mask.  dtype: the inputs' dtype name.  device: "cpu" or "cuda".
         repeats, warmup: timed and untimed calls per implementation.  threads: torch intra-op threads (None: keep).
         seed: of the random inputs.  memory_budget_bytes: as run_sweep's (naive's N x N matrices are checked first).
+        progress, time_budget_s: as run_sweep's: progress(done, total, label) between timed calls (raise from it to
+            cancel); implementations left when the budget runs out are "not run".
     Returns:
         RecomputePrice; use .ratio("time_s", "naive") or .ratio("peak_bytes", "sdpa") to compare.
 
@@ -77,7 +87,8 @@ def recompute_price(n: int, d: int, *, batch: int = 1, heads: int = 1, block_q: 
     """
     df = run_sweep([n], d=d, block_q=block_q, block_k=block_k, causal=causal, window=window, impls=PRICE_IMPLS,
                    batch=batch, heads=heads, dtype=dtype, repeats=repeats, warmup=warmup, threads=threads,
-                   device=device, mode=TRAINING, memory_budget_bytes=memory_budget_bytes, seed=seed)
+                   device=device, mode=TRAINING, memory_budget_bytes=memory_budget_bytes, seed=seed,
+                   progress=progress, time_budget_s=time_budget_s)
     rows = df.set_index("impl").loc[list(PRICE_IMPLS)]
     ran = rows["status"] == OK
     return RecomputePrice(

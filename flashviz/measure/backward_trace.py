@@ -5,11 +5,10 @@ live, and what the backward costs next to standard attention's.
                         each step, for atomic dQ (FA2 Algorithm 2) or deterministic dQ (a second pass over Q blocks);
                         integer arithmetic, no torch: the tile map draws from it.
     backward_trace      the real kernel (core/backward.py) on small random inputs, tile by tile through its on_tile
-                        events: block indices, ranges, the seven operations of the tile with their shapes and where
-                        each operand lives, the recomputed P_ij's row sums, the norms of dV_j, dK_j and dQ_i.
-    tile_ops            those seven operations (five matmuls, two elementwise) for one tile's sizes.
+                        events: block indices, ranges, the seven operations of the tile (measure/backward_ops.py),
+                        the recomputed P_ij's row sums, the norms of dV_j, dK_j and dQ_i.
     saved_for_backward  why O and L are enough: the bytes the tiled forward keeps against standard attention's P, and
-                        how far the recomputed rows of P are from summing to 1.
+                        how far the recomputed rows of P are from summing to 1 (saved_bytes: the bytes alone).
     dq_comparison       atomic against deterministic dQ: the second pass's extra FLOPs and bytes, with standard
                         attention's backward for scale.
 Every result is a frozen dataclass of ints, floats, strings and tuples, so figures and caches can take it.
@@ -22,13 +21,13 @@ H_kv K/V heads.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from flashviz._lazy import lazy_import
 from flashviz.core.tiling import tile_schedule
 from flashviz.core.validate import Window
-from flashviz.model.flops import matmul_flops
+from flashviz.measure.backward_ops import TileOp, tile_ops
 from flashviz.model.iomodel import io_cost, io_trace_steps
 from flashviz.model.iomodel_backward import MATMULS_PER_TILE
 from flashviz.model.iosteps import row_bands
@@ -37,11 +36,7 @@ from flashviz.vocab import (
     DQ_DETERMINISTIC,
     DTYPE_BYTES,
     DTYPES,
-    HBM_READ_WRITE,
-    HBM_STREAMED,
     NAIVE,
-    ON_CHIP_COLUMN,
-    ON_CHIP_TILE,
     Q_OUTER,
     SKIPPED,
 )
@@ -53,53 +48,6 @@ if TYPE_CHECKING:
     from flashviz.masks import MaskMod
 else:
     torch = lazy_import("torch")  # backward_trace only: the schedule, the ops and the comparisons are arithmetic
-
-MATMUL, ELEMENTWISE = "matmul", "elementwise"  # TileOp.kind
-
-
-@dataclass(frozen=True)
-class TileOp:
-    """One operation of a backward tile (FA2 Algorithm 2, lines 10-16), for one query head."""
-
-    line: int  # the line of Algorithm 2
-    text: str  # the operation, e.g. "S_ij = Q_i K_jᵀ"
-    kind: str  # "matmul" or "elementwise"
-    result: str  # what it produces, e.g. "S_ij"
-    result_place: str  # where the result lives (flashviz.vocab: ON_CHIP_COLUMN, ON_CHIP_TILE, HBM_READ_WRITE)
-    operands: tuple[tuple[str, str], ...]  # (operand, where it lives) for each input
-    shape: str  # "(Br × d) · (d × Bc) → (Br × Bc)" with this tile's numbers; elementwise: "(Br × Bc)"
-    flops: int  # 2 m n k for a matmul; 0 for elementwise work (not counted, as in the forward)
-
-
-def tile_ops(rows: int, cols: int, d: int) -> tuple[TileOp, ...]:
-    """The seven operations of one backward tile (rows = Br, cols = Bc of this tile), in Algorithm 2's order.
-
-    Example:
-        >>> ops = tile_ops(16, 8, 64)
-        >>> [op.result for op in ops], sum(op.kind == "matmul" for op in ops)
-        (['S_ij', 'P_ij', 'dV_j', 'dP_ij', 'dS_ij', 'dQ_i', 'dK_j'], 5)
-        >>> ops[0].shape, ops[0].flops == 2 * 16 * 8 * 64
-        ('(16 × 64) · (64 × 8) → (16 × 8)', True)
-    """
-    def mm(m: int, k: int, n: int) -> tuple[str, int]:
-        return f"({m} × {k}) · ({k} × {n}) → ({m} × {n})", matmul_flops(m, n, k)
-
-    tile, col, stream, rmw = ON_CHIP_TILE, ON_CHIP_COLUMN, HBM_STREAMED, HBM_READ_WRITE
-    s_shape, s_flops = mm(rows, d, cols)
-    return (
-        TileOp(10, "S_ij = Q_i K_jᵀ (recomputed)", MATMUL, "S_ij", tile, (("Q_i", stream), ("K_j", col)), s_shape,
-               s_flops),
-        TileOp(11, "P_ij = exp(S_ij − L_i)", ELEMENTWISE, "P_ij", tile, (("S_ij", tile), ("L_i", stream)),
-               f"({rows} × {cols})", 0),
-        TileOp(12, "dV_j += P_ijᵀ dO_i", MATMUL, "dV_j", col, (("P_ij", tile), ("dO_i", stream)), *mm(cols, rows, d)),
-        TileOp(13, "dP_ij = dO_i V_jᵀ", MATMUL, "dP_ij", tile, (("dO_i", stream), ("V_j", col)), *mm(rows, d, cols)),
-        TileOp(14, "dS_ij = P_ij ∘ (dP_ij − D_i)", ELEMENTWISE, "dS_ij", tile,
-               (("P_ij", tile), ("dP_ij", tile), ("D_i", stream)), f"({rows} × {cols})", 0),
-        TileOp(15, "dQ_i += dS_ij K_j (atomic add)", MATMUL, "dQ_i", rmw, (("dS_ij", tile), ("K_j", col),
-                                                                              ("dQ_i", rmw)), *mm(rows, cols, d)),
-        TileOp(16, "dK_j += dS_ijᵀ Q_i", MATMUL, "dK_j", col, (("dS_ij", tile), ("Q_i", stream)), *mm(cols, rows, d)),
-    )
-
 
 @dataclass(frozen=True)
 class BackwardSchedule:
@@ -134,6 +82,16 @@ class BackwardSchedule:
     def computed_steps(self) -> list[int]:
         """Steps whose tile is loaded and computed, in visiting order (a tile twice with a second pass)."""
         return [s for s, st in enumerate(self.status) if st != SKIPPED]
+
+    def tile_shape(self, step: int) -> tuple[int, int]:
+        """(rows, cols) of the tile at a step: Br x Bc, less at a ragged last block row or column.
+
+        Example:
+            >>> backward_schedule(10, 2, 4, 4).tile_shape(8)  # i = 2, j = 2: the corner tile, 2 x 2
+            (2, 2)
+        """
+        i, j = self.q_block[step], self.k_block[step]
+        return min(self.block_q, self.n - i * self.block_q), min(self.block_k, self.n - j * self.block_k)
 
 
 def backward_schedule(n: int, d: int, block_q: int, block_k: int, *, causal: bool = False, window: Window = None,
@@ -215,8 +173,9 @@ class BackwardTrace:
     standard_hbm_bytes: int  # modelled HBM bytes of standard attention's backward (FA1 Algorithm 3)
 
 
-def _random_inputs(n: int, d: int, heads: int, heads_kv: int, dtype: str, seed: int):
-    """q, dO (1, H, N, d) and k, v (1, H_kv, N, d), standard normal from one seed, in `dtype`."""
+def random_inputs(n: int, d: int, heads: int, heads_kv: int, dtype: str, seed: int):
+    """q, dO (1, H, N, d) and k, v (1, H_kv, N, d), standard normal from one seed, in `dtype`: the inputs every
+    recording of the Backward view runs on (CPU)."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}.")
     gen = torch.Generator().manual_seed(seed)
@@ -262,7 +221,7 @@ def backward_trace(n: int, d: int, block_q: int, block_k: int, *, causal: bool =
     from flashviz.core.flash import flash_attention_forward
 
     heads_kv = heads if heads_kv is None else heads_kv
-    q, k, v, dO = _random_inputs(n, d, heads, heads_kv, dtype, seed)
+    q, k, v, dO = random_inputs(n, d, heads, heads_kv, dtype, seed)
     mask = {"causal": causal, "window": window, "mask_mod": mask_mod}
     O, L = flash_attention_forward(q, k, v, block_q=block_q, block_k=block_k, loop_order=Q_OUTER, return_lse=True,
                                    **mask)
@@ -306,6 +265,22 @@ class SavedForBackward:
         return self.p_bytes / self.tiled_bytes if self.tiled_bytes else math.inf
 
 
+def saved_bytes(n: int, d: int, *, heads: int = 1, dtype: str = "float32") -> SavedForBackward:
+    """The bytes each method keeps for the backward at N (heads: every (batch, head) pair), without running anything:
+    O and L against standard attention's P. No row was checked (rows_checked 0, error NaN).
+
+    Example:
+        >>> s = saved_bytes(4096, 64, heads=4)
+        >>> s.o_bytes, s.lse_bytes, s.p_bytes, round(s.p_over_tiled, 1)
+        (4194304, 65536, 268435456, 63.0)
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}.")
+    elem = DTYPE_BYTES[dtype]
+    lse = DTYPE_BYTES["float64" if dtype == "float64" else "float32"]  # L is kept in the accumulator dtype
+    return SavedForBackward(n, heads, dtype, heads * n * d * elem, heads * n * lse, heads * n * n * elem, math.nan, 0)
+
+
 def saved_for_backward(trace: BackwardTrace) -> SavedForBackward:
     """The bytes kept for the backward at the trace's N, against standard attention's P, and the row-sum check.
 
@@ -314,11 +289,8 @@ def saved_for_backward(trace: BackwardTrace) -> SavedForBackward:
         >>> s.o_bytes, s.lse_bytes, s.p_bytes, s.max_row_sum_error < 1e-5
         (1024, 128, 4096, True)
     """
-    elem = DTYPE_BYTES[trace.dtype]
-    lse = DTYPE_BYTES["float64" if trace.dtype == "float64" else "float32"]  # L is kept in the accumulator dtype
-    h, n = trace.heads, trace.n
-    return SavedForBackward(n, h, trace.dtype, h * n * trace.d * elem, h * n * lse, h * n * n * elem,
-                            trace.max_row_sum_error, trace.rows_seeing_keys)
+    kept = saved_bytes(trace.n, trace.d, heads=trace.heads, dtype=trace.dtype)
+    return replace(kept, max_row_sum_error=trace.max_row_sum_error, rows_checked=trace.rows_seeing_keys)
 
 
 @dataclass(frozen=True)
@@ -334,6 +306,12 @@ class DqComparison:
     deterministic_bytes: int  # HBM bytes of the deterministic one
     standard_flops: int  # standard attention's backward (FA1 Algorithm 3)
     standard_bytes: int  # its HBM bytes
+    max_row_tiles: int  # most computed tiles in one Q block row: the K/V columns that add into one dQ_i
+    n: int  # N (N_q = N_k)
+    d: int  # head dimension
+    block_q: int  # Br
+    block_k: int  # Bc
+    heads: int  # (batch, head) pairs the totals cover: B H
 
     @property
     def extra_flops(self) -> int:
@@ -353,8 +331,8 @@ def dq_comparison(n: int, d: int, block_q: int, block_k: int, *, causal: bool = 
 
     Example:
         >>> c = dq_comparison(1024, 64, 64, 64, causal=True)
-        >>> c.deterministic_flops / c.atomic_flops, c.tiles
-        (1.4, 136)
+        >>> c.deterministic_flops / c.atomic_flops, c.tiles, c.max_row_tiles
+        (1.4, 136, 16)
     """
     kw = {"causal": causal, "window": window, "batch": batch, "heads": heads, "heads_kv": heads_kv,
           "dtype_bytes": dtype_bytes, "backward": True}
@@ -362,10 +340,13 @@ def dq_comparison(n: int, d: int, block_q: int, block_k: int, *, causal: bool = 
                    for m in (DQ_ATOMIC, DQ_DETERMINISTIC))
     standard = io_cost(NAIVE, n, n, d, block_q, block_k, **kw)
     if mask_mod is None:  # O(Tr): the computed K blocks of each Q block row form one band
-        tiles = sum(band.tiles for band in row_bands(n, n, block_q, block_k, causal, window))
+        per_row = [band.tiles for band in row_bands(n, n, block_q, block_k, causal, window)]
     else:
         sched = tile_schedule(n, n, block_q, block_k, causal=causal, window=window, mask_mod=mask_mod, batch=batch,
                               heads=heads)
-        tiles = sum(1 for _ in sched.computed())
-    return DqComparison(tiles, MATMULS_PER_TILE[DQ_ATOMIC], MATMULS_PER_TILE[DQ_DETERMINISTIC], atomic.flops,
-                        det.flops, atomic.bytes, det.bytes, standard.flops, standard.bytes)
+        per_row = [0] * sched.n_q_blocks
+        for t in sched.computed():
+            per_row[t.q_block] += 1
+    return DqComparison(sum(per_row), MATMULS_PER_TILE[DQ_ATOMIC], MATMULS_PER_TILE[DQ_DETERMINISTIC], atomic.flops,
+                        det.flops, atomic.bytes, det.bytes, standard.flops, standard.bytes, max(per_row, default=0),
+                        n, d, block_q, block_k, batch * heads)

@@ -33,6 +33,8 @@ from flashviz.ui.sizes import (
 )
 from flashviz.ui.spec import BOOL, CHOICE, INT, INTS, STRS, TAB, Spec, setting
 from flashviz.vocab import (
+    DQ_ATOMIC,
+    DQ_DETERMINISTIC,
     DTYPE_BYTES,
     DTYPES,
     FLASH,
@@ -57,6 +59,10 @@ IMPL_HELP = {
     FLASH2: f"tiled, {LOOP_ORDER_LABELS[Q_OUTER]}",
     SDPA: "PyTorch's fused scaled_dot_product_attention",
 }
+# -- Backward: the map's own small problem (every tile can be narrated) and which dQ schedule it plays
+BW_N_OPTIONS = (8, 16, 24, 32, 48, 64, 97, 128, 256, 512)  # the map's N: 4 x 4 tiles at the default Br = Bc = 8
+BW_DQ = {DQ_ATOMIC: "atomic dQ (Algorithm 2)", DQ_DETERMINISTIC: "deterministic dQ (second pass)",
+         BOTH: "both side by side"}  # URL name -> label
 # -- Roofline: the GPU dtypes FlashAttention runs in (not float64), tensor-core types first
 GPU_DTYPES = tuple(sorted((t for t in DTYPES if DTYPE_BYTES[t] <= 4), key=DTYPE_BYTES.get))
 GPU_DTYPE_LABELS = {t: f"{t} ({'tensor' if DTYPE_BYTES[t] == 2 else 'CUDA'} cores)" for t in GPU_DTYPES}
@@ -177,6 +183,38 @@ VIEWS: tuple[View, ...] = (
     View("train", "Training", "flashviz.ui.training:training_ui",
          sidebar=("d", "causal", "window", "dtype", "batch", "heads", "device", "threads"),
          borrows=("ns", "impls", "bblock", "reps")),
+    View("backward", "Backward", "flashviz.ui.backward:backward_ui",
+         sidebar=("n", "d", "br", "bc", "window", "dtype", "batch", "heads", "device", "threads"), borrows=("reps",),
+         own=dict(
+        bwn=setting(32, Spec(
+            INT, "select_slider", "Map: N", lo=N_MIN, hi=N_MAX, options=BW_N_OPTIONS, place=TAB,
+            short="map N", help="Sequence length of the small problem the tile map plays and the real kernel runs "
+                                "(one head, batch 1): few enough tiles to narrate each one. The traffic at scale and "
+                                "the measured price use the sidebar's N, d, Br and Bc.")),
+        bwd=setting(16, Spec(
+            INT, "select_slider", "Map: d", lo=D_MIN, hi=D_MAX, options=D_OPTIONS, place=TAB,
+            short="map d", help="Head dimension of the map's problem. Every tile streams Q_i and dO_i (Br × d each) "
+                                "and reads and writes dQ_i, so a large d with small tiles makes the tiled backward "
+                                "move more bytes than standard attention's; the page says so when it does.")),
+        bwblock=setting(8, Spec(
+            INT, "select_slider", "Map: tile Br = Bc", lo=BLOCK_MIN, hi=BLOCK_MAX, options=BLOCK_OPTIONS,
+            place=TAB, short="map tile", help="Query rows and keys per tile of the map's problem.")),
+        bwcausal=setting(True, Spec(
+            BOOL, "toggle", "Causal mask", place=TAB, short="causal",
+            help="Query i sees keys j ≤ i: the tiles above the diagonal are skipped in the backward as in the "
+                 "forward. This tab's own switch (the sidebar's is off by default): it applies to the map, the "
+                 "traffic at scale and the measured price.")),
+        dq=setting(DQ_ATOMIC, Spec(
+            CHOICE, "radio", "dQ schedule on the map", options=tuple(BW_DQ), labels=BW_DQ, place=TAB,
+            short="dQ schedule",
+            help="Atomic: Algorithm 2 adds each tile's dS_ij K_j into dQ_i in HBM (an atomic add on a GPU). "
+                 "Deterministic: a second pass over the Q blocks recomputes S, P, dP, dS and builds dQ_i on chip, "
+                 "written once. Both: the two side by side in lockstep, with a switch on the map.")),
+        bwframe=setting(0, Spec(  # drawn by the Backward tab: its options are the map's frames
+            INT, "", "Tile map opens at computed tile", lo=0, hi=MAX_FRAMES - 1, place=TAB, short="start frame",
+            help="The tile the map shows first, and whose operations the table beside it lists. Play and Restart "
+                 "move the map from there but do not change this setting.")),
+    )),
     View("roof", "Roofline", "flashviz.ui.roofline:roofline_ui",
          sidebar=("n", "d", "br", "bc", "causal", "window", "dtype", "batch", "heads", "threads"), own=dict(
         gpu_dtype=setting("float16", Spec(
