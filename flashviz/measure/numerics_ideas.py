@@ -27,6 +27,7 @@ from flashviz.core.flash import flash_attention_forward
 from flashviz.core.softmax_variants import FA4_THRESHOLD
 from flashviz.limits import NUMERICS_SEEDS_MAX
 from flashviz.measure.numerics_lab import LabSettings, lab_inputs, run_kernel, torch_dtype
+from flashviz.measure.progress import Progress
 from flashviz.numerics import error_stats
 from flashviz.vocab import FP8, FP8_FORMATS
 
@@ -61,6 +62,8 @@ class LazyRescale:
     acc_max: float  # torch.finfo(acc_dtype).max
     p_dtype: str  # where P~ is rounded before P V: the settings' p_precision, else the accumulator dtype
     p_max: float  # torch.finfo of that dtype: P~ <= 2^tau must stay below it
+    out_dtype: str  # the outputs' dtype (float32 for FP8 inputs, which the kernels run in fp32)
+    out_eps: float  # its machine epsilon: max_out_diff in steps of the output's rounding
 
 
 def _rescale_run(s: LabSettings, x, tau: float) -> tuple[RescaleRun, torch.Tensor, list]:
@@ -101,7 +104,8 @@ def lazy_rescale(s: LabSettings) -> LazyRescale:
     v_max = x.v[0, 0].abs().max().item() if x.v.numel() else 0.0
     return LazyRescale(s.n_q, s.n_k, s.block, classic, lazy, (out_t.double() - out0.double()).abs().max().item(),
                        lazy.max_l * v_max, str(acc).removeprefix("torch."), torch.finfo(acc).max,
-                       str(p_dtype).removeprefix("torch."), torch.finfo(p_dtype).max)
+                       str(p_dtype).removeprefix("torch."), torch.finfo(p_dtype).max,
+                       str(out_t.dtype).removeprefix("torch."), torch.finfo(out_t.dtype).eps)
 
 
 @dataclass(frozen=True)
@@ -129,8 +133,9 @@ class Fp8Table:
         return next(c for c in self.cells if c.outliers == outliers and c.hadamard == hadamard)
 
 
-def fp8_table(s: LabSettings, n_seeds: int = FP8_SEEDS) -> Fp8Table:
-    """The FP8 kernel's RMSE with and without Hadamard, on plain and on outlier inputs, over n_seeds seeds.
+def fp8_table(s: LabSettings, n_seeds: int = FP8_SEEDS, *, progress: Progress | None = None) -> Fp8Table:
+    """The FP8 kernel's RMSE with and without Hadamard, on plain and on outlier inputs, over n_seeds seeds;
+    progress(done, 4 n_seeds, label) after each run (raise from it to stop: flashviz.measure.progress).
 
     Example:
         >>> t = fp8_table(LabSettings(n_q=64, n_k=64, d=32, heads=1, block=32), n_seeds=2)
@@ -149,6 +154,10 @@ def fp8_table(s: LabSettings, n_seeds: int = FP8_SEEDS) -> Fp8Table:
             for seed in seeds:
                 x = lab_inputs(replace(cfg, seed=seed), outliers=outliers)
                 errs.append(error_stats(run_kernel(FP8, replace(cfg, seed=seed), x), x.ref).rmse)
+                if progress is not None:
+                    progress(len(cells) * n_seeds + len(errs), 4 * n_seeds,
+                             f"FP8 {'outlier' if outliers else 'plain'} inputs, Hadamard {'on' if hadamard else 'off'}"
+                             f", seed {seed}")
             cells.append(Fp8Cell(outliers, hadamard, statistics.fmean(errs), tuple(errs)))
     note = "" if s.d & (s.d - 1) == 0 else f"Hadamard needs d a power of two (d = {s.d}): the 'on' cells ran without"
     return Fp8Table(fmt, s.block, seeds, tuple(cells), note)
