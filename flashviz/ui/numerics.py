@@ -87,7 +87,7 @@ def numerics_ui(s: Settings) -> None:
 
 def _result(ls: LabSettings, work: LabWork) -> LabResult | None:
     """The lab's result for ls: at once when it is small (a progress bar while it runs), else behind a button."""
-    args = astuple(ls)
+    args = (astuple(ls),)  # cached_lab's positional arguments: the settings as a plain (hashable) tuple
     kept = remembered(NAME, args)
     if kept is not None:
         return kept
@@ -98,7 +98,7 @@ def _result(ls: LabSettings, work: LabWork) -> LabResult | None:
                              idle=f"These settings run {work.calls} kernel calls and {work.tiles:,} tiles: about "
                                   f"{work.seconds:.0f} s on an idle laptop CPU. Press **Run the numerics lab**.")
     try:
-        result: Any = run_with_progress(NAME, TITLE, cached_lab, args)
+        result: Any = run_with_progress(NAME, TITLE, cached_lab, *args)
     except Cancelled:
         st.info(f"{TITLE} cancelled.")
         return None
