@@ -50,7 +50,7 @@ ERRORS_HEIGHT_PX = 620  # the two-panel error figure: the plot, two subtitle lin
 def _categorical(fig: go.Figure) -> None:
     """An x axis of named categories (kernels, tile sizes, input kinds) and the legend under the plot."""
     fig.update_xaxes(type="category")
-    fig.update_layout(legend=LEGEND_BELOW, margin_b=150)
+    fig.update_layout(legend={**LEGEND_BELOW, "y": LEGEND_LOW_Y}, margin_b=MARGIN_LOW_PX)
 
 
 def _color(kernel: str) -> str:

@@ -34,6 +34,7 @@ NAME = "numerics"  # the tab's result name in this session (flashviz.ui.runs.rem
 TITLE = "Numerics lab"  # what the progress box calls the run
 CACHE_ENTRIES = 32  # lab results kept (a few hundred kB each at the largest settings)
 SELECTS = ("nmdtype", "nmpdtype", "nmblock", "nmtau", "nmnq", "nmnk")  # the first row of controls
+SELECT_WIDTHS = (1.25, 1.45, 1.15, 1.15, 0.85, 0.85)  # "FP8 e4m3" and "P~ FP8 e4m3" unclipped at 1280 px
 TOGGLES = ("nmhad", "nmout", "nmcausal")  # the second row
 RAN_WITH = (*SELECTS, *TOGGLES)
 INTRO = ("Every kernel rounds, each in its own order, so correct kernels disagree in the last bits. Naive, FA1, FA2 "
@@ -63,7 +64,7 @@ def cached_lab(args: tuple, _progress: Progress | None = None, _lock: threading.
 def numerics_ui(s: Settings) -> None:
     """Draw the tab for settings s."""
     st.markdown(INTRO)
-    for name, col in zip(SELECTS, st.columns([1.1, 1.3, 1.3, 1.2, 1, 1]), strict=True):
+    for name, col in zip(SELECTS, st.columns(SELECT_WIDTHS), strict=True):
         draw(name, col)
     for name, col in zip(TOGGLES, st.columns(len(TOGGLES)), strict=True):
         draw(name, col)

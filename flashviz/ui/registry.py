@@ -78,7 +78,7 @@ DEC_LENS = {  # URL name -> label: the batch's cache lengths as fractions of the
 # -- Numerics: bounded by flashviz.measure.numerics_lab.LabSettings' caps (flashviz.limits)
 NO_P_ROUNDING = "none"  # the URL name of P~ not rounded (FA1/FA2 keep it in fp32)
 P_PRECISIONS = (NO_P_ROUNDING, *(p for p in PRECISIONS if p != "float32"))  # what P~ may be rounded to
-P_LABELS = {NO_P_ROUNDING: "P~ in fp32", **{p: f"P~ in {PRECISION_LABELS[p]}" for p in P_PRECISIONS[1:]}}
+P_LABELS = {NO_P_ROUNDING: "P~ fp32", **{p: f"P~ {PRECISION_LABELS[p]}" for p in P_PRECISIONS[1:]}}
 NUMERICS_BLOCKS = (4, 8, 16, 32, 64, 128, 256)  # tile sizes offered (a link may carry any from 1 to N max)
 NUMERICS_TAUS = (0, 1, 2, 4, 8, 12, 16)  # tau offered, log2 units: 8 is FA4's; 16 lets P~ overflow fp16 and FP8
 NUMERICS_TAU_MAX = 16  # 2^16 = 65536 > fp16's largest number 65504
