@@ -7,6 +7,7 @@ projector often has: grid, counters and Play must show without scrolling), the o
 Measured figures differ from machine to machine; the pictures show what each view looks like, not reference numbers.
 
 Run:  python docs/take_screenshots.py            (about a minute; overwrites docs/screenshots/*.png)
+      python docs/take_screenshots.py 10-numerics.png   (only the files named)
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ VIEWS = [  # (file name, query, run button key or None, plotly charts to wait fo
     ("08-decoding.png", "view=decode&decpage=64&dechq=32&dechkv=8&declens=ragged&declen=4096&decsplits=auto&d=64&"
                         "threads=2", None, 2, FULL),
     ("09-masks.png", f"view=masks&{COMMON}", None, 2, FULL),
+    ("10-numerics.png", "view=numerics&threads=2", None, 5, FULL),
 ]
 
 
@@ -52,6 +54,8 @@ def main() -> int:
         browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
         try:
             for name, query, button, charts, (width, height) in VIEWS:
+                if sys.argv[1:] and name not in sys.argv[1:]:
+                    continue
                 page = browser.new_page(viewport={"width": width, "height": height})
                 page.goto(f"{url}/?{query}")
                 page.wait_for_selector(CONNECTED, timeout=WAIT_MS)
