@@ -332,3 +332,18 @@ def test_a_cancelled_lab_run_stops_at_its_next_report_and_is_not_cached():
     assert result.errors == kernel_errors(LabSettings(n_q=40, n_k=72, block=16))  # measured anew, then cached
     again: list[tuple] = []
     assert cached_lab(args, _progress=lambda *a: again.append(a)) == result and not again
+
+
+def test_the_lessons_claims_are_the_numbers_the_view_shows_when_it_opens(make_app):
+    from flashviz.measure.numerics_ideas import VIEW_DEFAULTS, flash_sdpa_gap_in_eps, hadamard_gain, rescales_saved
+    from flashviz.ui.numerics import lab_settings
+    from flashviz.ui.state import Settings
+
+    assert lab_settings(Settings()) == VIEW_DEFAULTS  # the view opens at the settings the claims are made at
+    at = make_app(**VIEW)
+    gap = flash_sdpa_gap_in_eps()
+    assert gap == 1.0 and close(match(r"\(NUM eps;", sentence(at, "FA2 and SDPA"))[1], gap)  # one bf16 step
+    saved = rescales_saved()
+    assert saved > 10 and close(match(r"\(NUMx fewer", sentence(at, "With tau"))[1], saved)  # 98 -> 3
+    gain = hadamard_gain()
+    assert gain > 1.5 and close(match(r"\(NUMx lower", sentence(at, "On inputs with outlier"))[1], gain)

@@ -26,7 +26,14 @@ from flashviz.core.decode import flash_decode
 from flashviz.core.flash import flash_attention_forward
 from flashviz.core.softmax_variants import FA4_THRESHOLD
 from flashviz.limits import NUMERICS_SEEDS_MAX
-from flashviz.measure.numerics_lab import LabSettings, lab_inputs, run_kernel, torch_dtype
+from flashviz.measure.numerics_lab import (
+    LabSettings,
+    flash_vs_sdpa,
+    kernel_errors,
+    lab_inputs,
+    run_kernel,
+    torch_dtype,
+)
 from flashviz.measure.progress import Progress
 from flashviz.numerics import error_stats
 from flashviz.vocab import FP8, FP8_FORMATS
@@ -223,3 +230,45 @@ def causal_alignment(s: LabSettings) -> CausalAlignment:
         decode = (dec.double() - ref.double()).abs().max().item()
     return CausalAlignment(s.n_q, s.n_k, offset, tl, br, tuple(abs(a - b) for a, b in zip(tl, br, strict=True)),
                            tuple(rows.tolist()), rows.max().item(), decode)
+
+
+# -- the lesson's claims about the Numerics view, each a number a test can check at the view's defaults
+VIEW_DEFAULTS = LabSettings()  # the Numerics view opens at these (bf16, N_q = 128, N_k = 256, tiles of 64, tau = 8)
+
+
+def flash_sdpa_gap_in_eps(s: LabSettings = VIEW_DEFAULTS) -> float:
+    """max |FA2 - SDPA| in machine epsilons of s's precision, when both pass flash-attn's rule (NaN otherwise): the
+    claim "FA2 and SDPA differ by one bf16 step and neither is wrong" at the defaults.
+
+    Example:
+        >>> flash_sdpa_gap_in_eps()
+        1.0
+    """
+    passes = {row.kernel: row.passes for row in kernel_errors(s).rows}
+    r = flash_vs_sdpa(s)
+    return r.max_diff / r.eps if passes["flash2"] and passes["sdpa"] else math.nan
+
+
+def rescales_saved(s: LabSettings = VIEW_DEFAULTS) -> float:
+    """How many times fewer rescales FA4's tau makes than tau = 0 (batch 0, head 0): 98 / 3 at the defaults.
+
+    Example:
+        >>> round(rescales_saved(), 1)
+        32.7
+    """
+    r = lazy_rescale(s)
+    return r.classic.total / r.lazy.total if r.lazy.total else math.inf
+
+
+def hadamard_gain(s: LabSettings = VIEW_DEFAULTS, n_seeds: int = FP8_SEEDS) -> float:
+    """FP8 RMSE without Hadamard / with it, on outlier inputs, when it is lower with it on every seed (NaN
+    otherwise): the claim "the rotation halves FP8's error on outlier inputs" (6.5e-2 -> 3.3e-2 at the defaults).
+
+    Example:
+        >>> round(hadamard_gain(), 1)
+        2.0
+    """
+    t = fp8_table(s, n_seeds)
+    off, on = t.cell(True, False), t.cell(True, True)
+    every = all(b < a for a, b in zip(off.rmse_per_seed, on.rmse_per_seed, strict=True))
+    return off.rmse / on.rmse if every else math.nan
