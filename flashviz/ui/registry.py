@@ -261,8 +261,8 @@ VIEWS: tuple[View, ...] = (
                  "kinds of input whatever this one is.")),
         nmcausal=setting(False, Spec(
             BOOL, "toggle", "Causal mask", place=TAB, short="causal",
-            help="A top-left causal mask (SDPA's is_causal) in the error, tile and rescale charts. The causal "
-                 "alignment chart always compares both alignments.")),
+            help="A top-left causal mask (SDPA's is_causal) in the error, tile, rescale and FP8 charts. The "
+                 "causal alignment chart always compares both alignments.")),
     )),
 )
 SLUGS = tuple(v.slug for v in VIEWS)
