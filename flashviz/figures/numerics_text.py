@@ -247,6 +247,24 @@ def fp8_sentence(r: Fp8Table) -> str:
     return f"{text} ({r.note}.)" if r.note else text
 
 
+def fp8_table_markdown(r: Fp8Table) -> str:
+    """FA3's FP8 RMSE as a 2 x 2 markdown table: plain / outlier inputs x Hadamard off / on.
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> cells = {(False, False): 5.3e-3, (False, True): 5.3e-3, (True, False): 6.5e-2, (True, True): 3.3e-2}
+        >>> print(fp8_table_markdown(NS(fmt="e4m3", seeds=(0, 1), cell=lambda o, h: NS(rmse=cells[(o, h)]))))
+        | RMSE, FP8 e4m3, mean of 2 seeds | Hadamard off | Hadamard on |
+        |---|---|---|
+        | plain inputs | 5.3e-3 | 5.3e-3 |
+        | outlier features | 6.5e-2 | 3.3e-2 |
+    """
+    rows = [f"| {kind} | {fmt_num(r.cell(o, False).rmse)} | {fmt_num(r.cell(o, True).rmse)} |"
+            for o, kind in ((False, "plain inputs"), (True, "outlier features"))]
+    return "\n".join([f"| RMSE, FP8 {r.fmt}, mean of {len(r.seeds)} seeds | Hadamard off | Hadamard on |",
+                      "|---|---|---|", *rows])
+
+
 def causal_sentence(r: CausalAlignment) -> str:
     """Top-left against bottom-right causal masks: which keys each query sees, and what it does to the output.
 

@@ -19,7 +19,6 @@ import streamlit as st
 
 from flashviz.figures import numerics as figs
 from flashviz.figures import numerics_text as text
-from flashviz.figures.numerics_text import fmt_num
 from flashviz.measure.numerics_lab import LabSettings
 from flashviz.measure.numerics_runs import LabResult, LabWork, lab_problem, lab_work, run_lab
 from flashviz.measure.progress import Cancelled
@@ -134,9 +133,7 @@ def _fp8_ui(r: LabResult) -> None:
     t = r.fp8
     left, right = st.columns([2, 3])
     left.markdown(text.fp8_sentence(t))
-    right.markdown(f"| RMSE, FP8 {t.fmt}, mean of {len(t.seeds)} seeds | Hadamard off | Hadamard on |\n|---|---|---|\n"
-                   + "\n".join(f"| {kind} | {fmt_num(t.cell(o, False).rmse)} | {fmt_num(t.cell(o, True).rmse)} |"
-                                for o, kind in ((False, "plain inputs"), (True, "outlier features"))))
+    right.markdown(text.fp8_table_markdown(t))
     show_figure(figs.fp8_figure(t), key="numerics_fp8")
 
 
