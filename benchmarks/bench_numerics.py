@@ -8,6 +8,8 @@ process under its own copy of the package (each candidate runs with its own flas
 every candidate is timed interleaved, call by call, with flashviz.measure.timing.time_calls.
 Ratios > 1 are slower than this checkout's default path: the median over repeats of the paired ratio (each call
 against the default call of the same repeat). Causal and dense, fp32, B = 1.
+With --json PATH it also writes the headline ratios (tau = 8 / default and P bf16 / default, per loop order and mask,
+and the checkout's default / this default with --checkout) for benchmarks/run_all.py.
 Run:  PYTHONPATH=$PWD python benchmarks/bench_numerics.py
       PYTHONPATH=$PWD python benchmarks/bench_numerics.py --checkout /tmp/before --n 2048 --repeats 9
 """
@@ -23,12 +25,15 @@ from pathlib import Path
 from types import ModuleType
 
 import torch
-from _common import print_table  # benchmarks/ is on sys.path when run
+from _common import Figures, add_json_arg, print_table  # benchmarks/ is on sys.path when run
 
 from flashviz.core.flash import flash_attention_forward
 from flashviz.measure.timing import time_calls
 
 PACKAGE = "flashviz"
+FIGURE_LABELS = {"tau=8": "time with tau = 8 (FA4's conditional rescale) / the default path",
+                 "P bf16": "time with P rounded to bf16 before P V / the default path",
+                 "checkout default": "the other checkout's default path / this checkout's"}
 
 
 def _is_package_module(name: str) -> bool:
@@ -86,6 +91,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=None, help="intra-op threads (default: torch's current count)")
     p.add_argument("--checkout", type=lambda d: Path(d).resolve(), default=None, metavar="DIR",
                    help="another checkout of this repository whose default path is timed alongside")
+    add_json_arg(p)
     return p.parse_args(argv)
 
 
@@ -101,6 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     g = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, args.heads, args.n, args.d, generator=g) for _ in range(3))
     rows = []
+    figures = Figures()
     for loop_order in ("kv_outer", "q_outer"):
         for causal in (False, True):
             run = {"block_size": args.block, "loop_order": loop_order, "causal": causal}
@@ -112,9 +119,14 @@ def main(argv: list[str] | None = None) -> None:
             t = time_calls(fns, q, k, v, warmup=1, repeats=args.repeats, threads=args.threads)
             base = t["default"].samples
             row = {"loop order": loop_order, "causal": causal, "default ms": f"{t['default'].median * 1e3:.1f}"}
-            row |= {f"{name} / default": f"{paired_ratio(t[name].samples, base):.3f}" for name in fns
-                    if name != "default"}
+            ratios = {name: paired_ratio(t[name].samples, base) for name in fns if name != "default"}
+            row |= {f"{name} / default": f"{ratio:.3f}" for name, ratio in ratios.items()}
             rows.append(row)
+            mask = "causal" if causal else "dense"
+            for name, ratio in ratios.items():
+                key = name.replace(" ", "_").replace("=", "").lower()
+                figures.add(f"{loop_order}.{mask}.{key}", ratio, "x",
+                            f"{'FA1' if loop_order == 'kv_outer' else 'FA2'} {mask}: {FIGURE_LABELS[name]}")
     threads = t["default"].threads
     print(f"B=1 H={args.heads} N={args.n} d={args.d} Br=Bc={args.block} fp32, {threads} threads, {args.repeats} "
           "interleaved repeats; ratios: the median over repeats of each call's time / the default call's in the same "
@@ -123,6 +135,7 @@ def main(argv: list[str] | None = None) -> None:
         same = (fns["checkout default"](q, k, v) - fns["default"](q, k, v)).abs().max().item()
         print(f"checkout: {before[1]['flashviz'].__file__}; max |difference| of the two default outputs: {same:.2e}")
     print_table(rows, list(rows[0]))
+    figures.write(args.json)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,10 @@ BENCHES: tuple[Bench, ...] = (
     Bench("backward", "bench_backward.py", ("--ns", "1024", "2048", "--repeats", "5"),
           "Training step: forward + backward", "flash_attention's tiled backward by recomputation against naive "
           "autograd and SDPA autograd: time and peak memory."),
+    Bench("numerics", "bench_numerics.py", ("--repeats", "7"), "The forward's numerics options",
+          "The default flash_attention_forward call against the same call with rescale_threshold=8.0 "
+          "(FlashAttention-4's conditional rescale) and with p_dtype=torch.bfloat16, for both loop orders, dense and "
+          "causal, as paired per-repeat ratios."),
     Bench("table", "bench_table.py", ("--n", "512", "1024", "2048", "4096", "--heads", "8", "--repeats", "3"),
           "The summary table", "run_sweep over N: time of every implementation relative to naive, exact peak "
           "memory, and naive's measured peak against its formula."),

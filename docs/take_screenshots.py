@@ -42,6 +42,7 @@ VIEWS = [  # (file name, query, run button key or None, plotly charts to wait fo
     ("09-masks.png", f"view=masks&{COMMON}", None, 2, FULL),
     ("10-backward.png", "view=backward&bwn=32&bwd=16&bwblock=8&bwcausal=1&dq=atomic&bwframe=6&threads=2", None, 0,
      FULL),
+    ("11-numerics.png", "view=numerics&threads=2", None, 5, FULL),
 ]
 
 

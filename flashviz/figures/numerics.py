@@ -14,10 +14,18 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from flashviz.figures.numerics_text import fmt_num
 from flashviz.figures.palette import IMPL_COLORS, REFERENCE_COLOR, TILE_COLORS
-from flashviz.figures.style import add_note, impl_color, impl_line, log_axis, set_subtitle, style_figure
+from flashviz.figures.style import (
+    add_note,
+    impl_color,
+    impl_line,
+    log_axis,
+    set_subtitle,
+    style_figure,
+)
 from flashviz.vocab import PRECISION_LABELS, SDPA, SKIPPED
 
 if TYPE_CHECKING:
@@ -33,12 +41,16 @@ MAP_CELLS_MAX = 256  # rows and columns of the causal map at most (every k-th qu
 
 
 LEGEND_BELOW = {"orientation": "h", "x": 0, "xanchor": "left", "y": -0.22, "yanchor": "top"}  # under the x title
+LEGEND_LOW_Y = -0.3  # paper y of a legend under an x title and its tick labels on a short plot
+MARGIN_LOW_PX = 170  # bottom margin that holds that legend (up to three rows of 18 px entries)
+BAR_PANEL_PER_KERNEL = 0.09  # fraction of the two-panel error figure's width per kernel bar (5 bars: 45 %)
+ERRORS_HEIGHT_PX = 620  # the two-panel error figure: the plot, two subtitle lines, three legend rows
 
 
 def _categorical(fig: go.Figure) -> None:
     """An x axis of named categories (kernels, tile sizes, input kinds) and the legend under the plot."""
     fig.update_xaxes(type="category")
-    fig.update_layout(legend=LEGEND_BELOW, margin_b=150)
+    fig.update_layout(legend={**LEGEND_BELOW, "y": LEGEND_LOW_Y}, margin_b=MARGIN_LOW_PX)
 
 
 def _color(kernel: str) -> str:
@@ -128,6 +140,55 @@ def row_error_figure(r: KernelErrors) -> go.Figure:
     return fig
 
 
+def kernel_errors_figure(r: KernelErrors) -> go.Figure:
+    """Both error views side by side on one log axis: max |error| per kernel (bars, left) and per query row (lines,
+    right), with the precision's eps and flash-attn's bound across both panels.
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> row = NS(kernel="flash2", label="FA2", passes=True,
+        ...          stats=NS(max_abs=7.8e-3, rmse=9e-4, rel_rmse=3e-3, row_max_abs=(7.8e-3, 0.0)))
+        >>> fig = kernel_errors_figure(NS(precision="bfloat16", eps=2 ** -7, plain_max_abs=5e-2, fwd_atol=1.6e-2,
+        ...                               rows=(row,), notes=()))
+        >>> fig.data[0].y[0], list(fig.data[1].x), fig.layout.yaxis.type
+        (0.0078, [0, 1], 'log')
+    """
+    label = PRECISION_LABELS.get(r.precision, r.precision)
+    left = BAR_PANEL_PER_KERNEL * len(r.rows)  # the bars' panel: wide enough for every label unrotated
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, column_widths=[left, 1 - left], horizontal_spacing=0.04)
+    style_figure(fig, title=f"Max |error| against float64 ({label} inputs)", x_title="", y_title="")
+    errs = [row.stats.max_abs for row in r.rows]
+    shown, _ = _floored(errs)
+    bound = 2 * r.plain_max_abs + r.fwd_atol
+    fig.add_trace(go.Bar(
+        x=[row.label for row in r.rows], y=shown, name="max |error|", showlegend=False,
+        marker={"color": [_color(row.kernel) for row in r.rows]},
+        text=[f"{fmt_num(e)}{'' if row.passes else ' FAIL'}" for e, row in zip(errs, r.rows, strict=True)],
+        textposition="outside", textfont={"size": 18}, cliponaxis=False,
+        hovertemplate="<b>%{x}</b>: max |error| %{text}<extra></extra>"), row=1, col=1)
+    values = [*shown, r.eps, bound]
+    for row in r.rows:
+        ys, _ = _floored(row.stats.row_max_abs)
+        values += ys
+        fig.add_trace(go.Scatter(x=list(range(len(ys))), y=ys, mode="lines", name=row.label,
+                                 line={**impl_line(row.kernel, width=2), "color": _color(row.kernel)},
+                                 hovertemplate=f"<b>{row.label}</b> row %{{x}}: %{{y:.2e}}<extra></extra>"),
+                      row=1, col=2)
+    for y, name, color, dash in ((r.eps, f"eps of {label} = {fmt_num(r.eps)}", EPS_COLOR, "dot"),
+                                 (bound, f"flash-attn's bound = {fmt_num(bound)}", REFERENCE_COLOR, "dash")):
+        _hline(fig, y, name, color, dash)
+    fig.update_yaxes(**log_axis([*values, bound * 3], "sci"))
+    fig.update_yaxes(title_text="max |O - O_ref|", row=1, col=1)
+    labels = [row.label for row in r.rows]
+    fig.update_xaxes(type="category", title_text="per kernel", tickangle=0, tickmode="array", tickvals=labels,
+                     ticktext=[name.replace(" ", "<br>") for name in labels], row=1, col=1)  # "FA3<br>FP8"
+    fig.update_xaxes(title_text="per query row i (max over heads, d)", row=1, col=2)
+    fig.update_layout(legend={**LEGEND_BELOW, "y": LEGEND_LOW_Y}, margin_b=MARGIN_LOW_PX, height=ERRORS_HEIGHT_PX)
+    set_subtitle(fig, "Bars under the red line pass flash-attn's test rule: at most twice plain PyTorch's (naive's) "
+                      f"error in the same dtype, plus its rounding floor. {' '.join(r.notes)}".strip())
+    return fig
+
+
 def tile_spread_figure(r: TileSpread) -> go.Figure:
     """FA2's error against float64 per tile size (bars), and the largest difference between two tile sizes (line).
 
@@ -174,7 +235,7 @@ def rescale_figure(r: LazyRescale) -> go.Figure:
         fig.add_trace(go.Bar(x=list(range(len(run.per_tile))), y=list(run.per_tile), name=name,
                              marker={"color": color},
                              hovertemplate=f"tau = {run.tau:g}, tile %{{x}}: %{{y}} rows rescaled<extra></extra>"))
-    fig.update_layout(barmode="group", legend=LEGEND_BELOW, margin_b=150)
+    fig.update_layout(barmode="group", legend={**LEGEND_BELOW, "y": LEGEND_LOW_Y}, margin_b=MARGIN_LOW_PX)
     fig.update_xaxes(tickmode="linear", dtick=max(1, len(r.classic.per_tile) // 16))
     set_subtitle(fig, "A rescale multiplies a row's l and accumulator by 2^(m_old - m_new); the first tile of a "
                       "row sets its max and is not counted.")
@@ -224,18 +285,19 @@ def _alignment_grid(r: CausalAlignment) -> tuple[list[int], list[int], list[list
 
 
 def causal_alignment_figure(r: CausalAlignment) -> go.Figure:
-    """Which keys each query sees: top-left (SDPA's is_causal) only, bottom-right (flash-attn) only, or both.
+    """Which keys each query sees: top-left (SDPA's is_causal) only, bottom-right (flash-attn) only, or both (the
+    map, left), and how far the two outputs are apart on each query row (right, on the same query axis).
 
     Example:
         >>> from types import SimpleNamespace as NS
         >>> fig = causal_alignment_figure(NS(n_q=2, n_k=4, offset=2, top_left_last=(0, 1), bottom_right_last=(2, 3),
-        ...                                  max_diff=1.0))
-        >>> [list(row) for row in fig.data[0].z]
-        [[3, 2, 2, 0], [3, 3, 2, 2]]
+        ...                                  max_diff=1.0, row_diff=(1.0, 0.5)))
+        >>> [list(row) for row in fig.data[0].z], list(fig.data[-1].x)
+        ([[3, 2, 2, 0], [3, 3, 2, 2]], [1.0, 0.5])
     """
-    fig = go.Figure()
-    style_figure(fig, title=f"Causal masks when N_q = {r.n_q}, N_k = {r.n_k}: which keys each query sees",
-                 x_title="key j", y_title="query i")
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, column_widths=[0.7, 0.3], horizontal_spacing=0.05)
+    style_figure(fig, title=f"Keys each query sees (N_q = {r.n_q}, N_k = {r.n_k})", x_title="key j",
+                 y_title="query i")
     rows, cols, z = _alignment_grid(r)
     scale = [[0.0, ALIGN_COLORS["none"]], [0.25, ALIGN_COLORS["none"]], [0.25, ALIGN_COLORS["top"]],
              [0.5, ALIGN_COLORS["top"]], [0.5, ALIGN_COLORS["bottom"]], [0.75, ALIGN_COLORS["bottom"]],
@@ -243,14 +305,20 @@ def causal_alignment_figure(r: CausalAlignment) -> go.Figure:
     names = ["hidden in both", "top-left only", "bottom-right only", "both"]
     fig.add_trace(go.Heatmap(x=cols, y=rows, z=z, zmin=-0.5, zmax=3.5, colorscale=scale, showscale=False,
                              customdata=[[names[c] for c in line] for line in z],
-                             hovertemplate="query %{y}, key %{x}: %{customdata}<extra></extra>"))
+                             hovertemplate="query %{y}, key %{x}: %{customdata}<extra></extra>"), row=1, col=1)
     for key, name in (("top", "top-left only (SDPA is_causal)"), ("bottom", "bottom-right only (flash-attn)"),
                       ("both", "seen by both")):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
                                  marker={"symbol": "square", "size": 16, "color": ALIGN_COLORS[key],
-                                         "line": {"width": 1, "color": TILE_COLORS[SKIPPED]}}))
+                                         "line": {"width": 1, "color": TILE_COLORS[SKIPPED]}}), row=1, col=1)
+    fig.add_trace(go.Scatter(x=list(r.row_diff), y=list(range(len(r.row_diff))), mode="lines", showlegend=False,
+                             name="output difference", line={"color": REFERENCE_COLOR, "width": 2},
+                             hovertemplate="query %{y}: outputs differ by %{x:.3g}<extra></extra>"), row=1, col=2)
     fig.update_yaxes(autorange="reversed")
-    fig.update_layout(plot_bgcolor="white")
+    fig.update_xaxes(title_text="max |O_TL - O_BR|", rangemode="tozero", nticks=4, row=1, col=2)
+    fig.update_yaxes(title_text="", row=1, col=2)
+    fig.update_layout(plot_bgcolor="white", legend={**LEGEND_BELOW, "y": LEGEND_LOW_Y}, margin_b=MARGIN_LOW_PX)
     set_subtitle(fig, f"Bottom-right's diagonal is {abs(r.offset)} keys {'right' if r.offset >= 0 else 'left'} of "
-                      f"top-left's; the outputs differ by up to {fmt_num(r.max_diff)}.")
+                      f"top-left's; right: how far the two outputs are apart on each query (up to "
+                      f"{fmt_num(r.max_diff)}).")
     return fig

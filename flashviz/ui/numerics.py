@@ -1,0 +1,143 @@
+"""The "Numerics" tab: why correct kernels give different outputs, and the precision ideas after FlashAttention-2
+(FA3's FP8 with incoherent processing, FA4's lazy rescale), on the numerics lab's seeded inputs.
+
+Widgets -> LabSettings (validated, its caps from flashviz.limits) -> cached numerics_runs.run_lab -> the figures of
+flashviz.figures.numerics and the sentences of flashviz.figures.numerics_text, each a function of the numbers it
+quotes, so every claim is true at the settings shown. Small settings run as soon as the tab opens (a progress bar
+while they do); settings estimated to take longer wait for a button, run under the timing lock with a progress bar
+and Cancel, and settings over the lab's cap are refused with a message that says how to fix them. docs/numerics.md
+explains each experiment.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import astuple
+from typing import Any
+
+import streamlit as st
+
+from flashviz.figures import numerics as figs
+from flashviz.figures import numerics_text as text
+from flashviz.measure.numerics_lab import LabSettings
+from flashviz.measure.numerics_runs import LabResult, LabWork, lab_problem, lab_work, run_lab
+from flashviz.measure.progress import Cancelled
+from flashviz.ui.drawing import ran_with_ui, show_figure
+from flashviz.ui.lock import Progress, holding
+from flashviz.ui.registry import NO_P_ROUNDING
+from flashviz.ui.runs import remember, remembered, run_button_ui, run_with_progress
+from flashviz.ui.state import Settings
+from flashviz.ui.widgets import draw
+
+NAME = "numerics"  # the tab's result name in this session (flashviz.ui.runs.remember)
+TITLE = "Numerics lab"  # what the progress box calls the run
+CACHE_ENTRIES = 32  # lab results kept (a few hundred kB each at the largest settings)
+SELECTS = ("nmdtype", "nmpdtype", "nmblock", "nmtau", "nmnq", "nmnk")  # the first row of controls
+SELECT_WIDTHS = (1.25, 1.45, 1.15, 1.15, 0.85, 0.85)  # "FP8 e4m3" and "P~ FP8 e4m3" unclipped at 1280 px
+TOGGLES = ("nmhad", "nmout", "nmcausal")  # the second row
+RAN_WITH = (*SELECTS, *TOGGLES)
+INTRO = ("Every kernel rounds, each in its own order, so correct kernels disagree in the last bits. Naive, FA1, FA2 "
+         "and SDPA run on the same seeded inputs (2 heads, d = 64) against float64; rounding is the same on every "
+         "device, so these are a GPU's numbers.")
+
+
+def lab_settings(s: Settings) -> LabSettings:
+    """The lab's settings of the tab's widgets (raises ValueError, saying why, for a combination the lab refuses).
+
+    Example:
+        >>> lab_settings(Settings(nmnq=97, nmpdtype="e4m3")).n_q, lab_settings(Settings()).p_precision
+        (97, None)
+    """
+    p = None if s.nmpdtype == NO_P_ROUNDING else s.nmpdtype
+    return LabSettings(n_q=s.nmnq, n_k=s.nmnk, precision=s.nmdtype, p_precision=p, block=s.nmblock,
+                       tau=float(s.nmtau), hadamard=s.nmhad, outliers=s.nmout, causal=s.nmcausal)
+
+
+@st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
+def cached_lab(args: tuple, _progress: Progress | None = None, _lock: threading.Lock | None = None) -> LabResult:
+    """run_lab on LabSettings(*args), cached on args; with `_lock` (a long run), it takes turns with timing runs."""
+    with holding(_lock or threading.Lock(), _progress):
+        return run_lab(LabSettings(*args), progress=_progress)
+
+
+def numerics_ui(s: Settings) -> None:
+    """Draw the tab for settings s."""
+    st.markdown(INTRO)
+    for name, col in zip(SELECTS, st.columns(SELECT_WIDTHS), strict=True):
+        draw(name, col)
+    for name, col in zip(TOGGLES, st.columns(len(TOGGLES)), strict=True):
+        draw(name, col)
+    try:
+        ls = lab_settings(s)
+    except (ValueError, TypeError) as e:
+        st.error(f"The lab cannot run these settings: {e}", icon="🛑")
+        return
+    work = lab_work(ls)
+    problem = lab_problem(ls, work)
+    if problem:
+        st.error(problem, icon="🛑")
+        return
+    result = _result(ls, work)
+    if result is None:
+        return
+    ran_with_ui(s, RAN_WITH)
+    for section in (_errors_ui, _orders_ui, _rescale_ui, _fp8_ui, _causal_ui):
+        section(result)
+
+
+def _result(ls: LabSettings, work: LabWork) -> LabResult | None:
+    """The lab's result for ls: at once when it is small (a progress bar while it runs), else behind a button."""
+    args = (astuple(ls),)  # cached_lab's positional arguments: the settings as a plain (hashable) tuple
+    kept = remembered(NAME, args)
+    if kept is not None:
+        return kept
+    if not work.runs_at_once:
+        return run_button_ui(NAME, cached_lab, args, label="Run the numerics lab", title=TITLE,
+                             help="Runs every experiment at these settings (results are cached: the same settings "
+                                  "come back at once).",
+                             idle=f"These settings run {work.calls} kernel calls and {work.tiles:,} tiles: about "
+                                  f"{work.seconds:.0f} s on an idle laptop CPU. Press **Run the numerics lab**.")
+    try:
+        result: Any = run_with_progress(NAME, TITLE, cached_lab, *args)
+    except Cancelled:
+        st.info(f"{TITLE} cancelled.")
+        return None
+    except (ValueError, TypeError, RuntimeError) as e:
+        st.error(f"{TITLE} could not run: {e}")
+        return None
+    remember(NAME, args, result)
+    return result
+
+
+def _errors_ui(r: LabResult) -> None:
+    st.markdown("#### 1. Every kernel errs: by how much?")
+    st.markdown(text.kernel_errors_sentence(r.errors))
+    show_figure(figs.kernel_errors_figure(r.errors), key="numerics_errors")
+
+
+def _orders_ui(r: LabResult) -> None:
+    st.markdown("#### 2. Two correct kernels, two answers")
+    st.markdown(text.flash_sdpa_sentence(r.vs_sdpa, r.errors))
+    st.markdown(text.tile_spread_sentence(r.spread, r.errors))
+    show_figure(figs.tile_spread_figure(r.spread), key="numerics_spread")
+
+
+def _rescale_ui(r: LabResult) -> None:
+    st.markdown("#### 3. FA4: rescale only when the max jumps")
+    st.markdown(text.rescale_sentence(r.rescale))
+    show_figure(figs.rescale_figure(r.rescale), key="numerics_rescale")
+
+
+def _fp8_ui(r: LabResult) -> None:
+    st.markdown("#### 4. FA3: FP8 and the Hadamard rotation")
+    t = r.fp8
+    left, right = st.columns([2, 3])
+    left.markdown(text.fp8_sentence(t))
+    right.markdown(text.fp8_table_markdown(t))
+    show_figure(figs.fp8_figure(t), key="numerics_fp8")
+
+
+def _causal_ui(r: LabResult) -> None:
+    st.markdown("#### 5. Causal masks when N_q ≠ N_k")
+    st.markdown(text.causal_sentence(r.causal))
+    show_figure(figs.causal_alignment_figure(r.causal), key="numerics_causal")
