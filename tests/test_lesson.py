@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import math
 import re
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -118,6 +121,15 @@ def test_the_lesson_covers_every_idea_and_takes_ten_to_fifteen_minutes():
     assert set(STEPS) == ideas
     assert 10 <= sum(step.minutes for step in INTRO.steps) <= 15
     assert len({step.title for step in INTRO.steps}) == len(INTRO.steps)
+
+
+def test_the_lesson_data_imports_neither_torch_nor_streamlit():
+    code = (f"import sys, json; sys.path.insert(0, {str(ROOT)!r}); import flashviz.lesson as L\n"
+            "steps = [L.step_settings(s).view for s in L.INTRO.steps]\n"
+            "print(json.dumps([m for m in ('torch', 'streamlit', 'pandas') if m in sys.modules]))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == []
 
 
 def test_the_docs_lesson_is_written_from_the_data():
