@@ -182,9 +182,9 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
          "Change *Documents* or the second mask; the code under the BlockMask builds the same mask.", 1.5),
     Step("Bigger tiles, fewer passes over HBM", "io", {"n": "4096", "heads": "1"},
          "Each doubling of the on-chip memory M halves FA1's and FA2's HBM accesses (× {fa1_ratio:.2f} and "
-         "× {fa2_ratio:.2f}): bigger tiles, fewer passes over K and V. From M = 4dN = {flat:,} one block holds "
-         "every key and they flatten (FA1 at {fa1:.2f} million, FA2 at {fa2:.2f} million); standard attention "
-         "stays at {naive:.1f} million whatever M is.",
+         "× {fa2_ratio:.2f} at the first doubling): bigger tiles, fewer passes. From M = 4dN = {flat:,} one block "
+         "holds every key and they flatten (FA1 at {fa1:.2f} million, FA2 at {fa2:.2f} million); standard "
+         "attention stays at {naive:.1f} million whatever M is.",
          {"fa1_ratio": 0.5, "fa2_ratio": 0.5, "flat": 1048576, "fa1": 1.6, "fa2": 1.05, "naive": 68.2},
          f"{CHECKS}:io_passes",
          "Switch on the causal mask: the flash curves start at half and meet the unmasked ones at 4dN.", 1.5),

@@ -125,6 +125,7 @@ def test_the_whole_lesson_fits_a_projector_step_by_step(browser, streamlit_serve
             callout = box_of(page, CALLOUT.format(k=k, n=len(INTRO.steps)))
             assert callout["y"] >= 0 and callout["y"] + callout["height"] <= HEIGHT, (k, callout)
             assert page.get_by_text(step.text[:60]).count() == 1  # its claim, as the data says it
+            assert name in RESULTS, f"step {k}: add where its result starts on the page to RESULTS"
             result = box_of(page, RESULTS[name])
             on_screen = result["y"] >= 0 and result["y"] + MIN_VISIBLE_PX <= HEIGHT
             if not on_screen:

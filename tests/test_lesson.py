@@ -118,7 +118,7 @@ def test_the_whiteboard_steps_are_the_tiny_grid_preset():
 def test_the_lesson_covers_every_idea_and_takes_ten_to_fifteen_minutes():
     ideas = {"tiles_fate", "online_softmax", "causal_halves", "masks_tiles", "io_passes", "roofline_gpu",
              "memory_growth", "training_recompute", "decode_merge", "gqa_bytes"}
-    assert set(STEPS) == ideas
+    assert ideas <= set(STEPS)  # later steps may add ideas (the backward pass, numerics)
     assert 10 <= sum(step.minutes for step in INTRO.steps) <= 15
     assert len({step.title for step in INTRO.steps}) == len(INTRO.steps)
 

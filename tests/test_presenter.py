@@ -125,10 +125,10 @@ def test_leave_drops_the_lesson_from_the_url_and_keeps_the_settings(make_app, pa
 
 
 @pytest.mark.parametrize(("query", "k", "notice"), [
-    ({"step": "0"}, 1, "`step=0` is outside 1..10; clamped to 1."),
+    ({"step": "0"}, 1, f"`step=0` is outside 1..{len(STEPS)}; clamped to 1."),
     ({"step": "99"}, len(STEPS), f"`step=99` is outside 1..{len(STEPS)}; clamped to {len(STEPS)}."),
     ({"step": "x"}, 1, "`step=x` is not a whole number; kept the default 1."),
-    ({"step": "-3"}, 1, "`step=-3` is outside 1..10; clamped to 1."),
+    ({"step": "-3"}, 1, f"`step=-3` is outside 1..{len(STEPS)}; clamped to 1."),
     ({"lesson": "nope", "step": "2"}, 2, "`lesson=nope` is not one of intro; kept intro."),
     ({"lesson": ["intro", "intro"], "step": "4"}, 4, "`lesson` appears 2 times in the link; using the last value."),
 ])
