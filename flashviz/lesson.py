@@ -10,7 +10,9 @@ at the step's settings from the same functions the view draws with, and the clai
 it holds and renders the same text from its own numbers. docs/lesson.md's lesson is written from this data
 (`python -m flashviz.lesson --write docs/lesson.md`).
 
-Torch-free and streamlit-free: the presenter reads it before anything heavy loads.
+Torch-free and streamlit-free: the presenter reads it before anything heavy loads. It reads the dashboard's pure
+declarations (flashviz.ui.registry's views, flashviz.ui.state's settings, flashviz.ui.query's parser) and is read by
+the presenter (flashviz.ui.lesson) and by tests/test_lesson.py.
 
 Legend: N sequence length, d head dimension, Br = block_q, Bc = block_k, B batch, H heads, M on-chip memory (elements),
 H_q / H_kv query / K/V heads, g = H_q / H_kv.
@@ -105,16 +107,16 @@ class Step:
         return getattr(importlib.import_module(module), name)(step_settings(self, env))
 
 
-def step_settings(step: Step, env: Env | None = None, link: Mapping[str, object] | None = None) -> Settings:
-    """The settings a step opens with: its link read by the dashboard's URL parser (every other setting at its
-    default), under the settings `link` names (a link's own values win).
+def step_settings(step: Step, env: Env | None = None) -> Settings:
+    """The settings a step opens with: its link read by the dashboard's URL parser, every other setting at its
+    default (this machine's threads with `env`).
 
     Example:
         >>> s = step_settings(INTRO.steps[0])
         >>> s.view, s.n, s.causal
         ('how', 16, True)
     """
-    settings, _ = parse_query({**step.query, **(link or {})}, env)
+    settings, _ = parse_query(step.query, env)
     return settings
 
 

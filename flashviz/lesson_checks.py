@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -41,6 +41,7 @@ from flashviz.vocab import (
     DTYPE_BYTES,
     FLASH,
     FLASH2,
+    FORWARD,
     FULL,
     KV_OUTER,
     LOOP_ORDER_SHORT,
@@ -50,7 +51,9 @@ from flashviz.vocab import (
     SKIPPED,
 )
 
-Settings = Any  # flashviz.ui.state.Settings: a check reads its fields only
+if TYPE_CHECKING:  # a check reads the settings' fields only
+    from flashviz.ui.state import Settings
+
 LSE_TOL = 1e-5  # |L_kernel - L_exact| allowed in float32 (scores of order 1, a few ulps of a sum of exps)
 DECODE_TOL = 1e-5  # largest |flash_decode - attention over the whole cache| allowed in float32
 M_EXPONENTS = range(10, 23)  # the IO model view's on-chip memories: M = 2^10 .. 2^22 elements
@@ -279,7 +282,7 @@ def peaks(s: Settings, impls: tuple[str, ...] = (NAIVE, FLASH, FLASH2)) -> dict[
     """
     out: dict[str, dict[int, int]] = {impl: {} for impl in impls}
     configs = build_configs(list(s.ns), [(s.bblock, s.bblock)], d=s.d, causal=s.causal, window=s.window,
-                            batch=s.batch, heads=s.heads, dtype=s.dtype, device=s.device, mode="forward")
+                            batch=s.batch, heads=s.heads, dtype=s.dtype, device=s.device, mode=FORWARD)
     with threads_set_to(s.threads):
         for cfg in configs:
             inputs = runs.make_inputs(cfg, 0)  # run_sweep's seed
@@ -355,7 +358,7 @@ def decode_setup(s: Settings) -> DecodeSetup:
         ((16384, 5461), 4)
     """
     return DecodeSetup(seq_lens(s.declen, s.declens), s.dechq, s.dechkv, s.d, s.decpage,
-                       None if s.decsplits == "auto" else int(s.decsplits), s.dtype, s.threads)
+                       None if s.decsplits == "auto" else int(s.decsplits), s.dtype, s.threads)  # "auto": heuristic
 
 
 def decode_error(setup: DecodeSetup, num_splits: int, seed: int = 0) -> float:
