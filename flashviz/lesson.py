@@ -45,6 +45,18 @@ class Result:
     holds: bool  # whether the claim is true at these numbers
     why: str = ""  # what is not true, when it does not hold
 
+    @classmethod
+    def of(cls, values: Mapping[str, Any], failures: Mapping[str, bool]) -> Result:
+        """A Result whose claim holds when none of the named failures happened (`why` names those that did).
+
+        Example:
+            >>> r = Result.of({"tiles": 16}, {"no tile is skipped": True, "a tile is off the grid": False})
+            >>> r.holds, r.why
+            (False, 'no tile is skipped')
+        """
+        why = "; ".join(name for name, failed in failures.items() if failed)
+        return cls(values, not why, why)
+
 
 @dataclass(frozen=True)
 class Step:
@@ -151,7 +163,7 @@ def _mmss(minutes: float) -> str:
     return f"{seconds // 60}:{seconds % 60:02d}"
 
 
-CHECKS = "flashviz.lesson_checks"  # the module of the intro lesson's checks
+CHECKS, DECODE_CHECKS = "flashviz.lesson_checks", "flashviz.lesson_checks_decode"  # the intro lesson's checks
 
 INTRO = Lesson("intro", "FlashAttention, tile by tile", (
     Step("Every tile's fate, before Play", "how",
@@ -215,7 +227,7 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
          "{keys:,} cached keys in {splits} splits, computed in parallel, each with its own logsumexp L_s. The merge "
          "weighs split s by exp(L_s − L), with L = log Σ exp(L_s) = {lse:.4g}: the weights sum to {weights:.3f} and "
          "the output is exact attention over the whole cache.",
-         {"keys": 16384, "splits": 4, "lse": 10.13, "weights": 1.0}, f"{CHECKS}:decode_merge",
+         {"keys": 16384, "splits": 4, "lse": 10.13, "weights": 1.0}, f"{DECODE_CHECKS}:decode_merge",
          "Press ▶ Play on the animation: the splits read their blocks in parallel, the last frame merges them.",
          1.0),
     Step("Grouped-query attention reads g-fold fewer bytes", "decode", {},
@@ -223,7 +235,7 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
          "a step reads {gqa} of K/V against multi-head attention's {mha}: {ratio:g}× fewer bytes for the same "
          "{flops:,} FLOPs, and a memory-bound step takes the time of its bytes.",
          {"hq": 8, "hkv": 2, "g": 4, "gqa": "21.3 MiB", "mha": "85.3 MiB", "ratio": 4.0, "flops": 44738560},
-         f"{CHECKS}:gqa_bytes",
+         f"{DECODE_CHECKS}:gqa_bytes",
          "Scroll to *Why decoding is memory-bound*; set *K/V heads H_kv* to 8 (MHA) or 1 (MQA).",
          1.0),
 ))

@@ -1,7 +1,7 @@
 """The lesson's checks (flashviz.lesson): each takes a step's settings, computes the numbers its claim states from the
 same functions the step's view draws with (the tile schedule and its traces, the real kernel's on_tile events, the IO
-and roofline models, exact peak memory, the masks' tile grid and torch's create_block_mask, flash_decode's on_split
-events, the decode models) and returns a `Result`: those numbers and whether the claim holds at them.
+and roofline models, exact peak memory, the masks' tile grid and torch's create_block_mask) and returns a `Result`:
+those numbers and whether the claim holds at them. The decoding steps' checks are in flashviz.lesson_checks_decode.
 
 Deterministic: no wall-clock time enters a check (peak memory comes from the allocator's exact events, the random
 inputs are seeded). This module imports torch; flashviz.lesson imports it only when a check runs.
@@ -15,23 +15,18 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import torch
-
-from flashviz.core.decode import flash_decode
 from flashviz.core.tiling import tile_schedule
 from flashviz.lesson import Result
 from flashviz.mask_presets import mask_settings
 from flashviz.measure import impls as runs
-from flashviz.measure.decoding import DecodeSetup, decode_trace, naive_decode, seq_lens, units_here
 from flashviz.measure.maskdata import mask_data, spec_matches_torch
 from flashviz.measure.maskview import NO_SCORE, MaskSpec
 from flashviz.measure.memory import peak_memory_and_result
 from flashviz.measure.sweep import build_configs
 from flashviz.measure.timing import threads_set_to
 from flashviz.measure.trace import pick_row, row_trace, schedule_trace
-from flashviz.model.decode_batch import variant_costs
 from flashviz.model.iomodel import hbm_vs_memory
 from flashviz.model.roofline import GPUS, H100, MEMORY, roofline_points
 from flashviz.model.training import recompute_table
@@ -55,18 +50,11 @@ if TYPE_CHECKING:  # a check reads the settings' fields only
     from flashviz.ui.state import Settings
 
 LSE_TOL = 1e-5  # |L_kernel - L_exact| allowed in float32 (scores of order 1, a few ulps of a sum of exps)
-DECODE_TOL = 1e-5  # largest |flash_decode - attention over the whole cache| allowed in float32
 M_EXPONENTS = range(10, 23)  # the IO model view's on-chip memories: M = 2^10 .. 2^22 elements
 HALVES = (0.45, 0.55)  # a doubling of M "halves" the accesses when it multiplies them by a factor in this range
 NAIVE_DOUBLING = (3.5, 4.5)  # naive's peak per doubling of N: S and P grow 4x, the output 2x
 TILED_DOUBLING_MAX = 2.1  # the tiled kernels' per doubling of N: at most the output's 2x (and a little slack)
 CAUSAL_SHARE = (0.5, 0.55)  # tiles a causal mask computes: (Tr + 1) / (2 Tr) of them, just over half
-
-
-def _result(values: dict[str, Any], failures: dict[str, bool]) -> Result:
-    """A Result whose claim holds when none of the named failures happened."""
-    why = "; ".join(name for name, failed in failures.items() if failed)
-    return Result(values, not why, why)
 
 
 def tiles_fate(s: Settings) -> Result:
@@ -88,7 +76,7 @@ def tiles_fate(s: Settings) -> Result:
     values = {"tiles": sum(c.values()), "computed": c[FULL] + c[PARTIAL], "full": c[FULL], "partial": c[PARTIAL],
               "skipped": c[SKIPPED]}
     off_diagonal = [(i, j) for i, row in enumerate(grid) for j, fate in enumerate(row) if fate == PARTIAL and i != j]
-    return _result(values, {"no tile is skipped": not c[SKIPPED], "a partial tile is off the diagonal": bool(
+    return Result.of(values, {"no tile is skipped": not c[SKIPPED], "a partial tile is off the diagonal": bool(
         off_diagonal)})
 
 
@@ -125,7 +113,7 @@ def online_softmax(s: Settings) -> Result:
         failures[f"{tr.loop_order}: L differs from the exact logsumexp"] = not abs(
             tr.lse_kernel - (tr.m_exact + math.log(tr.l_exact))) <= LSE_TOL
         failures[f"{tr.loop_order}: a different number of rescales"] = tr.rescales != first.rescales
-    return _result(values, failures)
+    return Result.of(values, failures)
 
 
 def causal_halves(s: Settings) -> Result:
@@ -156,7 +144,7 @@ def causal_halves(s: Settings) -> Result:
     values = {"computed": computed, "tiles": tiles, "share": computed / tiles, "skipped": tiles - computed,
               "order": LOOP_ORDER_SHORT[order], "traffic": format_bytes(traffic), "unmasked": format_bytes(unmasked),
               "ratio": traffic / unmasked}
-    return _result(values, {"the mask is not causal alone": not s.causal or s.window is not None,
+    return Result.of(values, {"the mask is not causal alone": not s.causal or s.window is not None,
                             "a skipped tile is on or below the diagonal": bool(skipped_below),
                             "not about half the tiles": not CAUSAL_SHARE[0] <= computed / tiles <= CAUSAL_SHARE[1],
                             "the traffic does not fall": traffic >= unmasked})
@@ -194,7 +182,7 @@ def masks_tiles(s: Settings) -> Result:
     values = {"docs": len(data.doc_lengths), "n": s.n, "computed": g.computed, "tiles": g.tiles,
               "share": g.computed / g.tiles, "visible": data.elements.visible_fraction, "equal": "yes" if equal else
               "no"}
-    return _result(values, {"the mask is not documents AND causal": spec.presets != ("document", "causal")
+    return Result.of(values, {"the mask is not documents AND causal": spec.presets != ("document", "causal")
                             or spec.combine != "and", "no tile is skipped": g.computed == g.tiles,
                             "the BlockMask differs from create_block_mask": not equal})
 
@@ -232,7 +220,7 @@ def io_passes(s: Settings) -> Result:
         failures[f"{key} rises somewhere"] = any(b > a_ for a_, b in itertools.pairwise(c))
         failures[f"{key} is not flat from 4dN"] = c.loc[ms[ms.index(flat) - 1]] <= c.loc[flat] or \
             c.loc[flat:].nunique() != 1
-    return _result(values, failures)
+    return Result.of(values, failures)
 
 
 def roofline_gpu(s: Settings) -> Result:
@@ -259,7 +247,7 @@ def roofline_gpu(s: Settings) -> Result:
               "fa1": float(h100.at[KV_OUTER, "speedup_vs_naive"]), "fa2": float(h100.at[Q_OUTER, "speedup_vs_naive"])}
     naive = df[df["algorithm"].eq(NAIVE)]
     by = df.pivot(index="device", columns="algorithm", values="speedup_vs_naive")
-    return _result(values, {"naive is compute-bound on a GPU": not naive["bound"].eq(MEMORY).all(),
+    return Result.of(values, {"naive is compute-bound on a GPU": not naive["bound"].eq(MEMORY).all(),
                             "FA2 is not predicted faster than FA1 on every GPU": not (by[Q_OUTER] > by[KV_OUTER]).all(),
                             "FA1 is not predicted faster than naive on every GPU": not (by[KV_OUTER] > 1).all()})
 
@@ -313,7 +301,7 @@ def memory_growth(s: Settings) -> Result:
     saving = {n: min(p[NAIVE][n] / p[impl][n] for impl in (FLASH, FLASH2)) for n in ns}
     values = {"naive_growth": mean[NAIVE], "fa1_growth": mean[FLASH], "fa2_growth": mean[FLASH2], "n": ns[-1],
               "naive_peak": format_bytes(p[NAIVE][ns[-1]]), "saving": saving[ns[-1]], "peaks": p}
-    return _result(values, {
+    return Result.of(values, {
         "the N are not successive doublings": any(b != 2 * a for a, b in itertools.pairwise(ns)) or len(ns) < 2,
         "naive does not grow about 4x per doubling": not all(NAIVE_DOUBLING[0] <= g <= NAIVE_DOUBLING[1]
                                                              for g in growth[NAIVE].values()),
@@ -343,96 +331,7 @@ def training_recompute(s: Settings) -> Result:
     values = {"batch": s.batch, "heads": s.heads, "n": n, "dtype": s.dtype, "p": format_bytes(last["stored_p_bytes"]),
               "lse": format_bytes(last["stored_lse_bytes"]), "extra": float(last["extra_backward_fraction"]),
               "gflop": float(last["extra_flops"]) / 1e9}
-    return _result(values, {
+    return Result.of(values, {
         "P is not B H N^2 elements": int(last["stored_p_bytes"]) != s.batch * s.heads * n * n * DTYPE_BYTES[s.dtype],
         "L is not B H N fp32 values": int(last["stored_lse_bytes"]) != s.batch * s.heads * n * 4,
         "recomputing is not one matmul in four": float(last["extra_backward_fraction"]) != 0.25})
-
-
-def decode_setup(s: Settings) -> DecodeSetup:
-    """The decode step the Decoding view's settings describe.
-
-    Example:
-        >>> from flashviz.ui.state import Settings
-        >>> decode_setup(Settings()).lens, decode_setup(Settings()).group
-        ((16384, 5461), 4)
-    """
-    return DecodeSetup(seq_lens(s.declen, s.declens), s.dechq, s.dechkv, s.d, s.decpage,
-                       None if s.decsplits == "auto" else int(s.decsplits), s.dtype, s.threads)  # "auto": heuristic
-
-
-def decode_error(setup: DecodeSetup, num_splits: int, seed: int = 0) -> float:
-    """Largest |flash_decode - plain attention over each sequence's whole cache| at the step's shapes (seeded).
-
-    Args:
-        setup: the decode step (lengths, heads, d, dtype).  num_splits: S.  seed: of the random q, k, v.
-    Returns:
-        The largest absolute difference of the outputs, (B, H_q, 1, d) each.
-
-    Example:
-        >>> decode_error(DecodeSetup((300, 100), 4, 2, 16, 0, 2, "float32", 1), 2) < 1e-6
-        True
-    """
-    g = torch.Generator().manual_seed(seed)
-    dt = runs.resolve_dtype(setup.dtype)
-    q = torch.randn(len(setup.lens), setup.heads_q, 1, setup.d, generator=g).to(dt)  # (B, H_q, 1, d)
-    k, v = (torch.randn(len(setup.lens), setup.heads_kv, max(setup.lens), setup.d, generator=g).to(dt)
-            for _ in range(2))  # (B, H_kv, N, d)
-    out = flash_decode(q, k, v, cache_seqlens=torch.tensor(setup.lens), num_splits=num_splits)
-    return float((out - naive_decode(q, k, v, setup.lens)).abs().max())
-
-
-def decode_merge(s: Settings) -> Result:
-    """The Decoding animation's own events (flash_decode's on_split): the splits, their logsumexps and the merge
-    weights; and the merged output against attention over the whole cache.
-
-    Args:
-        s: the step's settings (the Decoding view's own, the sidebar's d, dtype, device and threads).
-    Returns:
-        Result: keys (of sequence 0), splits, lse (the merge's L), weights (their sum), error (the output against
-        attention over the whole cache); holds when there are several splits, the weights sum to 1, L is
-        log sum exp(L_s) and the output is exact.
-
-    Example:
-        >>> from flashviz.lesson import INTRO, step_settings
-        >>> r = decode_merge(step_settings(INTRO.steps[8]))
-        >>> r.holds, r.values["splits"]
-        (True, 4)
-    """
-    setup = decode_setup(s)
-    splits = setup.chosen_splits(units_here(s.device, s.threads))
-    trace, *_ = decode_trace(setup.lens, setup.page, splits)
-    top = max(trace.split_lse)
-    merged = top + math.log(math.fsum(math.exp(x - top) for x in trace.split_lse))  # log sum_s exp(L_s)
-    err = decode_error(setup, splits)
-    values = {"keys": trace.seq_len, "splits": len(trace.splits), "lse": trace.lse, "weights": math.fsum(trace.weights),
-              "error": err}
-    return _result(values, {"one split only": len(trace.splits) < 2,
-                            "the weights do not sum to 1": not abs(math.fsum(trace.weights) - 1) <= 1e-6,
-                            "L is not log sum exp(L_s)": not abs(trace.lse - merged) <= LSE_TOL,
-                            "the merged output differs from attention over the whole cache": not err <= DECODE_TOL})
-
-
-def gqa_bytes(s: Settings) -> Result:
-    """The Decoding view's bytes per step of this GQA against MHA (the decode model, summed over the batch).
-
-    Args:
-        s: the step's settings (the Decoding view's own, the sidebar's d and dtype).
-    Returns:
-        Result: hq, hkv, g, gqa and mha (formatted K/V bytes per step), ratio, flops; holds when it is GQA, the bytes
-        fall g-fold and the FLOPs do not change.
-
-    Example:
-        >>> from flashviz.lesson import INTRO, step_settings
-        >>> gqa_bytes(step_settings(INTRO.steps[9])).values["ratio"]
-        4.0
-    """
-    setup = decode_setup(s)
-    costs = variant_costs(setup.lens, setup.d, setup.heads_q, setup.heads_kv, setup.dtype).set_index("variant")
-    this, mha = costs[costs["this"]].iloc[0], costs.loc["MHA"]
-    values = {"hq": setup.heads_q, "hkv": setup.heads_kv, "g": setup.group, "gqa": format_bytes(this["kv_bytes"]),
-              "mha": format_bytes(mha["kv_bytes"]), "ratio": float(mha["kv_bytes"] / this["kv_bytes"]),
-              "flops": int(this["flops"])}
-    return _result(values, {"not grouped-query attention": not 1 < setup.heads_kv < setup.heads_q,
-                            "the bytes do not fall g-fold": values["ratio"] != setup.group,
-                            "the FLOPs differ": costs["flops"].nunique() != 1})
