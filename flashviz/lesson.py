@@ -165,6 +165,7 @@ def _mmss(minutes: float) -> str:
 
 CHECKS, DECODE_CHECKS = "flashviz.lesson_checks", "flashviz.lesson_checks_decode"  # the intro lesson's checks
 
+# In the claims, "×\u00a0" (a no-break space) keeps a factor on the same line as its ×.
 INTRO = Lesson("intro", "FlashAttention, tile by tile", (
     Step("Every tile's fate, before Play", "how",
          {"n": "16", "d": "8", "br": "4", "causal": "1", "order": "both", "row": "15"},
@@ -183,7 +184,7 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
     Step("Causal halves the work", "how", {"causal": "1"},
          "With the causal mask only {computed} of the {tiles} tiles are computed ({share:.0%}): the {skipped} above "
          "the diagonal are skipped, never loaded. {order}'s HBM traffic per head falls from {unmasked} without the "
-         "mask to {traffic} (× {ratio:.2f}).",
+         "mask to {traffic} (×\u00a0{ratio:.2f}).",
          {"computed": 136, "tiles": 256, "share": 0.53125, "skipped": 120, "order": "FA1", "unmasked": "13.0 MiB",
           "traffic": "7.3 MiB", "ratio": 0.5586}, f"{CHECKS}:causal_halves",
          "Open the sidebar (» at the top left) and switch the causal mask off and on.", 1.0),
@@ -195,8 +196,8 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
          f"{CHECKS}:masks_tiles",
          "Change *Documents* or the second mask; the code under the BlockMask builds the same mask.", 1.5),
     Step("Bigger tiles, fewer passes over HBM", "io", {"n": "4096", "heads": "1"},
-         "Each doubling of the on-chip memory M halves FA1's and FA2's HBM accesses (× {fa1_ratio:.2f} and "
-         "× {fa2_ratio:.2f} at the first doubling): bigger tiles, fewer passes. From M = 4dN = {flat:,} one block "
+         "Each doubling of the on-chip memory M halves FA1's and FA2's HBM accesses (×\u00a0{fa1_ratio:.2f} and "
+         "×\u00a0{fa2_ratio:.2f} at the first doubling): bigger tiles, fewer passes. From M = 4dN = {flat:,} one block "
          "holds every key and they flatten (FA1 at {fa1:.2f} million, FA2 at {fa2:.2f} million); standard "
          "attention stays at {naive:.1f} million whatever M is.",
          {"fa1_ratio": 0.5, "fa2_ratio": 0.5, "flat": 1048576, "fa1": 1.6, "fa2": 1.05, "naive": 68.2},
