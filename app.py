@@ -9,12 +9,13 @@ import streamlit as st
 
 from flashviz.ui import sidebar
 from flashviz.ui.drawing import uses_ui
+from flashviz.ui.lesson import presenter_ui, sidebar_state
 from flashviz.ui.machine import machine_env
 from flashviz.ui.registry import VIEWS, view_of
 from flashviz.ui.runs import running_job_ui
 
 st.set_page_config(page_title="flashviz: FlashAttention, tile by tile", page_icon="⚡", layout="wide",
-                   initial_sidebar_state="expanded")
+                   initial_sidebar_state=sidebar_state())  # collapsed while presenting a lesson
 
 env = machine_env()
 sidebar.init_from_url(env)
@@ -22,6 +23,7 @@ settings = sidebar.current_settings(env)
 sidebar.sync_url(settings)
 
 sidebar.notices_ui()
+presenter_ui(env, settings)  # ?lesson=...: the step's claim above its view, Previous / Next
 running_job_ui()
 tabs = st.tabs([view.label for view in VIEWS], key=sidebar.VIEW_KEY, on_change="rerun")
 for tab, view in zip(tabs, VIEWS, strict=True):

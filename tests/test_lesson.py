@@ -1,16 +1,23 @@
-"""The 10-minute lesson (docs/lesson.md), step by step: each step's exact settings (a classroom preset or a link)
-loaded in AppTest, the one claim the teacher makes there asserted on what the page shows, and the numbers the lesson
-quotes checked against the page.
+"""The lesson (flashviz.lesson), step by step: every step's check confirms its claim at the step's settings, and the
+page the step opens (`?lesson=intro&step=k` in AppTest, the way a class sees it) shows the check's numbers, read back
+from the page itself (the tile map's SVG, the charts' data, the text under them), next to an independent oracle (a
+formula or a plain PyTorch computation written here). Then the classroom presets: each sets every setting, and each
+story is true at its settings. Presenter mode itself (Previous / Next, the URL, hostile links) is in
+tests/test_presenter.py.
 
-No test here asserts a wall-clock time: the Benchmark step checks memory (deterministic) and that a slower tiled
-kernel always comes with the caption that says why.
+No test here asserts a wall-clock time: the Benchmark step checks peak memory (the allocator's exact events) and that
+a slower tiled kernel always comes with the caption that says why.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
+import json
 import math
 import re
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,34 +28,49 @@ import torch
 from flashviz.core.backward import flash_attention
 from flashviz.core.reference import naive_attention
 from flashviz.core.tiling import tile_schedule
+from flashviz.figures.masks import STATUS_CODE
 from flashviz.figures.tilemap import MAX_FRAMES
-from flashviz.measure.trace import PICK_ROWS_MAX, pick_row, row_trace
+from flashviz.lesson import INTRO, Result, lesson_markdown, step_settings
+from flashviz.lesson_checks import tiles_fate
+from flashviz.measure.maskview import doc_lengths
+from flashviz.measure.trace import PICK_ROWS_MAX, pick_row
 from flashviz.ui.benchmark import speedups
+from flashviz.ui.lesson import PRESENTING_KEY
+from flashviz.ui.query import parse_query
 from flashviz.ui.state import PRESET_KEEPS, PRESETS, Settings, apply_preset, spec_of
+from flashviz.units import MIB
 from flashviz.vocab import FULL, PARTIAL, SKIPPED
 from tests._apptest import assert_clean, chart, decode, done_grid, subtitle, tile_map, tiles_computed
 
-LESSON = (Path(__file__).resolve().parents[1] / "docs" / "lesson.md").read_text()
-
-# Each step's settings, exactly as the lesson names them (links are relative to the dashboard's address).
-TINY_GRID = "Tiny grid for the whiteboard"  # steps 1 and 2
-SLIDING = "Sliding window"  # step 3
-IO_LINK = {"view": "io", "n": "4096", "heads": "1"}  # step 4: ?view=io&n=4096&heads=1
-IO_CAUSAL_LINK = {**IO_LINK, "causal": "1"}  # step 4, then the Causal mask toggle
-BENCH_LINK = {"view": "bench"}  # step 5: the Benchmark's defaults
-CORRECT_LINK = {"view": "correct"}  # step 6: float32
-CORRECT_FP16_LINK = {"view": "correct", "dtype": "float16"}  # step 6's aside
-TRAIN_LINK = {"view": "train"}  # step 7
-
+ROOT = Path(__file__).resolve().parents[1]
+LESSON_DOC = (ROOT / "docs" / "lesson.md").read_text()
+STEPS = {step.check.split(":")[1]: (k, step) for k, step in enumerate(INTRO.steps, 1)}  # check name -> (k, Step)
+TINY_GRID = "Tiny grid for the whiteboard"
+SLIDING = "Sliding window"
 IO_NAMES = {"naive": "naive (standard attention)", "kv_outer": "FlashAttention-1 (kv_outer)",
             "q_outer": "FlashAttention-2 (q_outer)"}
 
 
-def test_the_lesson_names_the_settings_these_tests_load():
-    for name in (TINY_GRID, SLIDING):
-        assert f"Preset *{name}*" in LESSON
-    for link in (IO_LINK, BENCH_LINK, CORRECT_LINK, CORRECT_FP16_LINK, TRAIN_LINK):
-        assert "`?" + "&".join(f"{k}={v}" for k, v in link.items()) + "`" in LESSON, link
+@functools.cache
+def checked(name: str) -> Result:
+    """The step's check at its settings, run once per test session (the memory step measures for seconds)."""
+    return STEPS[name][1].run_check()
+
+
+def open_step(make_app, name: str):
+    """The dashboard at `?lesson=intro&step=k` for the step whose check is `name`: its settings, its tab, its claim."""
+    k, step = STEPS[name]
+    at = make_app(lesson=INTRO.slug, step=str(k))
+    assert_clean(at)
+    assert at.session_state[PRESENTING_KEY] == (INTRO.slug, k)
+    assert {key: at.query_params[key] for key in step.query} == step.query  # the step's own link, as loaded
+    (callout,) = [box.value for box in at.info if step.text in box.value]  # the claim, as the class reads it
+    assert f"Step {k} of {len(INTRO.steps)}" in callout
+    return at
+
+
+def markdown(at) -> str:
+    return "\n".join(m.value for m in at.markdown)
 
 
 def with_preset(make_app, name: str, view: str = "how"):
@@ -58,53 +80,271 @@ def with_preset(make_app, name: str, view: str = "how"):
     return at
 
 
-def markdown(at) -> str:
-    return "\n".join(m.value for m in at.markdown)
+# ----------------------------------------------------------------------------------------------------------------------
+# the lesson as data
+
+
+@pytest.mark.parametrize("name", list(STEPS))
+def test_every_check_confirms_its_claim_at_the_steps_settings(name):
+    _, step = STEPS[name]
+    result = checked(name)
+    assert result.holds, result.why
+    assert step.said_by(result) == step.text  # the numbers the class reads are the check's
+    assert step.confirmed(result)
+
+
+def test_a_claim_is_not_confirmed_when_its_check_fails_or_finds_other_numbers():
+    _, step = STEPS["tiles_fate"]
+    unmasked = tiles_fate(replace(step_settings(step), causal=False))  # no tile skipped: the claim is false there
+    assert not unmasked.holds and "no tile is skipped" in unmasked.why and not step.confirmed(unmasked)
+    other = Result({**checked("tiles_fate").values, "computed": 11}, True)  # true, but not what the text says
+    assert not step.confirmed(other)
+
+
+@pytest.mark.parametrize("k", range(1, len(INTRO.steps) + 1))
+def test_every_step_is_a_link_the_dashboards_parser_reads_without_a_repair(k):
+    step = INTRO.steps[k - 1]
+    settings, notices = parse_query(step.query)
+    assert notices == [] and settings.view == step.view
+    assert settings == step_settings(step)
+
+
+def test_the_whiteboard_steps_are_the_tiny_grid_preset():
+    tiny = apply_preset(Settings(), TINY_GRID)
+    for name in ("tiles_fate", "online_softmax"):
+        assert step_settings(STEPS[name][1]) == tiny  # the preset keeps the view: How it works, both
+
+
+def test_the_lesson_covers_every_idea_and_takes_ten_to_fifteen_minutes():
+    ideas = {"tiles_fate", "online_softmax", "causal_halves", "masks_tiles", "io_passes", "roofline_gpu",
+             "memory_growth", "training_recompute", "decode_merge", "gqa_bytes"}
+    assert ideas <= set(STEPS)  # later steps may add ideas (the backward pass, numerics)
+    assert 10 <= sum(step.minutes for step in INTRO.steps) <= 15
+    assert len({step.title for step in INTRO.steps}) == len(INTRO.steps)
+
+
+def test_the_lesson_data_imports_neither_torch_nor_streamlit():
+    code = (f"import sys, json; sys.path.insert(0, {str(ROOT)!r}); import flashviz.lesson as L\n"
+            "steps = [L.step_settings(s).view for s in L.INTRO.steps]\n"
+            "print(json.dumps([m for m in ('torch', 'streamlit', 'pandas') if m in sys.modules]))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == []
+
+
+def test_the_docs_lesson_is_written_from_the_data():
+    assert lesson_markdown(INTRO) in LESSON_DOC, "run: python -m flashviz.lesson --write docs/lesson.md"
+    for k, step in enumerate(INTRO.steps, 1):  # each step with both its links and its claim
+        assert f"`{step.link}`, in the lesson `?lesson=intro&step={k}`" in LESSON_DOC
+        assert f"> {step.text}" in LESSON_DOC
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# step 1: the tile map shows every tile's fate before Play
+# each step on the page: the numbers the page shows are the check's
 
 
-def test_step1_tiny_grid_shows_10_computed_and_6_skipped_tiles_before_play(make_app):
-    at = with_preset(make_app, TINY_GRID)
+def test_tiles_fate_the_map_shows_every_tiles_fate_before_play(make_app):
+    at, v = open_step(make_app, "tiles_fate"), checked("tiles_fate").values
     m = tile_map(at)
-    assert "4 × 4 = 16 tiles, 10 computed · causal" in m.subtitle
-    fate = tile_schedule(16, 16, 4, 4, causal=True).status_grid()  # [i][j] -> full / partial / skipped
+    assert f"{v['tiles']} tiles, {v['computed']} computed · causal" in m.subtitle
     assert len(m.panels) == 2  # FA1 and FA2 side by side
-    for panel in m.panels:  # before Play: the current tile, every other tile pale in the colour of its fate
-        assert panel.frames[0]["current"] == (0, 0)
-        assert not any(done_grid(panel, 0).values())
-        assert all(t["fate"] == fate[i][j] for (i, j), t in panel.tiles.items())
-        rest = [t for ij, t in panel.tiles.items() if ij != (0, 0)]
-        assert sum(t["fate"] == SKIPPED for t in rest) == 6
-        assert sum(t["fate"] in (FULL, PARTIAL) for t in rest) == 9
-    assert m.frames == 10 and tiles_computed(at) == [10, 10]
+    tr = 16 // 4
+    oracle = {(i, j): FULL if j < i else PARTIAL if j == i else SKIPPED for i in range(tr) for j in range(tr)}
+    for panel in m.panels:  # before Play: the first tile current, every other tile pale in the colour of its fate
+        assert panel.frames[0]["current"] == (0, 0) and not any(done_grid(panel, 0).values())
+        fates = {ij: t["fate"] for ij, t in panel.tiles.items()}
+        assert fates == oracle
+        assert [sum(f == s for f in fates.values()) for s in (FULL, PARTIAL, SKIPPED)] == \
+            [v["full"], v["partial"], v["skipped"]]
+    assert m.frames == v["computed"] and tiles_computed(at) == [v["computed"]] * 2
     third = [p.frames[2]["counter"][0] for p in m.panels]  # FA1 goes down a column, FA2 along a row
     assert "i=2, j=0" in third[0] and "i=1, j=1" in third[1]
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# step 2: the row inspector shows the rescale, and L is exact
-
-
-def test_step2_row_inspector_shows_row_15_rescaling_and_the_exact_logsumexp(make_app):
-    at = with_preset(make_app, TINY_GRID)
+def test_online_softmax_the_inspector_shows_the_rescales_and_the_exact_logsumexp(make_app):
+    at, v = open_step(make_app, "online_softmax"), checked("online_softmax").values
     row = chart(at, "Row inspector")
-    assert "m grew on 3 of the row's 4 tiles" in subtitle(row) and "Picked automatically: row 15" in subtitle(row)
-    assert all(p.row_marker["row"] == 15 for p in tile_map(at).panels)  # the map marks the same row
-    (caption,) = [c.value for c in at.caption if c.value.startswith("Row 15 was picked automatically")]
+    assert f"Picked automatically: row {v['row']}: the most rescales ({v['rescales']} of {v['tiles']} tiles)" in \
+        subtitle(row)
+    assert all(p.row_marker["row"] == v["row"] for p in tile_map(at).panels)  # the map marks the same row
+    (caption,) = [c.value for c in at.caption if c.value.startswith(f"Row {v['row']} was picked automatically")]
+    assert f"m grew on {v['rescales']} of its {v['tiles']} tiles" in caption
     kernel, exact = (float(x) for x in re.findall(r"(-?\d+\.\d{6})", caption)[-2:])
-    assert kernel == pytest.approx(exact, abs=2e-6)
-    for order in ("kv_outer", "q_outer"):  # what the figure draws, from the real kernel
-        tr = row_trace(16, 8, 4, 4, row=15, causal=True, loop_order=order)
-        assert tr.rescales == 3
-        assert all((f < 1) == g for f, g, first in zip(tr.factor, tr.grew, (True, False, False, False), strict=True)
-                   if not first)
-        assert all(after < before for after, before, g in zip(tr.l_rescaled, tr.l_before, tr.grew, strict=True)
-                   if g)  # l shrinks where m grew
-        assert np.allclose(tr.l, np.add(tr.l_rescaled, tr.tile_sum))
-        assert abs(tr.lse_kernel - (tr.m_exact + math.log(tr.l_exact))) < 1e-5
+    assert kernel == pytest.approx(v["lse"], abs=1e-6) and exact == pytest.approx(v["exact"], abs=1e-6)
+    q, k, _ = _row_inputs()  # the oracle: the row's logsumexp in float64, from the scores themselves
+    s = (q[0, 0, v["row"]].double() @ k[0, 0].double().T) / math.sqrt(8)
+    assert float(torch.logsumexp(s[: v["row"] + 1], 0)) == pytest.approx(kernel, abs=2e-6)  # causal: keys j <= r
+
+
+def _row_inputs():
+    """The random Q, K, V the row inspector runs the kernel on (flashviz.measure.trace: seed 0, N = 16, d = 8)."""
+    g = torch.Generator().manual_seed(0)
+    return tuple(torch.randn(1, 1, 16, 8, generator=g) for _ in range(3))
+
+
+def test_causal_halves_the_tiles_and_the_traffic_on_the_page(make_app):
+    at, v = open_step(make_app, "causal_halves"), checked("causal_halves").values
+    tr = 1024 // 64
+    assert v["computed"] == tr * (tr + 1) // 2 and v["tiles"] == tr * tr  # the oracle: the lower triangle
+    assert tiles_computed(at) == [v["computed"]] and f"{v['computed']} computed" in tile_map(at).subtitle
+    assert at.metric[1].value == v["traffic"]  # FA1's HBM traffic per head
+    at.toggle(key="causal").set_value(False).run()  # the sidebar's toggle, as the teacher does
+    assert_clean(at)
+    assert tiles_computed(at) == [v["tiles"]] and at.metric[1].value == v["unmasked"]
+    assert at.session_state[PRESENTING_KEY] == (INTRO.slug, STEPS["causal_halves"][0])  # still presenting
+
+
+def test_masks_tiles_the_tile_map_and_the_block_mask_check_on_the_page(make_app):
+    at, v = open_step(make_app, "masks_tiles"), checked("masks_tiles").values
+    z = decode(chart(at, "Tile map")["data"][0]["z"])
+    computed = int((z != STATUS_CODE[SKIPPED]).sum())
+    assert (computed, z.size) == (v["computed"], v["tiles"])
+    lengths = doc_lengths("mixed", 1024)  # the oracle: document ids, the element mask, its 64 x 64 tiles
+    assert len(lengths) == v["docs"]
+    doc = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))  # (N,)
+    i, j = torch.arange(1024)[:, None], torch.arange(1024)[None, :]
+    visible = (doc[:, None] == doc[None, :]) & (j <= i)  # (N, N)
+    assert int(visible.view(16, 64, 16, 64).any(dim=3).any(dim=1).sum()) == computed
+    assert f"**{v['computed']} of {v['tiles']} tiles computed ({v['share']:.1%})**" in markdown(at)
+    assert any(s.value.startswith("**Equal to create_block_mask: yes.**") for s in at.success) == (v["equal"] == "yes")
+
+
+def io_curves(at) -> dict[str, dict[int, float]]:
+    spec = chart(at, "HBM accesses vs on-chip memory M")
+    out = {}
+    for key, name in IO_NAMES.items():
+        (trace,) = [t for t in spec["data"] if t.get("name") == name]
+        out[key] = dict(zip(decode(trace["x"]).astype(int).tolist(), decode(trace["y"]).astype(float), strict=True))
+    return out
+
+
+def test_io_passes_the_curves_halve_with_m_and_flatten_from_4dn(make_app):
+    at, v = open_step(make_app, "io_passes"), checked("io_passes").values
+    curves, n, d = io_curves(at), 4096, 64
+    naive, fa1, fa2 = curves["naive"], curves["kv_outer"], curves["q_outer"]
+    assert set(naive.values()) == {4 * n * d + 4 * n**2} and 4 * n * d + 4 * n**2 == pytest.approx(v["naive"] * 1e6)
+    for curve, key in ((fa1, "fa1"), (fa2, "fa2")):
+        ms = sorted(curve)
+        assert curve[ms[1]] / curve[ms[0]] == pytest.approx(v[f"{key}_ratio"])
+        assert all(curve[b] <= curve[a] for a, b in itertools.pairwise(ms))  # never rises
+        assert all(curve[m] == curve[v["flat"]] for m in ms if m >= v["flat"]) and curve[v["flat"] // 2] > \
+            curve[v["flat"]]
+    assert v["flat"] == 4 * d * n
+    assert (fa1[v["flat"]], fa2[v["flat"]]) == (6 * n * d + 6 * n, 4 * n * d + n)  # one pass: the formulas
+    assert (fa1[v["flat"]], fa2[v["flat"]]) == (pytest.approx(v["fa1"] * 1e6), pytest.approx(v["fa2"] * 1e6))
+    assert all(fa2[m] < fa1[m] for m in fa1)
+    text = markdown(at)
+    assert "**Standard attention** is flat at 68.2M" in text and "**FA2 is below FA1 at every M shown**" in text
+
+
+def test_io_passes_with_causal_the_flash_curves_start_at_half_and_meet_the_unmasked_ones(make_app):
+    plain = io_curves(open_step(make_app, "io_passes"))
+    at = make_app(**{**STEPS["io_passes"][1].query, "causal": "1"})  # the step's Try: switch on the causal mask
+    causal = io_curves(at)
+    assert causal["naive"] == plain["naive"]
+    m_small, m_flat = 2**10, 4 * 64 * 4096
+    for key in ("kv_outer", "q_outer"):
+        assert causal[key][m_small] / plain[key][m_small] == pytest.approx(0.5, abs=0.01)
+        assert all(causal[key][m] == plain[key][m] for m in causal[key] if m >= m_flat)
+        assert all(causal[key][m] < plain[key][m] for m in causal[key] if m < m_flat)
+    assert markdown(at).count("With the mask it starts at 0.50 × the unmasked value and meets it from M = "
+                              "1,048,576") == 2
+
+
+def test_roofline_gpu_the_bound_table_and_the_speedup_bars_say_the_checks_numbers(make_app):
+    at, v = open_step(make_app, "roofline_gpu"), checked("roofline_gpu").values
+    n, d = 4096, 64
+    assert v["intensity"] == pytest.approx(n * d / (2 * (d + n)))  # 4N²d FLOPs over (4Nd + 4N²) fp16 elements
+    text = markdown(at)
+    (row,) = [line for line in text.splitlines() if line.startswith(f"| {v['gpu']} (SXM) | {v['dtype']} |")]
+    assert f"| {v['ridge']:.3g} FLOP/byte | memory-bound (I = {v['intensity']:.3g}) |" in row
+    assert f"- **{v['gpu']} (SXM)**: FA1 {v['fa1']:.2f}×, FA2 {v['fa2']:.2f}×." in text
+    bars = {t["name"]: dict(zip(t["x"], decode(t["y"]).astype(float), strict=True))
+            for t in chart(at, "Speedup over naive")["data"] if t.get("type") == "bar"}
+    assert bars["FA2: predicted (model)"][v["gpu"]] == pytest.approx(v["fa2"])
+    assert bars["FA1: predicted (model)"][v["gpu"]] == pytest.approx(v["fa1"])
+
+
+def test_memory_growth_the_benchmarks_memory_chart_has_the_checks_peaks(make_app):
+    at = open_step(make_app, "memory_growth")
+    at.button(key="bench_run").click().run()
+    assert_clean(at)
+    v = checked("memory_growth").values
+    shown = {t["name"].split(" ")[0]: dict(zip(decode(t["x"]).astype(int).tolist(), decode(t["y"]).astype(float),
+                                               strict=True))
+             for t in chart(at, "Peak memory vs sequence length")["data"] if "not run" not in t["name"]}
+    for impl, peaks in v["peaks"].items():  # MiB on the chart, bytes from the check: the same allocator events
+        assert shown[impl] == {n: pytest.approx(b / MIB, rel=1e-9) for n, b in peaks.items()}, impl
+    for n, peak in v["peaks"]["naive"].items():  # the oracle: naive holds S and P (B H N² fp32 each), the tiled
+        assert 2 * 4 * n * n * 4 <= peak < 2.2 * 4 * n * n * 4  # kernels less than one of them
+        assert all(v["peaks"][impl][n] < 4 * n * n * 4 for impl in ("flash", "flash2"))
+    df = next(d.value for d in at.dataframe if "time_s" in d.value.columns)
+    slow = speedups(df)
+    slow = slow[slow["speedup"] < 1]
+    captions = [c.value for c in at.caption if "slower than naive" in c.value]
+    assert bool(captions) == (len(slow) > 0)  # whichever way this machine's timings went
+    for r in slow.itertuples():
+        assert f"{r.impl} at N = {r.N}" in captions[0] and "Python loop iteration" in captions[0]
+
+
+def saved_shapes(fn, n: int = 64, d: int = 8) -> list[tuple[int, ...]]:
+    """Shapes of every tensor autograd keeps from fn's forward for its backward."""
+    q, k, v = (torch.randn(1, 1, n, d, requires_grad=True) for _ in range(3))
+    shapes = []
+
+    def pack(t):
+        shapes.append(tuple(t.shape))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(q, k, v).sum().backward()
+    return shapes
+
+
+def test_training_recompute_what_each_keeps_and_the_price_on_the_page(make_app):
+    n = 64  # the oracle: what autograd really keeps
+    assert (1, 1, n, n) in saved_shapes(naive_attention, n)  # P, N x N
+    flash = saved_shapes(lambda q, k, v: flash_attention(q, k, v, block_q=16, block_k=16), n)
+    assert flash and all(n * n not in (math.prod(s), *s[-2:]) for s in flash if len(s) >= 2)  # no N x N tensor
+    at, v = open_step(make_app, "training_recompute"), checked("training_recompute").values
+    table = chart(at, "Backward: FLOPs added, memory saved")["data"][0]["cells"]["values"]
+    assert table[0] == ["512", "1024", "2048"] and set(table[4]) == {f"{100 * v['extra']:.0f}"}
+    assert float(table[5][-1]) == pytest.approx(float(v["p"].split()[0]))  # P MiB at N = 2048
+    text = markdown(at)
+    assert f"**{100 * v['extra']:.0f}% more backward FLOPs**" in text and f"{v['gflop']:,.2f} GFLOP more" in text
+    assert f"{v['batch']} × {v['heads']} × {v['n']}² {v['dtype']}" in text and f"{v['p']})" in text
+    assert f"logsumexp L ({v['lse']})" in text
+
+
+def test_decode_merge_the_animations_merge_frame_has_the_checks_numbers(make_app):
+    at, v = open_step(make_app, "decode_merge"), checked("decode_merge").values
+    fig = chart(at, "One decode step")
+    (merge,) = [f for f in fig["frames"] if f["name"] == "merge"]
+    weights = decode(merge["data"][-1]["y"]).astype(float)
+    lse_s = np.array([c[1] for c in fig["data"][2 * v["splits"] + 1]["customdata"]], dtype=float)  # the merge bars
+    assert len(weights) == len(lse_s) == v["splits"]
+    merged = float(np.logaddexp.reduce(lse_s))  # the oracle: L = log sum_s exp(L_s), in float64 here
+    assert merged == pytest.approx(v["lse"], abs=1e-5)
+    assert np.allclose(weights, np.exp(lse_s - merged), atol=1e-6) and weights.sum() == pytest.approx(v["weights"])
+    assert f"L = log Σ exp(L_s) = {v['lse']:.4g}" in merge["layout"]["title"]["subtitle"]["text"]
+    assert f"**{v['keys']} keys in" in markdown(at) and f"**S = {v['splits']} split(s)**" in markdown(at)
+
+
+def test_gqa_bytes_the_decode_story_and_table_have_the_checks_numbers(make_app):
+    at, v = open_step(make_app, "gqa_bytes"), checked("gqa_bytes").values
+    lens, d = (16384, round(16384 / 3)), 64  # the step's batch: N and N/3; the oracle: 2 H_kv N d fp32 bytes
+    assert v["gqa"] == f"{2 * v['hkv'] * sum(lens) * d * 4 / MIB:.1f} MiB"
+    assert v["mha"] == f"{2 * v['hq'] * sum(lens) * d * 4 / MIB:.1f} MiB"
+    text = markdown(at)
+    assert f"Against MHA (H_kv = H_q = {v['hq']}: {v['mha']}), these {v['hkv']} K/V head(s) read **{v['ratio']:.3g}× " \
+           "fewer K/V bytes**" in text
+    table = next(df.value for df in at.dataframe if "K/V per step (MiB)" in df.value.columns).set_index("variant")
+    mib, gqa = table["K/V per step (MiB)"], f"GQA (g = {v['g']})"
+    assert mib["MHA"] / mib[gqa] == pytest.approx(v["ratio"]) and f"{mib[gqa]:.1f} MiB" == v["gqa"]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the How it works row inspector and tile map, at every preset
 
 
 @pytest.mark.parametrize("name", [None, *PRESETS])
@@ -132,10 +372,6 @@ def test_the_user_can_still_choose_a_row(make_app):
     assert "Picked automatically" not in subtitle(chart(at, "Row inspector"))
 
 
-# ----------------------------------------------------------------------------------------------------------------------
-# the tile map keeps its frame across a setting change
-
-
 def test_the_tile_map_keeps_its_frame_when_a_setting_changes(make_app):
     at = make_app(n="256", br="32", bc="32")
     at.select_slider(key="frame").set_value(20).run()
@@ -148,155 +384,6 @@ def test_the_tile_map_keeps_its_frame_when_a_setting_changes(make_app):
     at.select_slider(key="n").set_value(128).run()  # 10 frames: the map opens at its last one
     assert tile_map(at).start == 9
     assert spec_of("frame").hi == MAX_FRAMES - 1
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# step 3: the causal toggle removes tiles and traffic
-
-
-def test_step3_sliding_window_then_causal_computes_150_instead_of_268_tiles(make_app):
-    at = with_preset(make_app, SLIDING)
-    assert tiles_computed(at) == [268] and "268 computed" in tile_map(at).subtitle
-    before = at.metric[1].value
-    at.toggle(key="causal").set_value(True).run()
-    assert_clean(at)
-    assert tiles_computed(at) == [150] and "150 computed" in tile_map(at).subtitle
-    after = at.metric[1].value
-    assert _mib(after) < _mib(before)
-    assert f"from {before} to {after}" in LESSON.replace("\n   ", " ")  # what the lesson tells the class
-
-
-def _mib(text: str) -> float:
-    value, unit = text.split()
-    return float(value) * {"KiB": 2**-10, "MiB": 1.0, "GiB": 2**10}[unit]
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# step 4: the IO curves move the way the page says
-
-
-def io_curves(at) -> dict[str, dict[int, float]]:
-    spec = chart(at, "HBM accesses vs on-chip memory M")
-    out = {}
-    for key, name in IO_NAMES.items():
-        (trace,) = [t for t in spec["data"] if t.get("name") == name]
-        out[key] = dict(zip(decode(trace["x"]).astype(int).tolist(), decode(trace["y"]).astype(float), strict=True))
-    return out
-
-
-def test_step4_io_model_flash_falls_like_1_over_m_and_flattens_from_4dn(make_app):
-    at = make_app(**IO_LINK)
-    assert_clean(at)
-    curves, m_flat = io_curves(at), 4 * 64 * 4096  # 4dN = 2^20
-    naive, fa1, fa2 = curves["naive"], curves["kv_outer"], curves["q_outer"]
-    assert set(naive.values()) == {4 * 4096 * 64 + 4 * 4096**2}  # 68.2M, whatever M is
-    for curve in (fa1, fa2):
-        ms = sorted(curve)
-        assert curve[ms[1]] / curve[ms[0]] == pytest.approx(0.5, abs=0.02)  # halves when M doubles
-        assert all(curve[b] <= curve[a] for a, b in itertools.pairwise(ms))  # never rises
-        assert all(curve[m] == curve[m_flat] for m in ms if m >= m_flat)
-        assert curve[m_flat // 2] > curve[m_flat]
-    assert all(fa2[m] < fa1[m] for m in fa1)
-    assert (fa1[m_flat], fa2[m_flat]) == (6 * 4096 * 64 + 6 * 4096, 4 * 4096 * 64 + 4096)  # 1.60M, 1.05M
-    text = markdown(at)
-    assert "**Standard attention** is flat at 68.2M" in text and "**FA2 is below FA1 at every M shown**" in text
-    assert text.count("flat from M = 1,048,576 (the first M ≥ 4dN") == 2
-    assert {"A100 SRAM per SM", "H100 SRAM per SM"} <= {t.get("name") for t in
-                                                        chart(at, "HBM accesses")["data"]}
-
-
-def test_step4_with_causal_the_flash_curves_start_at_half_and_meet_the_unmasked_ones(make_app):
-    plain, causal = io_curves(make_app(**IO_LINK)), io_curves(make_app(**IO_CAUSAL_LINK))
-    assert causal["naive"] == plain["naive"]
-    m_small, m_flat = 2**10, 4 * 64 * 4096
-    for key in ("kv_outer", "q_outer"):
-        assert causal[key][m_small] / plain[key][m_small] == pytest.approx(0.5, abs=0.01)
-        ms = sorted(causal[key])
-        assert all(causal[key][b] <= causal[key][a] for a, b in itertools.pairwise(ms))  # more SRAM, never more traffic
-        assert all(causal[key][m] == plain[key][m] for m in ms if m >= m_flat)
-        assert all(causal[key][m] < plain[key][m] for m in ms if m < m_flat)
-    at = make_app(**IO_CAUSAL_LINK)
-    assert markdown(at).count("With the mask it starts at 0.50 × the unmasked value and meets it from M = "
-                              "1,048,576") == 2
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# step 5: the Benchmark's memory claim, and the caption wherever a tiled kernel is slower
-
-
-def test_step5_benchmark_memory_grows_4x_for_naive_and_2x_for_the_tiled_kernels(make_app):
-    at = make_app(**BENCH_LINK)
-    at.button(key="bench_run").click().run()
-    assert_clean(at)
-    peaks = {t["name"].split(" ")[0]: dict(zip(decode(t["x"]).astype(int).tolist(), decode(t["y"]).astype(float),
-                                               strict=True))
-             for t in chart(at, "Peak memory vs sequence length")["data"] if "not run" not in t["name"]}
-    ns = sorted(peaks["naive"])
-    assert ns == [512, 1024, 2048]
-    for a, b in itertools.pairwise(ns):
-        assert 3.5 < peaks["naive"][b] / peaks["naive"][a] < 4.5  # S and P: N²
-        for impl in ("flash", "flash2"):  # O grows with N, the per-tile scratch not at all
-            assert 1.0 < peaks[impl][b] / peaks[impl][a] <= 2.1, (impl, peaks[impl])
-    for impl in ("flash", "flash2"):
-        saving = [peaks["naive"][n] / peaks[impl][n] for n in ns]
-        assert saving == sorted(saving) and saving[-1] > 10  # the gap widens with N
-    df = next(d.value for d in at.dataframe if "time_s" in d.value.columns)
-    slow = speedups(df)
-    slow = slow[slow["speedup"] < 1]
-    captions = [c.value for c in at.caption if "slower than naive" in c.value]
-    assert bool(captions) == (len(slow) > 0)  # whichever way this machine's timings went
-    for r in slow.itertuples():
-        assert f"{r.impl} at N = {r.N}" in captions[0] and "Python loop iteration" in captions[0]
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# step 6: correctness under the dtype's bar
-
-
-@pytest.mark.parametrize(("link", "bar"), [(CORRECT_LINK, "1e-5"), (CORRECT_FP16_LINK, "1.95e-3")])
-def test_step6_every_implementation_is_under_its_dtype_bar(make_app, link, bar):
-    at = make_app(**link)
-    at.button(key="correct_run").click().run()
-    assert_clean(at)
-    (box,) = [s.value for s in at.success]
-    assert box.endswith("bar: pass.") and f"≤ {bar}" in box
-    worst = float(re.search(r"\*\*([0-9.e+-]+)\*\*", box).group(1))
-    assert worst <= float(bar)
-
-
-# ----------------------------------------------------------------------------------------------------------------------
-# step 7: what training keeps, and the price of recomputing P
-
-
-def saved_shapes(fn, n: int = 64, d: int = 8) -> list[tuple[int, ...]]:
-    """Shapes of every tensor autograd keeps from fn's forward for its backward."""
-    q, k, v = (torch.randn(1, 1, n, d, requires_grad=True) for _ in range(3))
-    shapes = []
-
-    def pack(t):
-        shapes.append(tuple(t.shape))
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        fn(q, k, v).sum().backward()
-    return shapes
-
-
-def test_step7_naive_keeps_p_flash_keeps_o_and_l_and_recomputing_costs_25_percent(make_app):
-    n = 64
-    assert (1, 1, n, n) in saved_shapes(naive_attention, n)  # P, N x N
-    flash = saved_shapes(lambda q, k, v: flash_attention(q, k, v, block_q=16, block_k=16), n)
-    assert flash and all(n * n not in (math.prod(s), *s[-2:]) for s in flash if len(s) >= 2)  # no N x N tensor
-    at = make_app(**TRAIN_LINK)
-    assert_clean(at)
-    table = chart(at, "Backward: FLOPs added, memory saved")["data"][0]["cells"]["values"]
-    assert table[0] == ["512", "1024", "2048"] and set(table[4]) == {"25"}
-    text = markdown(at)
-    assert "**25% more backward FLOPs**" in text and "1 × 4 × 2048² float32" in text and "64.0 MiB" in text
-    assert "2.15 GFLOP more" in text
-    lesson = LESSON.replace("\n   ", " ")
-    assert "64.0 MiB at N = 2048" in lesson and "2.15 GFLOP at N = 2048" in lesson
-    assert "25% more backward FLOPs" in lesson
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -332,3 +419,14 @@ def test_the_preset_stories_are_true_at_their_settings():
     ragged = apply_preset(Settings(), "Ragged edges (odd N)")
     assert ragged.n - (ragged.n // ragged.br) * ragged.br == 40
     assert f"among up to {PICK_ROWS_MAX} rows" in spec_of("autorow").help
+
+
+def test_the_sliding_window_preset_then_causal_computes_150_instead_of_268_tiles(make_app):
+    at = with_preset(make_app, SLIDING)
+    assert tiles_computed(at) == [268] and "268 computed" in tile_map(at).subtitle
+    before = at.metric[1].value
+    at.toggle(key="causal").set_value(True).run()
+    assert_clean(at)
+    assert tiles_computed(at) == [150] and "150 computed" in tile_map(at).subtitle
+    assert float(at.metric[1].value.split()[0]) < float(before.split()[0]) and at.metric[1].value.split()[1] == \
+        before.split()[1]

@@ -223,3 +223,30 @@ def _device(p: _Parser, devices: Sequence[str]) -> str:
         p.notices.append("`device=cuda` but this machine has no CUDA GPU; using the CPU.")
         return devices[0]
     return p.choice("device", devices[0], devices)
+
+
+def parse_lesson(params: Mapping[str, object], lessons: Mapping[str, int]) -> tuple[str | None, int, list[str]]:
+    """The lesson and step a link asks presenter mode for (`lesson=<slug>&step=<k>`, k from 1), repaired like any
+    setting: an unknown lesson becomes the first one, a step outside 1..steps is clamped, a step that is not a
+    number becomes 1, and a step without a lesson is ignored; each repair says so.
+
+    Args:
+        params: query parameters, each a string or a list of strings (other keys are not looked at).
+        lessons: slug -> number of steps of every lesson there is, the first one first.
+    Returns:
+        (slug or None when the link asks for no lesson, step k, notices).
+
+    Example:
+        >>> parse_lesson({"lesson": "intro", "step": "99"}, {"intro": 10})
+        ('intro', 10, ['`step=99` is outside 1..10; clamped to 10.'])
+        >>> parse_lesson({"n": "64"}, {"intro": 10})
+        (None, 1, [])
+    """
+    p = _Parser({key: value for key, value in params.items() if key in ("lesson", "step")})
+    if p.get("lesson") is None:
+        if "step" in p.raw:
+            p.notices.append(f"`step={shown(p.raw['step'])}` needs a lesson (`lesson={next(iter(lessons))}`); "
+                             "ignored it.")
+        return None, 1, p.notices
+    slug = p.choice("lesson", next(iter(lessons)), tuple(lessons))
+    return slug, p.integer("step", 1, 1, lessons[slug]), p.notices

@@ -1,7 +1,8 @@
 """The sidebar: classroom presets, the shared settings the open tab reads, and the URL kept in sync.
 
 On a session's first run the URL's query parameters are parsed (query.parse_query: clamped, never raising) into the
-widgets' session state; after that the widgets are the truth and the URL follows them, so a copied link reproduces
+widgets' session state (a lesson link, `?lesson=intro&step=k`, first puts that step's settings under the link's own:
+flashviz.ui.lesson); after that the widgets are the truth and the URL follows them, so a copied link reproduces
 the view. A tab's own settings are drawn by the tab (flashviz.ui.registry says whose they are); the sidebar draws
 only the shared settings the open tab reads, and the settings of closed tabs keep their values until they come back.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from flashviz.ui.lesson import lesson_query, open_from_url
 from flashviz.ui.query import parse_query
 from flashviz.ui.registry import View
 from flashviz.ui.state import PRESETS, Env, Settings, apply_preset
@@ -31,9 +33,10 @@ def init_from_url(env: Env) -> None:
     ss = st.session_state
     if not ss.get(INIT_KEY):
         params = {key: st.query_params.get_all(key) for key in st.query_params}
+        params, lesson_notices = open_from_url(params)  # ?lesson=...&step=k: that step's settings under the link's
         settings, notices = parse_query(params, env)
         write_state(settings)
-        ss[NOTICES_KEY] = notices
+        ss[NOTICES_KEY] = lesson_notices + notices
         ss[INIT_KEY] = True
         return
     # Widgets that were not drawn last run (closed tabs, settings the open tab does not read) would lose their
@@ -50,8 +53,9 @@ def current_settings(env: Env) -> Settings:
 
 
 def sync_url(s: Settings) -> None:
-    """Write the settings into the URL (only if they changed, so a rerun does not touch browser history)."""
-    wanted = s.to_query()
+    """Write the settings into the URL, after the lesson and step while presenting (only if they changed, so a rerun
+    does not touch browser history)."""
+    wanted = {**lesson_query(), **s.to_query()}
     if st.query_params.to_dict() != wanted:
         st.query_params.from_dict(wanted)
 

@@ -1,0 +1,145 @@
+"""Presenter mode (flashviz.ui.lesson) in AppTest: `?lesson=intro` opens the lesson's first step with its claim above
+its view and asks for the sidebar collapsed; Next / Previous move, load each step's settings and open its tab; the
+URL keeps the step, so a link reopens it; the class may change settings meanwhile; a hostile `lesson` or `step` is
+repaired with the dashboard's notice; Leave drops the lesson from the URL and keeps the settings on screen.
+"""
+
+from __future__ import annotations
+
+import pytest
+import streamlit
+
+from flashviz.lesson import INTRO, step_settings
+from flashviz.ui.lesson import LEAVE_KEY, NEXT_KEY, PRESENTING_KEY, PREV_KEY, RESET_KEY
+from flashviz.ui.registry import LABELS
+from tests._apptest import assert_clean
+
+STEPS = INTRO.steps
+NOTICE = "**Some settings in this link were adjusted:**"
+
+
+def callouts(at) -> list[str]:
+    """The presenter's callouts on the page (the step's claim, with its number and title)."""
+    return [box.value for box in at.info if box.value.startswith("**Step ")]
+
+
+def assert_presents(at, k: int) -> None:
+    """The page presents step k: its claim, the URL's step, its tab and its settings in the widgets."""
+    step = STEPS[k - 1]
+    assert_clean(at)
+    (callout,) = callouts(at)
+    assert callout == f"**Step {k} of {len(STEPS)} · {step.title}.** {step.text}"
+    assert (at.query_params["lesson"], at.query_params["step"]) == (INTRO.slug, str(k))
+    assert at.session_state["view"] == LABELS[step.view]  # the open tab
+    want = step_settings(step).to_query()
+    assert {key: at.query_params[key] for key in step.settings} == dict(step.settings)
+    assert {key: at.query_params[key] for key in want if key != "threads"} == \
+        {key: value for key, value in want.items() if key != "threads"}  # every other setting at its default
+
+
+def notices(at) -> str:
+    (box,) = [w.value for w in at.warning if w.value.startswith(NOTICE)]
+    return box
+
+
+@pytest.fixture
+def page_configs(monkeypatch) -> list[dict]:
+    """Every st.set_page_config call the page makes, by keyword."""
+    calls, real = [], streamlit.set_page_config
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(streamlit, "set_page_config", spy)
+    return calls
+
+
+def test_a_lesson_link_opens_step_1_with_its_claim_and_asks_for_the_sidebar_collapsed(make_app, page_configs):
+    at = make_app(lesson="intro")
+    assert_presents(at, 1)
+    assert [c.get("initial_sidebar_state") for c in page_configs] == ["collapsed"]
+    assert at.button(key=PREV_KEY).disabled and not at.button(key=NEXT_KEY).disabled
+    assert not any(w.value.startswith(NOTICE) for w in at.warning)
+
+
+def test_a_plain_link_presents_nothing_and_keeps_the_sidebar_expanded(make_app, page_configs):
+    at = make_app(view="io")
+    assert_clean(at)
+    assert callouts(at) == [] and "lesson" not in at.query_params and "step" not in at.query_params
+    assert [c.get("initial_sidebar_state") for c in page_configs] == ["expanded"]
+
+
+def test_next_and_previous_move_load_each_steps_settings_and_open_its_tab(make_app):
+    at = make_app(lesson="intro")
+    for k in range(2, len(STEPS) + 1):
+        at.button(key=NEXT_KEY).click().run()
+        assert_presents(at, k)
+    assert at.button(key=NEXT_KEY).disabled
+    at.button(key=PREV_KEY).click().run()
+    assert_presents(at, len(STEPS) - 1)
+
+
+def test_a_step_link_opens_that_step(make_app):
+    assert_presents(make_app(lesson="intro", step="5"), 5)
+
+
+def test_the_class_may_change_settings_and_next_loads_the_next_steps(make_app):
+    at = make_app(lesson="intro", step="5")  # IO model at N = 4096
+    at.select_slider(key="n").set_value(1024).run()
+    assert_clean(at)
+    assert at.query_params["n"] == "1024" and at.query_params["step"] == "5" and len(callouts(at)) == 1
+    reopened = make_app(**dict(at.query_params))  # the URL now: the same step, with the class's change
+    assert reopened.session_state[PRESENTING_KEY] == (INTRO.slug, 5) and reopened.session_state["n"] == 1024
+    at.button(key=RESET_KEY).click().run()  # This step's settings: back to the step
+    assert_presents(at, 5)
+    at.select_slider(key="n").set_value(1024).run()
+    at.button(key=NEXT_KEY).click().run()
+    assert_presents(at, 6)  # Roofline at N = 4096, Br = Bc = 128
+
+
+def test_a_step_keeps_the_machines_threads(make_app):
+    at = make_app(lesson="intro", step="7", threads="1")  # a link's own settings win over the step's
+    assert at.session_state["threads"] == 1
+    at.button(key=NEXT_KEY).click().run()
+    assert_clean(at)
+    assert at.session_state["threads"] == 1 and at.query_params["threads"] == "1"
+
+
+def test_the_other_tab_is_named_when_the_class_leaves_the_steps_view(make_app):
+    at = make_app(lesson="intro", step="3")
+    at.session_state["view"] = LABELS["io"]  # the class clicks another tab
+    at.run()
+    assert_clean(at)
+    (caption,) = [c.value for c in at.caption if c.value.startswith("**Try:**")]
+    assert f"This step is on the **{LABELS['how']}** tab." in caption and len(callouts(at)) == 1
+
+
+def test_leave_drops_the_lesson_from_the_url_and_keeps_the_settings(make_app, page_configs):
+    at = make_app(lesson="intro", step="6")
+    at.button(key=LEAVE_KEY).click().run()
+    assert_clean(at)
+    assert callouts(at) == [] and "lesson" not in at.query_params and "step" not in at.query_params
+    assert at.query_params["view"] == "roof" and at.query_params["n"] == "4096" and at.query_params["br"] == "128"
+    assert page_configs[-1]["initial_sidebar_state"] == "expanded"
+
+
+@pytest.mark.parametrize(("query", "k", "notice"), [
+    ({"step": "0"}, 1, f"`step=0` is outside 1..{len(STEPS)}; clamped to 1."),
+    ({"step": "99"}, len(STEPS), f"`step=99` is outside 1..{len(STEPS)}; clamped to {len(STEPS)}."),
+    ({"step": "x"}, 1, "`step=x` is not a whole number; kept the default 1."),
+    ({"step": "-3"}, 1, f"`step=-3` is outside 1..{len(STEPS)}; clamped to 1."),
+    ({"lesson": "nope", "step": "2"}, 2, "`lesson=nope` is not one of intro; kept intro."),
+    ({"lesson": ["intro", "intro"], "step": "4"}, 4, "`lesson` appears 2 times in the link; using the last value."),
+])
+def test_a_hostile_lesson_or_step_is_repaired_with_a_notice(make_app, query, k, notice):
+    at = make_app(**{"lesson": "intro", **query})
+    assert_presents(at, k)
+    assert f"- {notice}" in notices(at)
+
+
+def test_a_step_without_a_lesson_is_ignored_with_a_notice(make_app):
+    at = make_app(step="3", n="256")
+    assert_clean(at)
+    assert callouts(at) == [] and "step" not in at.query_params and at.query_params["n"] == "256"
+    assert "- `step=3` needs a lesson (`lesson=intro`); ignored it." in notices(at)
