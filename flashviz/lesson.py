@@ -164,6 +164,7 @@ def _mmss(minutes: float) -> str:
 
 
 CHECKS, DECODE_CHECKS = "flashviz.lesson_checks", "flashviz.lesson_checks_decode"  # the intro lesson's checks
+VIEW_CHECKS = "flashviz.lesson_checks_views"  # the Backward and Numerics views' checks
 
 # In the claims, "×\u00a0" (a no-break space) keeps a factor on the same line as its ×.
 INTRO = Lesson("intro", "FlashAttention, tile by tile", (
@@ -224,6 +225,16 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
          {"batch": 1, "heads": 4, "n": 2048, "dtype": "float32", "p": "64.0 MiB", "lse": "32.0 KiB", "extra": 0.25,
           "gflop": 2.15}, f"{CHECKS}:training_recompute",
          "Scroll to *The price of recomputation*; ▶ Run training benchmark measures forward + backward.", 1.0),
+    Step("The backward pass, tile by tile", "backward",
+         {"bwn": "32", "bwd": "16", "bwblock": "8", "bwcausal": "1", "dq": "atomic", "n": "4096", "br": "128"},
+         "The forward saved only O and the logsumexp L: the backward recomputes P = exp(S − L) tile by tile, and every "
+         "recomputed row still sums to 1. At a GPU's sizes (N = {n:,}, d = {d}, {block}-wide tiles, causal) it moves "
+         "{saving:.1f}× less HBM traffic than standard attention's backward, which writes P and dS (N² each). On a "
+         "GPU every K/V column adds into dQ_i with atomics, whose order varies, and summed in another order dQ changes "
+         "in its last bits; a deterministic second pass costs {extra:.0%} more FLOPs.",
+         {"n": 4096, "d": 64, "block": 128, "saving": 6.2, "extra": 0.4},
+         f"{VIEW_CHECKS}:backward_recompute",
+         "Press ▶ Play: K_j, V_j, dK_j and dV_j stay on chip for a column; switch *dQ* to see the second pass.", 1.0),
     Step("Flash-Decoding's exact merge", "decode", {},
          "{keys:,} cached keys in {splits} splits, computed in parallel, each with its own logsumexp L_s. The merge "
          "weighs split s by exp(L_s − L), with L = log Σ exp(L_s) = {lse:.4g}: the weights sum to {weights:.3f} and "
@@ -239,6 +250,13 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
          f"{DECODE_CHECKS}:gqa_bytes",
          "Scroll to *Why decoding is memory-bound*; set *K/V heads H_kv* to 8 (MHA) or 1 (MQA).",
          1.0),
+    Step("Why outputs differ from SDPA", "numerics", {},
+         "In bf16 FA2 and SDPA differ by {gap:.0f} rounding step and both pass flash-attn's test rule: neither is "
+         "wrong, they add in different orders. FlashAttention-4's lazy rescale (tau = {tau:.0f}) rescales {lazy} "
+         "times where the classic rule rescales {classic}, for the same output, and on inputs with outlier features "
+         "FlashAttention-3's Hadamard rotation cuts FP8's error {gain:.1f}×.",
+         {"gap": 1.0, "tau": 8.0, "lazy": 3, "classic": 98, "gain": 2.0}, f"{VIEW_CHECKS}:numerics_rounding",
+         "Switch *Input dtype* to fp32 or FP8 e4m3, or turn Hadamard off, and read the sentences again.", 1.0),
 ))
 LESSONS: dict[str, Lesson] = {INTRO.slug: INTRO}
 

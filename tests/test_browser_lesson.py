@@ -38,6 +38,8 @@ RESULTS = {  # the start of each step's main result, by what the page draws ther
     "training_recompute": "th:has-text('saved for the backward pass')",
     "decode_merge": "text=/^Sequence 0 holds/",  # the splits, then the animation
     "gqa_bytes": "role=heading[name='Why decoding is memory-bound']",
+    "backward_recompute": ".fv-bw-head",  # the backward map's header, the map under it
+    "numerics_rounding": "role=heading[name='1. Every kernel errs: by how much?']",
 }
 BELOW_THE_FOLD = {  # steps whose result the page draws lower than a 720 px window shows, and what it needs
     "online_softmax": "How it works draws the row inspector after the tile map, its controls, the HBM metrics and "

@@ -343,6 +343,29 @@ def test_gqa_bytes_the_decode_story_and_table_have_the_checks_numbers(make_app):
     assert mib["MHA"] / mib[gqa] == pytest.approx(v["ratio"]) and f"{mib[gqa]:.1f} MiB" == v["gqa"]
 
 
+def test_backward_recompute_the_views_traffic_rows_and_dq_say_the_checks_numbers(make_app):
+    at, v = open_step(make_app, "backward_recompute"), checked("backward_recompute").values
+    text = markdown(at)
+    scale = next(line for line in text.splitlines() if "(the sidebar's sizes): tiled" in line)
+    assert f"At N = {v['n']}, d = {v['d']}, Br = Bc = {v['block']}" in scale and f"{v['saving']:.2f}× less" in scale
+    # the oracle: standard attention's backward (FA1 Algorithm 3) moves Theta(N^2) elements, the tiled one Theta(N d)
+    # per pass of K/V: at 4096 x 64 in 128-wide tiles the ratio must be well above 1
+    assert v["saving"] > 4
+    assert f"sum to 1 within {v['row_err']:.1e}" in text
+    assert "**bitwise-equal dQ**" in text and f"changes {v['reordered']} of the {v['values']} entries" in text
+    assert f"(+{v['extra']:.0%})" in text  # FLOPs: atomic -> deterministic, in the dq table
+
+
+def test_numerics_rounding_the_views_sentences_say_the_checks_numbers(make_app):
+    at, v = open_step(make_app, "numerics_rounding"), checked("numerics_rounding").values
+    text = markdown(at)
+    assert f"({v['gap']:.0f} eps; " in text and "neither is wrong" in text
+    assert f"With tau = {v['tau']:.0f}, FA2 rescales {v['lazy']} times instead of {v['classic']}" in text
+    off, on = (float(x) for x in re.search(r"lowers FA3's FP8 \(e4m3\) RMSE from ([\d.e-]+) to ([\d.e-]+)",
+                                           text).groups())
+    assert off / on == pytest.approx(v["gain"], rel=0.05)  # the page's rounded RMSEs against the check's ratio
+
+
 # ----------------------------------------------------------------------------------------------------------------------
 # the How it works row inspector and tile map, at every preset
 

@@ -24,7 +24,7 @@ from flashviz.measure.numerics_runs import LabResult, LabWork, lab_problem, lab_
 from flashviz.measure.progress import Cancelled
 from flashviz.ui.drawing import ran_with_ui, show_figure
 from flashviz.ui.lock import Progress, holding
-from flashviz.ui.registry import NO_P_ROUNDING
+from flashviz.ui.numerics_settings import lab_settings
 from flashviz.ui.runs import remember, remembered, run_button_ui, run_with_progress
 from flashviz.ui.state import Settings
 from flashviz.ui.widgets import draw
@@ -39,18 +39,6 @@ RAN_WITH = (*SELECTS, *TOGGLES)
 INTRO = ("Every kernel rounds, each in its own order, so correct kernels disagree in the last bits. Naive, FA1, FA2 "
          "and SDPA run on the same seeded inputs (2 heads, d = 64) against float64; rounding is the same on every "
          "device, so these are a GPU's numbers.")
-
-
-def lab_settings(s: Settings) -> LabSettings:
-    """The lab's settings of the tab's widgets (raises ValueError, saying why, for a combination the lab refuses).
-
-    Example:
-        >>> lab_settings(Settings(nmnq=97, nmpdtype="e4m3")).n_q, lab_settings(Settings()).p_precision
-        (97, None)
-    """
-    p = None if s.nmpdtype == NO_P_ROUNDING else s.nmpdtype
-    return LabSettings(n_q=s.nmnq, n_k=s.nmnk, precision=s.nmdtype, p_precision=p, block=s.nmblock,
-                       tau=float(s.nmtau), hadamard=s.nmhad, outliers=s.nmout, causal=s.nmcausal)
 
 
 @st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
