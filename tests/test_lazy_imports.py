@@ -19,7 +19,8 @@ import pytest
 import torch
 
 import flashviz
-from flashviz.core.tiling import TileMasks, tile_schedule, visible_mask
+from flashviz.core.tilemask import TileMasks
+from flashviz.core.tiling import tile_schedule, visible_mask
 from flashviz.measure.trace import schedule_trace
 from flashviz.model.iomodel import io_trace
 from flashviz.ui.registry import VIEWS
@@ -110,16 +111,17 @@ def test_cuda_available_asks_torch_unless_the_build_has_no_gpu(monkeypatch, gpu_
 def test_what_is_imported_lazily_works_once_torch_arrives():
     """torch and pandas, imported on first use by the light modules, give the same results as imported up front."""
     code = (
-        "from flashviz.core.tiling import TileMasks, tile_schedule, visible_mask\n"
+        "from flashviz.core.tiling import tile_schedule, visible_mask\n"
         "from flashviz.core import validate\n"
         "from flashviz.model.flops import visible_pairs\n"
         "from flashviz.model.iomodel import io_trace\n"
         "from flashviz.measure.trace import pick_row, row_trace\n"
         "before = [m for m in ('torch', 'pandas') if m in sys.modules]\n"
         "s = tile_schedule(8, 8, 4, 4, causal=True, window=(2, 0))\n"
-        "hidden = TileMasks(s, 'cpu').hidden(s.tile(1, 1)).tolist()  # the first use of torch imports it\n"
-        "dtypes = [str(t) for t in validate.FLOAT_DTYPES]\n"
+        "dtypes = [str(t) for t in validate.FLOAT_DTYPES]  # the first use of torch imports it\n"
         "import torch\n"
+        "from flashviz.core.tilemask import TileMasks  # the kernels' tile masks import torch themselves\n"
+        "hidden = TileMasks(s, 'cpu').hidden(s.tile(1, 1)).tolist()\n"
         "from flashviz import flash_attention, masks\n"
         "q = torch.ones(1, 1, 8, 2, requires_grad=True)\n"
         "flash_attention(q, q, q, block_size=4, causal=True).sum().backward()\n"

@@ -25,7 +25,7 @@ from torch.nn.attention.flex_attention import and_masks, create_block_mask, flex
 from flashviz import flash_attention, flash_attention_forward, naive_attention, tile_schedule
 from flashviz import masks as M
 from flashviz.core.maskeval import evaluate, index_grid
-from flashviz.core.tiling import TileMasks
+from flashviz.core.tilemask import TileMasks
 from flashviz.measure.memory import measure_memory
 from tests._oracle import FLOOR, grid, make_qkv, max_err, reference, reference_grads
 from tests.test_backward import ABS_FLOOR

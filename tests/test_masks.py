@@ -14,7 +14,8 @@ import flashviz.core.tiling as tiling_module
 import flashviz.masks as masks_module
 from flashviz import FULL, PARTIAL, SKIPPED, flash_attention_forward
 from flashviz.core.maskeval import ELEMENT_BUDGET, classify_blocks
-from flashviz.core.tiling import TileMasks, tile_schedule
+from flashviz.core.tilemask import TileMasks
+from flashviz.core.tiling import tile_schedule
 from flashviz.masks import (
     alibi,
     attention_sink,

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 import torch
 
 from flashviz.core.flash import LOG2_E, build_schedule, group_rows, mask_tile, tiled_forward, ungroup_rows
+from flashviz.core.tilemask import TileMasks
 from flashviz.core.tilemods import TileScoreMod
-from flashviz.core.tiling import Tile, TileMasks, TileSchedule
+from flashviz.core.tiling import Tile, TileSchedule
 from flashviz.core.validate import AttentionConfig, Window, tiled_config
 from flashviz.masks import MaskMod, ScoreMod
 from flashviz.vocab import PARTIAL

@@ -41,9 +41,9 @@ import torch
 
 from flashviz.core.flash_schedule import Step, check_schedule, schedule_steps
 from flashviz.core.softmax_variants import SoftmaxStep, make_softmax_step, rescaled_rows
-from flashviz.core.tilemask import NEG_INF, add_tile_bias, mask_tile
+from flashviz.core.tilemask import NEG_INF, TileMasks, add_tile_bias, mask_tile
 from flashviz.core.tilemods import TileScoreMod
-from flashviz.core.tiling import Tile, TileMasks, TileSchedule, tile_schedule
+from flashviz.core.tiling import Tile, TileSchedule, tile_schedule
 from flashviz.core.validate import AttentionConfig, Window, tiled_config
 from flashviz.masks import MaskMod, ScoreMod
 from flashviz.vocab import PARTIAL

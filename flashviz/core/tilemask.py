@@ -1,4 +1,5 @@
-"""Masks inside a computed tile of the tiled kernels: the hidden elements of a partial tile set to -inf.
+"""Masks inside a computed tile of the tiled kernels: which elements of a partial tile are hidden (`TileMasks`, made
+on demand and cached), and those elements set to -inf.
 
 References:
     FlexAttention (Dong et al., 2024): a BlockMask's partial blocks apply the mask_mod element by element, its full
@@ -13,6 +14,9 @@ broadcast against them without a copy.
 from __future__ import annotations
 
 import torch
+
+from flashviz.core.maskeval import evaluate, index_grid
+from flashviz.core.tiling import Tile, TileSchedule, visible_mask
 
 NEG_INF = float("-inf")
 
@@ -72,3 +76,81 @@ def add_tile_bias(S_ij: torch.Tensor, bias: torch.Tensor, G: int) -> None:
         return  # B H = 0
     S, bias = _grouped(S_ij, bias, G)
     S.add_(bias)
+
+
+class TileMasks:
+    """Element masks of partial tiles, made on demand; `hidden(tile)` is what the kernels' masked_fill_ takes.
+
+    Contract: hidden(tile) is a bool tensor, True where the key is NOT visible, broadcastable to the kernels'
+    (B*H, rows, cols) scores S_ij, with rows = tile.rows and cols = tile.cols:
+        (rows, cols)         causal / window only, or a mask_mod that ignores b and h: one mask for every (b, h);
+        (B*H, rows, cols)    a mask_mod that reads b or h; b-major (row b*H + h), as q.reshape(B*H, N, d) lays out
+                             the heads, with B = schedule.batch and H = schedule.heads.
+    A mask_mod is intersected with the schedule's causal and window. Causal and window masks depend only on
+    j - i, so they are cached by k_start - q_start and shape (all diagonal tiles of a causal schedule share one);
+    mask_mod masks are evaluated once per partial tile and device and kept in the schedule (TileSchedule.
+    hidden_cache), so every call that reuses a prebuilt schedule skips the mask_mod. That cache holds at most
+    partial tiles x Br x Bc bools (x B H for a mask_mod that reads b or h): 10 MiB for 78 tiles of 128 x 128 x 8.
+    bias(tile) is the same mask as an additive fp32 tile (0 visible, -inf hidden), what the forward kernels add to
+    S_ij; it is cached the same way (TileSchedule.bias_cache, 4 bytes per element of the same partial tiles).
+
+    Example:
+        >>> from flashviz.core.tiling import tile_schedule
+        >>> from flashviz.masks import document
+        >>> s = tile_schedule(4, 4, 2, 2, mask_mod=document([1, 3]))
+        >>> TileMasks(s, "cpu").hidden(s.tile(0, 0)).tolist()
+        [[False, True], [True, False]]
+    """
+
+    def __init__(self, schedule: TileSchedule, device: torch.device | str):
+        self.causal, self.window, self.device = schedule.causal, schedule.window, torch.device(device)
+        self.mask_mod, self.per_head = schedule.combined_mask_mod, schedule.mask_reads_bh
+        self.batch, self.heads = schedule.batch, schedule.heads
+        self._hidden: dict[tuple[int, int, int], torch.Tensor] = {}
+        self._bias: dict[tuple[int, int, int], torch.Tensor] = {}
+        self._shared = schedule.hidden_cache  # mask_mod tiles: kept with the schedule, reused across calls
+        self._shared_bias = schedule.bias_cache  # their additive form, likewise
+
+    def hidden(self, tile: Tile) -> torch.Tensor:
+        """(rows, cols) or (B*H, rows, cols) bool, True where the key is NOT visible (see the class docstring)."""
+        if self.mask_mod is not None:
+            return self._hidden_mask_mod(tile)
+        key = (tile.k_start - tile.q_start, tile.rows, tile.cols)
+        if key not in self._hidden:
+            q_idx = torch.arange(tile.q_start, tile.q_end, device=self.device)
+            k_idx = torch.arange(tile.k_start, tile.k_end, device=self.device)
+            mask = visible_mask(q_idx, k_idx, causal=self.causal, window=self.window)
+            assert mask is not None, "only masked schedules have partial tiles"
+            self._hidden[key] = ~mask
+        return self._hidden[key]
+
+    def bias(self, tile: Tile) -> torch.Tensor:
+        """hidden(tile) as an additive fp32 mask of the same shape: 0 where the key is visible, -inf where hidden.
+
+        S_ij.add_(bias) masks a tile like S_ij.masked_fill_(hidden, -inf), about 8x faster on CPU (a plain
+        elementwise add against a per-element branch); -inf + a finite score is -inf. fp64 scores add it exactly.
+        """
+        if self.mask_mod is not None:
+            cache, key = self._shared_bias, (tile.q_block, tile.k_block, str(self.device))
+        else:
+            cache, key = self._bias, (tile.k_start - tile.q_start, tile.rows, tile.cols)
+        if key not in cache:
+            hidden = self.hidden(tile)  # (rows, cols) or (B*H, rows, cols) bool
+            cache[key] = torch.zeros(hidden.shape, device=self.device).masked_fill_(hidden, float("-inf"))
+        return cache[key]
+
+    def _hidden_mask_mod(self, tile: Tile) -> torch.Tensor:
+        key = (tile.q_block, tile.k_block, str(self.device))
+        if key not in self._shared:
+            self._shared[key] = self._evaluate_hidden(tile)
+        return self._shared[key]
+
+    def _evaluate_hidden(self, tile: Tile) -> torch.Tensor:
+        b, h = index_grid(self.batch, self.heads, self.device)
+        q_idx = torch.arange(tile.q_start, tile.q_end, device=self.device)[:, None]  # (rows, 1)
+        k_idx = torch.arange(tile.k_start, tile.k_end, device=self.device)[None, :]  # (1, cols)
+        vis = evaluate(self.mask_mod, b, h, q_idx, k_idx)  # (B', H', rows, cols)
+        if not self.per_head:
+            return ~vis[0, 0]  # (rows, cols)
+        vis = vis.expand(self.batch, self.heads, tile.rows, tile.cols)  # (B, H, rows, cols)
+        return ~vis.reshape(self.batch * self.heads, tile.rows, tile.cols)  # (B*H, rows, cols), b-major

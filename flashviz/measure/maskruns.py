@@ -26,7 +26,8 @@ import torch.nn.functional as F
 from torch.nn.attention.flex_attention import create_mask, noop_mask
 
 from flashviz.core.flash import flash_attention_forward
-from flashviz.core.tiling import TileMasks, TileSchedule, tile_schedule
+from flashviz.core.tilemask import TileMasks
+from flashviz.core.tiling import TileSchedule, tile_schedule
 from flashviz.limits import LIVE_INPUT_BYTES_MAX, WORK_FLOP_MAX
 from flashviz.mask_presets import PRESETS
 from flashviz.masks import MaskMod, ScoreMod
