@@ -34,9 +34,9 @@ from flashviz.core.decode import (
 from flashviz.core.reference import naive_attention
 from flashviz.measure.impls import resolve_dtype
 from flashviz.measure.progress import Progress
+from flashviz.measure.roof_probe import machine_roof
 from flashviz.measure.timing import threads_set_to, time_calls
 from flashviz.model.decode import decode_cost
-from flashviz.model.roofline import this_machine
 from flashviz.vocab import DTYPE_BYTES
 
 LENS_FRACTIONS = {"one": (1.0,), "pair": (1.0, 1 / 3), "four": (1.0,) * 4, "ragged": (1.0, 0.7, 0.4, 0.1)}
@@ -350,7 +350,7 @@ def decode_timing(setup: DecodeSetup, device: str, reps: int, *, progress: Progr
     dev = torch.device(device)
     with threads_set_to(setup.threads), torch.no_grad():
         t = time_calls(_decode_calls(setup, dev), warmup=WARMUP, repeats=reps, progress=progress, sync_device=dev)
-        machine = this_machine()
+        machine = machine_roof(setup.threads)
     kv_bytes = sum(decode_cost(x, setup.d, heads=setup.heads_q, heads_kv=setup.heads_kv, dtype=setup.dtype).kv_bytes
                    for x in setup.lens)
     rows = []
