@@ -10,11 +10,25 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from flashviz.core.tiling import tile_schedule
 from flashviz.model.iomodel import io_cost
 from flashviz.ui import jobs
+from flashviz.ui.how_it_works import x_standard_md
+from flashviz.ui.state import PRESETS, Settings, apply_preset
 from flashviz.units import MIB, format_bytes
-from flashviz.vocab import DTYPE_BYTES, FLASH, FLASH2, IMPL_LABELS, IMPL_LOOP_ORDER, IMPLS, NAIVE, OK, SDPA
-from tests._apptest import assert_clean, chart, charts, decode, run_heavy
+from flashviz.vocab import (
+    DTYPE_BYTES,
+    FLASH,
+    FLASH2,
+    IMPL_LABELS,
+    IMPL_LOOP_ORDER,
+    IMPLS,
+    LOOP_ORDER_SHORT,
+    NAIVE,
+    OK,
+    SDPA,
+)
+from tests._apptest import assert_clean, chart, charts, decode, run_heavy, tile_map
 
 MS_PER_S = 1e3
 
@@ -51,6 +65,75 @@ def test_how_it_works_traffic_metrics_are_io_costs_numbers(make_app, query):
     assert metrics == [format_bytes(cost[a].bytes) for a in ["naive", *orders]]
     ratios = [float(m.group(1)) for c in at.caption if (m := re.match(r"([\d.]+) x standard", c.value))]
     assert ratios == pytest.approx([cost[a].bytes / cost["naive"].bytes for a in orders], abs=0.005)
+
+
+def preset_query(name: str | None) -> dict[str, str]:
+    """The link of a classroom preset (None: the defaults), on the How it works tab."""
+    return {} if name is None else {**apply_preset(Settings(), name).to_query(), "view": "how"}
+
+
+def frame_of_tile(panel) -> dict[tuple[int, int], int]:
+    """(i, j) -> k, from the map's counters: the frame whose counter reads "tile k/n: i=.., j=..", for every frame."""
+    out = {}
+    for frame in panel.frames.values():
+        m = re.match(r"FA[12] tile (\d+)/\d+: i=(\d+), j=(\d+)", frame["counter"][0])
+        out[(int(m[2]), int(m[3]))] = int(m[1])
+    return out
+
+
+@pytest.mark.parametrize("name", [None, *PRESETS])
+def test_how_it_works_at_its_defaults_and_every_preset_tells_the_truth(make_app, name):
+    at = make_app(**preset_query(name))
+    assert_clean(at)
+    s = Settings() if name is None else apply_preset(Settings(), name)
+    b = DTYPE_BYTES[s.dtype]
+    naive = io_cost("naive", s.n, s.n, s.d, s.br, s.bc, dtype_bytes=b)
+    m = tile_map(at)
+    for panel in m.panels:
+        # standard attention's counter: its IO-model total times the share of S in the tiles visited so far,
+        # counted here from the tile geometry (skipped tiles too: it computes every score)
+        tiles = list(tile_schedule(s.n, s.n, s.br, s.bc, causal=s.causal, window=s.window, loop_order=panel.loop_order))
+        done, share = 0, {}
+        for t in tiles:
+            done += min(s.br, s.n - t.q_block * s.br) * min(s.bc, s.n - t.k_block * s.bc)
+            share[(t.q_block, t.k_block)] = done / s.n**2
+        for frame in panel.frames.values():
+            assert frame["counter"][2] == f"standard attention: {format_bytes(naive.bytes * share[frame['current']])}"
+        last = max(panel.frames)
+        if panel.frames[last]["current"] == (tiles[-1].q_block, tiles[-1].k_block):
+            assert panel.frames[last]["counter"][2] == f"standard attention: {format_bytes(naive.bytes)}"
+    # the row inspector's x axis counts computed tiles: each of its points sits at the map's "tile k" of that tile
+    inspector = chart(at, "Row inspector")
+    frames = frame_of_tile(m.panels[0])
+    after = next(t for t in inspector["data"] if t.get("name", "").endswith(": rescale factor"))  # the first order
+    row = int(re.search(r"query row (\d+)", inspector["layout"]["title"]["text"])[1])
+    points = dict(zip(decode(after["x"]).astype(int).tolist(), after["text"], strict=True))
+    for x, hover in points.items():
+        j = int(re.search(r"key block j=(\d+)", hover)[1])
+        if (row // s.br, j) in frames:
+            assert frames[(row // s.br, j)] == x, (x, hover)
+    # the "x standard" sentence quotes io_cost's ratio and says why when the tiled kernel moves more
+    for order in s.loop_orders:
+        ratio = io_cost(order, s.n, s.n, s.d, s.br, s.bc, causal=s.causal, window=s.window).accesses / naive.accesses
+        (line,) = [x.value for x in at.markdown if x.value.startswith(f"**{LOOP_ORDER_SHORT[order]} moves ")]
+        assert line.startswith(f"**{LOOP_ORDER_SHORT[order]} moves {ratio:.2f}× standard attention's bytes")
+        assert ("here, more." in line) == (ratio > 1.1) and ("S and P never reach HBM" in line) == (ratio < 0.9)
+    (why,) = [x.value for x in at.markdown if "m grew on" in x.value or "m never grew" in x.value]
+    assert why.startswith(f"Row {row} was picked automatically")  # the key sentence is body text
+
+
+def test_the_x_standard_sentence_explains_a_tiled_kernel_that_moves_more():
+    # N = 1000, d = 111, 32 x 32 tiles: FA1 makes 32 passes of about 3 N d = 333,000 elements against 4 N^2 = 4,000,000
+    naive = io_cost("naive", 1000, 1000, 111, 32, 32).accesses
+    fa1, fa2 = (io_cost(o, 1000, 1000, 111, 32, 32).accesses for o in ("kv_outer", "q_outer"))
+    text = x_standard_md("kv_outer", fa1, naive, 1000, 111, 32, 32)
+    assert text.startswith(f"**FA1 moves {fa1 / naive:.2f}× standard attention's bytes here, more.**")
+    assert "4N² = 4,000,000 elements" in text and "makes 32 passes (N / Bc = 1000 / 32)" in text
+    assert "about 3Nd = 333,000 elements" in text and "FA1 needs Bc > 3d/4 = 83.2, and here Bc = 32" in text
+    assert "FA2 needs Br > d/2 = 55.5" in x_standard_md("q_outer", fa2, naive, 1000, 111, 32, 32)
+    wide = x_standard_md("kv_outer", io_cost("kv_outer", 1000, 1000, 111, 128, 128).accesses, naive, 1000, 111,
+                         128, 128)  # Bc = 128 > 83.2: fewer bytes
+    assert "S and P never reach HBM" in wide and "more" not in wide.split("**")[1]
 
 
 # ----------------------------------------------------------------------------------------------------------------------
