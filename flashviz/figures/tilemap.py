@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING
 from flashviz import vocab
 from flashviz.figures.palette import (
     BASE_FONT_PX,
-    IMPL_COLORS,
     CURRENT_TILE_COLOR,
+    IMPL_COLORS,
     ROW_MARKER_COLOR,
     SRAM_OUTLINE_COLOR,
     TICK_FONT_PX,
