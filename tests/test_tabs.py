@@ -210,10 +210,11 @@ def _scaled_sweep(monkeypatch, naive_factor: float):
 def test_the_slower_than_naive_caption_shows_only_when_true(make_app, monkeypatch, factor, shown):
     _scaled_sweep(monkeypatch, factor)
     at = run_heavy(make_app, "bench", ns="32", impls="naive,flash")
-    captions = [c.value for c in at.caption if "slower than naive" in c.value]
+    captions = [c.value for c in at.markdown if "slower than naive" in c.value]  # body text, not a grey caption
     assert bool(captions) == shown
     if shown:
         assert "flash at N = 32" in captions[0] and "Python loop iteration" in captions[0]
+        assert "see the modelled traffic chart below and the IO model tab" in captions[0]  # the chart is below
 
 
 def test_benchmark_compares_causal_with_no_mask(make_app):
@@ -253,14 +254,16 @@ def test_block_size_tab_draws_measured_time_and_io_costs_traffic_against_tile_si
 def test_blocks_as_large_as_n_are_explained(make_app):
     at = make_app(view="block", n="16", blocks="8,16,32")
     assert_clean(at)
-    assert any("16, 32 are at least N = 16" in c.value for c in at.caption)
+    assert any("16, 32 are at least N = 16" in c.value for c in at.markdown)
 
 
 @pytest.mark.parametrize(("factor", "shown"), [(1e-6, True), (1e6, False)])
 def test_the_block_tab_explains_tiled_points_slower_than_naive_only_when_true(make_app, monkeypatch, factor, shown):
     _scaled_sweep(monkeypatch, factor)  # the naive reference line comes from run_sweep
     at = run_heavy(make_app, "block", n="64", blocks="16")
-    assert any("above the naive line" in c.value for c in at.caption) == shown
+    lines = [m.value for m in at.markdown if "above the naive line" in m.value]
+    assert bool(lines) == shown
+    assert all("the modelled traffic panel above" in line for line in lines)  # the block figure's right panel
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -337,8 +340,7 @@ def run_heavy_allowing_errors(make_app, view: str, **extra: str):
 
 def test_correctness_says_which_settings_are_its_own(make_app):
     at = make_app(view="correct", n="512", d="32")
-    assert any(c.value.startswith("This tab checks the head dimensions d and lengths N chosen below") for c in
-               at.caption)
+    assert any("the head dimensions d and lengths N are chosen below" in m.value for m in at.markdown)
     at = make_app(view="correct", dtype="float16")
     assert "float32" in at.warning[0].value
 
@@ -363,3 +365,13 @@ def test_training_charts_draw_the_measured_numbers(make_app):
     assert table["type"] == "table" and table["cells"]["values"][0] == ["32", "64"]
     (ran,) = [c.value for c in at.caption if c.value.startswith("**Ran with**")]
     assert "N = 32, 64" in ran and "not causal" in ran
+
+
+@pytest.mark.parametrize(("factor", "shown"), [(1e-6, True), (1e6, False)])
+def test_trainings_slower_than_naive_sentence_points_only_at_what_exists(make_app, monkeypatch, factor, shown):
+    _scaled_sweep(monkeypatch, factor)
+    at = run_heavy(make_app, "train", ns="32", impls="naive,flash")
+    lines = [m.value for m in at.markdown if "slower than naive in training" in m.value]
+    assert bool(lines) == shown
+    for line in lines:  # the Training tab draws no traffic chart: nothing "below" to point at
+        assert "traffic below" not in line and "chart below" not in line and line.endswith("see the IO model tab.")

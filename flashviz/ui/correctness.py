@@ -34,9 +34,8 @@ def correctness_ui(s: Settings) -> None:
         f"In {s.dtype} every implementation should stay under **{bar}**; SDPA's own error is the yardstick of "
         "what plain PyTorch achieves in this dtype."
     )
-    st.caption(f"Which bar and why (the sidebar's dtype): {why}.")
-    st.caption(f"This tab checks the head dimensions d and lengths N chosen below; the tiles (Br = {s.br}, "
-               f"Bc = {s.bc}), the mask and the dtype ({s.dtype}) are the sidebar's.")
+    st.markdown(f"The bar for {s.dtype}: {why}. The tiles (Br = {s.br}, Bc = {s.bc}), the mask and the dtype are the "
+                "sidebar's; the head dimensions d and lengths N are chosen below.")
     c1, c2 = st.columns(2)
     draw("cds", c1)
     draw("cns", c2)

@@ -34,19 +34,24 @@ SAVED = (
 
 
 def training_ui(s: Settings) -> None:
-    """Draw the tab for settings s."""
+    """Draw the tab for settings s: the sweep's controls and its Run button first, the results under them, then what
+    each implementation saves for the backward pass and the modelled price of recomputing P."""
     st.markdown(
-        "Training needs gradients, and standard attention's backward pass needs the N × N probabilities P, so it "
-        "keeps them alive from forward to backward. FlashAttention keeps only the output O and one number per query "
-        "row, the logsumexp L, and **recomputes** each tile of P in the backward pass from Q, K and L: a little "
-        "more compute, far less memory. The sequence lengths, implementations, tile size and repeats below are the "
-        "Benchmark tab's: changing them here changes them there."
+        "Training needs gradients. Standard attention's backward pass needs the N × N probabilities P, so it keeps "
+        "them from forward to backward; FlashAttention keeps only O and the logsumexp L and **recomputes** P tile by "
+        "tile. The lengths, implementations, tile size and repeats are the Benchmark tab's (shared with it)."
     )
+    _sweep_controls_ui()
+    _run_ui(s)
+    st.subheader("What each implementation keeps for the backward pass")
     st.markdown(SAVED)
     st.latex(r"P_{ij} = e^{S_{ij} - L_i},\quad D_i = \operatorname{rowsum}(dO_i \circ O_i),\quad "
              r"dS_{ij} = P_{ij} \circ (dP_{ij} - D_i)")
-    _sweep_controls_ui()
     _recompute_ui(s)
+
+
+def _run_ui(s: Settings) -> None:
+    """The Run button and, for these settings, the measured forward + backward time and peak memory."""
     impls = s.impls
     problem = jobs.work_guard(s.ns, d=s.d, br=s.bblock, bc=s.bblock, batch=s.batch, heads=s.heads, reps=s.reps,
                               n_impls=len(impls), training=True, dtype=s.dtype)
@@ -70,7 +75,7 @@ def training_ui(s: Settings) -> None:
         if NAIVE in impls and flash in impls:
             show_figure(summary_table_figure(summary_table(df, flash_impl=flash),
                                              title=f"Training summary: {flash} vs naive"), key=f"train_summary_{flash}")
-    slower_caption_ui(df, "in training")
+    slower_caption_ui(df, "in training", "")  # this tab draws no traffic chart: the IO model tab has it
     st.download_button("Download the measurements (CSV)", df.to_csv(index=False).encode(),
                        file_name="flashviz-training.csv", mime="text/csv", key="train_csv")
     with st.expander("All measurements"):
