@@ -209,7 +209,7 @@ def test_block_sweep_figure_has_two_panels_and_reference_lines():
     assert ("sdpa at N=1024 (untiled reference)", "y") in refs
     assert ("sdpa at N=1024 (untiled reference)", "y2") not in refs  # no IO model for SDPA
     assert sum(t.showlegend is not False for t in fig.data if t.mode == "lines") == 2  # one legend entry each
-    assert list(fig.layout.xaxis.ticktext) == ["16×16", "32×32", "64×64", "128×128"]
+    assert list(fig.layout.xaxis.ticktext) == ["16²", "32²", "64²", "128²"]  # square tiles: short labels that fit
 
 
 def test_block_sweep_reference_lines_keep_the_y_axes_sane():
@@ -322,7 +322,12 @@ def test_correctness_figure_draws_each_impl_and_d_under_the_bar():
     assert "%{customdata[0]}" in flash64.hovertemplate and flash64.customdata[0][0] == "4.00e-07"
     assert flash64.line.color == palette.IMPL_COLORS["flash"]
     legend = [t.name for t in fig.data if t.showlegend is not False]
-    assert {"d = 16", "d = 64", "flash (FA1 loop order)"} <= set(legend)
+    assert "flash (FA1 loop order)" in legend and len(legend) == len(set(legend))  # each implementation once
+    # one panel per head dimension, each with its implementations' lines: 4 lines a panel, not 16 in one
+    assert [a.text for a in fig.layout.annotations][:2] == ["d = 16", "d = 64"]
+    assert {t.xaxis for t in lines if t.name.endswith("d=16")} == {"x"} and {
+        t.xaxis for t in lines if t.name.endswith("d=64")} == {"x2"}
+    assert fig.layout.yaxis2.matches == "y" or fig.layout.yaxis2.range == fig.layout.yaxis.range  # one y range
 
 
 def test_correctness_figure_draws_the_tolerance_line_labelled_1e5_bar():

@@ -295,14 +295,15 @@ def block_sweep_figure(df: pd.DataFrame | None, *, reference: pd.DataFrame | Non
         True
     """
     fig = make_subplots(rows=1, cols=2, subplot_titles=("measured time", "modelled HBM traffic"),
-                        horizontal_spacing=0.14)
+                        horizontal_spacing=BLOCK_PANEL_GAP)
     fig.update_layout(template=flashviz_template(), title={"text": "Tile size trade-off"}, height=BLOCK_FIG_HEIGHT_PX,
-                      margin={"b": 170},  # the legend goes under the panels: both panels get the full width
-                      legend={"orientation": "h", "x": 0, "xanchor": "left", "y": -0.22, "yanchor": "top"})
+                      margin={"b": BLOCK_BOTTOM_PX},  # the legend goes under the panels: both keep the full width
+                      legend={"orientation": "h", "x": 0, "xanchor": "left", "yanchor": "top",
+                              "y": -BLOCK_LEGEND_GAP_PX / (BLOCK_FIG_HEIGHT_PX - 80 - BLOCK_BOTTOM_PX)})
     fig.update_annotations(font={"size": AXIS_TITLE_FONT_PX})  # the two panel titles
-    fig.update_xaxes(title_text="tile size Br × Bc (elements)", type="log")
-    fig.update_yaxes(title_text="median time per call (ms)", type="log", row=1, col=1)
-    fig.update_yaxes(title_text="HBM traffic (bytes, IO model)", type="log", row=1, col=2)
+    fig.update_xaxes(title_text="tile size (Br × Bc)", type="log", tickangle=0)
+    fig.update_yaxes(title_text="time per call", type="log", row=1, col=1)
+    fig.update_yaxes(title_text="HBM traffic", type="log", row=1, col=2)
     if df is None or len(df) == 0 or not {"impl", "block_q", "block_k"} <= set(df.columns):
         add_note(fig, "No data yet: run a block-size sweep.")
         return fig
@@ -312,7 +313,7 @@ def block_sweep_figure(df: pd.DataFrame | None, *, reference: pd.DataFrame | Non
         rows = df[df["impl"].astype(str).eq(impl) & ok]
         if not len(rows):
             continue
-        labels = [f"{int(q)}×{int(k)}" for q, k in zip(rows["block_q"], rows["block_k"], strict=True)]
+        labels = [_tile_label(q, k) for q, k in zip(rows["block_q"], rows["block_k"], strict=True)]
         common = {"mode": "lines+markers", "legendgroup": impl, "line": impl_line(impl), "marker": impl_marker(impl),
                   "text": labels}
         iqr = pd.to_numeric(rows.get("time_iqr_s", pd.Series(0.0, index=rows.index)), errors="coerce").fillna(0)
@@ -327,7 +328,7 @@ def block_sweep_figure(df: pd.DataFrame | None, *, reference: pd.DataFrame | Non
             hovertemplate=f"<b>{impl}</b> Br x Bc=%{{text}}<br>traffic=%{{y:.3g}} MiB<extra></extra>", **common),
             row=1, col=2)
     tiles = df[ok].drop_duplicates("tile")
-    x_axis = measured_axis(tiles["tile"].tolist(), labels=[f"{int(q)}×{int(k)}" for q, k in
+    x_axis = measured_axis(tiles["tile"].tolist(), labels=[_tile_label(q, k) for q, k in
                                                            zip(tiles["block_q"], tiles["block_k"], strict=True)])
     fig.update_xaxes(**x_axis)
     if reference is not None and len(reference) and "range" in x_axis:
@@ -338,6 +339,21 @@ def block_sweep_figure(df: pd.DataFrame | None, *, reference: pd.DataFrame | Non
     else:
         add_note(fig, "No row ran.", y=0.9)
     return fig
+
+
+BLOCK_PANEL_GAP = 0.16  # between the two panels: room for the right panel's tick labels and title
+BLOCK_BOTTOM_PX = 190  # the tick labels, the x titles and the legend under the panels
+BLOCK_LEGEND_GAP_PX = 80  # from the plots' bottom edge to the legend: under the tick labels and the x titles
+
+
+def _tile_label(q: float, k: float) -> str:
+    """A tile's tick label: "64²" for a square 64 x 64 tile, else "64×32".
+
+    Example:
+        >>> _tile_label(64, 64), _tile_label(64.0, 32)  # a square tile: its side, squared
+        ('64²', '64×32')
+    """
+    return f"{int(q)}²" if int(q) == int(k) else f"{int(q)}×{int(k)}"
 
 
 def _add_reference_lines(fig: go.Figure, reference: pd.DataFrame, x_range: list[float]) -> None:

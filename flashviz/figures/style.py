@@ -326,12 +326,13 @@ def reference_line(fig: go.Figure, y: float, *, x_range: Sequence[float], name: 
         cliponaxis=False), row=row, col=col)
 
 
-def add_not_run(fig: go.Figure, not_run: pd.DataFrame, impl: str, x: str, floor: float) -> None:
-    """Rows of `impl` that did not run, as crosses at y = floor, with the reason in the hover."""
+def add_not_run(fig: go.Figure, not_run: pd.DataFrame, impl: str, x: str, floor: float, *, row: int | None = None,
+                col: int | None = None, legend: bool = True) -> None:
+    """Rows of `impl` that did not run, as crosses at y = floor, with the reason in the hover (in subplot row, col)."""
     if not len(not_run):
         return
-    fig.add_trace(go.Scatter(
+    fig.add_trace(go.Scatter(showlegend=legend,
         x=not_run[x], y=[floor] * len(not_run), mode="markers", name=f"{impl}: not run", legendgroup=impl,
         marker={"symbol": SKIPPED_SYMBOL, "size": 14, "color": impl_color(impl), "line": {"width": 2, "color": "#444"}},
         text=not_run["status"].astype(str) if "status" in not_run else None,
-        hovertemplate=f"<b>{impl}</b> {x}=%{{x}}<br>%{{text}}<extra></extra>"))
+        hovertemplate=f"<b>{impl}</b> {x}=%{{x}}<br>%{{text}}<extra></extra>"), row=row, col=col)
