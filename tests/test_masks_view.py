@@ -27,7 +27,8 @@ from flashviz.measure.maskview import MaskSpec, build_mask, doc_lengths
 from flashviz.ui.lock import timing_lock
 from flashviz.ui.query import parse_query
 from flashviz.ui.registry import MASK_PRESETS
-from flashviz.ui.state import Env
+from flashviz.ui.state import PRESETS as PRESET_STORIES
+from flashviz.ui.state import Env, Settings, apply_preset
 from tests._apptest import assert_clean, charts, decode, done_grid, tile_map
 
 
@@ -106,6 +107,19 @@ def test_defaults_show_the_mask_its_tiles_the_block_mask_and_the_check(make_app)
     assert_table_matches(at, want["block_mask"])
     (code,) = [c.value for c in at.code]
     assert "mask_mod = and_masks(document([250, 375, 150, 249]), causal_mask)" in code
+
+
+@pytest.mark.parametrize("name", list(PRESET_STORIES))
+def test_the_tabs_claims_hold_at_every_classroom_preset(make_app, name):
+    """The sidebar's presets change N, Br and Bc (and H): the summary still says what torch's own mask says."""
+    s = apply_preset(Settings(), name)
+    at = make_app(**{**s.to_query(), "view": "masks"})
+    assert_clean(at)
+    mask_mod = and_masks(document(list(doc_lengths("mixed", s.n))), causal_mask)  # the tab's default mask
+    want = truth(mask_mod, s.n, s.br)
+    assert_summary_matches(at, want, s.n)
+    if s.n <= 4096:  # the live check against create_block_mask runs up to N = 4096
+        assert_table_matches(at, want["block_mask"])
 
 
 def test_the_code_shown_builds_the_same_block_mask(make_app):

@@ -23,7 +23,7 @@ from flashviz.model.iomodel import io_cost
 from flashviz.model.roofline import A100, GPUS, H100, H200
 from flashviz.ui import machine, roofline
 from flashviz.ui.query import parse_query
-from flashviz.ui.state import Env
+from flashviz.ui.state import PRESETS, Env, Settings, apply_preset
 from flashviz.units import format_bytes
 from tests._apptest import charts
 
@@ -225,6 +225,15 @@ def assert_cpu_claims_match(at, model: pd.DataFrame, ridges: dict[str, float]) -
                          ids=["defaults", "causal", "N4096-tiles256-H8", "gpu-fp32", "window-unlinked"])
 def test_every_claim_on_screen_matches_the_chart(make_app, query):
     assert_claims_match_the_chart(open_tab(make_app, **query))
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_claim_matches_the_chart_at_every_classroom_preset(make_app, name):
+    query = {k: v for k, v in apply_preset(Settings(), name).to_query().items() if k != "view"}
+    at = open_tab(make_app, **query)
+    assert_claims_match_the_chart(at)
+    ridges = {t["name"] for t in charts(at)[CHART]["data"] if t.get("name", "").endswith("FLOP/byte")}
+    assert {"A100 roof · ridge 153 FLOP/byte", "H100 roof · ridge 295 FLOP/byte"} <= ridges  # with their unit
 
 
 # ----------------------------------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from flashviz.core.tiling import tile_schedule
-from flashviz.model.iomodel import io_cost
+from flashviz.model.iomodel import hbm_vs_memory, io_cost
 from flashviz.ui import jobs
 from flashviz.ui.how_it_works import x_standard_md
 from flashviz.ui.state import PRESETS, Settings, apply_preset
@@ -134,6 +134,42 @@ def test_the_x_standard_sentence_explains_a_tiled_kernel_that_moves_more():
     wide = x_standard_md("kv_outer", io_cost("kv_outer", 1000, 1000, 111, 128, 128).accesses, naive, 1000, 111,
                          128, 128)  # Bc = 128 > 83.2: fewer bytes
     assert "S and P never reach HBM" in wide and "more" not in wide.split("**")[1]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# IO model: the curves are the model's, the unmasked ones drawn pale behind a mask's
+
+
+@pytest.mark.parametrize("name", [None, *PRESETS])
+def test_io_model_at_its_defaults_and_every_preset_draws_the_unmasked_curves_behind_a_mask(make_app, name):
+    query = {} if name is None else {**apply_preset(Settings(), name).to_query()}
+    at = make_app(**{**query, "view": "io"})
+    assert_clean(at)
+    s = Settings() if name is None else apply_preset(Settings(), name)
+    ms = [2**e for e in range(10, 23)]
+    spec = chart(at, "HBM accesses vs on-chip memory M")
+    kw = dict(algorithms=("naive", "kv_outer", "q_outer"), batch=s.batch, heads=s.heads,
+              dtype_bytes=DTYPE_BYTES[s.dtype])
+    masked = hbm_vs_memory(ms, s.n, s.d, causal=s.causal, window=s.window, **kw)
+    plain = hbm_vs_memory(ms, s.n, s.d, **kw)
+    for algorithm, label in (("kv_outer", "FlashAttention-1 (kv_outer)"), ("q_outer", "FlashAttention-2 (q_outer)")):
+        want = masked[masked["algorithm"] == algorithm].set_index("M")["accesses"].astype(float).to_dict()
+        assert curve(spec, label) == pytest.approx(want)
+    ghosts = [t for t in spec["data"] if t.get("legendgroup") == "ghost"]
+    text = "\n".join(m.value for m in at.markdown)
+    # the unmasked FA1 and FA2 drawn pale behind a mask's, wherever the mask changes them: "half" is seen against
+    # what it halves (where one block holds every key at every M, the curves coincide and no ghost is needed)
+    differ = [a for a in ("kv_outer", "q_outer") if not np.allclose(
+        masked[masked["algorithm"] == a]["accesses"].to_numpy(float), plain[plain["algorithm"] == a]["accesses"])]
+    assert len(ghosts) == len(differ) and all(t.get("opacity", 1) < 0.5 for t in ghosts)
+    for t, algorithm in zip(ghosts, differ, strict=True):
+        want = plain[plain["algorithm"] == algorithm].set_index("M")["accesses"].astype(float).to_dict()
+        got = dict(zip(decode(t["x"]).astype(int).tolist(), decode(t["y"]).astype(float), strict=True))
+        assert got == pytest.approx(want)
+        ratio = masked[masked["algorithm"] == algorithm]["accesses"].iloc[0] / want[ms[0]]
+        assert f"With the mask it starts at {ratio:.2f} × the unmasked value" in text
+    assert bool(differ) <= bool(s.causal or s.window is not None)  # no mask, no ghost
+    assert {"A100", "H100"} <= {x for t in spec["data"] if t.get("legendgroup") == "sram" for x in t["text"] if x}
 
 
 # ----------------------------------------------------------------------------------------------------------------------

@@ -259,7 +259,7 @@ RUN_COLORS = {MASKED: "#0072B2", DENSE: "#CC79A7", UNMASKED: "#777777"}  # the t
 PROPORTION_COLOR = "#111111"  # the mark at the time in proportion to the tiles computed
 PROPORTION_MARK_PX = 56  # width of that mark: about a bar's width at 1280 px
 RUN_FIG_HEIGHT_PX = 560
-RUN_LEGEND_Y = -0.22  # the legend under the category labels (paper units of the plot's height)
+RUN_LEGEND_Y = -0.3  # the legend under the two-line category labels (paper units of the plot's height)
 SWEEP_ROW_PX = 52  # one preset's bar in the sweep figure
 SWEEP_FRAME_PX = 250  # the sweep figure's title, axis and legend
 SWEEP_LEGEND_GAP_PX = 70  # from the plot's bottom edge to the legend: under the tick labels and the x title
@@ -313,7 +313,7 @@ def masked_run_figure(runs: Sequence[Mapping[str, object]]) -> go.Figure:
             f"in proportion to its tiles: {int(m['tiles_computed'])} / {int(m['tiles'])} of the unmasked time = "
             "%{y:.3g} ms<extra></extra>")), row=1, col=1)
     style_figure(fig, title="The mask at work: time and peak memory", x_title="", y_title="time (ms)")
-    fig.update_xaxes(type="category", tickfont={"size": TICK_FONT_PX - 2})
+    fig.update_xaxes(type="category", tickangle=0, tickvals=labels, ticktext=[x.replace(", ", ",<br>") for x in labels])
     fig.update_yaxes(title_text="peak memory (MiB)", row=1, col=2)
     fig.update_yaxes(rangemode="tozero")
     fig.update_annotations(font={"size": AXIS_TITLE_FONT_PX})

@@ -281,9 +281,8 @@ class RowPick:
 
     @property
     def reason(self) -> str:
-        """One line for the page, e.g. 'row 15: the most rescales (3 of 4 tiles) of the 16 rows checked'."""
-        return (f"row {self.row}: the most rescales ({self.rescales} of {self.tiles} tiles) of the {self.checked} "
-                "rows checked")
+        """One line for the page, e.g. 'row 15: the most rescales (3 of 4 tiles) among 16 rows'."""
+        return f"row {self.row}: the most rescales ({self.rescales} of {self.tiles} tiles) among {self.checked} rows"
 
 
 PICK_ROWS_MAX = 512  # candidate rows pick_row scores at most: 512 x N x d multiply-adds, milliseconds at N = 8192

@@ -69,12 +69,7 @@ def slower_caption_ui(df: pd.DataFrame, where: str, traffic: str) -> None:
 
 def benchmark_ui(s: Settings) -> None:
     """Draw the tab for settings s."""
-    st.markdown(
-        "Time and peak memory of four implementations on the same random Q, K, V: B, H and d come from the "
-        "sidebar; the sequence lengths N, the tiled kernels' tile size and the repeats from this tab. Naive "
-        "attention's memory grows with **N²**: it stores S and P. The tiled kernels' grows with **N**. Timings are "
-        "medians of repeated calls; error bars span the interquartile range. Each N is drawn as soon as it is done."
-    )
+    st.markdown("Naive attention stores S and P: its memory grows with **N²**, the tiled kernels' with **N**.")
     draw("ns", st)
     c1, c2, c3 = st.columns([3, 1, 1])  # wide enough for all four implementation chips at 1280 px
     for name, col in zip(("impls", "bblock", "reps"), (c1, c2, c3), strict=True):

@@ -11,6 +11,7 @@ import streamlit as st
 
 from flashviz.figures.plots import memory_figure, time_figure
 from flashviz.figures.report import summary_table, summary_table_figure
+from flashviz.figures.style import set_subtitle
 from flashviz.model.training import recompute_table
 from flashviz.ui import jobs
 from flashviz.ui.benchmark import RAN_WITH, slower_caption_ui
@@ -36,11 +37,7 @@ SAVED = (
 def training_ui(s: Settings) -> None:
     """Draw the tab for settings s: the sweep's controls and its Run button first, the results under them, then what
     each implementation saves for the backward pass and the modelled price of recomputing P."""
-    st.markdown(
-        "Training needs gradients. Standard attention's backward pass needs the N × N probabilities P, so it keeps "
-        "them from forward to backward; FlashAttention keeps only O and the logsumexp L and **recomputes** P tile by "
-        "tile. The lengths, implementations, tile size and repeats are the Benchmark tab's (shared with it)."
-    )
+    st.markdown("Naive keeps the N × N matrix P for the backward pass; FlashAttention **recomputes** it.")
     _sweep_controls_ui()
     _run_ui(s)
     st.subheader("What each implementation keeps for the backward pass")
@@ -128,6 +125,6 @@ def _recompute_ui(s: Settings) -> None:
         f"values of {DTYPE_BYTES[s.dtype]} bytes, {format_bytes(last['stored_p_bytes'])}) replaced by the logsumexp L "
         f"({format_bytes(last['stored_lse_bytes'])}): {format_bytes(last['memory_saved_bytes'])} less kept between "
         "forward and backward.")
-    show_figure(summary_table_figure(recompute_view(table), title="Backward: FLOPs added, memory saved").update_layout(
-        title_subtitle_text="backward, modelled: naive keeps P (4 matmuls), flash recomputes it (5); saved = P − L"),
-        key="train_recompute")
+    fig = summary_table_figure(recompute_view(table), title="Backward: FLOPs added, memory saved")
+    set_subtitle(fig, "modelled: naive keeps P (4 matmuls), flash recomputes it (5); saved = P − L")
+    show_figure(fig, key="train_recompute")
