@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from flashviz.core.tiling import tile_schedule
 from flashviz.figures import palette
 from flashviz.figures import rows as rowplots
-from flashviz.core.tiling import tile_schedule
 from flashviz.figures.rows import row_figure
 from flashviz.measure.trace import pick_row, row_trace
 

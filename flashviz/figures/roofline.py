@@ -112,7 +112,7 @@ def roofline_figure(points: pd.DataFrame | None, roofs: pd.DataFrame | None = No
     for col, on, roofs_on in panels:
         _panel(fig, df[on], rates[roofs_on].reset_index(drop=True), col if split else None, shown)
     if split:
-        fig.update_xaxes(title_text="intensity (FLOP/byte)")
+        fig.update_xaxes(title_text="intensity (FLOP/byte)", tickangle=0)
         fig.update_yaxes(title_text="", row=1, col=2)  # the left panel's title says it for both
         fig.update_annotations(font={"size": AXIS_TITLE_FONT_PX}, yshift=PANEL_TITLE_SHIFT_PX)
         fig.update_layout(margin_t=(fig.layout.margin.t or fig.layout.template.layout.margin.t) + PANEL_TITLE_PX)

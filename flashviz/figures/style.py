@@ -62,7 +62,8 @@ LOWER_ARM_MAX = 0.9  # an error bar's lower arm on a log axis stops at (1 - 0.9)
 def flashviz_template() -> go.layout.Template:
     """The plotly template every flashviz figure uses: white background, large fonts, hover with the numbers."""
     axis = {"showgrid": True, "gridcolor": "#E5E5E5", "linecolor": "#444", "ticks": "outside",
-            "tickfont": {"size": TICK_FONT_PX}, "title": {"font": {"size": AXIS_TITLE_FONT_PX}}, "zeroline": False}
+            "tickfont": {"size": TICK_FONT_PX}, "title": {"font": {"size": AXIS_TITLE_FONT_PX}, "standoff": 8},
+            "zeroline": False, "automargin": True}  # the margin grows to fit long tick labels ("512 KiB") and titles
     return go.layout.Template(layout=go.Layout(
         font={"size": BASE_FONT_PX, "family": "Arial, Helvetica, sans-serif"},
         title={"font": {"size": TITLE_FONT_PX}, "x": 0.02, "xanchor": "left"},

@@ -30,7 +30,8 @@ INTRO = ("FlashAttention never builds the N × N score matrix S = QKᵀ. It cuts
          "running sum **l** per query row so the softmax comes out exact. Every tile shows its fate from the start "
          "(pale until the loop reaches it): **full**, **partial** (masked inside) or **skipped** (never loaded). "
          "Press **▶ Play** (the same button pauses), or choose the tile the map opens at with the slider under it. "
-         "Over the grid, the IO model counts the **HBM traffic so far** and, in red, **standard attention**'s for "
+         "Over the grid, the IO model counts the **HBM traffic so far** and, on the third line, **standard "
+         "attention**'s for "
          "the same part of S: it computes every score (skipped tiles too) and writes S and P to HBM and reads them "
          "back.")
 
