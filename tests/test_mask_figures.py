@@ -199,7 +199,13 @@ def test_the_run_sentence_says_why_when_the_masked_kernel_is_slower_than_in_prop
     noisy = run_md(with_time(RUNS, "masked", 0.03, iqr_s=0.02))  # 10 ms over, the repeats spread 20 ms
     assert "The excess, 10 ms, is within the spread of the repeats" in noisy
     packed = [{**r, "steps": 64} if r["kind"] == "masked" else r for r in with_time(RUNS, "masked", 0.06)]
-    assert "packs 1 tile per step against 8 tiles without the mask" in run_md(packed)  # each tile its own step
+    assert "packs 1 tile per step against 8 tiles without it" in run_md(packed)  # each tile its own step
+    # 64 steps against 32 is 2.00x the unmasked kernel's; it took 0.75x (tiles alone: 0.25x): closer to the tiles
+    assert "its time follows its steps" not in run_md(packed)
+    steps = [{**r, "steps": 16} if r["kind"] == "masked" else r for r in with_time(RUNS, "masked", 0.04)]
+    # 16 steps of 4 tiles against 32 of 8: 0.50x the steps, 0.50x the time (40 ms of 80), 0.25x the tiles
+    assert ("Here its time follows its steps, not its tiles: 16 steps against 32 is 0.50× the unmasked kernel's, "
+            "and it took 0.50× its time (its tiles alone: 0.25×).") in run_md(steps)
 
 
 def test_the_run_sentence_quotes_memory_and_the_builds_with_the_one_byte_formatter():
@@ -220,8 +226,9 @@ def test_the_sweep_sentence_counts_the_presets_in_proportion_and_explains_the_ot
     text = sweep_md(SWEEP)  # causal: 20 ms = its 20 ms in proportion; sliding window: 30 ms against 10 ms
     assert text.startswith("**1 of 2 presets took at most 1.2× their time in proportion**") and ": causal." in text
     (line,) = [x for x in text.splitlines() if x.startswith("- **sliding window**")]
-    assert "(25% of tiles): 30 ms against 10 ms in proportion (3.00×)" in line
-    assert "packs 1 tile per step against 4 tiles without the mask" in line and "4 of its 4 tiles are partial" in line
+    assert line == ("- **sliding window** (25% of tiles, 4 kernel steps of 1 tile): 30 ms against 10 ms in proportion "
+                    "(3.00×), 7.5 ms a step.")
+    assert "the unmasked kernel runs 4 steps of 4 tiles, 10 ms a step; 1 of these 1 presets pack fewer" in text
     assert "**sliding window** computed the fewest tiles, 4 of 16 (25.0%), and took **30 ms**, 75.0% of" in text
     assert "schedule took 2 ms to build" in text
     every = sweep_md([{**SWEEP[1], "time_s": 0.01}, SWEEP[2]])

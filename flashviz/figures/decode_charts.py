@@ -22,6 +22,7 @@ from flashviz.figures.style import FIG_HEIGHT_PX, GB, add_note, flashviz_templat
 from flashviz.model.decode_batch import PREFILL  # torch-free: the points' kinds
 
 TABLE_PAGES_MAX = 64  # logical pages drawn per sequence; more are summarised in the subtitle
+POOL_PAGES_MAX = 128  # physical pages drawn (8 rows); the subtitle says when there are more
 PAGES_PER_ROW = 16  # pages per row of the block table and of the pool: wide enough cells for their numbers
 CELL_FONT_PX = 16  # page numbers inside the cells
 TABLE_ROW_PX = 34  # one row of cells
@@ -49,7 +50,8 @@ def block_table_figure(table: Sequence[Sequence[int]], seqlens: Sequence[int], p
     """The paged KV cache: the block table (sequence b's logical page j -> physical page, written in the cell, the
     cell coloured by the split that reads it; PAGES_PER_ROW logical pages a row, a sequence taking as many rows as
     it needs) above the physical page pool (each page written "b·j" for its owner's logical page, coloured by the
-    owner). At most TABLE_PAGES_MAX logical pages of a sequence are drawn; the subtitle says so.
+    owner). At most TABLE_PAGES_MAX logical pages of a sequence and POOL_PAGES_MAX physical pages are drawn; the
+    subtitle says so.
 
     Args:
         table: (B, max_pages) physical page of each logical page.  seqlens: keys per sequence.
@@ -62,24 +64,8 @@ def block_table_figure(table: Sequence[Sequence[int]], seqlens: Sequence[int], p
         >>> fig.data[0].text[0], fig.data[0].z[0], fig.data[1].z[0]
         (['2', '0'], [0, 1], [0, 1, 0, None, None])
     """
-    pages = [min(math.ceil(n / page_size), TABLE_PAGES_MAX) for n in seqlens]
-    width = min(max(pages, default=1), PAGES_PER_ROW)
-    z, text, hover, names = [], [], [], []
-    for b, row in enumerate(table):
-        for cells in _rows_of(pages[b], width) or [range(0)]:
-            z.append([_split_of(j * page_size, splits) for j in cells] + [None] * (width - len(cells)))
-            text.append([str(row[j]) for j in cells] + [""] * (width - len(cells)))
-            hover.append([f"sequence {b}, logical page {j} (keys {j * page_size}–"
-                          f"{min((j + 1) * page_size, seqlens[b]) - 1}) → physical page {row[j]}, read by split "
-                          f"{_split_of(j * page_size, splits)}" for j in cells] + [""] * (width - len(cells)))
-            names.append(f"seq {b}: {cells.start}–{max(cells.start, cells.stop - 1)}")
-    owner: dict[int, tuple[int, int]] = {int(table[b][j]): (b, j) for b in range(len(table))
-                                         for j in range(math.ceil(seqlens[b] / page_size))}
-    pool_rows = _rows_of(num_pages, PAGES_PER_ROW)
-    pool = [[owner[p][0] if p in owner else None for p in r] for r in pool_rows]
-    pool_text = [[f"{owner[p][0]}·{owner[p][1]}" if p in owner else "free" for p in r] for r in pool_rows]
-    pool_hover = [[f"physical page {p}: sequence {owner[p][0]}'s logical page {owner[p][1]}" if p in owner else
-                   f"physical page {p}: free" for p in r] for r in pool_rows]
+    z, text, hover, names = _table_cells(table, seqlens, page_size, splits)
+    pool_rows, pool, pool_text, pool_hover = _pool_cells(table, seqlens, page_size, num_pages)
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.16, row_heights=[len(z), max(len(pool), 1)],
                         subplot_titles=("block table: cell = physical page, colour = the split that reads it",
                                         "physical page pool: cell = sequence·logical page, colour = sequence"))
@@ -102,9 +88,45 @@ def block_table_figure(table: Sequence[Sequence[int]], seqlens: Sequence[int], p
     fig.update_xaxes(showticklabels=False, showgrid=False, ticks="")
     fig.update_annotations(font_size=BASE_FONT_PX)
     drawn = [math.ceil(n / page_size) for n in seqlens]
-    if max(drawn, default=0) > TABLE_PAGES_MAX:
-        set_subtitle(fig, f"the first {TABLE_PAGES_MAX} of {max(drawn)} logical pages of a sequence shown")
+    cut = ([f"the first {TABLE_PAGES_MAX} of {max(drawn)} logical pages of a sequence"]
+           if max(drawn, default=0) > TABLE_PAGES_MAX else [])
+    cut += [f"the first {POOL_PAGES_MAX} of the pool's {num_pages} pages"] if num_pages > POOL_PAGES_MAX else []
+    if cut:
+        set_subtitle(fig, f"shown: {' and '.join(cut)}")
     return fig
+
+
+def _table_cells(table: Sequence[Sequence[int]], seqlens: Sequence[int], page_size: int,
+                 splits: Sequence[tuple[int, int]]) -> tuple[list, list, list, list]:
+    """The block table's cells, PAGES_PER_ROW logical pages a row: split (colour), physical page (text), hover, and
+    each row's name ("seq b: first–last page")."""
+    pages = [min(math.ceil(n / page_size), TABLE_PAGES_MAX) for n in seqlens]
+    width = min(max(pages, default=1), PAGES_PER_ROW)
+    z, text, hover, names = [], [], [], []
+    for b, row in enumerate(table):
+        for cells in _rows_of(pages[b], width) or [range(0)]:
+            pad = width - len(cells)
+            z.append([_split_of(j * page_size, splits) for j in cells] + [None] * pad)
+            text.append([str(row[j]) for j in cells] + [""] * pad)
+            hover.append([f"sequence {b}, logical page {j} (keys {j * page_size}–"
+                          f"{min((j + 1) * page_size, seqlens[b]) - 1}) → physical page {row[j]}, read by split "
+                          f"{_split_of(j * page_size, splits)}" for j in cells] + [""] * pad)
+            names.append(f"seq {b}: {cells.start}–{max(cells.start, cells.stop - 1)}")
+    return z, text, hover, names
+
+
+def _pool_cells(table: Sequence[Sequence[int]], seqlens: Sequence[int], page_size: int, num_pages: int
+                ) -> tuple[list[range], list, list, list]:
+    """The pool's rows of PAGES_PER_ROW physical pages (the first POOL_PAGES_MAX): owner sequence (colour), "b·j"
+    (text), hover."""
+    owner: dict[int, tuple[int, int]] = {int(table[b][j]): (b, j) for b in range(len(table))
+                                         for j in range(math.ceil(seqlens[b] / page_size))}
+    rows = _rows_of(min(num_pages, POOL_PAGES_MAX), PAGES_PER_ROW)
+    z = [[owner[p][0] if p in owner else None for p in r] for r in rows]
+    text = [[f"{owner[p][0]}·{owner[p][1]}" if p in owner else "free" for p in r] for r in rows]
+    hover = [[f"physical page {p}: sequence {owner[p][0]}'s logical page {owner[p][1]}" if p in owner else
+              f"physical page {p}: free" for p in r] for r in rows]
+    return rows, z, text, hover
 
 
 def _discrete(colors: Sequence[str]) -> list[list]:

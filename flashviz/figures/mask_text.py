@@ -84,29 +84,34 @@ def _tiles(x: float) -> str:
 
 
 def why_not_md(row: Row, unmasked: Row) -> str:
-    """Why a masked time is more than in proportion to its tiles, from the numbers: the spread of the repeats, the
-    tiles a step packs (a step's fixed overhead shared by fewer tiles) and the partial tiles' element masks.
+    """Why a masked time is more than in proportion to its tiles, from the numbers: its time following its kernel
+    steps rather than its tiles (a step's fixed overhead, whatever its width), the spread of the repeats, and the
+    partial tiles' element masks.
 
     Example:
         >>> m = {"time_s": 0.05, "iqr_s": 0.001, "tiles_computed": 10, "tiles": 16, "steps": 8, "tiles_partial": 4}
         >>> u = {"time_s": 0.04, "iqr_s": 0.001, "tiles_computed": 16, "tiles": 16, "steps": 4, "tiles_partial": 0}
         >>> why = why_not_md(m, u)  # 50 ms against 25 ms in proportion: far outside the spread of the repeats
-        >>> "spread" in why, "packs 1.2 tiles per step against 4 tiles without" in why, why.endswith("element mask.")
+        >>> "spread" in why, "packs 1.2 tiles per step against 4 tiles" in why, why.endswith("element mask.")
         (False, True, True)
     """
-    t, t0 = _f(row, "time_s"), _f(unmasked, "time_s")
+    t, t0, n_tiles = _f(row, "time_s"), _f(unmasked, "time_s"), max(_i(row, "tiles"), 1)
     c, c0, s, s0 = _i(row, "tiles_computed"), _i(unmasked, "tiles_computed"), _i(row, "steps"), _i(unmasked, "steps")
-    excess = t - proportional_s(t0, c, _i(row, "tiles"))
-    spread = _f(row, "iqr_s") + _f(unmasked, "iqr_s") * c / max(_i(row, "tiles"), 1)
+    excess = t - proportional_s(t0, c, n_tiles)
+    spread = _f(row, "iqr_s") + _f(unmasked, "iqr_s") * c / n_tiles
     reasons = []
+    if s and s0 and c / s < c0 / s0:
+        got, by_steps, by_tiles = t / t0, s / s0, c / n_tiles
+        follows = (f" Here its time follows its steps, not its tiles: {s} steps against {s0} is {by_steps:.2f}× the "
+                   f"unmasked kernel's, and it took {got:.2f}× its time (its tiles alone: {by_tiles:.2f}×)."
+                   if abs(got - by_steps) < abs(got - by_tiles) else "")
+        reasons.append(f"On this CPU a kernel step is one Python loop iteration whose fixed cost does not shrink with "
+                       f"its width, and the mask's schedule packs {_tiles(c / s)} per step against {_tiles(c0 / s0)} "
+                       f"without it, so each of its tiles carries more of that cost.{follows}")
     if excess <= spread:
         reasons.append(f"The excess, {ms(excess)}, is within the spread of the repeats (interquartile ranges "
                        f"{ms(_f(row, 'iqr_s'))} with the mask, {ms(_f(unmasked, 'iqr_s'))} without): the CPU was busy "
                        "with other work while it timed; run again.")
-    if s and s0 and c / s < c0 / s0:
-        reasons.append(f"On this CPU a kernel step is one Python loop iteration whose fixed overhead does not shrink "
-                       f"with its width: the masked kernel packs {_tiles(c / s)} per step against {_tiles(c0 / s0)} "
-                       "without the mask, so each of its tiles carries more of that overhead.")
     if _i(row, "tiles_partial"):
         reasons.append(f"{_i(row, 'tiles_partial')} of its {c} tiles are partial: each also adds its element mask.")
     if not reasons:
@@ -149,8 +154,9 @@ def _bytes(row: Row) -> str:
 
 
 def sweep_md(rows: Sequence[Row]) -> str:
-    """The sweep in words: how many presets took at most their proportional time, each one that took more with the
-    numbers and why, and the preset that computed the fewest tiles (the first in preset order on a tie).
+    """The sweep in words: how many presets took at most their proportional time, each one that took more with its
+    numbers, why (its steps: how many tiles a step packs against the unmasked kernel's), and the preset that computed
+    the fewest tiles (the first in preset order on a tie).
 
     Args:
         rows: maskruns.sparsity_runs rows, the unmasked kernel last (label, computed, tiles_computed, tiles,
@@ -159,20 +165,28 @@ def sweep_md(rows: Sequence[Row]) -> str:
         Markdown.
     """
     *presets, unmasked = rows
-    t0 = _f(unmasked, "time_s")
-    ratios = {str(p["label"]): _f(p, "time_s") / max(proportional_s(t0, _i(p, "tiles_computed"), _i(p, "tiles")),
-                                                     1e-12) for p in presets}
-    held = [label for label, x in ratios.items() if x <= 1 + PROPORTION_TOLERANCE]
+    t0, s0, c0 = _f(unmasked, "time_s"), _i(unmasked, "steps"), _i(unmasked, "tiles_computed")
+    expect = {str(p["label"]): proportional_s(t0, _i(p, "tiles_computed"), _i(p, "tiles")) for p in presets}
+    held = [str(p["label"]) for p in presets if _f(p, "time_s") <= (1 + PROPORTION_TOLERANCE) * expect[str(p["label"])]]
+    over = [p for p in presets if str(p["label"]) not in held]
     text = (f"**{len(held)} of {len(presets)} presets took at most {1 + PROPORTION_TOLERANCE:.2g}× their time in "
             f"proportion** (their fraction of tiles × the unmasked kernel's {ms(t0)}, the marks on the bars)"
             + (f": {', '.join(held)}." if held else "."))
-    for p in presets:
-        label = str(p["label"])
-        if label in held:
-            continue
-        expect = proportional_s(t0, _i(p, "tiles_computed"), _i(p, "tiles"))
-        text += (f"\n- **{label}** ({_f(p, 'computed'):.0%} of tiles): {ms(_f(p, 'time_s'))} against {ms(expect)} in "
-                 f"proportion ({ratios[label]:.2f}×). {per_tile_md(p, unmasked)}. {why_not_md(p, unmasked)}")
+    for p in over:
+        label, s = str(p["label"]), _i(p, "steps")
+        text += (f"\n- **{label}** ({_f(p, 'computed'):.0%} of tiles, {s} kernel steps of "
+                 f"{_tiles(_i(p, 'tiles_computed') / max(s, 1))}): {ms(_f(p, 'time_s'))} against {ms(expect[label])} "
+                 f"in proportion ({_f(p, 'time_s') / max(expect[label], 1e-12):.2f}×), "
+                 f"{ms(_f(p, 'time_s') / max(s, 1))} a step.")
+    if over:
+        packed = [p for p in over if _i(p, "tiles_computed") / max(_i(p, "steps"), 1) < c0 / max(s0, 1)]
+        text += (f"\n\n**Why more than in proportion.** On this CPU a kernel step is one Python loop iteration with a "
+                 f"fixed cost whatever its width: the unmasked kernel runs {s0} steps of {_tiles(c0 / max(s0, 1))}, "
+                 f"{ms(t0 / max(s0, 1))} a step; " + (
+                     f"{len(packed)} of these {len(over)} presets pack fewer tiles a step, so their time follows their "
+                     "steps more than their tiles. " if packed else "these pack as many tiles a step. ")
+                 + "Partial tiles add their element masks, and a busy machine widens the spread of the repeats "
+                   "(the error bars).")
     best = min(presets, key=lambda p: _i(p, "tiles_computed"))
     t = _f(best, "time_s")
     return text + (f"\n\n**{best['label']}** computed the fewest tiles, {best['tiles_computed']} of {best['tiles']} "

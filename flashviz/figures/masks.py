@@ -256,19 +256,22 @@ def score_mod_figure(curves: Mapping[str, Sequence[float]], *, kind: str, heads:
 
 
 RUN_COLORS = {MASKED: "#0072B2", DENSE: "#CC79A7", UNMASKED: "#777777"}  # the three runs, in every figure
+RUN_TICKS = {MASKED: "tiled<br>mask", DENSE: "SDPA<br>dense", UNMASKED: "tiled<br>no mask"}  # the bars' ticks
 PROPORTION_COLOR = "#111111"  # the mark at the time in proportion to the tiles computed
 PROPORTION_MARK_PX = 56  # width of that mark: about a bar's width at 1280 px
 RUN_FIG_HEIGHT_PX = 560
 RUN_LEGEND_Y = -0.3  # the legend under the two-line category labels (paper units of the plot's height)
 SWEEP_ROW_PX = 52  # one preset's bar in the sweep figure
+SWEEP_MARK_PX = 30  # the proportional mark across a bar: about the bar's thickness
 SWEEP_FRAME_PX = 250  # the sweep figure's title, axis and legend
 SWEEP_LEGEND_GAP_PX = 70  # from the plot's bottom edge to the legend: under the tick labels and the x title
 
 
-def _proportion_mark(x: Sequence, y: Sequence[float], symbol: str, **kw) -> go.Scatter:
+def _proportion_mark(x: Sequence, y: Sequence[float], symbol: str, size: int = PROPORTION_MARK_PX,
+                     **kw) -> go.Scatter:
     """The "in proportion to the tiles computed" marks: a black line across each bar at the unmasked time x the
     fraction of tiles computed."""
-    marker = {"symbol": symbol, "size": PROPORTION_MARK_PX, "color": PROPORTION_COLOR,
+    marker = {"symbol": symbol, "size": size, "color": PROPORTION_COLOR,
               "line": {"width": 4, "color": PROPORTION_COLOR}}
     return go.Scatter(x=x, y=y, mode="markers", marker=marker, **kw,
                       name="in proportion to tiles computed (the unmasked time × the fraction of tiles)")
@@ -313,7 +316,8 @@ def masked_run_figure(runs: Sequence[Mapping[str, object]]) -> go.Figure:
             f"in proportion to its tiles: {int(m['tiles_computed'])} / {int(m['tiles'])} of the unmasked time = "
             "%{y:.3g} ms<extra></extra>")), row=1, col=1)
     style_figure(fig, title="The mask at work: time and peak memory", x_title="", y_title="time (ms)")
-    fig.update_xaxes(type="category", tickangle=0, tickvals=labels, ticktext=[x.replace(", ", ",<br>") for x in labels])
+    ticks = [RUN_TICKS.get(str(r["kind"]), str(r["label"])) for r in runs]  # short, on two lines: they fit at 1280 px
+    fig.update_xaxes(type="category", tickangle=0, tickvals=labels, ticktext=ticks)
     fig.update_yaxes(title_text="peak memory (MiB)", row=1, col=2)
     fig.update_yaxes(rangemode="tozero")
     fig.update_annotations(font={"size": AXIS_TITLE_FONT_PX})
@@ -343,12 +347,13 @@ def sparsity_time_figure(points: Sequence[Mapping[str, object]], *, unmasked_s: 
             *sorted(points, key=lambda p: -float(p["computed"]))]
     names = [f"{r['label']} · {float(r['computed']):.0%}" for r in rows]
     fig = go.Figure(go.Bar(
-        y=names, x=[float(r["time_s"]) * MS_PER_S for r in rows], orientation="h", name="measured time",
+        y=names, x=[float(r["time_s"]) * MS_PER_S for r in rows], orientation="h",
+        name="measured time (grey: no mask)",
         marker_color=[RUN_COLORS[UNMASKED] if r.get("unmasked") else RUN_COLORS[MASKED] for r in rows],
         error_x={"type": "data", "array": [float(r["iqr_s"]) * MS_PER_S / 2 for r in rows], "visible": True},
         hovertemplate="%{y} of tiles computed: %{x:.3g} ms (median)<extra></extra>"))
     fig.add_trace(_proportion_mark([unmasked_s * MS_PER_S * float(r["computed"]) for r in rows], names, "line-ns",
-                                   hovertemplate="%{y}: in proportion %{x:.3g} ms<extra></extra>"))
+                                   size=SWEEP_MARK_PX, hovertemplate="%{y}: in proportion %{x:.3g} ms<extra></extra>"))
     style_figure(fig, title="Time of every preset against its time in proportion to tiles",
                  x_title="time (ms)", y_title="")
     fig.update_yaxes(type="category", categoryorder="array", categoryarray=names, autorange="reversed")

@@ -199,11 +199,7 @@ def hbm_vs_memory_figure(df: pd.DataFrame | None, *, n: int | None = None, d: in
         add_note(fig, "No data: give at least one M.")
         return fig
     bounds_drawn: set[str] = set()
-    if ghost is not None and len(ghost):
-        for algorithm in impls_in(ghost.rename(columns={"algorithm": "impl"})):
-            if _same_curve(ghost, df, algorithm):
-                continue  # the mask changes nothing here (naive computes every score): no ghost to see
-            _add_ghost(fig, ghost[ghost["algorithm"].astype(str).eq(algorithm)].sort_values("M"), algorithm, ghost_name)
+    _add_ghosts(fig, ghost, df, ghost_name)
     for algorithm in impls_in(df.rename(columns={"algorithm": "impl"})):
         rows = df[df["algorithm"].astype(str).eq(algorithm)].sort_values("M")
         note = (curve_notes or {}).get(algorithm)
@@ -214,10 +210,15 @@ def hbm_vs_memory_figure(df: pd.DataFrame | None, *, n: int | None = None, d: in
     y_axis = log_axis(axis_extent(fig, "y", "y"), "si")
     fig.update_yaxes(**y_axis)
     _add_sram_marks(fig, marks, y_axis["range"])
-    plot_px = IO_FIG_HEIGHT_PX - (fig.layout.margin.t or fig.layout.template.layout.margin.t) - IO_BOTTOM_PX
-    fig.update_layout(height=IO_FIG_HEIGHT_PX, margin_b=IO_BOTTOM_PX, legend={
-        "orientation": "h", "x": 0, "xanchor": "left", "y": -IO_LEGEND_GAP_PX / plot_px, "yanchor": "top"})
+    _legend_under(fig, IO_FIG_HEIGHT_PX, IO_BOTTOM_PX, IO_LEGEND_GAP_PX)
     return fig
+
+
+def _legend_under(fig: go.Figure, height: int, bottom: int, gap: int) -> None:
+    """The figure `height` px tall, its legend `gap` px under the plot, in a bottom margin of `bottom` px."""
+    plot_px = height - (fig.layout.margin.t or fig.layout.template.layout.margin.t) - bottom
+    fig.update_layout(height=height, margin_b=bottom, legend={
+        "orientation": "h", "x": 0, "xanchor": "left", "y": -gap / plot_px, "yanchor": "top"})
 
 
 def _add_io_curve(fig: go.Figure, rows: pd.DataFrame, algorithm: str, note: str | None, bounds_drawn: set) -> None:
@@ -250,6 +251,15 @@ IO_BOTTOM_PX = 210  # tick labels, the x title and the legend
 IO_LEGEND_GAP_PX = 85  # from the plot's bottom edge to the legend: under the tick labels and the x title
 GHOST_OPACITY = 0.35  # the curves at the other settings, behind the curves
 SRAM_LABEL_STEP = 0.09  # each further SRAM mark's name sits this fraction of the y axis lower: close marks stay apart
+
+
+def _add_ghosts(fig: go.Figure, ghost: pd.DataFrame | None, df: pd.DataFrame, name: str) -> None:
+    """The other settings' curves, pale, for each algorithm they differ on (a mask changes nothing for naive)."""
+    if ghost is None or not len(ghost):
+        return
+    for algorithm in impls_in(ghost.rename(columns={"algorithm": "impl"})):
+        if not _same_curve(ghost, df, algorithm):
+            _add_ghost(fig, ghost[ghost["algorithm"].astype(str).eq(algorithm)].sort_values("M"), algorithm, name)
 
 
 def _add_ghost(fig: go.Figure, rows: pd.DataFrame, algorithm: str, name: str) -> None:

@@ -230,29 +230,23 @@ def row_trace(n: int, d: int, block_q: int, block_k: int, *, row: int, causal: b
         ((2, 6, 10), (3, 6, 8))
     """
     from flashviz.core.flash import flash_attention_forward  # the real kernel (torch): only the row tools run it
+    from flashviz.measure.timing import threads_set_to  # torch too
 
     if not 0 <= row < n:
         raise ValueError(f"row must be a query row in 0..{n - 1}, got {row}. Pick a row inside the sequence.")
     q, k, v = _random_qkv(n, d, dtype, seed)
     events: list[TileEvent] = []
-    tiles: list[int] = []  # the computed-tile number of each recorded event
-    seen = [0]  # computed tiles so far (on_tile reports every computed tile, in visiting order)
+    tiles, seen = [], [0]  # the computed-tile number of each recorded event; computed tiles so far
 
-    def record(ev: TileEvent) -> None:
+    def record(ev: TileEvent) -> None:  # on_tile reports every computed tile, in visiting order
         seen[0] += 1
         if ev.q_start <= row < ev.q_end:
             events.append(ev)
             tiles.append(seen[0])
 
-    old_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
+    with threads_set_to(threads):
         _, lse = flash_attention_forward(q, k, v, block_q=block_q, block_k=block_k, causal=causal, window=window,
                                          loop_order=loop_order, return_lse=True, on_tile=record)
-    finally:
-        if threads is not None:
-            torch.set_num_threads(old_threads)
     # -- the oracle: the full score row s_r = q_r K^T / sqrt(d), masked; m = max s_r; l = sum e^(s_r - m)
     s_r = _scores(q, k, torch.tensor([row]), causal=causal, window=window)[0]  # (N,)
     m_exact = float(s_r.max())
