@@ -386,7 +386,7 @@ def test_time_every_preset_draws_one_bar_per_preset_next_to_its_time_in_proporti
     held = [lb for lb in mods if ratios[lb] <= 1.25]
     assert text.startswith(f"**{len(held)} of {len(mods)} presets took at most 1.2× their time in proportion**")
     for lb in mods:  # each preset over its time in proportion has its own line, with its ratio
-        assert (f"- **{lb}** ({computed[lb] / 16:.0%} of tiles)" in text) == (lb not in held)
+        assert (f"- **{lb}** ({computed[lb] / 16:.0%} of tiles, " in text) == (lb not in held)
     best = min(mods, key=lambda label: computed[label])  # the first on a tie, as the page says
     t = times[f"{best} · {computed[best] / 16:.0%}"]
     assert (f"**{best}** computed the fewest tiles, {computed[best]} of 16 ({computed[best] / 16:.1%}), and took "
