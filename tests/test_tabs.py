@@ -412,3 +412,41 @@ def test_trainings_slower_than_naive_sentence_points_only_at_what_exists(make_ap
     assert bool(lines) == shown
     for line in lines:  # the Training tab draws no traffic chart: nothing "below" to point at
         assert "traffic below" not in line and "chart below" not in line and line.endswith("see the IO model tab.")
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# every run button at its tab's defaults: the page draws and says what it measured (internal consistency, not speed)
+
+
+def _drawn_against_measured(at, view: str) -> None:
+    """The first result chart draws the measured rows' numbers, and what the page says quotes them."""
+    if view == "correct":  # the verdict quotes the largest error of the table under it
+        (box,) = [s.value for s in [*at.success, *at.error] if "Largest error" in s.value]
+        worst = float(re.search(r"\*\*([0-9.e+-]+)\*\*", box).group(1))
+        assert worst == pytest.approx(float(at.dataframe[0].value.max().max()), rel=0.01)
+        assert ("pass" in box) == (worst <= 1e-5)
+        return
+    df = next(d.value for d in at.dataframe if {"impl", "status"} <= set(d.value.columns))
+    ok = df[df["status"].astype(str) == OK]
+    title, x, column, scale = {
+        "bench": ("Peak memory vs sequence length", "N", "peak_bytes", 1 / MIB),
+        "train": ("Forward + backward: peak memory vs N", "N", "peak_bytes", 1 / MIB),
+        "block": ("Tile size trade-off", "tile", "time_s", MS_PER_S)}[view]
+    fig = charts(at)[title]
+    for impl in dict.fromkeys(ok["impl"]):
+        rows = ok[ok["impl"] == impl]
+        keys = (rows["block_q"] * rows["block_k"]) if x == "tile" else rows["N"]
+        assert curve(fig, IMPL_LABELS[impl]) == pytest.approx(
+            dict(zip(keys.astype(int), rows[column].astype(float) * scale, strict=True))), (view, impl)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("view", ["bench", "block", "correct", "train"])
+def test_a_run_at_the_tabs_defaults_draws_and_quotes_what_it_measured(make_app, view):
+    at = make_app(view=view)  # nothing but the tab: its defaults
+    assert_clean(at)
+    at.button(key=f"{view}_run").click().run()
+    assert_clean(at)
+    _drawn_against_measured(at, view)
+    for line in (m.value for m in at.markdown if "slower than naive" in m.value or "above the naive line" in m.value):
+        assert ("chart below" in line) == (view == "bench")  # "the modelled traffic chart below" only where it is
