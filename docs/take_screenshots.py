@@ -37,7 +37,7 @@ VIEWS = [  # (file name, query, run button key or None, plotly charts to wait fo
     ("06-training.png", f"view=train&ns=128,256,512&impls=naive,flash2,sdpa&reps=2&bblock=128&{COMMON}",
      "train_run", 2, FULL),
     ("07-roofline.png", f"view=roof&{COMMON}", None, 1, FULL),
-    ("08-decoding.png", "view=decode&decpage=64&dechq=32&dechkv=8&declens=ragged&declen=4096&decsplits=auto&d=64&"
+    ("08-decoding.png", "view=decode&decpage=64&dechq=32&dechkv=8&declens=ragged&declen=4096&decsplits=3&d=64&"
                         "threads=2", None, 2, FULL),
     ("09-masks.png", f"view=masks&{COMMON}", None, 2, FULL),
     ("10-backward.png", "view=backward&bwn=32&bwd=16&bwblock=8&bwcausal=1&dq=atomic&bwframe=6&threads=2", None, 0,

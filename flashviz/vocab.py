@@ -93,3 +93,9 @@ TOP_LEFT = "top_left"  # causal alignment of SDPA's is_causal and this repo's ca
 BOTTOM_RIGHT = "bottom_right"  # flash-attn's and flash_decode's: query i sees keys j <= i + N_k - N_q
 CAUSAL_ALIGNMENTS = (TOP_LEFT, BOTTOM_RIGHT)
 CAUSAL_ALIGNMENT_LABELS = {TOP_LEFT: "top-left (SDPA is_causal)", BOTTOM_RIGHT: "bottom-right (flash-attn)"}
+
+# -- the Masks view's timed runs (flashviz.measure.maskruns, drawn and told by flashviz.figures.masks and mask_text)
+MASKED = "masked"  # the tiled kernel with the mask, on its schedule built once
+DENSE = "dense"  # SDPA with the dense N x N boolean mask: every pair computed
+UNMASKED = "unmasked"  # the tiled kernel with no mask: every tile computed
+MASK_RUNS = (MASKED, DENSE, UNMASKED)

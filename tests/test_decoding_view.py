@@ -20,8 +20,9 @@ from flashviz.measure.progress import Cancelled
 from flashviz.model.decode import decode_cost
 from flashviz.model.decode_batch import decode_roofline_rows
 from flashviz.model.roofline import GPUS, bound
-from flashviz.ui.decoding import measured_md
+from flashviz.ui.decoding import measured_md, splits_md
 from flashviz.ui.decoding_jobs import animation_data, decode_timing
+from flashviz.ui.query import parse_query
 from flashviz.ui.state import Settings
 from flashviz.units import format_bytes
 from flashviz.vocab import DTYPE_BYTES
@@ -143,7 +144,15 @@ def test_block_table_writes_physical_pages_and_colours_by_split_and_owner():
     assert [list(r) for r in table.text] == [["3", "1", "5"], ["0", "2", ""]]
     assert [list(r) for r in table.z] == [[0, 0, 1], [0, 0, None]]  # page 2 starts at key 8: split 1
     assert list(pool.z[0]) == [1, 0, 1, 0, None, 0, None]  # owner sequence of each physical page; 4 and 6 free
-    assert "physical page 5" in table.customdata[0][2]
+    assert "physical page 5" in table.customdata[0][2] and table.texttemplate == "%{text}"
+    assert list(pool.text[0])[:2] == ["1·0", "0·1"] and pool.text[0][4] == "free"  # physical 0: seq 1, page 0
+    # a long sequence wraps into rows of 16 pages, every page numbered, coloured by the split that reads it
+    pages = list(range(40))
+    wide = block_table_figure([pages], [40 * 16], 16, 42, [(0, 320), (320, 640)])
+    table = wide.data[0]
+    assert [len([c for c in row if c]) for row in table.text] == [16, 16, 8]
+    assert [int(c) for row in table.text for c in row if c] == pages
+    assert {v for row in table.z for v in row if v is not None} == {0, 1} and next(iter(table.y)) == "seq 0: 0–15"
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -228,9 +237,51 @@ def test_auto_splits_states_the_heuristic_it_used(make_app):
     n_blocks = math.ceil(1024 / 256)
     want = num_splits_heuristic(1, 2, n_blocks)  # one work tile on two threads: the rule splits
     text = text_of(at)
-    assert f"**Auto** chose S = {want}: 1 work tile(s)" in text and "leaves threads idle" in text
+    assert f"**Auto** chose S = {want}: 1 work tile(s) on 2 threads" in text
+    assert f"1 tile(s) leave threads idle, so the rule splits: S = {want}" in text
     at = open_view(make_app, decsplits="auto", declens="four", threads="2")  # 4 x 2 tiles fill 2 threads
-    assert "**Auto** chose S = 1: 8 work tile(s)" in text_of(at) and "does not split" in text_of(at)
+    assert "**Auto** chose S = 1: 8 work tile(s)" in text_of(at) and "does not split (S = 1)" in text_of(at)
+
+
+@pytest.mark.parametrize("query", [{}, {"decsplits": "auto"}, {"declens": "ragged", "decpage": "64", "declen": "4096"}])
+def test_the_page_says_why_one_splits_and_what_the_merge_weights_mean(make_app, query):
+    at = make_app(view="decode", **query)
+    assert_clean(at)
+    s, _ = parse_query(dict(at.query_params))
+    setup = DecodeSetup(seq_lens(s.declen, s.declens), s.dechq, s.dechkv, s.d, s.decpage,
+                        None if s.decsplits == "auto" else int(s.decsplits), s.dtype, s.threads)
+    tiles = len(setup.lens) * setup.heads_kv * math.ceil(setup.group / 64)  # B H_kv ceil(g / 64)
+    text = text_of(at)
+    assert f"A decode step has only {tiles} work tile(s)" in text
+    gpu = num_splits_heuristic(tiles, 2 * 132, setup.n_blocks)  # an H100: 132 SMs, 2 work tiles per SM
+    assert f"an H100 has 132 SMs, 264 units, so without splits {264 - tiles} of them would idle" in text
+    assert f"flash-attn's rule picks S = {gpu} there" in text
+    here = num_splits_heuristic(tiles, s.threads, setup.n_blocks)
+    assert f"(S = {here})" in text or f"the rule splits: S = {here}" in text
+    # the merge: the weights the sentence quotes are the bars of the animation's last frame
+    fig = charts(at)["One decode step, split along the KV cache (Flash-Decoding)"]
+    bars = array(fig["frames"][-1]["data"][-1]["y"])
+    (merge,) = [m.value for m in at.markdown if m.value.startswith("**The merge.**")]
+    if len(bars) == 1:
+        assert merge == "**The merge.** One split: its partial output is the output (weight 1)." and bars[0] == 1
+    else:
+        assert ", ".join(f"split {k} {w:.2f}" for k, w in enumerate(bars)) in merge
+        top = int(np.argmax(bars))  # the split that holds the keys the query matches carries the most
+        assert f"split {top}, which holds them, has the largest L_s and gets {bars[top]:.0%}" in merge
+        assert bars[top] > 1 / len(bars)
+    assert "each split has read k of its" in text
+
+
+def test_the_split_timings_are_told_against_s_equals_one_in_both_directions():
+    setup = DecodeSetup((1024, 341), 8, 2, 64, 0, 4, "float32", 2)  # 4 work tiles
+    df = pd.DataFrame({"label": ["flash_decode S=1", "flash_decode S=2", "flash_decode S=4", "SDPA (enable_gqa)"],
+                       "time_s": [0.010, 0.012, 0.013, 0.005]})
+    slower = splits_md(df, setup, 2, "cpu")
+    assert slower.startswith("**Splits, measured.** S = 1: 10 ms; S = 2: 12 ms (1.20× S = 1's), S = 4: 13 ms (1.30×")
+    assert "4 work tile(s) for 2 threads, so none is idle" in slower and "every split count took longer" in slower
+    faster = splits_md(df.assign(time_s=[0.010, 0.006, 0.004, 0.005]), setup, 16, "cpu")
+    assert "4 work tile(s) for 16 threads, leaving 12 idle" in faster and "at least as fast as S = 1" in faster
+    assert splits_md(df[df["label"] != "flash_decode S=1"], setup, 2, "cpu") == ""
 
 
 def test_asking_for_more_splits_than_blocks_says_how_many_were_used(make_app):

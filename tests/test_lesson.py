@@ -167,7 +167,7 @@ def test_online_softmax_the_inspector_shows_the_rescales_and_the_exact_logsumexp
     assert f"Picked automatically: row {v['row']}: the most rescales ({v['rescales']} of {v['tiles']} tiles)" in \
         subtitle(row)
     assert all(p.row_marker["row"] == v["row"] for p in tile_map(at).panels)  # the map marks the same row
-    (caption,) = [c.value for c in at.caption if c.value.startswith(f"Row {v['row']} was picked automatically")]
+    (caption,) = [c.value for c in at.markdown if c.value.startswith(f"Row {v['row']} was picked automatically")]
     assert f"m grew on {v['rescales']} of its {v['tiles']} tiles" in caption
     kernel, exact = (float(x) for x in re.findall(r"(-?\d+\.\d{6})", caption)[-2:])
     assert kernel == pytest.approx(v["lse"], abs=1e-6) and exact == pytest.approx(v["exact"], abs=1e-6)
@@ -281,7 +281,7 @@ def test_memory_growth_the_benchmarks_memory_chart_has_the_checks_peaks(make_app
     df = next(d.value for d in at.dataframe if "time_s" in d.value.columns)
     slow = speedups(df)
     slow = slow[slow["speedup"] < 1]
-    captions = [c.value for c in at.caption if "slower than naive" in c.value]
+    captions = [c.value for c in at.markdown if "slower than naive" in c.value]
     assert bool(captions) == (len(slow) > 0)  # whichever way this machine's timings went
     for r in slow.itertuples():
         assert f"{r.impl} at N = {r.N}" in captions[0] and "Python loop iteration" in captions[0]
@@ -390,7 +390,7 @@ def test_the_user_can_still_choose_a_row(make_app):
     assert not at.number_input(key="row").disabled and at.number_input(key="row").value == shown
     at.number_input(key="row").set_value(3).run()
     assert_clean(at)
-    assert "Row 3, chosen by hand" in " ".join(c.value for c in at.caption)
+    assert "Row 3, chosen by hand" in " ".join(c.value for c in at.markdown)
     assert tile_map(at).panels[0].row_marker["row"] == 3
     assert "Picked automatically" not in subtitle(chart(at, "Row inspector"))
 

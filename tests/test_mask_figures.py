@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from torch.nn.attention.flex_attention import create_mask
 
 from flashviz.core.tiling import tile_schedule
+from flashviz.figures.mask_text import run_md, sweep_md
 from flashviz.figures.masks import (
     block_mask_table_figure,
     element_mask_figure,
@@ -139,22 +140,98 @@ def test_score_mod_figures():
     assert list(ali.layout.xaxis.range) == [-63, 0]
 
 
+RUNS = [  # maskruns.masked_runs rows: 64 of 256 tiles computed with the mask, in 8 steps of 8 tiles; 32 unmasked
+    {"kind": "masked", "label": "tiled, this mask", "time_s": 0.02, "iqr_s": 0.002, "peak_bytes": 3 << 20,
+     "tiles_computed": 64, "tiles": 256, "tiles_partial": 16, "steps": 8, "build_s": 0.01},
+    {"kind": "dense", "label": "SDPA, dense mask", "time_s": 0.05, "iqr_s": 0.004, "peak_bytes": 9 << 20,
+     "tiles_computed": 256, "tiles": 256, "tiles_partial": 0, "steps": 0, "build_s": 0.003},
+    {"kind": "unmasked", "label": "tiled, no mask", "time_s": 0.08, "iqr_s": 0.0, "peak_bytes": 3 << 20,
+     "tiles_computed": 256, "tiles": 256, "tiles_partial": 0, "steps": 32, "build_s": 0.002}]
+
+
+def with_time(runs: list[dict], kind: str, seconds: float, **more) -> list[dict]:
+    return [{**r, "time_s": seconds, **more} if r["kind"] == kind else r for r in runs]
+
+
 def test_run_figures_carry_the_numbers():
-    runs = [{"kind": "masked", "label": "tiled, this mask", "time_s": 0.02, "iqr_s": 0.002, "peak_bytes": 3 << 20},
-            {"kind": "dense", "label": "SDPA, dense mask", "time_s": 0.05, "iqr_s": 0.004, "peak_bytes": 9 << 20},
-            {"kind": "unmasked", "label": "tiled, no mask", "time_s": 0.08, "iqr_s": 0.0, "peak_bytes": 3 << 20}]
-    fig = masked_run_figure(runs)
+    fig = masked_run_figure(RUNS)
     assert_readable(fig)
-    time_bars, memory_bars = fig.data
+    time_bars, memory_bars, mark = fig.data
     assert list(time_bars.y) == [20.0, 50.0, 80.0] and list(time_bars.error_y.array) == [1.0, 2.0, 0.0]
-    assert list(memory_bars.y) == [3.0, 9.0, 3.0] and list(memory_bars.x) == [r["label"] for r in runs]
+    assert list(memory_bars.y) == [3.0, 9.0, 3.0] and list(memory_bars.x) == [r["label"] for r in RUNS]
     assert len(set(time_bars.marker.color)) == 3  # one colour per run
+    # the time in proportion to the tiles, on the masked bar: 80 ms x 64 / 256
+    assert list(mark.x) == ["tiled, this mask"] and list(mark.y) == [80.0 * 64 / 256]
+    # bars of named runs need category axes: on a linear axis plotly draws strings as nothing (empty axes)
+    assert fig.layout.xaxis.type == "category" and fig.layout.xaxis2.type == "category"
+
+
+def test_the_sweep_figure_puts_each_preset_next_to_its_time_in_proportion():
     points = [{"label": "causal", "computed": 0.53, "time_s": 0.04, "iqr_s": 0.0},
               {"label": "document", "computed": 0.2, "time_s": 0.02, "iqr_s": 0.002}]
     fig = sparsity_time_figure(points, unmasked_s=0.08)
     assert_readable(fig)
-    assert list(fig.data[0].x) == [0.53, 0.2] and list(fig.data[0].text) == ["causal", "document"]
-    assert list(fig.data[1].y) == [0.0, 80.0] and fig.layout.xaxis.tickformat == ".0%"
-    assert "%{x:.1%} of tiles computed, %{y:.3g} ms" in fig.data[0].hovertemplate
+    bars, marks = fig.data
+    assert list(bars.y) == ["no mask · 100%", "causal · 53%", "document · 20%"]  # the unmasked bar first (on top)
+    assert list(bars.x) == [80.0, 40.0, 20.0]
+    assert list(marks.x) == pytest.approx([80.0, 80.0 * 0.53, 80.0 * 0.2]) and list(marks.y) == list(bars.y)
+    assert fig.layout.yaxis.type == "category"
+
+
+def test_the_run_sentence_when_the_mask_saves_in_proportion_or_better():
+    text = run_md(with_time(RUNS, "masked", 0.018))  # 18 ms against 20 ms in proportion (64 / 256 of 80 ms)
+    assert "**64 of 256 tiles (25.0%)** and took **18 ms**" in text
+    assert "without a mask it computed all 256 in **80 ms**" in text
+    assert "would take **20 ms** (25.0% of 80 ms, the mark on its bar): it took **0.90×** that, in proportion" in text
+    assert "Why more than in proportion" not in text
+    assert "Per computed tile: 0.281 ms with the mask, 0.312 ms without" in text
+    faster = run_md(with_time(RUNS, "masked", 0.005))
+    assert "**0.25×** that, less than in proportion" in faster and "Why more" not in faster
+
+
+def test_the_run_sentence_says_why_when_the_masked_kernel_is_slower_than_in_proportion():
+    text = run_md(with_time(RUNS, "masked", 0.06, iqr_s=0.001))  # 60 ms: 3x its 20 ms in proportion
+    assert "**3.00×** that, more than in proportion" in text
+    why = text.split("**Why more than in proportion here.** ")[1]
+    assert "spread" not in why.split("\n\n")[0]  # 40 ms over, the repeats spread 1 ms: not noise
+    assert "packs 8 tiles per step" not in why  # both pack 8: not the reason
+    assert "16 of its 64 tiles are partial: each also adds its element mask." in why
+    noisy = run_md(with_time(RUNS, "masked", 0.03, iqr_s=0.02))  # 10 ms over, the repeats spread 20 ms
+    assert "The excess, 10 ms, is within the spread of the repeats" in noisy
+    packed = [{**r, "steps": 64} if r["kind"] == "masked" else r for r in with_time(RUNS, "masked", 0.06)]
+    assert "packs 1 tile per step against 8 tiles without it" in run_md(packed)  # each tile its own step
+    # 64 steps against 32 is 2.00x the unmasked kernel's; it took 0.75x (tiles alone: 0.25x): closer to the tiles
+    assert "its time follows its steps" not in run_md(packed)
+    steps = [{**r, "steps": 16} if r["kind"] == "masked" else r for r in with_time(RUNS, "masked", 0.04)]
+    # 16 steps of 4 tiles against 32 of 8: 0.50x the steps, 0.50x the time (40 ms of 80), 0.25x the tiles
+    assert ("Here its time follows its steps, not its tiles: 16 steps against 32 is 0.50× the unmasked kernel's, "
+            "and it took 0.50× its time (its tiles alone: 0.25×).") in run_md(steps)
+
+
+def test_the_run_sentence_quotes_memory_and_the_builds_with_the_one_byte_formatter():
+    text = run_md(RUNS)
+    assert "3.0 MiB masked tiled, 9.0 MiB dense SDPA, 3.0 MiB unmasked tiled" in text
+    assert "element masks in **10 ms** (the unmasked schedule in 2 ms), the dense boolean mask in 3 ms" in text
+
+
+SWEEP = [{"label": "causal", "computed": 0.5, "tiles_computed": 8, "tiles": 16, "tiles_partial": 4, "steps": 4,
+          "time_s": 0.02, "iqr_s": 0.0, "build_s": 0.001},
+         {"label": "sliding window", "computed": 0.25, "tiles_computed": 4, "tiles": 16, "tiles_partial": 4,
+          "steps": 4, "time_s": 0.03, "iqr_s": 0.0, "build_s": 0.002},
+         {"label": "no mask", "computed": 1.0, "tiles_computed": 16, "tiles": 16, "tiles_partial": 0, "steps": 4,
+          "time_s": 0.04, "iqr_s": 0.0, "build_s": 0.0005}]
+
+
+def test_the_sweep_sentence_counts_the_presets_in_proportion_and_explains_the_others():
+    text = sweep_md(SWEEP)  # causal: 20 ms = its 20 ms in proportion; sliding window: 30 ms against 10 ms
+    assert text.startswith("**1 of 2 presets took at most 1.2× their time in proportion**") and ": causal." in text
+    (line,) = [x for x in text.splitlines() if x.startswith("- **sliding window**")]
+    assert line == ("- **sliding window** (25% of tiles, 4 kernel steps of 1 tile): 30 ms against 10 ms in proportion "
+                    "(3.00×), 7.5 ms a step.")
+    assert "the unmasked kernel runs 4 steps of 4 tiles, 10 ms a step; 1 of these 1 presets pack fewer" in text
+    assert "**sliding window** computed the fewest tiles, 4 of 16 (25.0%), and took **30 ms**, 75.0% of" in text
+    assert "schedule took 2 ms to build" in text
+    every = sweep_md([{**SWEEP[1], "time_s": 0.01}, SWEEP[2]])
+    assert every.startswith("**1 of 1 presets took at most") and "\n- **" not in every
 
 

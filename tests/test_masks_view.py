@@ -23,11 +23,12 @@ from flashviz.masks import (
     sliding_window,
 )
 from flashviz.measure.maskruns import SWEEP_REPEATS
-from flashviz.measure.maskview import MaskSpec, build_mask
+from flashviz.measure.maskview import MaskSpec, build_mask, doc_lengths
 from flashviz.ui.lock import timing_lock
 from flashviz.ui.query import parse_query
 from flashviz.ui.registry import MASK_PRESETS
-from flashviz.ui.state import Env
+from flashviz.ui.state import PRESETS as PRESET_STORIES
+from flashviz.ui.state import Env, Settings, apply_preset
 from tests._apptest import assert_clean, charts, decode, done_grid, tile_map
 
 
@@ -108,6 +109,19 @@ def test_defaults_show_the_mask_its_tiles_the_block_mask_and_the_check(make_app)
     assert "mask_mod = and_masks(document([250, 375, 150, 249]), causal_mask)" in code
 
 
+@pytest.mark.parametrize("name", list(PRESET_STORIES))
+def test_the_tabs_claims_hold_at_every_classroom_preset(make_app, name):
+    """The sidebar's presets change N, Br and Bc (and H): the summary still says what torch's own mask says."""
+    s = apply_preset(Settings(), name)
+    at = make_app(**{**s.to_query(), "view": "masks"})
+    assert_clean(at)
+    mask_mod = and_masks(document(list(doc_lengths("mixed", s.n))), causal_mask)  # the tab's default mask
+    want = truth(mask_mod, s.n, s.br)
+    assert_summary_matches(at, want, s.n)
+    if s.n <= 4096:  # the live check against create_block_mask runs up to N = 4096
+        assert_table_matches(at, want["block_mask"])
+
+
 def test_the_code_shown_builds_the_same_block_mask(make_app):
     at = make_app(view="masks", n="256", br="32", bc="32", mask="chunked", mcomb="or", mask2="prefix_lm",
                   mchunk="96", mprefix="40")
@@ -151,7 +165,7 @@ def test_a_score_mod_draws_its_curve_and_leaves_the_tiles_alone(make_app):
     assert decode(figs["Tile map"]["data"][0]["z"]).tolist() == decode(
         charts(base)["Tile map"]["data"][0]["z"]).tolist()  # "never changes which pairs are visible"
     assert summary(at) == summary(base)
-    assert any("it never changes which pairs are visible" in c.value for c in at.caption)
+    assert any("it never changes which pairs are visible" in m.value for m in at.markdown)
     (code,) = [c.value for c in at.code]
     assert "score_mod = softcap(12.0)" in code and "score_mod=score_mod" in code
 
@@ -174,11 +188,11 @@ def test_a_ragged_n_says_how_many_edge_tiles_the_block_mask_lists_as_partial(mak
     ours_full = sched.counts()["full"]
     edge_full = ours_full - int(theirs.full_kv_num_blocks.sum())
     assert edge_full == 15  # the last row of tiles (40 rows high) is full below the diagonal here, partial there
-    assert any(f"{edge_full} ragged tiles are full on the tile map" in c.value for c in at.caption)
+    assert any(f"{edge_full} ragged tiles are full on the tile map" in m.value for m in at.markdown)
     assert_table_matches(at, theirs)
     at = make_app(view="masks", n="97", br="16", bc="16", mask="dilated", mcomb="and", mask2="causal", mwin="40",
                   mdil="3")
-    assert any("1 ragged tile is full on the tile map" in c.value for c in at.caption)  # (6, 6): one element, seen
+    assert any("1 ragged tile is full on the tile map" in m.value for m in at.markdown)  # (6, 6): one element, seen
     clean = make_app(view="masks", n="1024", mask="causal", mcomb="none")
     assert not any("ragged" in c.value for c in clean.caption)
 
@@ -286,26 +300,48 @@ def test_how_it_works_animates_the_masks_tab_mask(make_app):
 # the run button
 
 
-def test_the_run_button_times_the_three_runs_and_says_what_it_measured(make_app):
-    at = make_app(view="masks", n="256", br="32", bc="32", heads="2", d="32")
+def run_sentence(at) -> str:
+    (text,) = [m.value for m in at.markdown if m.value.startswith("With this mask the tiled kernel computed")]
+    return text
+
+
+def assert_run_sentence_quotes_the_chart(at, n: int, block: int, mask_mod) -> None:
+    """The sentence under the run's chart quotes the chart's own numbers: the three times, the proportional mark
+    (the unmasked time x the tiles computed, counted here from tile_schedule), and the ratio between them."""
+    (fig,) = [s for t, s in charts(at).items() if t == "The mask at work: time and peak memory"]
+    time_bars, memory_bars, mark = fig["data"]
+    assert list(time_bars["x"]) == ["tiled, this mask", "SDPA, dense mask", "tiled, no mask"]
+    assert fig["layout"]["xaxis"]["type"] == "category"  # so that plotly draws the bars
+    masked, dense, unmasked = (float(x) for x in decode(time_bars["y"]))  # ms, as drawn
+    assert masked > 0 and dense > 0 and unmasked > 0 and (decode(memory_bars["y"]) > 0).all()
+    counts = tile_schedule(n, n, block, block, mask_mod=mask_mod).counts()
+    computed, tiles = counts["full"] + counts["partial"], sum(counts.values())
+    expect = float(decode(mark["y"])[0])
+    assert expect == pytest.approx(unmasked * computed / tiles)
+    line = run_sentence(at)
+    assert f"computed **{computed} of {tiles} tiles ({computed / tiles:.1%})** and took **{masked:.3g} ms**" in line
+    assert f"in **{unmasked:.3g} ms**" in line and f"it would take **{expect:.3g} ms**" in line
+    ratio = masked / expect
+    assert f"it took **{ratio:.2f}×** that" in line
+    assert ("**Why more than in proportion here.**" in line) == (ratio > 1.25)  # explained exactly when it is over
+    assert f"every pair: {dense:.3g} ms" in line
+
+
+def test_the_run_at_the_tabs_defaults_quotes_the_numbers_its_chart_draws(make_app):
+    at = make_app(view="masks")  # N = 1024, Br = Bc = 64, H = 4, d = 64: 4 documents AND causal
     assert_clean(at)
     assert "mask_run" not in [c.key for c in at.get("plotly_chart")]
     at.button(key="masks_run").click().run()
     assert_clean(at)
-    (fig,) = [s for t, s in charts(at).items() if t == "The mask at work: time and peak memory"]
-    time_bars, memory_bars = fig["data"]
-    assert list(time_bars["x"]) == ["tiled, this mask", "SDPA, dense mask", "tiled, no mask"]
-    times, peaks = decode(time_bars["y"]), decode(memory_bars["y"])
-    assert (times > 0).all() and (peaks > 0).all()  # every run took time and allocated at least its output
-    text = [m.value for m in at.markdown if m.value.startswith("The tiled kernel with this mask")]
-    (line,) = text
-    masked, dense, unmasked = (float(x) for x in times)  # ms, as drawn
-    for other, name in ((unmasked, "the unmasked tiled kernel"), (dense, "dense SDPA with the boolean mask")):
-        ratio, word = (other / masked, "faster") if masked <= other else (masked / other, "slower")
-        assert f"{ratio:.1f}× {word} than {name} ({other:.3g} ms)" in line
-    sched = tile_schedule(256, 256, 32, 32, mask_mod=and_masks(document([62, 94, 38, 62]), causal_mask))
-    computed = sum(s != "skipped" for row in sched.status_grid() for s in row)
-    assert f"({computed} of 64 tiles computed)" in line
+    mask_mod = and_masks(document(list(doc_lengths("mixed", 1024))), causal_mask)
+    assert_run_sentence_quotes_the_chart(at, 1024, 64, mask_mod)
+
+
+def test_the_run_button_times_the_three_runs_and_says_what_it_measured(make_app):
+    at = make_app(view="masks", n="256", br="32", bc="32", heads="2", d="32")
+    at.button(key="masks_run").click().run()
+    assert_clean(at)
+    assert_run_sentence_quotes_the_chart(at, 256, 32, and_masks(document(list(doc_lengths("mixed", 256))), causal_mask))
 
 
 def test_a_score_mod_run_says_sdpa_runs_the_mask_only(make_app):
@@ -313,7 +349,7 @@ def test_a_score_mod_run_says_sdpa_runs_the_mask_only(make_app):
     at.button(key="masks_run").click().run()
     assert_clean(at)
     assert any("SDPA has no score-mod hook: its row runs the mask only, without softcap" in c.value
-               for c in at.caption)
+               for c in at.markdown)
 
 
 def test_a_run_too_large_for_the_dense_mask_is_refused_with_a_fix(make_app):
@@ -324,7 +360,7 @@ def test_a_run_too_large_for_the_dense_mask_is_refused_with_a_fix(make_app):
     assert not [b for b in at.button if b.key == "masks_run"]
 
 
-def test_time_every_preset_draws_one_point_per_preset_at_its_tile_fraction(make_app):
+def test_time_every_preset_draws_one_bar_per_preset_next_to_its_time_in_proportion(make_app):
     at = make_app(view="masks", n="128", br="32", bc="32", heads="1", d="16", mwin="32", mprefix="32", mchunk="64",
                   msinks="4", mdil="4", mdocs="equal4")
     assert_clean(at)
@@ -335,21 +371,27 @@ def test_time_every_preset_draws_one_point_per_preset_at_its_tile_fraction(make_
     mods = {p.label: build_mask(replace(spec, preset=name), 128).mask_mod for name, p in PRESETS.items()}
     counts = {label: tile_schedule(128, 128, 32, 32, mask_mod=mod).counts() for label, mod in mods.items()}
     computed = {label: c["full"] + c["partial"] for label, c in counts.items()}
-    (fig,) = [s for t, s in charts(at).items() if t == "Tiled time against the fraction of tiles computed"]
-    points, line = fig["data"]
-    assert list(points["text"]) == list(mods)  # one point per preset, in preset order
-    assert decode(points["x"]).tolist() == [computed[label] / 16 for label in mods]
-    times = decode(points["y"])  # ms
-    assert (times > 0).all()
-    unmasked = float(decode(line["y"])[1])  # ms: the reference line reaches the unmasked time at 100%
-    assert unmasked > 0
+    (fig,) = [s for t, s in charts(at).items() if t == "Time of every preset against its time in proportion to tiles"]
+    bars, marks = fig["data"]
+    names = list(bars["y"])
+    assert names[0] == "no mask · 100%" and len(names) == len(mods) + 1  # one bar per preset, the unmasked on top
+    order = sorted(mods, key=lambda label: -computed[label])  # most tiles first
+    assert names[1:] == [f"{label} · {computed[label] / 16:.0%}" for label in order]
+    times = dict(zip(names, decode(bars["x"]).tolist(), strict=True))  # ms
+    unmasked = times["no mask · 100%"]
+    assert all(t > 0 for t in times.values())
+    assert decode(marks["x"]).tolist() == pytest.approx([unmasked] + [unmasked * computed[lb] / 16 for lb in order])
+    text = next(m.value for m in at.markdown if "presets took at most" in m.value)
+    ratios = {lb: times[f"{lb} · {computed[lb] / 16:.0%}"] / (unmasked * computed[lb] / 16) for lb in mods}
+    held = [lb for lb in mods if ratios[lb] <= 1.25]
+    assert text.startswith(f"**{len(held)} of {len(mods)} presets took at most 1.2× their time in proportion**")
+    for lb in mods:  # each preset over its time in proportion has its own line, with its ratio
+        assert (f"- **{lb}** ({computed[lb] / 16:.0%} of tiles, " in text) == (lb not in held)
     best = min(mods, key=lambda label: computed[label])  # the first on a tie, as the page says
-    t = float(times[list(mods).index(best)])
-    (sentence,) = [m.value for m in at.markdown if "computed the fewest tiles" in m.value]
-    assert sentence.startswith(f"**{best}** computed the fewest tiles, {computed[best]} of 16 "
-                               f"({computed[best] / 16:.1%}), and took **{t:.3g} ms**, {t / unmasked:.1%} of the "
-                               f"unmasked kernel's {unmasked:.3g} ms"), sentence
+    t = times[f"{best} · {computed[best] / 16:.0%}"]
+    assert (f"**{best}** computed the fewest tiles, {computed[best]} of 16 ({computed[best] / 16:.1%}), and took "
+            f"**{t:.3g} ms**, {t / unmasked:.1%} of the unmasked kernel's {unmasked:.3g} ms") in text
     rows = at.dataframe[-1].value
     build = float(rows.loc[rows["label"] == best, "build_s"].iloc[0])
-    assert f"Its schedule took {build * 1e3:.3g} ms to build, once, before the timing." in sentence
+    assert f"Its schedule took {build * 1e3:.3g} ms to build, once, before the timing." in text
     assert list(rows["label"]) == [*mods, "no mask"] and (rows["repeats"] == SWEEP_REPEATS).all()

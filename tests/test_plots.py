@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
+from plotly.offline import get_plotlyjs
 
 from flashviz.figures import correctness, palette, plots, report, roofline, style
 from flashviz.measure.sweep import COLUMNS
@@ -208,7 +209,7 @@ def test_block_sweep_figure_has_two_panels_and_reference_lines():
     assert ("sdpa at N=1024 (untiled reference)", "y") in refs
     assert ("sdpa at N=1024 (untiled reference)", "y2") not in refs  # no IO model for SDPA
     assert sum(t.showlegend is not False for t in fig.data if t.mode == "lines") == 2  # one legend entry each
-    assert list(fig.layout.xaxis.ticktext) == ["16×16", "32×32", "64×64", "128×128"]
+    assert list(fig.layout.xaxis.ticktext) == ["16²", "32²", "64²", "128²"]  # square tiles: short labels that fit
 
 
 def test_block_sweep_reference_lines_keep_the_y_axes_sane():
@@ -321,7 +322,12 @@ def test_correctness_figure_draws_each_impl_and_d_under_the_bar():
     assert "%{customdata[0]}" in flash64.hovertemplate and flash64.customdata[0][0] == "4.00e-07"
     assert flash64.line.color == palette.IMPL_COLORS["flash"]
     legend = [t.name for t in fig.data if t.showlegend is not False]
-    assert {"d = 16", "d = 64", "flash (FA1 loop order)"} <= set(legend)
+    assert "flash (FA1 loop order)" in legend and len(legend) == len(set(legend))  # each implementation once
+    # one panel per head dimension, each with its implementations' lines: 4 lines a panel, not 16 in one
+    assert [a.text for a in fig.layout.annotations][:2] == ["d = 16", "d = 64"]
+    assert {t.xaxis for t in lines if t.name.endswith("d=16")} == {"x"} and {
+        t.xaxis for t in lines if t.name.endswith("d=64")} == {"x2"}
+    assert fig.layout.yaxis2.matches == "y" or fig.layout.yaxis2.range == fig.layout.yaxis.range  # one y range
 
 
 def test_correctness_figure_draws_the_tolerance_line_labelled_1e5_bar():
@@ -370,7 +376,7 @@ def test_report_html_is_standalone_and_contains_the_figures_and_table():
     assert page.startswith("<!DOCTYPE html>") and "t &lt;1&gt;" in page
     assert "plotly" in page.lower()
     assert 'src="http' not in page and "src='http" not in page  # plotly.js is inline: the page opens offline
-    assert len(page) > 1_000_000  # the whole plotly.js bundle (~4.5 MB) is in the page
+    assert get_plotlyjs() in page  # the whole plotly.js bundle is in the page: it opens offline
     assert page.count("Plotly.newPlot") == 2
     assert "<table" in page
 
@@ -424,12 +430,14 @@ def test_hbm_vs_memory_figure_marks_gpu_sram_per_sm_on_the_m_axis(dtype_bytes):
     marks = {t.name: t for t in fig.data if t.legendgroup == "sram"}
     assert set(marks) == {"A100 SRAM per SM", "H100 SRAM per SM"}
     a100, h100 = marks["A100 SRAM per SM"], marks["H100 SRAM per SM"]
-    assert list(a100.x) == [164 * 1024 / dtype_bytes] * 2 and list(h100.x) == [228 * 1024 / dtype_bytes] * 2
+    assert set(a100.x) == {164 * 1024 / dtype_bytes} and set(h100.x) == {228 * 1024 / dtype_bytes}  # verticals
     assert "164 KiB" in a100.hovertemplate and "228 KiB" in h100.hovertemplate and "A100" in a100.text
     lo, hi = fig.layout.xaxis.range
     assert lo < math.log10(a100.x[0]) < math.log10(h100.x[0]) < hi  # the axis reaches the marks
     y_lo, y_hi = fig.layout.yaxis.range
-    assert a100.y[0] == pytest.approx(10 ** y_lo) and a100.y[1] == pytest.approx(10 ** y_hi)  # full height
+    assert a100.y[0] == pytest.approx(10 ** y_lo) and a100.y[-1] == pytest.approx(10 ** y_hi)  # full height
+    (a_name,), (h_name,) = ([(y, t) for y, t in zip(m.y, m.text, strict=True) if t] for m in (a100, h100))
+    assert a_name[1] == "A100" and h_name[1] == "H100" and h_name[0] < a_name[0]  # names apart: H100's lower
     assert not [t for t in plots.hbm_vs_memory_figure(df).data if t.legendgroup == "sram"]  # marks only when given
 
 
@@ -494,14 +502,14 @@ def test_roofline_draws_one_roof_per_device_with_its_ridge_and_the_points_on_it(
     assert "float16" in fig.layout.title.subtitle.text and "model" in fig.layout.title.subtitle.text
     by_name = {t.name: t for t in fig.data if t.legendgroup != "ridge"}
     for device, peak, bw in (("A100", A100_PEAK, A100_BW), ("H100", H100_PEAK, H100_BW)):
-        roof = by_name[f"{device} roof"]
+        roof = by_name[f"{device} roof · ridge {peak / bw:.3g} FLOP/byte"]  # the ridge with its unit, in the legend
         assert list(roof.y) == pytest.approx([min(peak, bw * x) for x in roof.x])
         assert roof.x[1] == pytest.approx(peak / bw) and roof.y[1] == pytest.approx(peak)  # the bend is the ridge
         (ridge,) = [t for t in fig.data if t.legendgroup == "ridge" and f"<b>{device} ridge" in t.hovertemplate]
         assert ridge.x[0] == pytest.approx(peak / bw) and ridge.y[0] == pytest.approx(peak)
-        assert ridge.text[0] == f"{peak / bw:.0f}"
     ridges = [t for t in fig.data if t.legendgroup == "ridge"]
-    assert [t.text[0] for t in ridges] == ["153", "295"]  # 312 / 2.039 and 989.4 / 3.35, by hand
+    roofs = [t.name for t in fig.data if t.name.endswith("FLOP/byte")]
+    assert roofs == ["A100 roof · ridge 153 FLOP/byte", "H100 roof · ridge 295 FLOP/byte"]  # 312 / 2.039, 989.4 / 3.35
     assert [t.showlegend for t in ridges] == [True, False]  # one legend entry for the ridges
     naive, fa1, fa2 = by_name["naive"], by_name["FA1"], by_name["FA2"]
     assert list(naive.x) == [10.0, 10.0] and list(fa1.x) == [100.0, 100.0] and list(fa2.x) == [200.0, 200.0]
@@ -521,7 +529,14 @@ def test_roofline_draws_measured_points_as_stars_and_takes_rates_from_roofs():
     stars = [t for t in fig.data if t.name.endswith("(measured)")]
     assert {t.name for t in stars} == {"naive (measured)", "FA1 (measured)", "FA2 (measured)"}
     assert all(t.marker.symbol == "star" and t.customdata[0][0] == "this CPU" for t in stars)
-    assert "this CPU roof" in [t.name for t in fig.data]
+    assert "this CPU roof · ridge 3.33 FLOP/byte" in [t.name for t in fig.data]
+    split = roofline.roofline_figure(points, here=("this CPU",), titles=("GPUs", "here"))
+    on = {(t.name, t.xaxis) for t in split.data}
+    assert ("this CPU roof · ridge 3.33 FLOP/byte", "x2") in on and ("A100 roof · ridge 153 FLOP/byte", "x") in on
+    assert {t.xaxis for t in split.data if t.name == "naive (measured)"} == {"x2"}  # the CPU's stars on its panel
+    assert [a.text for a in split.layout.annotations] == ["GPUs", "here"]
+    names = [t.name for t in split.data if t.showlegend is not False]
+    assert len(names) == len(set(names))  # one legend entry per name across both panels
     with pytest.raises(ValueError, match="peak_flops and bandwidth"):
         roofline.roofline_figure(points.drop(columns=["peak_flops"]))
     empty = roofline.roofline_figure(pd.DataFrame())

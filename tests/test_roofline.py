@@ -1,4 +1,5 @@
-"""roofline.py, decode.py, training.py: the GPU model against hand-computed values."""
+"""roofline.py, decode.py, training.py: the GPU model against hand-computed values. This machine's measured roof:
+tests/test_roofline_runs.py."""
 
 import pytest
 
@@ -16,7 +17,6 @@ from flashviz.model.roofline import (
     roof_lines,
     roofline_points,
     sram_marks,
-    this_machine,
 )
 from flashviz.model.training import recompute_cost, recompute_table
 
@@ -68,15 +68,6 @@ def test_a_compute_bound_kernel_gains_only_what_its_flops_allow():
     cost = io_cost("q_outer", 4096, 4096, 64, 128, 128, heads=8, causal=True, dtype_bytes=2)
     assert rows.loc["q_outer", "flops"] == cost.flops < rows.loc["naive", "flops"]
     assert rows.loc["q_outer", "time_s"] == pytest.approx(max(cost.flops / 312e12, cost.bytes / 2039e9))
-
-
-def test_this_machine_is_measured_once_and_cached():
-    first = this_machine()
-    assert first is this_machine()  # the second call measures nothing
-    assert first.measured and first.sram_per_sm is None
-    assert first.peak("float32") > 1e8 and first.bandwidth > 1e7  # at least 0.1 GFLOP/s and 10 MB/s
-    points = roofline_points(256, 32, devices=[first], dtype="float32")
-    assert points["measured"].all() and (points["time_s"] > 0).all()
 
 
 def test_roof_lines_include_the_ridge_and_sram_marks_give_elements():

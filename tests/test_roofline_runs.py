@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from flashviz.measure import roofline_runs
+from flashviz.measure import roof_probe, roofline_runs
 from flashviz.measure.progress import Cancelled
 from flashviz.model.roofline import Device
-from flashviz.ui import roofline
+from flashviz.ui import roofline, roofline_text
 from flashviz.ui.state import Settings
 
 
@@ -26,9 +26,10 @@ def test_a_timing_without_naive_says_there_is_no_speedup_and_draws_no_bar():
     assert timed["algorithm"].tolist() == ["kv_outer", "q_outer"] and timed["speedup_vs_naive"].isna().all()
     assert timed["attainable_flops"].tolist() == [1e9, 2e9]  # 4 MFLOP in 4 ms and in 2 ms
     points = roofline.points_of(s, cpu)  # the GPUs at float16, this CPU at float32
-    text = roofline.timed_md(timed, points, s, tiles=16)
+    text = roofline_text.timed_md(timed, points, s.dtype, s.gpu_dtype, s.threads)
     assert "no speedup to show (naive or the tiled kernels did not run)" in text
-    assert "FA1 1 GFLOP/s (" in text and "FA2 2 GFLOP/s (" in text and "fall short" not in text
+    assert "FA1 1 GFLOP/s (" in text and "FA2 2 GFLOP/s (" in text
+    assert roofline_text.gap_md(timed, points, cpu, s.dtype, 16, 32, 32, 256, 1) == ""  # no naive: no gap to tell
 
 
 def test_a_cancelled_timing_raises_and_is_not_cached_and_progress_spans_the_run():
@@ -42,14 +43,82 @@ def test_a_cancelled_timing_raises_and_is_not_cached_and_progress_spans_the_run(
     with pytest.raises(Cancelled):
         roofline.measure(*args, _progress=cancel)
     seen: list = []
-    df = roofline.measure(*args, _progress=lambda *a: seen.append(a))
+    df, check = roofline.measure(*args, _progress=lambda *a: seen.append(a))
     assert seen and set(df["status"]) == {"ok"}  # measured anew after the cancel
     assert [s[0] for s in seen] == sorted(s[0] for s in seen) and seen[-1][:2] == (3, 3)  # 3 kernels on the CPU
     again: list = []
-    assert roofline.measure(*args, _progress=lambda *a: again.append(a)).equals(df) and not again  # cached now
+    df2, check2 = roofline.measure(*args, _progress=lambda *a: again.append(a))
+    assert df2.equals(df) and check2 == check and not again  # cached now
 
 
 def test_the_computed_tiles_quoted_are_the_schedules():
     assert roofline_runs.computed_tiles(128, 32, 32, False, None) == 16
     assert roofline_runs.computed_tiles(100, 32, 32, True, None) == 10  # 4 x 4 tiles, ragged: lower triangle
     assert roofline_runs.computed_tiles(256, 32, 32, False, (32, 0)) == 15  # a band: 8 diagonal + 7 below
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# this machine's roof bounds what is measured on it
+
+
+FAKE = Device("cpu", {"float32": 1e10}, 1e9, None, "a fake CPU: 10 GFLOP/s, 1 GB/s: ridge 10 FLOP/byte", measured=True)
+
+
+def test_a_roof_nothing_beats_is_kept_as_measured_and_not_measured_again():
+    check = roof_probe.bounded(FAKE, {"naive": (20.0, 9e9), "flash": (5.0, 4e9)}, lambda: pytest.fail("measured"))
+    assert check.roof is FAKE and check.beaten_by == () and not check.measured_again
+    text = roofline_text.roof_md(check, pd.DataFrame(), 2)
+    assert "10 GFLOP/s and 1 GB/s" in text and text.endswith("Every kernel timed here is on or under it.")
+
+
+def test_a_kernel_above_the_roof_makes_it_measured_again_and_the_best_of_both_is_kept():
+    better = Device("cpu", {"float32": 3e10}, 2e9, None, "measured again", measured=True)
+    check = roof_probe.bounded(FAKE, {"naive": (20.0, 2e10), "flash": (5.0, 4e9)}, lambda: better)
+    assert check.beaten_by == ("naive",) and check.measured_again  # 20 GFLOP/s over the 10 GFLOP/s roof
+    assert check.raised_flops is None and check.raised_bandwidth is None  # the second probe is above naive
+    assert (check.roof.peak("float32"), check.roof.bandwidth) == (3e10, 2e9)
+    timed = pd.DataFrame({"algorithm": ["naive"], "attainable_flops": [2e10], "intensity": [20.0]})
+    text = roofline_text.roof_md(check, timed, 2)
+    assert "The timing beat it (naive 20 GFLOP/s at I = 20), so the roof was measured again" in text
+    assert "30 GFLOP/s and 2 GB/s" in text and text.endswith("now on or under the roof.")
+
+
+def test_a_kernel_that_still_beats_the_measured_roof_raises_it_to_what_it_reached():
+    # naive at 40 GFLOP/s (I = 20) and FA2 moving 5 GB/s of modelled bytes (2.5 GFLOP/s at I = 0.5): both above
+    check = roof_probe.bounded(FAKE, {"naive": (20.0, 4e10), "q_outer": (0.5, 2.5e9)}, lambda: FAKE)
+    assert check.raised_flops == 4e10 and check.raised_bandwidth == 5e9
+    for intensity, reached in ((20.0, 4e10), (0.5, 2.5e9)):  # every point on or under the raised roof
+        assert reached <= min(check.roof.peak("float32"), intensity * check.roof.bandwidth)
+    timed = pd.DataFrame({"algorithm": ["naive", "q_outer"], "attainable_flops": [4e10, 2.5e9],
+                          "intensity": [20.0, 0.5]})
+    text = roofline_text.roof_md(check, timed, 1)
+    assert "the compute roof is raised to 40 GFLOP/s, the fastest rate a kernel reached here" in text
+    assert "the memory roof is raised to 5 GB/s" in text and "1 thread" in text
+
+
+def test_the_probe_is_measured_once_per_thread_count_and_measuring_again_keeps_the_best():
+    first = roof_probe.machine_roof(1)
+    assert first is roof_probe.machine_roof(1) and first.measured and first.sram_per_sm is None
+    assert first.peak("float32") > 1e8 and first.bandwidth > 1e7  # at least 0.1 GFLOP/s and 10 MB/s
+    again = roof_probe.measure_again(1)
+    assert again.peak("float32") >= first.peak("float32") and again.bandwidth >= first.bandwidth
+    assert roof_probe.machine_roof(1) is again  # the best so far is the roof from now on
+    assert "1 thread" in roofline_runs.cpu_device(1).source
+
+
+def test_the_gap_sentence_tells_the_per_tile_overhead_and_the_benchmarks_tiles():
+    s = Settings(n=128, d=16, br=32, bc=32, heads=1)
+    points = roofline.points_of(s, FAKE.__class__(roofline_runs.CPU_NAME, {"float32": 1e10}, 1e9, None, "fake",
+                                                  measured=True))
+    df = pd.DataFrame({"impl": ["naive", "flash", "flash2"], "status": "ok", "flops": [4e6, 4e6, 4e6],
+                       "hbm_bytes": [1e6, 5e5, 4e5], "time_s": [0.001, 0.004, 0.002],
+                       "device_name": roofline_runs.CPU_TIMED})
+    timed = roofline_runs.timed_points(df)
+    text = roofline_text.gap_md(timed, points, FAKE, "float32", 16, 32, 32, 64, 4)
+    # FA1: 4 ms over 16 tiles = 0.25 ms per tile; 4 MFLOP / 16 tiles at 10 GFLOP/s = 0.025 ms: 90% overhead
+    assert "FA1 took 0.25 ms per computed tile, where its FLOPs need 0.025 ms at this CPU's roof: 90% of" in text
+    assert "FA1 measured 0.25× against" in text and "FA2 measured 0.50× against" in text
+    assert "The Benchmark tab times its own tile size, 64 × 64: 4 computed tiles per call at these settings, 4× fewer" \
+        in text
+    same = roofline_text.gap_md(timed, points, FAKE, "float32", 16, 32, 32, 32, 16)
+    assert "Benchmark" not in same

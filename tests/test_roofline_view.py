@@ -23,7 +23,7 @@ from flashviz.model.iomodel import io_cost
 from flashviz.model.roofline import A100, GPUS, H100, H200
 from flashviz.ui import machine, roofline
 from flashviz.ui.query import parse_query
-from flashviz.ui.state import Env
+from flashviz.ui.state import PRESETS, Env, Settings, apply_preset
 from flashviz.units import format_bytes
 from tests._apptest import charts
 
@@ -192,14 +192,26 @@ def assert_gpu_speedups_match(at, model: pd.DataFrame, ridges: dict[str, float])
                 assert f"{alg} {ratio:.2f}×" in why
 
 
+def cpu_roof(at) -> tuple[float, float]:
+    """This CPU's roof as the chart draws it: (peak FLOP/s, bandwidth bytes/s), read off its line."""
+    (roof,) = [t for t in charts(at)[CHART]["data"] if t.get("legendgroup") == f"roof {roofline_runs.CPU_NAME}"]
+    xs, ys = values(roof["x"]), values(roof["y"])
+    return max(ys), ys[0] / xs[0]
+
+
 def assert_cpu_claims_match(at, model: pd.DataFrame, ridges: dict[str, float]) -> None:
     """This CPU: its measured roof and what the model predicts on it."""
     bars = speedup_bars(at)
-    cpu = roofline_runs.cpu_device()  # measured once per process: the app's own numbers
+    peak, bandwidth = cpu_roof(at)
     mine = model[model["device"].eq(roofline_runs.CPU_NAME)].set_index("algorithm")
-    m = re.search(r"ridge ([0-9.e+]+) FLOP/byte\): naive is (memory|compute)-bound at float32 \(I = ([0-9.]+)\), "
+    m = re.search(r"\(measured: ([0-9.e+]+) GFLOP/s fp32 matmul, ([0-9.e+]+) GB/s read; ridge ([0-9.e+]+) FLOP/byte\): "
+                  r"naive is (memory|compute)-bound at float32 \(I = ([0-9.]+)\), "
                   r"and the model predicts FA1 ([0-9.]+)×, FA2 ([0-9.]+)×", text(at))
-    assert float(m[1]) == pytest.approx(cpu.ridge("float32"), rel=5e-3) == ridges[roofline_runs.CPU_NAME]
+    assert float(m[1]) == pytest.approx(peak / 1e9, rel=5e-3)
+    assert float(m[2]) == pytest.approx(bandwidth / 1e9, rel=5e-3)
+    m = [None, m[3], m[4], m[5], m[6], m[7]]
+    assert float(m[1]) == pytest.approx(peak / bandwidth, rel=5e-3)
+    assert ridges[roofline_runs.CPU_NAME] == pytest.approx(peak / bandwidth)
     assert m[2] == ("compute" if mine.at["naive", "intensity"] >= ridges[roofline_runs.CPU_NAME] else "memory")
     for alg, claimed in (("kv_outer", m[4]), ("q_outer", m[5])):
         predicted = mine.at["naive", "time_ms"] / mine.at[alg, "time_ms"]
@@ -213,6 +225,15 @@ def assert_cpu_claims_match(at, model: pd.DataFrame, ridges: dict[str, float]) -
                          ids=["defaults", "causal", "N4096-tiles256-H8", "gpu-fp32", "window-unlinked"])
 def test_every_claim_on_screen_matches_the_chart(make_app, query):
     assert_claims_match_the_chart(open_tab(make_app, **query))
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_claim_matches_the_chart_at_every_classroom_preset(make_app, name):
+    query = {k: v for k, v in apply_preset(Settings(), name).to_query().items() if k != "view"}
+    at = open_tab(make_app, **query)
+    assert_claims_match_the_chart(at)
+    ridges = {t["name"] for t in charts(at)[CHART]["data"] if t.get("name", "").endswith("FLOP/byte")}
+    assert {"A100 roof · ridge 153 FLOP/byte", "H100 roof · ridge 295 FLOP/byte"} <= ridges  # with their unit
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -271,10 +292,16 @@ def test_the_run_button_times_the_kernels_and_every_measured_claim_matches(make_
     assert not chart_points(at)["star"].any()
     at.button(key="roof_run").click().run()
     assert not at.exception and not at.error
+    assert_measured_claims_match(at, tiles=16, bench_tiles=1)  # (128 / 32)^2 tiles; the Benchmark's 256: one
+
+
+def assert_measured_claims_match(at, *, tiles: int, bench_tiles: int) -> None:
+    """After a run: the speedups and rates quoted are the table's, the stars sit at them, every star is on or under
+    this CPU's roof as drawn, and the gap to the model is told per computed tile."""
     df = at.dataframe[0].value.set_index("impl")
     assert set(df["status"]) == {"ok"} and set(df["device"]) == {"cpu"}
     speed = {a: df.at["naive", "time_s"] / df.at[i, "time_s"] for a, i in (("FA1", "flash"), ("FA2", "flash2"))}
-    m = re.search(r"\*\*Measured on this CPU\*\* \(float32, (\d+) threads, median of 3 calls\): FA1 ([0-9.]+)×, "
+    m = re.search(r"\*\*Measured on this CPU\*\* \(float32, (\d+) threads?, median of 3 calls\): FA1 ([0-9.]+)×, "
                   r"FA2 ([0-9.]+)× naive's speed\. Reached \(.*?\): naive ([0-9.e+]+) GFLOP/s \((\d+)%\), "
                   r"FA1 ([0-9.e+]+) GFLOP/s \((\d+)%\), FA2 ([0-9.e+]+) GFLOP/s \((\d+)%\)\.", text(at))
     assert m, text(at)
@@ -283,24 +310,40 @@ def test_the_run_button_times_the_kernels_and_every_measured_claim_matches(make_
     stars = chart_points(at).query("star").set_index("algorithm")
     assert set(stars["device"]) == {"this CPU (timed here)"}
     model = chart_points(at).query("not star and device == @roofline_runs.CPU_NAME").set_index("algorithm")
+    peak, bandwidth = cpu_roof(at)
     for alg, impl, rate, share in (("naive", "naive", m[4], m[5]), ("kv_outer", "flash", m[6], m[7]),
                                    ("q_outer", "flash2", m[8], m[9])):
         reached = df.at[impl, "flops"] / df.at[impl, "time_s"]
         assert float(rate) == pytest.approx(reached / 1e9, rel=5e-3)
         assert int(share) == round(100 * reached / model.at[alg, "flops_s"])
+        assert int(share) <= 100  # a roof bounds what is measured on it
         assert stars.at[alg, "flops_s"] == pytest.approx(reached)  # the star sits at the FLOP/s reached
-        assert stars.at[alg, "intensity"] == pytest.approx(df.at[impl, "flops"] / df.at[impl, "hbm_bytes"])
-    above = any(stars.at[alg, "flops_s"] > model.at[alg, "flops_s"] for alg in SHORT)  # faster than the roof
-    assert ("A share above 100%" in text(at)) == above
+        intensity = df.at[impl, "flops"] / df.at[impl, "hbm_bytes"]
+        assert stars.at[alg, "intensity"] == pytest.approx(intensity)
+        assert reached <= min(peak, intensity * bandwidth) * (1 + 1e-9)  # on or under the roof drawn
+    (roof,) = [x for x in at.markdown if x.value.startswith("**This CPU's roof** is measured")]
+    assert ("measured again" in roof.value) != ("Every kernel timed here is on or under it." in roof.value)
     bars = speedup_bars(at)
     for alg in ("FA1", "FA2"):
         assert bars[("CPU: timed", alg, "measured")] == pytest.approx(speed[alg])
-    short = [a for a, alg in (("FA1", "kv_outer"), ("FA2", "q_outer"))
-             if speed[a] < model.at["naive", "time_ms"] / model.at[alg, "time_ms"]]
-    assert ("fall short of the model's prediction" in text(at)) == bool(short)
-    if short:
-        assert f"{' and '.join(short)} fall" in text(at)
-        assert "(16 computed tiles per call here)" in text(at)  # (128 / 32)^2
+    (gap,) = [x.value for x in at.markdown if x.value.startswith("**Predicted against measured.**")]
+    for alg, impl in (("FA1", "flash"), ("FA2", "flash2")):
+        per_tile = df.at[impl, "time_s"] / tiles
+        assert f"{alg} took {per_tile * 1e3:.3g} ms per computed tile, where its FLOPs need " in gap
+        assert (f"{alg} measured {speed[alg]:.2f}× against "
+                f"{model.at['naive', 'time_ms'] / model.at[{'FA1': 'kv_outer', 'FA2': 'q_outer'}[alg], 'time_ms']:.2f}×"
+                " predicted on this CPU's roof") in gap
+    assert f"({tiles:,} computed tiles per call at Br × Bc" in gap
+    assert (f"The Benchmark tab times its own tile size, 256 × 256: {bench_tiles:,} computed tiles" in gap) == (
+        bench_tiles != tiles)
+
+
+def test_the_run_at_the_tabs_defaults_keeps_every_star_under_the_roof_and_tells_the_gap(make_app):
+    at = open_tab(make_app)  # N = 1024, d = 64, Br = Bc = 64, H = 4
+    at.button(key="roof_run").click().run()
+    assert not at.exception and not at.error
+    assert_measured_claims_match(at, tiles=256, bench_tiles=16)  # (1024 / 64)^2 and (1024 / 256)^2
+    assert_claims_match_the_chart(at)
 
 
 def test_a_cuda_device_is_timed_too_and_joins_the_chart(make_app, monkeypatch):
@@ -333,6 +376,8 @@ def test_a_cuda_device_is_timed_too_and_joins_the_chart(make_app, monkeypatch):
     ratio = gpu.at["naive", "time_s"] / gpu.at["flash2", "time_s"]
     assert bars[("GPU: timed", "FA2", "measured")] == pytest.approx(ratio)
     assert "**Measured on Fake GPU 80GB** (bfloat16, 1 thread, median of 3 calls): FA1 " in text(at)
+    assert all(t["xaxis"] == "x" for t in charts(at)[CHART]["data"] if t.get("name", "").endswith("(measured)")
+               and "Fake GPU" in str(t.get("customdata")))  # the GPU's stars are in the GPUs' panel
     assert f"FA2 {ratio:.2f}× naive's speed" in text(at)
     assert "not flash-attn's fused CUDA kernel" in text(at)
 

@@ -10,11 +10,25 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from flashviz.model.iomodel import io_cost
+from flashviz.core.tiling import tile_schedule
+from flashviz.model.iomodel import hbm_vs_memory, io_cost
 from flashviz.ui import jobs
+from flashviz.ui.how_it_works import x_standard_md
+from flashviz.ui.state import PRESETS, Settings, apply_preset
 from flashviz.units import MIB, format_bytes
-from flashviz.vocab import DTYPE_BYTES, FLASH, FLASH2, IMPL_LABELS, IMPL_LOOP_ORDER, IMPLS, NAIVE, OK, SDPA
-from tests._apptest import assert_clean, chart, charts, decode, run_heavy
+from flashviz.vocab import (
+    DTYPE_BYTES,
+    FLASH,
+    FLASH2,
+    IMPL_LABELS,
+    IMPL_LOOP_ORDER,
+    IMPLS,
+    LOOP_ORDER_SHORT,
+    NAIVE,
+    OK,
+    SDPA,
+)
+from tests._apptest import assert_clean, chart, charts, decode, run_heavy, tile_map
 
 MS_PER_S = 1e3
 
@@ -51,6 +65,111 @@ def test_how_it_works_traffic_metrics_are_io_costs_numbers(make_app, query):
     assert metrics == [format_bytes(cost[a].bytes) for a in ["naive", *orders]]
     ratios = [float(m.group(1)) for c in at.caption if (m := re.match(r"([\d.]+) x standard", c.value))]
     assert ratios == pytest.approx([cost[a].bytes / cost["naive"].bytes for a in orders], abs=0.005)
+
+
+def preset_query(name: str | None) -> dict[str, str]:
+    """The link of a classroom preset (None: the defaults), on the How it works tab."""
+    return {} if name is None else {**apply_preset(Settings(), name).to_query(), "view": "how"}
+
+
+def frame_of_tile(panel) -> dict[tuple[int, int], int]:
+    """(i, j) -> k, from the map's counters: the frame whose counter reads "tile k/n: i=.., j=..", for every frame."""
+    out = {}
+    for frame in panel.frames.values():
+        m = re.match(r"FA[12] tile (\d+)/\d+: i=(\d+), j=(\d+)", frame["counter"][0])
+        out[(int(m[2]), int(m[3]))] = int(m[1])
+    return out
+
+
+@pytest.mark.parametrize("name", [None, *PRESETS])
+def test_how_it_works_at_its_defaults_and_every_preset_tells_the_truth(make_app, name):
+    at = make_app(**preset_query(name))
+    assert_clean(at)
+    s = Settings() if name is None else apply_preset(Settings(), name)
+    b = DTYPE_BYTES[s.dtype]
+    naive = io_cost("naive", s.n, s.n, s.d, s.br, s.bc, dtype_bytes=b)
+    m = tile_map(at)
+    for panel in m.panels:
+        # standard attention's counter: its IO-model total times the share of S in the tiles visited so far,
+        # counted here from the tile geometry (skipped tiles too: it computes every score)
+        tiles = list(tile_schedule(s.n, s.n, s.br, s.bc, causal=s.causal, window=s.window, loop_order=panel.loop_order))
+        done, share = 0, {}
+        for t in tiles:
+            done += min(s.br, s.n - t.q_block * s.br) * min(s.bc, s.n - t.k_block * s.bc)
+            share[(t.q_block, t.k_block)] = done / s.n**2
+        for frame in panel.frames.values():
+            assert frame["counter"][2] == f"standard attention: {format_bytes(naive.bytes * share[frame['current']])}"
+        last = max(panel.frames)
+        if panel.frames[last]["current"] == (tiles[-1].q_block, tiles[-1].k_block):
+            assert panel.frames[last]["counter"][2] == f"standard attention: {format_bytes(naive.bytes)}"
+    # the row inspector's x axis counts computed tiles: each of its points sits at the map's "tile k" of that tile
+    inspector = chart(at, "Row inspector")
+    frames = frame_of_tile(m.panels[0])
+    after = next(t for t in inspector["data"] if t.get("name", "").endswith(": rescale factor"))  # the first order
+    row = int(re.search(r"query row (\d+)", inspector["layout"]["title"]["text"])[1])
+    points = dict(zip(decode(after["x"]).astype(int).tolist(), after["text"], strict=True))
+    for x, hover in points.items():
+        j = int(re.search(r"key block j=(\d+)", hover)[1])
+        if (row // s.br, j) in frames:
+            assert frames[(row // s.br, j)] == x, (x, hover)
+    # the "x standard" sentence quotes io_cost's ratio and says why when the tiled kernel moves more
+    for order in s.loop_orders:
+        ratio = io_cost(order, s.n, s.n, s.d, s.br, s.bc, causal=s.causal, window=s.window).accesses / naive.accesses
+        (line,) = [x.value for x in at.markdown if x.value.startswith(f"**{LOOP_ORDER_SHORT[order]} moves ")]
+        assert line.startswith(f"**{LOOP_ORDER_SHORT[order]} moves {ratio:.2f}× standard attention's bytes")
+        assert ("here, more." in line) == (ratio > 1.1) and ("S and P never reach HBM" in line) == (ratio < 0.9)
+    (why,) = [x.value for x in at.markdown if "m grew on" in x.value or "m never grew" in x.value]
+    assert why.startswith(f"Row {row} was picked automatically")  # the key sentence is body text
+
+
+def test_the_x_standard_sentence_explains_a_tiled_kernel_that_moves_more():
+    # N = 1000, d = 111, 32 x 32 tiles: FA1 makes 32 passes of about 3 N d = 333,000 elements against 4 N^2 = 4,000,000
+    naive = io_cost("naive", 1000, 1000, 111, 32, 32).accesses
+    fa1, fa2 = (io_cost(o, 1000, 1000, 111, 32, 32).accesses for o in ("kv_outer", "q_outer"))
+    text = x_standard_md("kv_outer", fa1, naive, 1000, 111, 32, 32)
+    assert text.startswith(f"**FA1 moves {fa1 / naive:.2f}× standard attention's bytes here, more.**")
+    assert "4N² = 4,000,000 elements" in text and "makes 32 passes (N / Bc = 1000 / 32)" in text
+    assert "about 3Nd = 333,000 elements" in text and "FA1 needs Bc > 3d/4 = 83.2, and here Bc = 32" in text
+    assert "FA2 needs Br > d/2 = 55.5" in x_standard_md("q_outer", fa2, naive, 1000, 111, 32, 32)
+    wide = x_standard_md("kv_outer", io_cost("kv_outer", 1000, 1000, 111, 128, 128).accesses, naive, 1000, 111,
+                         128, 128)  # Bc = 128 > 83.2: fewer bytes
+    assert "S and P never reach HBM" in wide and "more" not in wide.split("**")[1]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# IO model: the curves are the model's, the unmasked ones drawn pale behind a mask's
+
+
+@pytest.mark.parametrize("name", [None, *PRESETS])
+def test_io_model_at_its_defaults_and_every_preset_draws_the_unmasked_curves_behind_a_mask(make_app, name):
+    query = {} if name is None else {**apply_preset(Settings(), name).to_query()}
+    at = make_app(**{**query, "view": "io"})
+    assert_clean(at)
+    s = Settings() if name is None else apply_preset(Settings(), name)
+    ms = [2**e for e in range(10, 23)]
+    spec = chart(at, "HBM accesses vs on-chip memory M")
+    kw = dict(algorithms=("naive", "kv_outer", "q_outer"), batch=s.batch, heads=s.heads,
+              dtype_bytes=DTYPE_BYTES[s.dtype])
+    masked = hbm_vs_memory(ms, s.n, s.d, causal=s.causal, window=s.window, **kw)
+    plain = hbm_vs_memory(ms, s.n, s.d, **kw)
+    for algorithm, label in (("kv_outer", "FlashAttention-1 (kv_outer)"), ("q_outer", "FlashAttention-2 (q_outer)")):
+        want = masked[masked["algorithm"] == algorithm].set_index("M")["accesses"].astype(float).to_dict()
+        assert curve(spec, label) == pytest.approx(want)
+    ghosts = [t for t in spec["data"] if t.get("legendgroup") == "ghost"]
+    text = "\n".join(m.value for m in at.markdown)
+    # the unmasked FA1 and FA2 drawn pale behind a mask's, wherever the mask changes them: "half" is seen against
+    # what it halves (where one block holds every key at every M, the curves coincide and no ghost is needed)
+    differ = [a for a in ("kv_outer", "q_outer") if not np.allclose(
+        masked[masked["algorithm"] == a]["accesses"].to_numpy(float), plain[plain["algorithm"] == a]["accesses"])]
+    assert len(ghosts) == len(differ) and all(t.get("opacity", 1) < 0.5 for t in ghosts)
+    for t, algorithm in zip(ghosts, differ, strict=True):
+        want = plain[plain["algorithm"] == algorithm].set_index("M")["accesses"].astype(float).to_dict()
+        got = dict(zip(decode(t["x"]).astype(int).tolist(), decode(t["y"]).astype(float), strict=True))
+        assert got == pytest.approx(want)
+        ratio = masked[masked["algorithm"] == algorithm]["accesses"].iloc[0] / want[ms[0]]
+        assert f"With the mask it starts at {ratio:.2f} × the unmasked value" in text
+    assert bool(differ) <= bool(s.causal or s.window is not None)  # no mask, no ghost
+    assert {"A100", "H100"} <= {x for t in spec["data"] if t.get("legendgroup") == "sram" for x in t["text"] if x}
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -127,10 +246,11 @@ def _scaled_sweep(monkeypatch, naive_factor: float):
 def test_the_slower_than_naive_caption_shows_only_when_true(make_app, monkeypatch, factor, shown):
     _scaled_sweep(monkeypatch, factor)
     at = run_heavy(make_app, "bench", ns="32", impls="naive,flash")
-    captions = [c.value for c in at.caption if "slower than naive" in c.value]
+    captions = [c.value for c in at.markdown if "slower than naive" in c.value]  # body text, not a grey caption
     assert bool(captions) == shown
     if shown:
         assert "flash at N = 32" in captions[0] and "Python loop iteration" in captions[0]
+        assert "see the modelled traffic chart below and the IO model tab" in captions[0]  # the chart is below
 
 
 def test_benchmark_compares_causal_with_no_mask(make_app):
@@ -170,14 +290,16 @@ def test_block_size_tab_draws_measured_time_and_io_costs_traffic_against_tile_si
 def test_blocks_as_large_as_n_are_explained(make_app):
     at = make_app(view="block", n="16", blocks="8,16,32")
     assert_clean(at)
-    assert any("16, 32 are at least N = 16" in c.value for c in at.caption)
+    assert any("16, 32 are at least N = 16" in c.value for c in at.markdown)
 
 
 @pytest.mark.parametrize(("factor", "shown"), [(1e-6, True), (1e6, False)])
 def test_the_block_tab_explains_tiled_points_slower_than_naive_only_when_true(make_app, monkeypatch, factor, shown):
     _scaled_sweep(monkeypatch, factor)  # the naive reference line comes from run_sweep
     at = run_heavy(make_app, "block", n="64", blocks="16")
-    assert any("above the naive line" in c.value for c in at.caption) == shown
+    lines = [m.value for m in at.markdown if "above the naive line" in m.value]
+    assert bool(lines) == shown
+    assert all("the modelled traffic panel above" in line for line in lines)  # the block figure's right panel
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -210,7 +332,8 @@ def test_correctness_tab_passes_the_1e5_bar(make_app):
     assert worst == pytest.approx(float(table.max().max()), rel=0.01) and worst <= 1e-5
     assert red_cells(at.dataframe[0]) == set()
     fig = chart(at, "Largest error vs float64 SDPA")
-    assert {"d = 16", "1e-5 bar (pass below)"} <= {t.get("name") for t in fig["data"]}
+    assert "1e-5 bar (pass below)" in {t.get("name") for t in fig["data"]}
+    assert next(a["text"] for a in fig["layout"]["annotations"]) == "d = 16"  # a panel per head dimension
 
 
 def test_correctness_fails_in_red_when_an_implementation_is_over_the_bar(make_app, monkeypatch):
@@ -254,8 +377,7 @@ def run_heavy_allowing_errors(make_app, view: str, **extra: str):
 
 def test_correctness_says_which_settings_are_its_own(make_app):
     at = make_app(view="correct", n="512", d="32")
-    assert any(c.value.startswith("This tab checks the head dimensions d and lengths N chosen below") for c in
-               at.caption)
+    assert any("the head dimensions d and lengths N are chosen below" in m.value for m in at.markdown)
     at = make_app(view="correct", dtype="float16")
     assert "float32" in at.warning[0].value
 
@@ -280,3 +402,51 @@ def test_training_charts_draw_the_measured_numbers(make_app):
     assert table["type"] == "table" and table["cells"]["values"][0] == ["32", "64"]
     (ran,) = [c.value for c in at.caption if c.value.startswith("**Ran with**")]
     assert "N = 32, 64" in ran and "not causal" in ran
+
+
+@pytest.mark.parametrize(("factor", "shown"), [(1e-6, True), (1e6, False)])
+def test_trainings_slower_than_naive_sentence_points_only_at_what_exists(make_app, monkeypatch, factor, shown):
+    _scaled_sweep(monkeypatch, factor)
+    at = run_heavy(make_app, "train", ns="32", impls="naive,flash")
+    lines = [m.value for m in at.markdown if "slower than naive in training" in m.value]
+    assert bool(lines) == shown
+    for line in lines:  # the Training tab draws no traffic chart: nothing "below" to point at
+        assert "traffic below" not in line and "chart below" not in line and line.endswith("see the IO model tab.")
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# every run button at its tab's defaults: the page draws and says what it measured (internal consistency, not speed)
+
+
+def _drawn_against_measured(at, view: str) -> None:
+    """The first result chart draws the measured rows' numbers, and what the page says quotes them."""
+    if view == "correct":  # the verdict quotes the largest error of the table under it
+        (box,) = [s.value for s in [*at.success, *at.error] if "Largest error" in s.value]
+        worst = float(re.search(r"\*\*([0-9.e+-]+)\*\*", box).group(1))
+        assert worst == pytest.approx(float(at.dataframe[0].value.max().max()), rel=0.01)
+        assert ("pass" in box) == (worst <= 1e-5)
+        return
+    df = next(d.value for d in at.dataframe if {"impl", "status"} <= set(d.value.columns))
+    ok = df[df["status"].astype(str) == OK]
+    title, x, column, scale = {
+        "bench": ("Peak memory vs sequence length", "N", "peak_bytes", 1 / MIB),
+        "train": ("Forward + backward: peak memory vs N", "N", "peak_bytes", 1 / MIB),
+        "block": ("Tile size trade-off", "tile", "time_s", MS_PER_S)}[view]
+    fig = charts(at)[title]
+    for impl in dict.fromkeys(ok["impl"]):
+        rows = ok[ok["impl"] == impl]
+        keys = (rows["block_q"] * rows["block_k"]) if x == "tile" else rows["N"]
+        assert curve(fig, IMPL_LABELS[impl]) == pytest.approx(
+            dict(zip(keys.astype(int), rows[column].astype(float) * scale, strict=True))), (view, impl)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("view", ["bench", "block", "correct", "train"])
+def test_a_run_at_the_tabs_defaults_draws_and_quotes_what_it_measured(make_app, view):
+    at = make_app(view=view)  # nothing but the tab: its defaults
+    assert_clean(at)
+    at.button(key=f"{view}_run").click().run()
+    assert_clean(at)
+    _drawn_against_measured(at, view)
+    for line in (m.value for m in at.markdown if "slower than naive" in m.value or "above the naive line" in m.value):
+        assert ("chart below" in line) == (view == "bench")  # "the modelled traffic chart below" only where it is

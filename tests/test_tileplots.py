@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from flashviz.core.tiling import tile_schedule
 from flashviz.figures import palette
 from flashviz.figures import rows as rowplots
 from flashviz.figures.rows import row_figure
@@ -14,13 +15,19 @@ from flashviz.measure.trace import pick_row, row_trace
 # the row inspector
 
 
+def computed_steps(schedule) -> list[int]:
+    """The schedule positions of its computed tiles, in visiting order: the k-th is the tile map's "tile k"."""
+    return [s for s, tile in enumerate(schedule) if tile.status != "skipped"]
+
+
 def test_row_figure_shows_m_factor_and_the_three_l_values_per_tile():
     pick = pick_row(64, 8, 16, 16, causal=True)
     rows = [row_trace(64, 8, 16, 16, row=pick.row, causal=True, loop_order=o) for o in ("kv_outer", "q_outer")]
-    fig = row_figure(rows, n_steps=16, note=pick.reason)
+    fig = row_figure(rows, n_tiles=10, note=pick.reason)  # 4 x 4 tiles, causal: 10 computed
     by_name = {t.name: t for t in fig.data}
     fa1 = rows[0]
-    x = [s + 1 for s in fa1.step]
+    computed = computed_steps(tile_schedule(64, 64, 16, 16, causal=True))  # the tile map's "tile k/n" counts these
+    x = [computed.index(s) + 1 for s in fa1.step]
     assert list(by_name["FA1: m after each tile"].y) == list(fa1.m)
     assert list(by_name["FA1: m before the tile"].y)[1:] == list(fa1.m_before)[1:]
     assert by_name["FA1: m before the tile"].y[0] is None  # -inf before the first tile: nothing drawn
@@ -38,25 +45,28 @@ def test_row_figure_shows_m_factor_and_the_three_l_values_per_tile():
 def test_row_figure_marks_the_tiles_where_m_grew_and_says_how_many():
     rows = [row_trace(16, 8, 4, 4, row=15, causal=True, loop_order=o) for o in ("kv_outer", "q_outer")]
     assert rows[0].rescales >= 1
-    fig = row_figure(rows, n_steps=16, note="picked")
+    fig = row_figure(rows, n_tiles=10, note="picked")
     shaded = sorted({(s.x0, s.x1) for s in fig.layout.shapes})
-    expected = sorted({(s + 0.5, s + 1.5) for tr in rows for s, g in zip(tr.step, tr.grew, strict=True) if g})
+    computed = {tr.loop_order: computed_steps(tile_schedule(16, 16, 4, 4, causal=True, loop_order=tr.loop_order))
+                for tr in rows}
+    expected = sorted({(computed[tr.loop_order].index(s) + 0.5, computed[tr.loop_order].index(s) + 1.5)
+                       for tr in rows for s, g in zip(tr.step, tr.grew, strict=True) if g})
     assert shaded == expected and len(fig.layout.shapes) == 3 * len(expected)  # across the three panels
     assert f"m grew on {rows[0].rescales} of the row's {len(rows[0].step)} tiles" in fig.layout.title.subtitle.text
     assert fig.layout.title.subtitle.text.endswith("picked")
-    flat = row_figure([row_trace(16, 8, 4, 4, row=0, causal=True)], n_steps=16)  # one tile: nothing can grow
+    flat = row_figure([row_trace(16, 8, 4, 4, row=0, causal=True)], n_tiles=10)  # one tile: nothing can grow
     assert "no rescale" in flat.layout.title.subtitle.text and not flat.layout.shapes
 
 
 def test_row_figure_axis_titles_are_words_that_render():
-    fig = row_figure([row_trace(64, 8, 16, 16, row=40, causal=True)], n_steps=16)
+    fig = row_figure([row_trace(64, 8, 16, 16, row=40, causal=True)], n_tiles=10)
     titles = [fig.layout[f"yaxis{k}"].title.text for k in ("", "2", "3")]
     assert all(len(t) >= 3 for t in titles), titles  # a lone rotated "l" reads as a dash on screen
-    assert fig.layout.xaxis3.title.text and tuple(fig.layout.xaxis.range) == (0.5, 16.5)
+    assert "computed tile k of 10" in fig.layout.xaxis3.title.text and tuple(fig.layout.xaxis.range) == (0.5, 10.5)
     assert fig.layout.title.text.startswith("Row inspector: query row 40")
     assert min(a.font.size for a in fig.layout.annotations) >= 16 and fig.layout.legend.font.size >= 16
     with pytest.raises(ValueError, match="at least one RowTrace"):
-        row_figure([], n_steps=4)
+        row_figure([], n_tiles=4)
 
 
 @pytest.mark.parametrize("module", [rowplots])

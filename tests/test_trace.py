@@ -127,8 +127,8 @@ def test_pick_row_finds_a_rescaling_row_at_every_dashboard_preset(preset):
     s = apply_preset(Settings(), preset)
     pick = pick_row(s.n, s.d, s.br, s.bc, causal=s.causal, window=s.window, dtype=s.dtype, near=s.row)
     assert 0 <= pick.row < s.n and pick.rescales >= 1
-    assert pick.reason == f"row {pick.row}: the most rescales ({pick.rescales} of {pick.tiles} tiles) of the " \
-        f"{pick.checked} rows checked"
+    assert pick.reason == f"row {pick.row}: the most rescales ({pick.rescales} of {pick.tiles} tiles) among " \
+        f"{pick.checked} rows"
     if s.n * s.n * s.d <= 1024 * 1024 * 64:  # run the kernel where it is quick: it sees the same rescales
         tr = row_trace(s.n, s.d, s.br, s.bc, row=pick.row, causal=s.causal, window=s.window, dtype=s.dtype)
         assert tr.rescales == pick.rescales and len(tr.step) == pick.tiles

@@ -11,8 +11,9 @@ import math
 
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
-from flashviz.figures.palette import D_SYMBOLS, MARKER_PX, REFERENCE_COLOR
+from flashviz.figures.palette import AXIS_TITLE_FONT_PX, REFERENCE_COLOR
 from flashviz.figures.style import (
     add_not_run,
     add_note,
@@ -57,12 +58,13 @@ def tolerance_for(dtype: str) -> tuple[float, str]:
 
 
 def correctness_figure(df: pd.DataFrame | None, *, tol: float | None = None, dtype: str | None = None) -> go.Figure:
-    """Largest absolute error against float64 SDPA vs N, one line per (implementation, d), log-log, with the
-    dtype's tolerance as a horizontal line (the "1e-5 bar" in float32; 2 eps in float16 / bfloat16).
+    """Largest absolute error against float64 SDPA vs N, one panel per head dimension d (two to a row, one y range
+    for all), one line per implementation in each, log-log, with the dtype's tolerance as a horizontal line in every
+    panel (the "1e-5 bar" in float32; 2 eps in float16 / bfloat16).
 
-    Colour and dash say the implementation, the marker says d (the legend lists each once). Errors of exactly 0
-    cannot sit on a log axis: they are drawn at a floor (a tenth of the smallest non-zero error, or tol / 1000)
-    and their hover says so. Rows not run are crosses on the floor, with the reason in the hover.
+    Colour, dash and marker say the implementation (the legend lists each once); the panel's title says d. Errors of
+    exactly 0 cannot sit on a log axis: they are drawn at a floor (a tenth of the smallest non-zero error, or
+    tol / 1000) and their hover says so. Rows not run are crosses on the floor, with the reason in the hover.
 
     Args:
         df: the Correctness tab's run_sweep rows (columns impl, N, d, max_abs_err, status; dtype optional).
@@ -81,12 +83,18 @@ def correctness_figure(df: pd.DataFrame | None, *, tol: float | None = None, dty
     why = None
     if tol is None:
         tol, why = tolerance_for(dtype)
-    fig = go.Figure()
+    ok_input = df is not None and len(df) and {"impl", "N", "max_abs_err"} <= set(df.columns)
+    ds = sorted(pd.to_numeric(df["d"], errors="coerce").dropna().unique()) if ok_input and "d" in df else []
+    cols = min(PANELS_PER_ROW, max(len(ds), 1))
+    rows = -(-max(len(ds), 1) // cols)
+    fig = make_subplots(rows=rows, cols=cols, shared_yaxes=True, horizontal_spacing=0.06,
+                        vertical_spacing=0.5 / (rows + 1), subplot_titles=[f"d = {d:g}" for d in ds] or None)
     style_figure(fig, title="Largest error vs float64 SDPA", x_title="sequence length N (tokens)",
-                 y_title="max |O - O_ref| (absolute error)", log_x=True, log_y=True)
+                 y_title="max |O − O_ref| (error)", log_x=True, log_y=True)
     if why is not None:
         set_subtitle(fig, why)
-    if df is None or len(df) == 0 or not {"impl", "N", "max_abs_err"} <= set(df.columns):
+    fig.update_layout(margin_t=(fig.layout.margin.t or fig.layout.template.layout.margin.t) + PANEL_TITLE_PX)
+    if not ok_input:
         add_note(fig, "No data yet: run the correctness check.")
         return fig
     df = df.assign(N=pd.to_numeric(df["N"], errors="coerce"), err=pd.to_numeric(df["max_abs_err"], errors="coerce"))
@@ -96,51 +104,71 @@ def correctness_figure(df: pd.DataFrame | None, *, tol: float | None = None, dty
     drawn = ok_rows(df) & df["err"].notna()
     positive = df.loc[drawn & (df["err"] > 0), "err"]
     floor = float(positive.min()) / 10 if len(positive) else tol / 1000
-    ds = sorted(df["d"].dropna().unique())
-    symbol_of = {d: D_SYMBOLS[i % len(D_SYMBOLS)] for i, d in enumerate(ds)}
+    cells = {d: (k // cols + 1, k % cols + 1) for k, d in enumerate(ds)} or {math.nan: (1, 1)}
     for impl in impls_in(df):
         mine = df["impl"].astype(str).eq(impl)
-        _add_error_lines(fig, df[mine & drawn], impl, ds, symbol_of, floor, tol)
-        add_not_run(fig, df[mine & ~drawn], impl, "N", floor)
-    for d in ds:  # one legend entry per d, showing its marker
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"d = {d:g}", legendgroup=f"d={d:g}",
-                                 marker={"symbol": symbol_of[d], "size": MARKER_PX, "color": "#444"}))
-    _finish_correctness(fig, df, drawn, floor, tol)
+        for k, (d, (r, c)) in enumerate(cells.items()):
+            here = mine & (df["d"].eq(d) if ds else True)
+            _add_error_line(fig, df[here & drawn], impl, d, floor, tol, r, c, legend=k == 0)
+            add_not_run(fig, df[here & ~drawn], impl, "N", floor, row=r, col=c, legend=k == 0)
+    _finish_correctness(fig, df, drawn, floor, tol, cells)
+    fig.update_layout(height=CORRECT_FRAME_PX + CORRECT_PANEL_PX * rows)
     return fig
 
 
-def _add_error_lines(fig: go.Figure, rows: pd.DataFrame, impl: str, ds: list, symbol_of: dict, floor: float,
-                     tol: float) -> None:
-    """One legend entry for `impl` and one line per head dimension d of its rows that ran."""
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines+markers", name=IMPL_LABELS.get(impl, impl),
-                             legendgroup=impl, line=impl_line(impl), marker=impl_marker(impl)))
-    for d in ds if ds else [math.nan]:
-        mine = rows[rows["d"].eq(d)] if ds else rows
-        if not len(mine):
-            continue
-        errs = mine["err"].tolist()
-        shown = [e if e > 0 else floor for e in errs]
-        notes = [f"{e:.2e}" if e > 0 else f"0 (exact; drawn at {fmt_sci(floor)}, the floor of this log axis)"
-                 for e in errs]
-        verdict = ["under the bar" if e <= tol else "OVER the bar" for e in errs]
-        fig.add_trace(go.Scatter(
-            x=mine["N"], y=shown, mode="lines+markers", name=f"{impl}, d={d:g}", legendgroup=impl,
-            showlegend=False, line=impl_line(impl, width=1.5), marker=impl_marker(impl, symbol_of.get(d)),
-            customdata=list(zip(notes, verdict, strict=True)),
-            hovertemplate=(f"<b>{impl}</b>, d={d:g}, N=%{{x}}<br>max |err| = %{{customdata[0]}}<br>"
-                           f"%{{customdata[1]}} ({fmt_sci(tol)})<extra></extra>")))
+PANEL_TITLE_PX = 30  # the panels' titles under the figure's subtitle
+PANELS_PER_ROW = 2  # head dimensions side by side: each panel about 350 px wide on a 1280 px page
+CORRECT_PANEL_PX = 230  # one row of panels
+CORRECT_FRAME_PX = 330  # the title, subtitle, x titles and the legend underneath
 
 
-def _finish_correctness(fig: go.Figure, df: pd.DataFrame, drawn: pd.Series, floor: float, tol: float) -> None:
-    """Axes, the labelled tolerance line across the whole plot, and the notes (zeros on the floor, nothing ran)."""
+def _add_error_line(fig: go.Figure, rows: pd.DataFrame, impl: str, d: float, floor: float, tol: float, row: int,
+                    col: int, legend: bool) -> None:
+    """The line of `impl` at head dimension d (its rows that ran), in its panel; the legend names it once."""
+    if not len(rows):
+        return
+    errs = rows["err"].tolist()
+    shown = [e if e > 0 else floor for e in errs]
+    notes = [f"{e:.2e}" if e > 0 else f"0 (exact; drawn at {fmt_sci(floor)}, the floor of this log axis)"
+             for e in errs]
+    verdict = ["under the bar" if e <= tol else "OVER the bar" for e in errs]
+    fig.add_trace(go.Scatter(
+        x=rows["N"], y=shown, mode="lines+markers", name=f"{impl}, d={d:g}", legendgroup=impl, showlegend=False,
+        line=impl_line(impl, width=2), marker=impl_marker(impl), customdata=list(zip(notes, verdict, strict=True)),
+        hovertemplate=(f"<b>{impl}</b>, d={d:g}, N=%{{x}}<br>max |err| = %{{customdata[0]}}<br>"
+                       f"%{{customdata[1]}} ({fmt_sci(tol)})<extra></extra>")), row=row, col=col)
+    if legend:
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines+markers", name=IMPL_LABELS.get(impl, impl),
+                                 legendgroup=impl, line=impl_line(impl), marker=impl_marker(impl)), row=row, col=col)
+
+
+def _finish_correctness(fig: go.Figure, df: pd.DataFrame, drawn: pd.Series, floor: float, tol: float,
+                        cells: dict) -> None:
+    """Axes (one y range for every panel), the labelled tolerance line across each panel, and the notes (zeros on
+    the floor, nothing ran)."""
     x_axis = measured_axis(df["N"].dropna().tolist())
-    fig.update_xaxes(**x_axis)
-    if "range" in x_axis:
-        reference_line(fig, tol, x_range=x_axis["range"], name=f"{fmt_sci(tol)} bar (pass below)",
-                       label=f"{fmt_sci(tol)} bar", color=REFERENCE_COLOR, dash="dash",
-                       hover=f"tolerance {fmt_sci(tol)}: every error must stay below")
-    fig.update_yaxes(**log_axis([*axis_extent(fig, "y", "y"), tol], "sci"))  # the floor only if a point sits on it
+    fig.update_xaxes(**x_axis, title_text="")
+    fig.update_yaxes(title_text="")  # the left panels name the axis for their row
+    fig.update_annotations(font={"size": AXIS_TITLE_FONT_PX})  # the panels' titles: d = ...
+    for k, (r, c) in enumerate(cells.values()):
+        if "range" in x_axis:
+            reference_line(fig, tol, x_range=x_axis["range"], name=f"{fmt_sci(tol)} bar (pass below)",
+                           label=f"{fmt_sci(tol)} bar" if k == 0 else None, color=REFERENCE_COLOR, dash="dash",
+                           legend=k == 0, hover=f"tolerance {fmt_sci(tol)}: every error must stay below", row=r, col=c)
+        if r == max(rr for rr, _ in cells.values()):
+            fig.update_xaxes(title_text="sequence length N (tokens)", row=r, col=c)
+        if c == 1:
+            fig.update_yaxes(title_text="max |O − O_ref| (error)", row=r, col=c)
+    extent = [y for ax in ("y", *(f"y{k}" for k in range(2, len(cells) + 1))) for y in axis_extent(fig, "y", ax)]
+    fig.update_yaxes(**log_axis([*extent, tol], "sci"))  # the floor only if a point sits on it
+    plot_px = CORRECT_PANEL_PX * max(r for r, _ in cells.values())
+    fig.update_layout(legend={"orientation": "h", "x": 0, "xanchor": "left", "yanchor": "top",
+                              "y": -CORRECT_LEGEND_GAP_PX / plot_px}, margin={"b": CORRECT_BOTTOM_PX})
     if (drawn & df["err"].eq(0)).any():
         add_note(fig, f"errors of exactly 0 are drawn at {fmt_sci(floor)} (hover says so)", y=1.04)
     if not drawn.any():
         add_note(fig, "No row ran: hover the crosses for the reasons.", y=0.9)
+
+
+CORRECT_LEGEND_GAP_PX = 80  # from the lowest panels' bottom to the legend: under their tick labels and x titles
+CORRECT_BOTTOM_PX = 170  # the x titles and two rows of legend

@@ -211,7 +211,13 @@ def _label_splits(fig: go.Figure, trace: DecodeTrace) -> None:
 
 
 def _step_label(done: int | None, most: int) -> str:
-    return "merge" if done is None else f"{done}/{most} blocks"
+    """The slider's words for a frame: how many of its own blocks each split has read.
+
+    Example:
+        >>> _step_label(3, 16), _step_label(None, 16)
+        ('3 of its 16 blocks', 'merge')
+    """
+    return "merge" if done is None else f"{done} of its {most} blocks"
 
 
 def _fix_axes(fig: go.Figure, trace: DecodeTrace, per_split: list[range]) -> None:
@@ -243,7 +249,8 @@ def _controls(names: list[str], labels: list[str]) -> dict:
                          "buttons": [{"label": "▶ Play", "method": "animate", "args": [None, play]},
                                      {"label": "❚❚ Pause", "method": "animate", "args": [[None], pause]}]}],
         "sliders": [{"active": 0, "x": SLIDER_X, "len": 1 - SLIDER_X, "y": -SLIDER_TOP_PX / plot_h, "yanchor": "top",
-                     "currentvalue": {"prefix": "shown: ", "font": {"size": BASE_FONT_PX, "color": "#111111"}},
+                     "currentvalue": {"prefix": "each split has read ",
+                                      "font": {"size": BASE_FONT_PX, "color": "#111111"}},
                      "font": {"size": 2, "color": "rgba(0,0,0,0)"}, "ticklen": 0, "minorticklen": 0,
                      "steps": [{"method": "animate", "label": label, "args": [[name], {
                          "mode": "immediate", "frame": {"duration": 0, "redraw": True},

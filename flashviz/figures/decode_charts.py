@@ -21,9 +21,14 @@ from flashviz.figures.palette import BASE_FONT_PX, MARKER_PX, REFERENCE_COLOR
 from flashviz.figures.style import FIG_HEIGHT_PX, GB, add_note, flashviz_template, log_axis, set_subtitle, style_figure
 from flashviz.model.decode_batch import PREFILL  # torch-free: the points' kinds
 
-TABLE_COLS_MAX = 64  # logical pages drawn per sequence; more are summarised in the subtitle
-POOL_WIDTH = 32  # physical pages per row of the pool drawing
-TEXT_CELLS_MAX = 32  # page numbers written inside the cells up to this many columns (beyond, hover only)
+TABLE_PAGES_MAX = 64  # logical pages drawn per sequence; more are summarised in the subtitle
+POOL_PAGES_MAX = 128  # physical pages drawn (8 rows); the subtitle says when there are more
+PAGES_PER_ROW = 16  # pages per row of the block table and of the pool: wide enough cells for their numbers
+CELL_FONT_PX = 16  # page numbers inside the cells
+TABLE_ROW_PX = 34  # one row of cells
+TABLE_FRAME_PX = 220  # the title, the two panel titles and the margins
+TABLE_LEFT_PX = 150  # the rows' names: "seq 0: 48–63", "pages 128–143"
+OWNER_COLORS = ("#C7C7C7", "#F4C28A", "#9ECAE9", "#B5DDA4")  # pool pages by owning sequence: light, so text reads
 VARIANT_SYMBOLS = {"MHA": "circle", "MQA": "square"}  # GQA variants get a diamond
 PREFILL_SYMBOL = "star"
 ROOF_DASHES = ("solid", "dash", "dot", "dashdot", "longdash")
@@ -35,10 +40,18 @@ def _split_of(key: int, splits: Sequence[tuple[int, int]]) -> int | None:
     return next((s for s, (a, b) in enumerate(splits) if a <= key < b), None)
 
 
+def _rows_of(n: int, width: int) -> list[range]:
+    """Indices 0..n-1 cut into rows of `width`."""
+    return [range(a, min(a + width, n)) for a in range(0, n, width)]
+
+
 def block_table_figure(table: Sequence[Sequence[int]], seqlens: Sequence[int], page_size: int, num_pages: int,
                        splits: Sequence[tuple[int, int]]) -> go.Figure:
     """The paged KV cache: the block table (sequence b's logical page j -> physical page, written in the cell, the
-    cell coloured by the split that reads it) above the physical page pool (each page coloured by its owner).
+    cell coloured by the split that reads it; PAGES_PER_ROW logical pages a row, a sequence taking as many rows as
+    it needs) above the physical page pool (each page written "b·j" for its owner's logical page, coloured by the
+    owner). At most TABLE_PAGES_MAX logical pages of a sequence and POOL_PAGES_MAX physical pages are drawn; the
+    subtitle says so.
 
     Args:
         table: (B, max_pages) physical page of each logical page.  seqlens: keys per sequence.
@@ -48,51 +61,72 @@ def block_table_figure(table: Sequence[Sequence[int]], seqlens: Sequence[int], p
 
     Example:
         >>> fig = block_table_figure([[2, 0], [1, 3]], [5, 3], 4, 5, [(0, 4), (4, 8)])
-        >>> fig.data[0].text[0], fig.data[1].z[0]
-        (['2', '0'], [0, 1, 0, None, None])
+        >>> fig.data[0].text[0], fig.data[0].z[0], fig.data[1].z[0]
+        (['2', '0'], [0, 1], [0, 1, 0, None, None])
     """
-    pages = [math.ceil(n / page_size) for n in seqlens]
-    cols = min(max(pages, default=0), TABLE_COLS_MAX)
-    z, text, hover = [], [], []
-    for b, row in enumerate(table):
-        z.append([_split_of(j * page_size, splits) if j < pages[b] else None for j in range(cols)])
-        text.append([str(row[j]) if j < pages[b] else "" for j in range(cols)])
-        hover.append([f"sequence {b}, logical page {j} (keys {j * page_size}–"
-                      f"{min((j + 1) * page_size, seqlens[b]) - 1}) → physical page {row[j]}" if j < pages[b]
-                      else f"sequence {b}: no page {j}" for j in range(cols)])
-    owner: dict[int, tuple[int, int]] = {int(table[b][j]): (b, j) for b in range(len(table)) for j in range(pages[b])}
-    width = min(POOL_WIDTH, max(1, num_pages))
-    rows = math.ceil(num_pages / width)
-    pool = [[owner[p][0] if (p := r * width + c) in owner else None for c in range(width)] for r in range(rows)]
-    pool_text = [[f"{owner[p][0]}·{owner[p][1]}" if (p := r * width + c) in owner else "" for c in range(width)]
-                 for r in range(rows)]
-    pool_hover = [[(f"physical page {p}: sequence {owner[p][0]}'s logical page {owner[p][1]}" if p in owner else
-                    f"physical page {p}: free") if (p := r * width + c) < num_pages else "" for c in range(width)]
-                  for r in range(rows)]
-    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.3, row_heights=[0.5, 0.5],
-                        subplot_titles=("block table: cell = physical page, colour = split",
+    z, text, hover, names = _table_cells(table, seqlens, page_size, splits)
+    pool_rows, pool, pool_text, pool_hover = _pool_cells(table, seqlens, page_size, num_pages)
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.16, row_heights=[len(z), max(len(pool), 1)],
+                        subplot_titles=("block table: cell = physical page, colour = the split that reads it",
                                         "physical page pool: cell = sequence·logical page, colour = sequence"))
-    fig.update_layout(template=flashviz_template(), height=FIG_HEIGHT_PX + 140,
-                      title={"text": f"Paged cache, {page_size} keys per page: block table → pages"})
+    fig.update_layout(template=flashviz_template(), height=TABLE_FRAME_PX + TABLE_ROW_PX * (len(z) + len(pool)),
+                      title={"text": f"Paged cache, {page_size} keys per page: block table → pages"},
+                      margin={"l": TABLE_LEFT_PX, "b": 30})
     n_splits = max(1, len(splits))
-    fig.add_trace(go.Heatmap(z=z, text=text, texttemplate="%{text}" if cols <= TEXT_CELLS_MAX else None,
-                             customdata=hover, hovertemplate="%{customdata}<extra></extra>", zmin=-0.5,
-                             zmax=n_splits - 0.5, colorscale=_discrete([split_color(s) for s in range(n_splits)]),
-                             showscale=False, xgap=2, ygap=2, textfont={"size": BASE_FONT_PX - 2}), row=1, col=1)
+    fig.add_trace(go.Heatmap(z=z, text=text, texttemplate="%{text}", customdata=hover, y=names,
+                             hovertemplate="%{customdata}<extra></extra>", zmin=-0.5, zmax=n_splits - 0.5,
+                             colorscale=_discrete([split_color(s) for s in range(n_splits)]), showscale=False,
+                             xgap=2, ygap=2, textfont={"size": CELL_FONT_PX, "color": "#000000"}), row=1, col=1)
     n_seq = max(1, len(table))
-    fig.add_trace(go.Heatmap(z=pool, text=pool_text, texttemplate="%{text}" if width <= 16 else None,
-                             customdata=pool_hover, hovertemplate="%{customdata}<extra></extra>", zmin=-0.5,
-                             zmax=n_seq - 0.5, colorscale=_discrete(["#4D4D4D", "#999999", "#D9A441", "#7FB3D5"][:n_seq]
-                                                                    or ["#4D4D4D"]),
-                             showscale=False, xgap=2, ygap=2, textfont={"size": BASE_FONT_PX - 4}), row=2, col=1)
-    fig.update_yaxes(autorange="reversed", title_text="sequence b", dtick=1, row=1, col=1)
-    fig.update_xaxes(title_text=f"logical page j (keys j·{page_size} onward)", row=1, col=1)
-    fig.update_yaxes(autorange="reversed", title_text=f"row (×{width})", dtick=1, row=2, col=1)
-    fig.update_xaxes(title_text=f"physical page p = row × {width} + column", row=2, col=1)
+    fig.add_trace(go.Heatmap(z=pool, text=pool_text, texttemplate="%{text}", customdata=pool_hover,
+                             y=[f"pages {r.start}–{r.stop - 1}" for r in pool_rows],
+                             hovertemplate="%{customdata}<extra></extra>", zmin=-0.5, zmax=n_seq - 0.5,
+                             colorscale=_discrete(list(OWNER_COLORS[:n_seq]) or [OWNER_COLORS[0]]), showscale=False,
+                             xgap=2, ygap=2, textfont={"size": CELL_FONT_PX - 2, "color": "#000000"}), row=2, col=1)
+    fig.update_yaxes(autorange="reversed", type="category", row=1, col=1)
+    fig.update_yaxes(autorange="reversed", type="category", row=2, col=1)
+    fig.update_xaxes(showticklabels=False, showgrid=False, ticks="")
     fig.update_annotations(font_size=BASE_FONT_PX)
-    if max(pages, default=0) > cols:
-        set_subtitle(fig, f"first {cols} of {max(pages)} logical pages shown")
+    drawn = [math.ceil(n / page_size) for n in seqlens]
+    cut = ([f"the first {TABLE_PAGES_MAX} of {max(drawn)} logical pages of a sequence"]
+           if max(drawn, default=0) > TABLE_PAGES_MAX else [])
+    cut += [f"the first {POOL_PAGES_MAX} of the pool's {num_pages} pages"] if num_pages > POOL_PAGES_MAX else []
+    if cut:
+        set_subtitle(fig, f"shown: {' and '.join(cut)}")
     return fig
+
+
+def _table_cells(table: Sequence[Sequence[int]], seqlens: Sequence[int], page_size: int,
+                 splits: Sequence[tuple[int, int]]) -> tuple[list, list, list, list]:
+    """The block table's cells, PAGES_PER_ROW logical pages a row: split (colour), physical page (text), hover, and
+    each row's name ("seq b: first–last page")."""
+    pages = [min(math.ceil(n / page_size), TABLE_PAGES_MAX) for n in seqlens]
+    width = min(max(pages, default=1), PAGES_PER_ROW)
+    z, text, hover, names = [], [], [], []
+    for b, row in enumerate(table):
+        for cells in _rows_of(pages[b], width) or [range(0)]:
+            pad = width - len(cells)
+            z.append([_split_of(j * page_size, splits) for j in cells] + [None] * pad)
+            text.append([str(row[j]) for j in cells] + [""] * pad)
+            hover.append([f"sequence {b}, logical page {j} (keys {j * page_size}–"
+                          f"{min((j + 1) * page_size, seqlens[b]) - 1}) → physical page {row[j]}, read by split "
+                          f"{_split_of(j * page_size, splits)}" for j in cells] + [""] * pad)
+            names.append(f"seq {b}: {cells.start}–{max(cells.start, cells.stop - 1)}")
+    return z, text, hover, names
+
+
+def _pool_cells(table: Sequence[Sequence[int]], seqlens: Sequence[int], page_size: int, num_pages: int
+                ) -> tuple[list[range], list, list, list]:
+    """The pool's rows of PAGES_PER_ROW physical pages (the first POOL_PAGES_MAX): owner sequence (colour), "b·j"
+    (text), hover."""
+    owner: dict[int, tuple[int, int]] = {int(table[b][j]): (b, j) for b in range(len(table))
+                                         for j in range(math.ceil(seqlens[b] / page_size))}
+    rows = _rows_of(min(num_pages, POOL_PAGES_MAX), PAGES_PER_ROW)
+    z = [[owner[p][0] if p in owner else None for p in r] for r in rows]
+    text = [[f"{owner[p][0]}·{owner[p][1]}" if p in owner else "free" for p in r] for r in rows]
+    hover = [[f"physical page {p}: sequence {owner[p][0]}'s logical page {owner[p][1]}" if p in owner else
+              f"physical page {p}: free" for p in r] for r in rows]
+    return rows, z, text, hover
 
 
 def _discrete(colors: Sequence[str]) -> list[list]:

@@ -27,7 +27,7 @@ from flashviz.figures.style import (
     set_subtitle,
     style_figure,
 )
-from flashviz.vocab import FULL, PARTIAL, SKIPPED, TILE_STATUS_LABELS, TILE_STATUSES
+from flashviz.vocab import DENSE, FULL, MASKED, PARTIAL, SKIPPED, TILE_STATUS_LABELS, TILE_STATUSES, UNMASKED
 
 MAP_HEIGHT_PX = 560  # element map and tile map: the same height, side by side
 MAP_MARGIN = {"l": 80, "r": 20, "b": 150}  # room for the y title, and for the x title plus the legend underneath
@@ -255,69 +255,111 @@ def score_mod_figure(curves: Mapping[str, Sequence[float]], *, kind: str, heads:
 
 
 
-RUN_COLORS = {"masked": "#0072B2", "dense": "#CC79A7", "unmasked": "#777777"}  # the three runs, in every figure
+RUN_COLORS = {MASKED: "#0072B2", DENSE: "#CC79A7", UNMASKED: "#777777"}  # the three runs, in every figure
+RUN_TICKS = {MASKED: "tiled<br>mask", DENSE: "SDPA<br>dense", UNMASKED: "tiled<br>no mask"}  # the bars' ticks
+PROPORTION_COLOR = "#111111"  # the mark at the time in proportion to the tiles computed
+PROPORTION_MARK_PX = 56  # width of that mark: about a bar's width at 1280 px
+RUN_FIG_HEIGHT_PX = 560
+RUN_LEGEND_Y = -0.3  # the legend under the two-line category labels (paper units of the plot's height)
+SWEEP_ROW_PX = 52  # one preset's bar in the sweep figure
+SWEEP_MARK_PX = 30  # the proportional mark across a bar: about the bar's thickness
+SWEEP_FRAME_PX = 250  # the sweep figure's title, axis and legend
+SWEEP_LEGEND_GAP_PX = 70  # from the plot's bottom edge to the legend: under the tick labels and the x title
+
+
+def _proportion_mark(x: Sequence, y: Sequence[float], symbol: str, size: int = PROPORTION_MARK_PX,
+                     **kw) -> go.Scatter:
+    """The "in proportion to the tiles computed" marks: a black line across each bar at the unmasked time x the
+    fraction of tiles computed."""
+    marker = {"symbol": symbol, "size": size, "color": PROPORTION_COLOR,
+              "line": {"width": 4, "color": PROPORTION_COLOR}}
+    return go.Scatter(x=x, y=y, mode="markers", marker=marker, **kw,
+                      name="in proportion to tiles computed (the unmasked time × the fraction of tiles)")
 
 
 def masked_run_figure(runs: Sequence[Mapping[str, object]]) -> go.Figure:
     """Time and peak memory of the runs side by side: the tiled kernel with the mask, dense SDPA with the boolean
-    mask, the tiled kernel without a mask.
+    mask, the tiled kernel without a mask; on the masked bar, the time in proportion to the tiles it computes (the
+    unmasked time x computed / tiles), so "before" and "after" are in one picture.
 
     Args:
-        runs: one dict per run: "kind" ("masked", "dense" or "unmasked"), "label", "time_s", "iqr_s", "peak_bytes".
+        runs: one dict per run: "kind" ("masked", "dense" or "unmasked"), "label", "time_s", "iqr_s", "peak_bytes",
+            "tiles_computed", "tiles".
     Returns:
-        A Figure with two bar panels (time in ms with interquartile error bars, peak memory in MiB).
+        A Figure with two bar panels on category axes (time in ms with interquartile error bars, peak memory in MiB)
+        and the proportional mark.
 
     Example:
-        >>> runs = [{"kind": "masked", "label": "tiled, mask", "time_s": 0.01, "iqr_s": 0.001, "peak_bytes": 2**20}]
-        >>> [list(t.y) for t in masked_run_figure(runs).data]
-        [[10.0], [1.0]]
+        >>> runs = [{"kind": "masked", "label": "tiled, mask", "time_s": 0.01, "iqr_s": 0.001, "peak_bytes": 2**20,
+        ...          "tiles_computed": 1, "tiles": 4},
+        ...         {"kind": "unmasked", "label": "tiled, no mask", "time_s": 0.02, "iqr_s": 0.0, "peak_bytes": 2**20,
+        ...          "tiles_computed": 4, "tiles": 4}]
+        >>> [list(t.y) for t in masked_run_figure(runs).data]  # time, memory, the proportional mark (ms)
+        [[10.0, 20.0], [1.0, 1.0], [5.0]]
     """
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("time (ms)", "peak memory (MiB)"), horizontal_spacing=0.12)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("time (ms)", "peak memory (MiB)"), horizontal_spacing=0.14)
     labels = [str(r["label"]) for r in runs]
     colors = [RUN_COLORS.get(str(r["kind"]), "#555555") for r in runs]
     times = [float(r["time_s"]) * MS_PER_S for r in runs]
     iqrs = [float(r["iqr_s"]) * MS_PER_S for r in runs]
-    fig.add_trace(go.Bar(x=labels, y=times, marker_color=colors, name="time",
+    fig.add_trace(go.Bar(x=labels, y=times, marker_color=colors, name="time", showlegend=False,
                          error_y={"type": "data", "array": [q / 2 for q in iqrs], "visible": True},
                          hovertemplate="%{x}: %{y:.3g} ms (median)<extra></extra>"), row=1, col=1)
     fig.add_trace(go.Bar(x=labels, y=[float(r["peak_bytes"]) / MIB for r in runs], marker_color=colors,
-                         name="peak memory", hovertemplate="%{x}: %{y:.3g} MiB above the inputs<extra></extra>"),
-                  row=1, col=2)
+                         name="peak memory", showlegend=False,
+                         hovertemplate="%{x}: %{y:.3g} MiB above the inputs<extra></extra>"), row=1, col=2)
+    by = {str(r["kind"]): r for r in runs}
+    if MASKED in by and UNMASKED in by:
+        m = by[MASKED]
+        expect = float(by[UNMASKED]["time_s"]) * MS_PER_S * int(m["tiles_computed"]) / int(m["tiles"])
+        fig.add_trace(_proportion_mark([str(m["label"])], [expect], "line-ew", hovertemplate=(
+            f"in proportion to its tiles: {int(m['tiles_computed'])} / {int(m['tiles'])} of the unmasked time = "
+            "%{y:.3g} ms<extra></extra>")), row=1, col=1)
     style_figure(fig, title="The mask at work: time and peak memory", x_title="", y_title="time (ms)")
+    ticks = [RUN_TICKS.get(str(r["kind"]), str(r["label"])) for r in runs]  # short, on two lines: they fit at 1280 px
+    fig.update_xaxes(type="category", tickangle=0, tickvals=labels, ticktext=ticks)
     fig.update_yaxes(title_text="peak memory (MiB)", row=1, col=2)
+    fig.update_yaxes(rangemode="tozero")
     fig.update_annotations(font={"size": AXIS_TITLE_FONT_PX})
-    fig.update_layout(showlegend=False)
+    fig.update_layout(height=RUN_FIG_HEIGHT_PX, margin={"b": 150}, legend={
+        "orientation": "h", "x": 0, "xanchor": "left", "y": RUN_LEGEND_Y, "yanchor": "top"})
     return fig
 
 
 def sparsity_time_figure(points: Sequence[Mapping[str, object]], *, unmasked_s: float) -> go.Figure:
-    """Tiled time against the fraction of tiles computed, one point per mask, with the line "time proportional to
-    tiles computed" through the unmasked kernel's time at 1.
+    """Tiled time of every mask, one horizontal bar each (labelled with the fraction of tiles it computes), the
+    unmasked kernel's bar on top, and on each bar the time in proportion to its tiles (the unmasked time x the
+    fraction): a bar that ends at its mark took exactly the proportional time.
 
     Args:
         points: one dict per mask: "label", "computed" (fraction of tiles computed, 0..1), "time_s", "iqr_s".
         unmasked_s: the unmasked kernel's time (s): every tile computed.
     Returns:
-        A scatter Figure with text labels, IQR error bars and the proportional reference line.
+        A Figure: the bars (the unmasked one grey), the proportional marks.
 
     Example:
         >>> fig = sparsity_time_figure([{"label": "causal", "computed": 0.5, "time_s": 0.02, "iqr_s": 0.0}],
         ...                            unmasked_s=0.04)
-        >>> list(fig.data[0].y), list(fig.data[1].x)
-        ([20.0], [0.0, 1.0])
+        >>> list(fig.data[0].x), list(fig.data[1].x), list(fig.data[0].y)  # ms: measured, in proportion
+        ([40.0, 20.0], [40.0, 20.0], ['no mask · 100%', 'causal · 50%'])
     """
-    fig = go.Figure(go.Scatter(
-        x=[float(p["computed"]) for p in points], y=[float(p["time_s"]) * MS_PER_S for p in points],
-        text=[str(p["label"]) for p in points], mode="markers+text", textposition="middle right",
-        marker={"size": 14, "color": RUN_COLORS["masked"]}, name="tiled kernel, one mask each",
-        error_y={"type": "data", "array": [float(p["iqr_s"]) * MS_PER_S / 2 for p in points], "visible": True},
-        hovertemplate="%{text}: %{x:.1%} of tiles computed, %{y:.3g} ms<extra></extra>"))
-    fig.add_trace(go.Scatter(x=[0.0, 1.0], y=[0.0, unmasked_s * MS_PER_S], mode="lines",
-                             line={"color": RUN_COLORS["unmasked"], "width": 2, "dash": "dash"},
-                             name="proportional to tiles computed (unmasked time at 100%)",
-                             hovertemplate="%{x:.0%} of the unmasked time: %{y:.3g} ms<extra></extra>"))
-    style_figure(fig, title="Tiled time against the fraction of tiles computed",
-                 x_title="tiles computed (fraction of all tiles)", y_title="time (ms)")
-    fig.update_xaxes(range=[0, 1.15], tickformat=".0%")
-    fig.update_layout(legend={"orientation": "h", "x": 0, "y": -0.2, "yanchor": "top"}, margin={"b": 140})
+    rows = [{"label": "no mask", "computed": 1.0, "time_s": unmasked_s, "iqr_s": 0.0, "unmasked": True},
+            *sorted(points, key=lambda p: -float(p["computed"]))]
+    names = [f"{r['label']} · {float(r['computed']):.0%}" for r in rows]
+    fig = go.Figure(go.Bar(
+        y=names, x=[float(r["time_s"]) * MS_PER_S for r in rows], orientation="h",
+        name="measured time (grey: no mask)",
+        marker_color=[RUN_COLORS[UNMASKED] if r.get("unmasked") else RUN_COLORS[MASKED] for r in rows],
+        error_x={"type": "data", "array": [float(r["iqr_s"]) * MS_PER_S / 2 for r in rows], "visible": True},
+        hovertemplate="%{y} of tiles computed: %{x:.3g} ms (median)<extra></extra>"))
+    fig.add_trace(_proportion_mark([unmasked_s * MS_PER_S * float(r["computed"]) for r in rows], names, "line-ns",
+                                   size=SWEEP_MARK_PX, hovertemplate="%{y}: in proportion %{x:.3g} ms<extra></extra>"))
+    style_figure(fig, title="Time of every preset against its time in proportion to tiles",
+                 x_title="time (ms)", y_title="")
+    fig.update_yaxes(type="category", categoryorder="array", categoryarray=names, autorange="reversed")
+    fig.update_xaxes(rangemode="tozero")
+    height, bottom = SWEEP_FRAME_PX + SWEEP_ROW_PX * len(rows), 150
+    plot_px = height - bottom - fig.layout.template.layout.margin.t
+    fig.update_layout(height=height, margin={"l": 260, "b": bottom}, bargap=0.35, legend={
+        "orientation": "h", "x": 0, "xanchor": "left", "y": -SWEEP_LEGEND_GAP_PX / plot_px, "yanchor": "top"})
     return fig

@@ -44,7 +44,7 @@ from flashviz.figures.style import (
     set_subtitle,
     style_figure,
 )
-from flashviz.vocab import IMPL_LABELS, OK
+from flashviz.vocab import IMPL_LABELS, LOOP_ORDER_SHORT, OK
 
 # ----------------------------------------------------------------------------------------------------------------------
 # curves against N
@@ -159,7 +159,8 @@ SRAM_COLOR = "#444444"  # the SRAM marks on the M axis: neutral, not an algorith
 
 def hbm_vs_memory_figure(df: pd.DataFrame | None, *, n: int | None = None, d: int | None = None,
                          sram_marks: pd.DataFrame | None = None, explanation: str | None = None,
-                         curve_notes: Mapping[str, str] | None = None) -> go.Figure:
+                         curve_notes: Mapping[str, str] | None = None, ghost: pd.DataFrame | None = None,
+                         ghost_name: str = "without the mask") -> go.Figure:
     """HBM accesses against on-chip memory M, log-log (FA1 Theorem 2), from iomodel.hbm_vs_memory, with real GPUs'
     SRAM per SM marked on the M axis.
 
@@ -174,12 +175,19 @@ def hbm_vs_memory_figure(df: pd.DataFrame | None, *, n: int | None = None, d: in
         explanation: text under the title saying what the curves do (wrapped to the figure's width, or lines
             joined by "<br>" as given).
         curve_notes: per algorithm, a sentence added to its curve's hover (e.g. its tile rule).
+        ghost: the same curves at other settings (hbm_vs_memory without the mask), drawn pale and dashed behind
+            the curves, so a change (causal: half) is seen against what it changes.  ghost_name: what they are.
     Returns:
         plotly Figure.
 
     Example:
         >>> hbm_vs_memory_figure(pd.DataFrame()).layout.xaxis.title.text
         'on-chip memory M (elements)'
+        >>> from flashviz.model.iomodel import hbm_vs_memory
+        >>> df = hbm_vs_memory([1024, 2048], 256, 64, algorithms=["q_outer"], causal=True)
+        >>> ghost = hbm_vs_memory([1024, 2048], 256, 64, algorithms=["q_outer"])
+        >>> [t.name for t in hbm_vs_memory_figure(df, ghost=ghost).data][:2]
+        ['pale: without the mask', 'FlashAttention-2 (q_outer)']
     """
     shape = f" (N={n}, d={d})" if n is not None and d is not None else ""
     fig = go.Figure()
@@ -191,6 +199,7 @@ def hbm_vs_memory_figure(df: pd.DataFrame | None, *, n: int | None = None, d: in
         add_note(fig, "No data: give at least one M.")
         return fig
     bounds_drawn: set[str] = set()
+    _add_ghosts(fig, ghost, df, ghost_name)
     for algorithm in impls_in(df.rename(columns={"algorithm": "impl"})):
         rows = df[df["algorithm"].astype(str).eq(algorithm)].sort_values("M")
         note = (curve_notes or {}).get(algorithm)
@@ -201,7 +210,15 @@ def hbm_vs_memory_figure(df: pd.DataFrame | None, *, n: int | None = None, d: in
     y_axis = log_axis(axis_extent(fig, "y", "y"), "si")
     fig.update_yaxes(**y_axis)
     _add_sram_marks(fig, marks, y_axis["range"])
+    _legend_under(fig, IO_FIG_HEIGHT_PX, IO_BOTTOM_PX, IO_LEGEND_GAP_PX)
     return fig
+
+
+def _legend_under(fig: go.Figure, height: int, bottom: int, gap: int) -> None:
+    """The figure `height` px tall, its legend `gap` px under the plot, in a bottom margin of `bottom` px."""
+    plot_px = height - (fig.layout.margin.t or fig.layout.template.layout.margin.t) - bottom
+    fig.update_layout(height=height, margin_b=bottom, legend={
+        "orientation": "h", "x": 0, "xanchor": "left", "y": -gap / plot_px, "yanchor": "top"})
 
 
 def _add_io_curve(fig: go.Figure, rows: pd.DataFrame, algorithm: str, note: str | None, bounds_drawn: set) -> None:
@@ -218,21 +235,57 @@ def _add_io_curve(fig: go.Figure, rows: pd.DataFrame, algorithm: str, note: str 
         bounds_drawn.add(kind)
         term = "N d + N²" if kind == "naive" else "N² d² / M"
         fig.add_trace(go.Scatter(
-            x=rows["M"], y=rows["bound"], mode="lines", legendgroup=algorithm,
-            name=f"Theorem 2: {term} (no constants)", line={"color": impl_color(algorithm), "width": 2, "dash": "dot"},
+            x=rows["M"], y=rows["bound"], mode="lines",  # the order term, constants dropped
+            name=f"Theorem 2: {term}", line={"color": impl_color(algorithm), "width": 2, "dash": "dot"},
             hovertemplate=f"<b>{term}</b> (order term)<br>M=%{{x:,}}<br>%{{y:.3s}}<extra></extra>"))
 
 
+def _same_curve(a: pd.DataFrame, b: pd.DataFrame, algorithm: str) -> bool:
+    """Whether one algorithm's accesses are the same in both tables at every M."""
+    pick = [x[x["algorithm"].astype(str).eq(algorithm)].set_index("M")["accesses"].astype(float) for x in (a, b)]
+    return pick[0].sort_index().equals(pick[1].sort_index())
+
+
+IO_FIG_HEIGHT_PX = 680  # the plot keeps the full width; the legend (up to 5 rows at 1280 px) goes under it
+IO_BOTTOM_PX = 210  # tick labels, the x title and the legend
+IO_LEGEND_GAP_PX = 85  # from the plot's bottom edge to the legend: under the tick labels and the x title
+GHOST_OPACITY = 0.35  # the curves at the other settings, behind the curves
+SRAM_LABEL_STEP = 0.09  # each further SRAM mark's name sits this fraction of the y axis lower: close marks stay apart
+
+
+def _add_ghosts(fig: go.Figure, ghost: pd.DataFrame | None, df: pd.DataFrame, name: str) -> None:
+    """The other settings' curves, pale, for each algorithm they differ on (a mask changes nothing for naive)."""
+    if ghost is None or not len(ghost):
+        return
+    for algorithm in impls_in(ghost.rename(columns={"algorithm": "impl"})):
+        if not _same_curve(ghost, df, algorithm):
+            _add_ghost(fig, ghost[ghost["algorithm"].astype(str).eq(algorithm)].sort_values("M"), algorithm, name)
+
+
+def _add_ghost(fig: go.Figure, rows: pd.DataFrame, algorithm: str, name: str) -> None:
+    """One algorithm's curve at the other settings, pale and dashed, no markers."""
+    label = f"{LOOP_ORDER_SHORT.get(algorithm, algorithm)} {name}"
+    first = not any(t.legendgroup == "ghost" for t in fig.data)
+    fig.add_trace(go.Scatter(
+        x=rows["M"], y=rows["accesses"], mode="lines", name=f"pale: {name}" if first else label, legendgroup="ghost",
+        showlegend=first,
+        opacity=GHOST_OPACITY, line={**impl_line(algorithm), "dash": "dash"},
+        hovertemplate=f"<b>{label}</b><br>M=%{{x:,}} elements<br>accesses=%{{y:.3s}}<extra></extra>"))
+
+
 def _add_sram_marks(fig: go.Figure, marks: list, y_range: list[float]) -> None:
-    """A vertical dotted line per device at its SM's SRAM (M in elements), named at the top, the label in the hover;
-    the first mark's name sits left of its line, the others right, so two close marks stay legible."""
+    """A vertical dotted line per device at its SM's SRAM (M in elements), named near the top (each further name a
+    step lower, left of its line for the first, right for the others, so two close marks stay legible), the label
+    in the hover."""
     lo, hi = 10 ** y_range[0], 10 ** y_range[1]
     for k, (name, m, label) in enumerate(marks):
         short = name.split(" (")[0]  # "A100 (SXM 80GB)" -> "A100"
+        at = 10 ** (y_range[1] - k * SRAM_LABEL_STEP * (y_range[1] - y_range[0]))
         fig.add_trace(go.Scatter(
-            x=[m, m], y=[lo, hi], mode="lines+text", name=f"{short} SRAM per SM", legendgroup="sram",
+            x=[m, m, m], y=[lo, at, hi], mode="lines+text", name=f"{short} SRAM per SM", legendgroup="sram",
+            showlegend=False,  # named on the line
             line={"color": SRAM_COLOR, "width": 2, "dash": "dot"}, cliponaxis=False,
-            text=["", short], textposition="bottom left" if k == 0 else "bottom right",
+            text=["", short, ""], textposition="bottom left" if k == 0 else "bottom right",
             textfont={"size": BASE_FONT_PX, "color": SRAM_COLOR},
             hovertemplate=f"<b>{label}</b><br>M = {m:,.0f} elements<extra></extra>"))
 
@@ -252,14 +305,15 @@ def block_sweep_figure(df: pd.DataFrame | None, *, reference: pd.DataFrame | Non
         True
     """
     fig = make_subplots(rows=1, cols=2, subplot_titles=("measured time", "modelled HBM traffic"),
-                        horizontal_spacing=0.14)
+                        horizontal_spacing=BLOCK_PANEL_GAP)
     fig.update_layout(template=flashviz_template(), title={"text": "Tile size trade-off"}, height=BLOCK_FIG_HEIGHT_PX,
-                      margin={"b": 170},  # the legend goes under the panels: both panels get the full width
-                      legend={"orientation": "h", "x": 0, "xanchor": "left", "y": -0.22, "yanchor": "top"})
+                      margin={"b": BLOCK_BOTTOM_PX},  # the legend goes under the panels: both keep the full width
+                      legend={"orientation": "h", "x": 0, "xanchor": "left", "yanchor": "top",
+                              "y": -BLOCK_LEGEND_GAP_PX / (BLOCK_FIG_HEIGHT_PX - 80 - BLOCK_BOTTOM_PX)})
     fig.update_annotations(font={"size": AXIS_TITLE_FONT_PX})  # the two panel titles
-    fig.update_xaxes(title_text="tile size Br × Bc (elements)", type="log")
-    fig.update_yaxes(title_text="median time per call (ms)", type="log", row=1, col=1)
-    fig.update_yaxes(title_text="HBM traffic (bytes, IO model)", type="log", row=1, col=2)
+    fig.update_xaxes(title_text="tile size (Br × Bc)", type="log", tickangle=0)
+    fig.update_yaxes(title_text="time per call", type="log", row=1, col=1)
+    fig.update_yaxes(title_text="HBM traffic", type="log", row=1, col=2)
     if df is None or len(df) == 0 or not {"impl", "block_q", "block_k"} <= set(df.columns):
         add_note(fig, "No data yet: run a block-size sweep.")
         return fig
@@ -269,7 +323,7 @@ def block_sweep_figure(df: pd.DataFrame | None, *, reference: pd.DataFrame | Non
         rows = df[df["impl"].astype(str).eq(impl) & ok]
         if not len(rows):
             continue
-        labels = [f"{int(q)}×{int(k)}" for q, k in zip(rows["block_q"], rows["block_k"], strict=True)]
+        labels = [_tile_label(q, k) for q, k in zip(rows["block_q"], rows["block_k"], strict=True)]
         common = {"mode": "lines+markers", "legendgroup": impl, "line": impl_line(impl), "marker": impl_marker(impl),
                   "text": labels}
         iqr = pd.to_numeric(rows.get("time_iqr_s", pd.Series(0.0, index=rows.index)), errors="coerce").fillna(0)
@@ -284,7 +338,7 @@ def block_sweep_figure(df: pd.DataFrame | None, *, reference: pd.DataFrame | Non
             hovertemplate=f"<b>{impl}</b> Br x Bc=%{{text}}<br>traffic=%{{y:.3g}} MiB<extra></extra>", **common),
             row=1, col=2)
     tiles = df[ok].drop_duplicates("tile")
-    x_axis = measured_axis(tiles["tile"].tolist(), labels=[f"{int(q)}×{int(k)}" for q, k in
+    x_axis = measured_axis(tiles["tile"].tolist(), labels=[_tile_label(q, k) for q, k in
                                                            zip(tiles["block_q"], tiles["block_k"], strict=True)])
     fig.update_xaxes(**x_axis)
     if reference is not None and len(reference) and "range" in x_axis:
@@ -295,6 +349,21 @@ def block_sweep_figure(df: pd.DataFrame | None, *, reference: pd.DataFrame | Non
     else:
         add_note(fig, "No row ran.", y=0.9)
     return fig
+
+
+BLOCK_PANEL_GAP = 0.16  # between the two panels: room for the right panel's tick labels and title
+BLOCK_BOTTOM_PX = 190  # the tick labels, the x titles and the legend under the panels
+BLOCK_LEGEND_GAP_PX = 80  # from the plots' bottom edge to the legend: under the tick labels and the x titles
+
+
+def _tile_label(q: float, k: float) -> str:
+    """A tile's tick label: "64²" for a square 64 x 64 tile, else "64×32".
+
+    Example:
+        >>> _tile_label(64, 64), _tile_label(64.0, 32)  # a square tile: its side, squared
+        ('64²', '64×32')
+    """
+    return f"{int(q)}²" if int(q) == int(k) else f"{int(q)}×{int(k)}"
 
 
 def _add_reference_lines(fig: go.Figure, reference: pd.DataFrame, x_range: list[float]) -> None:

@@ -16,12 +16,13 @@ on the points themselves).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
-from flashviz.figures.palette import BASE_FONT_PX, MARKER_PX, REFERENCE_COLOR
+from flashviz.figures.palette import AXIS_TITLE_FONT_PX, BASE_FONT_PX, MARKER_PX, REFERENCE_COLOR
 from flashviz.figures.style import add_note, impl_color, impl_marker, log_axis, set_subtitle, style_figure
 from flashviz.vocab import ALGORITHMS, KV_OUTER, LOOP_ORDER_SHORT, NAIVE, Q_OUTER
 
@@ -35,6 +36,9 @@ ROOF_HEADROOM = 2.5  # the y axis reaches this factor above the highest peak: ro
 ROOF_PAD = 8  # the roofs extend this factor beyond the points and ridges on the intensity axis
 SHORT = {NAIVE: "naive", **LOOP_ORDER_SHORT}  # naive, FA1, FA2
 ALIASES = {"bytes": "hbm_bytes", "predicted_s": "time_s"}  # the column names a caller may also use
+PANEL_GAP = 0.08  # between the GPUs' panel and this machine's (paper units)
+PANEL_TITLE_PX = 44  # the panels' titles, between the figure's subtitle and the plots
+PANEL_TITLE_SHIFT_PX = 12  # the panels' titles sit this far above the plots: clear of the top tick labels
 SPEEDUP_FIG_HEIGHT_PX = 560
 SPEEDUP_LEGEND_GAP_PX = 80  # below the bars: the device names and the axis title come first
 
@@ -58,12 +62,15 @@ def _rates(points: pd.DataFrame, roofs: pd.DataFrame | None) -> pd.DataFrame:
 
 
 def roofline_figure(points: pd.DataFrame | None, roofs: pd.DataFrame | None = None, *, title: str | None = None,
-                    dtype: str | None = None) -> go.Figure:
+                    dtype: str | None = None, here: Collection[str] = (), titles: tuple[str, str] | None = None,
+                    subtitle: str | None = None) -> go.Figure:
     """Roofline chart: arithmetic intensity (FLOP/byte, log x) against attainable FLOP/s (log y), one roof per device
-    with its ridge point marked, and a point per (device, algorithm) on it: naive, FA1 (kv_outer), FA2 (q_outer).
+    (its legend entry names its ridge point in FLOP/byte, a diamond marks it) and a point per (device, algorithm) on
+    it: naive, FA1 (kv_outer), FA2 (q_outer).
 
-    Points with measured=True are drawn as stars: measured rather than predicted (e.g. a device whose rates were
-    measured, or the kernels timed on a CUDA device: FLOPs / measured time).
+    Points with measured=True are drawn as stars: measured rather than predicted (e.g. the kernels timed here: FLOPs
+    / measured time). The devices named in `here` (this machine, its timed points) get a panel of their own, right of
+    the GPUs': their roofs are orders of magnitude lower, and each panel's axes then span only its own points.
 
     Args:
         points: roofline_points output (device, algorithm, flops, hbm_bytes, intensity, attainable_flops, time_s,
@@ -71,6 +78,8 @@ def roofline_figure(points: pd.DataFrame | None, roofs: pd.DataFrame | None = No
         roofs: the device rates (device, peak_flops, bandwidth), e.g. roof_lines(...); None: taken from points.
         title: figure title; a default one says what the chart shows.  dtype: named in the subtitle (the peak
             depends on it, e.g. "float16" on tensor cores).
+        here: device names drawn in the second panel.  titles: the two panels' titles.
+        subtitle: a line under the title (default: the peaks' dtype, if given).
     Returns:
         plotly Figure.
 
@@ -79,61 +88,91 @@ def roofline_figure(points: pd.DataFrame | None, roofs: pd.DataFrame | None = No
         ...                     "hbm_bytes": [1e8, 1e7], "intensity": [10.0, 100.0], "peak_flops": [312e12] * 2,
         ...                     "bandwidth": [2.039e12] * 2, "attainable_flops": [2.039e13, 2.039e14],
         ...                     "time_s": [4.9e-5, 4.9e-6]})
-        >>> [t.text[0] for t in roofline_figure(pts).data if t.legendgroup == "ridge"]  # 312 T / 2.039 T
-        ['153']
+        >>> [t.name for t in roofline_figure(pts).data][:2]  # 312 T / 2.039 T
+        ['A100 roof · ridge 153 FLOP/byte', 'ridge point']
     """
-    fig = go.Figure()
+    df = _tidy(points) if points is not None and len(points) else None
+    split = df is not None and bool(set(df["device"]) & set(here))
+    fig = (make_subplots(rows=1, cols=2, column_widths=[0.56, 0.44], horizontal_spacing=PANEL_GAP,
+                         subplot_titles=titles or ("GPUs: published peaks", "this machine: measured"))
+           if split else go.Figure())
     style_figure(fig, title=title or "Roofline: why the tiled kernels are faster on a GPU",
                  x_title="arithmetic intensity (FLOP/byte)", y_title="attainable throughput (FLOP/s)",
                  log_x=True, log_y=True)
-    if dtype:
-        set_subtitle(fig, f"{dtype} peaks · predicted = max(FLOPs / peak, bytes / bandwidth), a model")
-    if points is None or len(points) == 0 or not {"device", "algorithm", "intensity"} <= set(points.columns):
+    if subtitle or dtype:
+        set_subtitle(fig, subtitle or f"{dtype} peaks · predicted = max(FLOPs / peak, bytes / bandwidth), a model")
+    if df is None or not {"device", "algorithm", "intensity"} <= set(df.columns):
         add_note(fig, "No data: choose at least one device.")
         return fig
-    df = _tidy(points)
     rates = _rates(df, roofs)
-    xs = [*df["intensity"].astype(float), *rates["ridge"]]
-    x_lo, x_hi = min(x for x in xs if x > 0) / ROOF_PAD, max(xs) * ROOF_PAD
-    for k, r in rates.iterrows():
-        _add_roof(fig, r, x_lo, x_hi, ROOF_DASHES[k % len(ROOF_DASHES)], first=k == 0, first_label=k % 2 == 0)
-    for algorithm in [a for a in ALGORITHMS if a in set(df["algorithm"])]:
-        _add_points(fig, df[df["algorithm"].eq(algorithm) & ~df["measured"]], algorithm, measured=False)
-        _add_points(fig, df[df["algorithm"].eq(algorithm) & df["measured"]], algorithm, measured=True)
-    fig.update_xaxes(**log_axis([x_lo, x_hi], "si"))
-    fig.update_yaxes(**log_axis([*(rates["bandwidth"] * x_lo), *(rates["peak_flops"] * ROOF_HEADROOM),
-                                 *df["attainable_flops"].astype(float)], "si"))
+    panels = [(1, ~df["device"].isin(here), ~rates["device"].isin(here))]
+    if split:
+        panels.append((2, df["device"].isin(here), rates["device"].isin(here)))
+    shown: set[str] = set()
+    for col, on, roofs_on in panels:
+        _panel(fig, df[on], rates[roofs_on].reset_index(drop=True), col if split else None, shown)
+    if split:
+        fig.update_xaxes(title_text="intensity (FLOP/byte)", tickangle=0)
+        fig.update_yaxes(title_text="", row=1, col=2)  # the left panel's title says it for both
+        fig.update_annotations(font={"size": AXIS_TITLE_FONT_PX}, yshift=PANEL_TITLE_SHIFT_PX)
+        fig.update_layout(margin_t=(fig.layout.margin.t or fig.layout.template.layout.margin.t) + PANEL_TITLE_PX)
     return fig
 
 
-def _add_roof(fig: go.Figure, r: pd.Series, x_lo: float, x_hi: float, dash: str, first: bool,
-              first_label: bool) -> None:
+def _panel(fig: go.Figure, df: pd.DataFrame, rates: pd.DataFrame, col: int | None, shown: set[str]) -> None:
+    """One panel: its roofs and ridges, its points, axes spanning them (col None: the only panel)."""
+    where = {"row": 1, "col": col} if col else {}
+    xs = [*df["intensity"].astype(float), *rates["ridge"]]
+    x_lo, x_hi = min(x for x in xs if x > 0) / ROOF_PAD, max(xs) * ROOF_PAD
+    for k, r in rates.iterrows():
+        for trace in _roof(r, x_lo, x_hi, ROOF_DASHES[k % len(ROOF_DASHES)], first="ridge" not in shown):
+            fig.add_trace(trace, **where)
+        shown.add("ridge")
+    for algorithm in [a for a in ALGORITHMS if a in set(df["algorithm"])]:
+        for measured in (False, True):
+            trace = _points(df[df["algorithm"].eq(algorithm) & df["measured"].eq(measured)], algorithm, measured)
+            if trace is not None:
+                trace.showlegend = trace.name not in shown
+                shown.add(trace.name)
+                fig.add_trace(trace, **where)
+    fig.update_xaxes(**log_axis([x_lo, x_hi], "si"), **where)
+    fig.update_yaxes(**log_axis([*(rates["bandwidth"] * x_lo), *(rates["peak_flops"] * ROOF_HEADROOM),
+                                 *df["attainable_flops"].astype(float)], "si"), **where)
+
+
+def ridge_label(device: str, ridge: float) -> str:
+    """A roof's legend entry: its short name and its ridge point with the unit.
+
+    Example:
+        >>> ridge_label("H100 (SXM)", 295.3), ridge_label("this CPU, measured", 7.46)
+        ('H100 roof · ridge 295 FLOP/byte', 'this CPU roof · ridge 7.46 FLOP/byte')
+    """
+    return f"{device.split(' (')[0].split(',')[0]} roof · ridge {ridge:.3g} FLOP/byte"
+
+
+def _roof(r: pd.Series, x_lo: float, x_hi: float, dash: str, first: bool) -> list[go.Scatter]:
     """A device's roof, min(peak, I x bandwidth), as three points (it is two straight lines in log-log), and its ridge
-    point labelled with its intensity (one legend entry for all ridges: `first`; labels alternate below-right and
-    above-left, so two devices with the same peak keep theirs apart: `first_label`)."""
+    point (one legend entry for all ridges: `first`)."""
     peak, bw, ridge = float(r["peak_flops"]), float(r["bandwidth"]), float(r["ridge"])
     xs = [x_lo, ridge, x_hi] if x_lo < ridge < x_hi else [x_lo, x_hi]
-    fig.add_trace(go.Scatter(
-        x=xs, y=[min(peak, bw * x) for x in xs], mode="lines", name=f"{str(r['device']).split(' (')[0]} roof",
-        legendgroup=f"roof {r['device']}",
-        line={"color": ROOF_COLOR, "width": 2.5, "dash": dash},
-        cliponaxis=False,
-        hovertemplate=(f"<b>{r['device']}</b><br>peak {peak / 1e12:.4g} TFLOP/s, HBM {bw / 1e9:.4g} GB/s<br>"
-                       "I=%{x:.3g} FLOP/byte: at most %{y:.3s}FLOP/s<extra></extra>")))
-    fig.add_trace(go.Scatter(
-        x=[ridge], y=[peak], mode="markers+text", name="ridge point (FLOP/byte)",
-        text=[f"{ridge:.0f}"], textposition="bottom right" if first_label else "top left",
-        textfont={"size": BASE_FONT_PX, "color": ROOF_COLOR},
-        legendgroup="ridge", showlegend=first, legendrank=RIDGE_RANK,
-        marker={"symbol": RIDGE_SYMBOL, "size": 16, "color": ROOF_COLOR, "line": {"width": 2.5, "color": ROOF_COLOR}},
+    roof = go.Scatter(
+        x=xs, y=[min(peak, bw * x) for x in xs], mode="lines", name=ridge_label(str(r["device"]), ridge),
+        legendgroup=f"roof {r['device']}", line={"color": ROOF_COLOR, "width": 2.5, "dash": dash}, cliponaxis=False,
+        hovertemplate=(f"<b>{r['device']}</b><br>peak {peak / 1e12:.4g} TFLOP/s, memory {bw / 1e9:.4g} GB/s<br>"
+                       "I=%{x:.3g} FLOP/byte: at most %{y:.3s}FLOP/s<extra></extra>"))
+    mark = go.Scatter(
+        x=[ridge], y=[peak], mode="markers", name="ridge point", legendgroup="ridge", showlegend=first,
+        legendrank=RIDGE_RANK, marker={"symbol": RIDGE_SYMBOL, "size": 16, "color": ROOF_COLOR,
+                                       "line": {"width": 2.5, "color": ROOF_COLOR}},
         hovertemplate=(f"<b>{r['device']} ridge point</b><br>{ridge:.3g} FLOP/byte = peak / bandwidth<br>"
-                       "left: bandwidth-bound; right: compute-bound<extra></extra>")))
+                       "left: bandwidth-bound; right: compute-bound<extra></extra>"))
+    return [roof, mark]
 
 
-def _add_points(fig: go.Figure, rows: pd.DataFrame, algorithm: str, *, measured: bool) -> None:
-    """One algorithm's points on every device's roof (predicted), or its measured points (stars)."""
+def _points(rows: pd.DataFrame, algorithm: str, measured: bool) -> go.Scatter | None:
+    """One algorithm's points on every device's roof of a panel (predicted), or its measured points (stars)."""
     if not len(rows):
-        return
+        return None
     name = f"{SHORT.get(algorithm, algorithm)}" + (" (measured)" if measured else "")
     marker = impl_marker(algorithm)
     if measured:  # a filled star, whatever the algorithm's own marker
@@ -142,13 +181,12 @@ def _add_points(fig: go.Figure, rows: pd.DataFrame, algorithm: str, *, measured:
     bytes_col = rows["hbm_bytes"] if "hbm_bytes" in rows else pd.Series(math.nan, index=rows.index)
     custom = list(zip(rows["device"].astype(str), rows.get("flops", math.nan), bytes_col, time_col * 1e3,
                       strict=True))
-    fig.add_trace(go.Scatter(
+    return go.Scatter(
         x=rows["intensity"], y=rows["attainable_flops"], mode="markers", name=name, legendgroup=algorithm,
-        legendrank=POINT_RANK,
-        marker=marker, customdata=custom,
+        legendrank=POINT_RANK, marker=marker, customdata=custom,
         hovertemplate=(f"<b>{name}</b> on %{{customdata[0]}}<br>%{{customdata[1]:.3s}}FLOP, %{{customdata[2]:.3s}}B "
                        "of HBM traffic<br>intensity %{x:.3g} FLOP/byte<br>%{y:.3s}FLOP/s attainable, "
-                       "time %{customdata[3]:.3g} ms<extra></extra>")))
+                       "time %{customdata[3]:.3g} ms<extra></extra>"))
 
 
 def speedup_table(points: pd.DataFrame | None, measured: Mapping[str, float] | None = None, *,

@@ -1,7 +1,7 @@
 """The row inspector of the "How it works" view: the online softmax of one query row, tile by tile. Plotly only.
 
 Input is flashviz.measure.trace.RowTrace (plain data from the real kernel's on_tile events); nothing here imports torch
-or streamlit. Three panels share the x axis (the schedule step):
+or streamlit. Three panels share the x axis (the computed tile, counted as the tile map counts them: "tile k/n"):
 
     m       the running max before (open circle) and after (filled) each tile; a jump is a rescale;
     factor  e^(m_old - m_new): 1 where m did not move, below 1 where it grew (the old sum shrinks by that factor);
@@ -60,7 +60,8 @@ def _hover(tr: RowTrace) -> list[str]:
         first = not math.isfinite(m0)
         grew = "m grew: rescale" if tr.grew[t] else "first tile: m starts here" if first else "m unchanged"
         out.append(
-            f"<b>{short}</b> step {tr.step[t] + 1} (key block j={tr.k_block[t]}): {grew}<br>"
+            f"<b>{short}</b> tile {tr.tile[t]} (key block j={tr.k_block[t]}, schedule step {tr.step[t] + 1}): "
+            f"{grew}<br>"
             f"m: {m0:.4g} → {m1:.4g}<br>factor e^(m_old − m_new) = {tr.factor[t]:.4g}<br>"
             f"l: {tr.l_before[t]:.4g} → ×factor → {tr.l_rescaled[t]:.4g} → + tile row sum {tr.tile_sum[t]:.4g} "
             f"→ {tr.l[t]:.4g}")
@@ -81,7 +82,7 @@ def _pairs(xs: Sequence[float], lo: Sequence[float | None], hi: Sequence[float |
 def _add_order(fig: go.Figure, tr: RowTrace) -> None:
     """One loop order's markers and connecting lines on all three panels, in the order's colour."""
     short, color = LOOP_ORDER_SHORT[tr.loop_order], LOOP_ORDER_COLORS[tr.loop_order]
-    x = [s + 1 for s in tr.step]
+    x = list(tr.tile)
     hover = _hover(tr)
     common = dict(legendgroup=short, hovertemplate="%{text}<extra></extra>", text=hover, showlegend=False)
     m0, m1 = _finite(tr.m_before), _finite(tr.m)
@@ -126,12 +127,12 @@ def _add_key(fig: go.Figure, rows: Sequence[RowTrace]) -> None:
                              marker=dict(symbol="square", size=20, color=GREW_SHADE)))
 
 
-def _add_exact(fig: go.Figure, r: RowTrace, n_steps: int) -> None:
+def _add_exact(fig: go.Figure, r: RowTrace, n_tiles: int) -> None:
     """The exact m and l over the whole row, as dashed lines: where the last tile must land."""
     for panel, (name, value) in ((1, ("m", r.m_exact)), (3, ("l", r.l_exact))):
         if math.isfinite(value):
             fig.add_trace(go.Scatter(
-                x=[0.5, n_steps + 0.5], y=[value, value], mode="lines", line=dict(color=EXACT_COLOR, width=2,
+                x=[0.5, n_tiles + 0.5], y=[value, value], mode="lines", line=dict(color=EXACT_COLOR, width=2,
                                                                                    dash="dash"),
                 name="exact value over the whole row", legendgroup="exact", showlegend=panel == 1,
                 hovertemplate=f"exact {name} = {value:.6g}<extra></extra>"), row=panel, col=1)
@@ -139,19 +140,20 @@ def _add_exact(fig: go.Figure, r: RowTrace, n_steps: int) -> None:
 
 def _shade_growth(fig: go.Figure, rows: Sequence[RowTrace]) -> None:
     """A pale band across all three panels behind every tile where m grew."""
-    steps = sorted({s for tr in rows for s, grew in zip(tr.step, tr.grew, strict=True) if grew})  # once per step
-    for s in steps:
+    tiles = sorted({t for tr in rows for t, grew in zip(tr.tile, tr.grew, strict=True) if grew})  # once per tile
+    for t in tiles:
         for panel in (1, 2, 3):
-            fig.add_vrect(x0=s + 0.5, x1=s + 1.5, fillcolor=GREW_SHADE, line_width=0, layer="below", row=panel, col=1,
+            fig.add_vrect(x0=t - 0.5, x1=t + 0.5, fillcolor=GREW_SHADE, line_width=0, layer="below", row=panel, col=1,
                           exclude_empty_subplots=False)
 
 
-def row_figure(rows: Sequence[RowTrace], *, n_steps: int, note: str | None = None) -> go.Figure:
+def row_figure(rows: Sequence[RowTrace], *, n_tiles: int, note: str | None = None) -> go.Figure:
     """Row inspector: the online-softmax update of one query row on every tile, per loop order.
 
     Args:
         rows: one RowTrace per loop order (same row, same data).
-        n_steps: schedule length Tr * Tc (fixes the x range so FA1 and FA2 are comparable).
+        n_tiles: the computed tiles of the schedule (the tile map's n in "tile k/n"): the x range, so FA1 and FA2
+            are comparable.
         note: optional line under the title, e.g. pick_row's reason for choosing this row.
     Returns:
         A three-panel Figure (m, rescale factor, l) with the exact m and l as dashed lines and the tiles where m grew
@@ -160,9 +162,9 @@ def row_figure(rows: Sequence[RowTrace], *, n_steps: int, note: str | None = Non
     Example:
         >>> from flashviz.measure.trace import row_trace
         >>> tr = row_trace(16, 8, 4, 4, row=15, causal=True)
-        >>> fig = row_figure([tr], n_steps=16)
-        >>> fig.layout.yaxis3.title.text, len(fig.layout.shapes) == 3 * tr.rescales
-        ('l (sum)', True)
+        >>> fig = row_figure([tr], n_tiles=10)  # 4 x 4 tiles, causal: 10 computed
+        >>> fig.layout.yaxis3.title.text, len(fig.layout.shapes) == 3 * tr.rescales, list(fig.data[3].x)
+        ('l (sum)', True, [4, 7, 9, 10])
     """
     if not rows:
         raise ValueError("row_figure needs at least one RowTrace (one per loop order to show).")
@@ -172,21 +174,21 @@ def row_figure(rows: Sequence[RowTrace], *, n_steps: int, note: str | None = Non
     _shade_growth(fig, rows)
     for tr in rows:
         _add_order(fig, tr)
-    _add_exact(fig, r, n_steps)
+    _add_exact(fig, r, n_tiles)
     _add_key(fig, rows)
-    _style(fig, rows, n_steps, note)
+    _style(fig, rows, n_tiles, note)
     return fig
 
 
-def _style(fig: go.Figure, rows: Sequence[RowTrace], n_steps: int, note: str | None) -> None:
+def _style(fig: go.Figure, rows: Sequence[RowTrace], n_tiles: int, note: str | None) -> None:
     r = rows[0]
     grew = r.rescales
     summary = (f"m grew on {grew} of the row's {len(r.step)} tiles: l and O were rescaled there" if grew else
                f"m never grew after the first tile ({len(r.step)} tiles): no rescale on this row")
     subtitle = summary if note is None else f"{summary}<br>{note}"
-    fig.update_xaxes(range=[0.5, n_steps + 0.5], tickfont=dict(size=TICK_FONT_PX), showgrid=False)
-    fig.update_xaxes(title=dict(text="schedule step (tile number, 1 = first)", font=dict(size=AXIS_TITLE_FONT_PX)),
-                     row=3, col=1)
+    fig.update_xaxes(range=[0.5, n_tiles + 0.5], tickfont=dict(size=TICK_FONT_PX), showgrid=False)
+    fig.update_xaxes(title=dict(text=f"computed tile k of {n_tiles} (the tile map's \"tile k/{n_tiles}\")",
+                                font=dict(size=AXIS_TITLE_FONT_PX)), row=3, col=1)
     for panel, title in enumerate(Y_TITLES, start=1):
         fig.update_yaxes(title=dict(text=title, font=dict(size=AXIS_TITLE_FONT_PX)), tickfont=dict(size=TICK_FONT_PX),
                          tickformat=".3~g", row=panel, col=1)

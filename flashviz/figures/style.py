@@ -62,7 +62,8 @@ LOWER_ARM_MAX = 0.9  # an error bar's lower arm on a log axis stops at (1 - 0.9)
 def flashviz_template() -> go.layout.Template:
     """The plotly template every flashviz figure uses: white background, large fonts, hover with the numbers."""
     axis = {"showgrid": True, "gridcolor": "#E5E5E5", "linecolor": "#444", "ticks": "outside",
-            "tickfont": {"size": TICK_FONT_PX}, "title": {"font": {"size": AXIS_TITLE_FONT_PX}}, "zeroline": False}
+            "tickfont": {"size": TICK_FONT_PX}, "title": {"font": {"size": AXIS_TITLE_FONT_PX}, "standoff": 8},
+            "zeroline": False, "automargin": True}  # the margin grows to fit long tick labels ("512 KiB") and titles
     return go.layout.Template(layout=go.Layout(
         font={"size": BASE_FONT_PX, "family": "Arial, Helvetica, sans-serif"},
         title={"font": {"size": TITLE_FONT_PX}, "x": 0.02, "xanchor": "left"},
@@ -326,12 +327,13 @@ def reference_line(fig: go.Figure, y: float, *, x_range: Sequence[float], name: 
         cliponaxis=False), row=row, col=col)
 
 
-def add_not_run(fig: go.Figure, not_run: pd.DataFrame, impl: str, x: str, floor: float) -> None:
-    """Rows of `impl` that did not run, as crosses at y = floor, with the reason in the hover."""
+def add_not_run(fig: go.Figure, not_run: pd.DataFrame, impl: str, x: str, floor: float, *, row: int | None = None,
+                col: int | None = None, legend: bool = True) -> None:
+    """Rows of `impl` that did not run, as crosses at y = floor, with the reason in the hover (in subplot row, col)."""
     if not len(not_run):
         return
-    fig.add_trace(go.Scatter(
+    fig.add_trace(go.Scatter(showlegend=legend,
         x=not_run[x], y=[floor] * len(not_run), mode="markers", name=f"{impl}: not run", legendgroup=impl,
         marker={"symbol": SKIPPED_SYMBOL, "size": 14, "color": impl_color(impl), "line": {"width": 2, "color": "#444"}},
         text=not_run["status"].astype(str) if "status" in not_run else None,
-        hovertemplate=f"<b>{impl}</b> {x}=%{{x}}<br>%{{text}}<extra></extra>"))
+        hovertemplate=f"<b>{impl}</b> {x}=%{{x}}<br>%{{text}}<extra></extra>"), row=row, col=col)

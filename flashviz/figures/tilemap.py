@@ -28,6 +28,7 @@ from flashviz import vocab
 from flashviz.figures.palette import (
     BASE_FONT_PX,
     CURRENT_TILE_COLOR,
+    IMPL_COLORS,
     ROW_MARKER_COLOR,
     SRAM_OUTLINE_COLOR,
     TICK_FONT_PX,
@@ -50,13 +51,15 @@ ROOT_CLASS = "fv-tilemap"  # the snippet's outer <div>; tests and the first-char
 # -- layout (px). The title, Play, the counters and both grids fit under the page's header in a 1280 x 720 window.
 GRID_PX = {1: 330, 2: 300}  # the longer side of a grid, by panel count
 LEFT_PX = 64  # room left of a grid: the y tick labels and the rotated y axis title
-TOP_PX = 50  # room above a grid: the two-line counter
+TOP_PX = 72  # room above a grid: the three-line counter
+COUNTER_Y = (20, 42, 64)  # the counter's lines: the tile, its HBM traffic so far, standard attention's
 BOTTOM_PX = 54  # room below a grid: the x tick labels and the x axis title
 RIGHT_PX = 8
 GAP_MIN_CELL_PX = 7  # cells at least this large get a 1 px gap (grid lines); smaller ones would lose their colour
-MAP_HEIGHT_PX = 470  # a panel's SVG (counters, grid, axes) at most; the browser tests check the whole fit
+MAP_HEIGHT_PX = 492  # a panel's SVG (counters, grid, axes) at most; the browser tests check the whole fit
 
 FATES = vocab.TILE_STATUSES  # full, partial, skipped
+NAIVE_COUNTER_COLOR = IMPL_COLORS[vocab.NAIVE]  # standard attention's counter, in naive's colour as on every chart
 FATE_CLASS = {vocab.FULL: "f", vocab.PARTIAL: "p", vocab.SKIPPED: "s"}  # CSS class of a tile, by fate
 
 
@@ -138,6 +141,7 @@ def map_css(uid: str) -> str:
     return (
         f"<style>{r}{{font-family:Arial,Helvetica,sans-serif;font-size:{BASE_FONT_PX}px;color:#111}}"
         f"{r} .fv-title{{font-size:{TITLE_FONT_PX}px;font-weight:600;margin:0}}"
+        f"{r} .counter.naive{{fill:{NAIVE_COUNTER_COLOR}}}"
         f"{r} .fv-sub{{margin:2px 0 6px 0;font-size:{BASE_FONT_PX}px}}"  # px: the same size on any page
         f"{r} input{{position:absolute;opacity:0;width:1px;height:1px}}"
         f"{r} label{{display:inline-block;border:1px solid #888;border-radius:6px;padding:3px 12px;margin:0 8px 4px 0;"
@@ -200,22 +204,25 @@ def _reveal_css(uid: str, tl: _Timeline) -> str:
                    for k in range(tl.start + 1, len(tl.frames_at) + 1))
 
 
-def counter_text(tr: ScheduleTrace, computed: list[int], f: int) -> tuple[str, str]:
-    """The two counter lines over a panel while computed tile f is in progress: which tile, and the IO model's
-    running HBM traffic (when the trace has it).
+def counter_text(tr: ScheduleTrace, computed: list[int], f: int) -> tuple[str, str, str]:
+    """The three counter lines over a panel while computed tile f is in progress: which tile, the IO model's
+    running HBM traffic, and standard attention's for the same part of S (when the trace has them).
 
     Example:
         >>> from flashviz.measure.trace import schedule_trace
         >>> tr = schedule_trace(64, 32, 32, causal=True)
         >>> counter_text(tr, tr.computed_steps(), 1)
-        ('FA1 tile 2/3: i=1, j=0', '')
+        ('FA1 tile 2/3: i=1, j=0', '', '')
+        >>> counter_text(schedule_trace(64, 32, 32, d=16), [0, 1, 2, 3], 3)[1:]
+        ('HBM traffic so far 38.5 KiB', 'standard attention: 80.0 KiB')
     """
     short = LOOP_ORDER_SHORT[tr.loop_order]
     if not computed:
-        return f"{short}: every tile is masked,", "nothing is computed"
+        return f"{short}: every tile is masked,", "nothing is computed", ""
     step = computed[f]
     second = f"HBM traffic so far {format_bytes(tr.hbm_bytes[step])}" if tr.hbm_bytes is not None else ""
-    return f"{short} tile {f + 1}/{len(computed)}: i={tr.q_block[step]}, j={tr.k_block[step]}", second
+    third = f"standard attention: {format_bytes(tr.naive_bytes[step])}" if tr.naive_bytes is not None else ""
+    return f"{short} tile {f + 1}/{len(computed)}: i={tr.q_block[step]}, j={tr.k_block[step]}", second, third
 
 
 def _overlay(tr: ScheduleTrace, computed: list[int], f: int, cell: float) -> str:
@@ -238,12 +245,11 @@ def _frames_svg(tr: ScheduleTrace, computed: list[int], tl: _Timeline, cell: flo
     out = []
     for k in range(tl.start, tl.start + 1 if still else len(tl.frames_at)):
         f = tl.frames_at[k]
-        first, second = (escape(t) for t in counter_text(tr, computed, f))
+        lines = "".join(f'<text class="counter{" naive" if y == COUNTER_Y[2] else ""}" x="{grid_x:.1f}" y="{y}">'
+                        f"{escape(t)}</text>" for y, t in zip(COUNTER_Y, counter_text(tr, computed, f), strict=True))
         last = " last" if k == len(tl.frames_at) - 1 else ""
         out.append(f'<g class="fr{last}" data-frame="{k}" style="--d:{tl.dt:.3f}s;animation-delay:{tl.at(k):.3f}s">'
-                   f'<text class="counter" x="{grid_x:.1f}" y="20">{first}</text>'
-                   f'<text class="counter" x="{grid_x:.1f}" y="42">{second}</text>'
-                   f'<g transform="translate({grid_x:.1f},{TOP_PX})">{_overlay(tr, computed, f, cell)}</g></g>')
+                   f'{lines}<g transform="translate({grid_x:.1f},{TOP_PX})">{_overlay(tr, computed, f, cell)}</g></g>')
     return "".join(out)
 
 
@@ -276,7 +282,7 @@ def _panel_svg(tr: ScheduleTrace, p: int, panels: int, tl: _Timeline, row: int |
                   f'stroke="{ROW_MARKER_COLOR}" stroke-width="3" stroke-dasharray="6 4"/>')
     svg_w, svg_h = LEFT_PX + width + RIGHT_PX, TOP_PX + height + BOTTOM_PX
     empty = "".join(f'<text class="counter" x="{LEFT_PX}" y="{y}">{escape(line)}</text>'
-                    for y, line in zip((20, 42), counter_text(tr, [], 0), strict=True)) if not computed else ""
+                    for y, line in zip(COUNTER_Y, counter_text(tr, [], 0), strict=True)) if not computed else ""
     return (f'<svg class="fv-grid" data-loop-order="{tr.loop_order}" data-cell="{cell:.4f}" width="{svg_w:.0f}" '
             f'height="{svg_h:.0f}" viewBox="0 0 {svg_w:.0f} {svg_h:.0f}" role="img" '
             f'aria-label="tile map, {tr.loop_order}">'

@@ -34,15 +34,20 @@ from flashviz.core.decode import (
 from flashviz.core.reference import naive_attention
 from flashviz.measure.impls import resolve_dtype
 from flashviz.measure.progress import Progress
+from flashviz.measure.roof_probe import machine_roof
 from flashviz.measure.timing import threads_set_to, time_calls
 from flashviz.model.decode import decode_cost
-from flashviz.model.roofline import this_machine
 from flashviz.vocab import DTYPE_BYTES
 
 LENS_FRACTIONS = {"one": (1.0,), "pair": (1.0, 1 / 3), "four": (1.0,) * 4, "ragged": (1.0, 0.7, 0.4, 0.1)}
 ANIM_D = 16  # head dimension of the animation's random data: the schedule and the merge do not depend on d
 SPARE_PAGES = 2  # free pages in the animation's and the timing's page pool (a pool is rarely full)
 TIMED_SPLITS = (1, 2, 4)  # split counts always timed, besides the chosen one
+NEEDLE_AT = 0.62  # the animation's query matches a run of keys starting at this fraction of sequence 0's length
+NEEDLE_KEYS = 16  # keys in that run
+NEEDLE_SHIFT = 6.0  # their scaled scores q.k/sqrt(d) are raised by this much (natural log units): about e^6 = 400x
+# the weight of an ordinary key, so the split that holds them gets most of the merge, as a real query's few relevant
+# keys do
 WARMUP = 1  # untimed calls per implementation before the interleaved repeats
 SDPA_LABEL, NAIVE_LABEL = "SDPA (enable_gqa)", "naive (K/V repeated)"
 FLASH_LABEL = "flash_decode"  # the timed flash_decode runs are labelled "flash_decode S=<splits>"
@@ -159,6 +164,7 @@ class DecodeTrace:
     split_lse: tuple[float, ...]  # L_s = m_s + log l_s (event)
     weights: tuple[float, ...]  # exp(L_s - L): each split's share of the output (merge event)
     lse: float  # L, the merged logsumexp (merge event)
+    needle: tuple[int, int] | None = None  # (start, stop) keys of sequence 0 the query matches (NEEDLE_SHIFT), if any
 
 
 def paged_copy(k: torch.Tensor, v: torch.Tensor, lens: tuple[int, ...], page: int, seed: int = 0
@@ -209,11 +215,26 @@ def block_stats(q0: torch.Tensor, k0: torch.Tensor, block_k: int) -> tuple[tuple
     return tuple(block_m.tolist()), tuple(block_l.tolist())
 
 
+def needle_keys(n: int) -> tuple[int, int]:
+    """The run of keys (start, stop) of an n-key sequence that the animation's query matches.
+
+    Example:
+        >>> needle_keys(1000), needle_keys(8)
+        ((620, 636), (0, 8))
+    """
+    start = min(round(NEEDLE_AT * n), max(n - NEEDLE_KEYS, 0))
+    return start, min(start + NEEDLE_KEYS, n)
+
+
 def decode_trace(lens: tuple[int, ...], page: int, num_splits: int
                  ) -> tuple[DecodeTrace, list[list[int]] | None, int, float]:
     """Run flash_decode once (one head, d = ANIM_D, seed 0) and keep what the figures need: the trace of sequence 0
     (split ranges, m, l, L and merge weights from the on_split events; each block's own m and l), the block table,
     the pool size and, when paged, the largest difference from the same cache stored contiguously.
+
+    The data are random, except a run of NEEDLE_KEYS keys of sequence 0 (needle_keys) that the query matches: their
+    scores are NEEDLE_SHIFT higher, so the split holding them carries most of the merge (random keys alone would give
+    every split about its share of the keys, and the merge would look like an average).
 
     Example:
         >>> trace, table, pages, err = decode_trace((600, 100), 64, 2)
@@ -224,6 +245,9 @@ def decode_trace(lens: tuple[int, ...], page: int, num_splits: int
     B, n_max, block_k = len(lens), max(lens), page or DEFAULT_BLOCK_K
     q = torch.randn(B, 1, 1, ANIM_D, generator=g)  # (B, 1, 1, d): one new token, one head
     k, v = (torch.randn(B, 1, n_max, ANIM_D, generator=g) for _ in range(2))  # (B, 1, N, d)
+    a, b = needle_keys(lens[0])
+    q0 = q[0, 0, 0]  # (d,)
+    k[0, 0, a:b] += NEEDLE_SHIFT * ANIM_D**0.5 / float(q0 @ q0) * q0  # (b - a, d): scores q.k / sqrt(d) + shift
     caches, table, num_pages = (k, v), None, 0
     if page:
         k_p, v_p, table = paged_copy(k, v, lens, page)
@@ -241,7 +265,7 @@ def decode_trace(lens: tuple[int, ...], page: int, num_splits: int
     trace = DecodeTrace(lens[0], block_k, tuple((e.start, min(e.stop, lens[0])) for e in splits), block_m, block_l,
                         tuple(float(e.m[0]) for e in splits), tuple(float(e.l[0]) for e in splits),
                         tuple(float(e.lse[0]) for e in splits), tuple(merge.weights[:, 0].tolist()),
-                        float(merge.lse[0]))
+                        float(merge.lse[0]), (a, b))
     return trace, (table.tolist() if table is not None else None), num_pages, paged_err
 
 
@@ -350,7 +374,7 @@ def decode_timing(setup: DecodeSetup, device: str, reps: int, *, progress: Progr
     dev = torch.device(device)
     with threads_set_to(setup.threads), torch.no_grad():
         t = time_calls(_decode_calls(setup, dev), warmup=WARMUP, repeats=reps, progress=progress, sync_device=dev)
-        machine = this_machine()
+        machine = machine_roof(setup.threads)
     kv_bytes = sum(decode_cost(x, setup.d, heads=setup.heads_q, heads_kv=setup.heads_kv, dtype=setup.dtype).kv_bytes
                    for x in setup.lens)
     rows = []

@@ -25,7 +25,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import create_mask, noop_mask
 
-from flashviz.core.flash import flash_attention_forward
+from flashviz.core.flash import MAX_STEP_WIDTH, flash_attention_forward
+from flashviz.core.flash_schedule import schedule_steps
 from flashviz.core.tilemask import TileMasks
 from flashviz.core.tiling import TileSchedule, tile_schedule
 from flashviz.limits import LIVE_INPUT_BYTES_MAX, WORK_FLOP_MAX
@@ -38,7 +39,7 @@ from flashviz.measure.progress import Progress, stage
 from flashviz.measure.timing import threads_set_to, time_calls
 from flashviz.model.flops import attention_flops
 from flashviz.units import format_bytes
-from flashviz.vocab import DTYPE_BYTES, FULL, PARTIAL, Q_OUTER
+from flashviz.vocab import DENSE, DTYPE_BYTES, FULL, MASKED, PARTIAL, Q_OUTER, UNMASKED
 
 RUN_WARMUP = 1  # untimed kernel calls per run after the peak-memory call (itself a first call)
 RUN_REPEATS = 5  # interleaved timed calls per run: the median of five
@@ -46,7 +47,6 @@ SWEEP_WARMUP = 1  # untimed calls per preset
 SWEEP_REPEATS = 5  # interleaved timed calls per preset
 BUILD_REPEATS = 3  # interleaved timed builds of each schedule (and of the dense mask): the median of three
 DENSE_BYTES_MAX = 1 << 29  # bytes (512 MiB) of the dense run's N x N boolean mask plus SDPA's additive copy
-MASKED, DENSE, UNMASKED = "masked", "dense", "unmasked"  # the three runs (masked_run_figure's kinds)
 MASK_RUN_LABELS = {MASKED: "tiled, this mask", DENSE: "SDPA, dense mask", UNMASKED: "tiled, no mask"}
 NO_MASK = "none"  # the sweep's unmasked row
 NO_MASK_LABEL = "no mask"
@@ -152,6 +152,24 @@ def _computed(schedule: TileSchedule) -> int:
     return counts[FULL] + counts[PARTIAL]
 
 
+def kernel_steps(schedule: TileSchedule) -> int:
+    """Loop iterations the tiled kernel runs on a prebuilt mask_mod schedule: its computed tiles, adjacent ones of a Q
+    block merged into one step of up to MAX_STEP_WIDTH keys (flashviz.core.flash_schedule), as the timed calls do.
+
+    Example:
+        >>> from flashviz.masks import causal_mask
+        >>> kernel_steps(prebuilt_schedule(256, 64, 64, causal_mask, heads=1))  # 10 tiles, one step per Q block
+        4
+    """
+    return len(schedule_steps(schedule, merge=True, max_width=MAX_STEP_WIDTH))
+
+
+def schedule_numbers(schedule: TileSchedule) -> dict[str, int]:
+    """What a run's row says about the schedule its timed calls used: tiles, tiles_computed, tiles_partial, steps."""
+    return {"tiles_computed": _computed(schedule), "tiles": len(schedule), "tiles_partial": schedule.counts()[PARTIAL],
+            "steps": kernel_steps(schedule)}
+
+
 def time_mask_runs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask_mod: MaskMod, score_mod: ScoreMod | None,
                    *, block_q: int, block_k: int, progress: Progress | None = None) -> list[dict[str, object]]:
     """Peak memory and time (median and IQR of RUN_REPEATS interleaved calls after RUN_WARMUP) of the tiled kernel
@@ -163,8 +181,9 @@ def time_mask_runs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask_mod: 
             SDPA gets the mask only).  block_q, block_k: Br and Bc.  progress: see flashviz.measure.progress.
     Returns:
         one dict per run (MASKED, DENSE, UNMASKED): kind, label, time_s, iqr_s (s), repeats, peak_bytes (above the
-        inputs), build_s, build_iqr_s (s: the schedule, or the dense mask), tiles_computed, tiles (the schedule the
-        timed calls used; the dense run computes every tile).
+        inputs), build_s, build_iqr_s (s: the schedule, or the dense mask), tiles_computed, tiles, tiles_partial,
+        steps (the schedule the timed calls used and the kernel's loop iterations on it; the dense run computes every
+        tile in one call: its tiles_partial and steps are 0).
     """
     n, heads = q.shape[2], q.shape[1]
     builds = {MASKED: lambda: prebuilt_schedule(n, block_q, block_k, mask_mod, heads),
@@ -188,10 +207,11 @@ def time_mask_runs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask_mod: 
     run_t = time_calls(fns, warmup=RUN_WARMUP, repeats=RUN_REPEATS,
                        progress=stage(progress, done + len(builds) * BUILD_REPEATS, total, "timing: "))
     tiles = len(built[MASKED])
-    computed = {MASKED: _computed(built[MASKED]), DENSE: tiles, UNMASKED: _computed(built[UNMASKED])}
+    numbers = {MASKED: schedule_numbers(built[MASKED]), UNMASKED: schedule_numbers(built[UNMASKED]),
+               DENSE: {"tiles_computed": tiles, "tiles": tiles, "tiles_partial": 0, "steps": 0}}
     return [{"kind": name, "label": MASK_RUN_LABELS[name], "time_s": t.median, "iqr_s": t.iqr,
              "repeats": len(t.samples), "peak_bytes": peaks[name], "build_s": build_t[name].median,
-             "build_iqr_s": build_t[name].iqr, "tiles_computed": computed[name], "tiles": tiles}
+             "build_iqr_s": build_t[name].iqr, **numbers[name]}
             for name, t in run_t.items()]
 
 
@@ -227,7 +247,7 @@ def time_preset_runs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mods: di
         q, k, v: (1, H, N, d) on the CPU.  mods: name -> mask_mod (preset_mods).  block_q, block_k: Br and Bc.
     Returns:
         one dict per mask_mod, in mods' order: preset, label, computed (fraction of tiles), tiles_computed, tiles,
-        time_s, iqr_s, repeats, build_s, build_iqr_s (s).
+        tiles_partial, steps (the kernel's loop iterations), time_s, iqr_s, repeats, build_s, build_iqr_s (s).
     """
     n, heads = q.shape[2], q.shape[1]
     builds = {name: (lambda mod=mod: prebuilt_schedule(n, block_q, block_k, mod, heads)) for name, mod in mods.items()}
@@ -243,9 +263,9 @@ def time_preset_runs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mods: di
                        progress=stage(progress, len(mods) * (1 + BUILD_REPEATS), total, "timing: "))
     rows = []
     for name, t in run_t.items():
-        done, tiles = _computed(schedules[name]), len(schedules[name])
+        numbers = schedule_numbers(schedules[name])
         rows.append({"preset": name, "label": PRESETS[name].label if name in PRESETS else NO_MASK_LABEL,
-                     "computed": done / tiles, "tiles_computed": done, "tiles": tiles, "time_s": t.median,
+                     "computed": numbers["tiles_computed"] / numbers["tiles"], **numbers, "time_s": t.median,
                      "iqr_s": t.iqr, "repeats": len(t.samples), "build_s": build_t[name].median,
                      "build_iqr_s": build_t[name].iqr})
     return rows

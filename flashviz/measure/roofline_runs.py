@@ -18,9 +18,10 @@ from flashviz.core.validate import Window
 from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.measure.guards import TimeBudget
 from flashviz.measure.progress import Progress
+from flashviz.measure.roof_probe import RoofCheck, bounded, machine_roof, measure_again
 from flashviz.measure.sweep import run_sweep
 from flashviz.model.iomodel import IOCost, io_cost
-from flashviz.model.roofline import GPUS, Device, roof_lines, roofline_points, this_machine
+from flashviz.model.roofline import GPUS, Device, roof_lines, roofline_points
 from flashviz.vocab import ALGORITHMS, DTYPE_BYTES, FULL, IMPL_LOOP_ORDER, NAIVE, OK, PARTIAL, TILED_IMPLS
 
 RUN_IMPLS = (NAIVE, *TILED_IMPLS)  # what the Run button times
@@ -36,9 +37,29 @@ TIMED_COLUMNS = ["device", "algorithm", "flops", "hbm_bytes", "intensity", "atta
                  "speedup_vs_naive", "measured"]
 
 
-def cpu_device() -> Device:
-    """This CPU as a roofline Device: its matmul rate and read bandwidth, measured once per process."""
-    return replace(this_machine(), name=CPU_NAME)
+def cpu_device(threads: int) -> Device:
+    """This CPU as a roofline Device at `threads` threads: its matmul rate and read bandwidth, each the best of
+    several calls (flashviz.measure.roof_probe), measured once per thread count and raised only by a later, better
+    measurement."""
+    return replace(machine_roof(threads), name=CPU_NAME)
+
+
+def timed_roof(df: pd.DataFrame, threads: int) -> RoofCheck:
+    """The CPU roof that bounds every kernel `measure_roofline` timed on the CPU: measured again if one beat it, and
+    raised to what it reached if it still does (flashviz.measure.roof_probe.bounded; the RoofCheck says which).
+
+    Example:
+        >>> df = measure_roofline(64, 8, 32, 32, False, None, 1, 1, "float32", "float16", (), 1)
+        >>> check = timed_roof(df, 1)
+        >>> cpu = timed_points(df)
+        >>> bool((cpu["attainable_flops"] <= [min(check.roof.peak("float32"), i * check.roof.bandwidth) * (1 + 1e-9)
+        ...                                    for i in cpu["intensity"]]).all())
+        True
+    """
+    cpu = timed_points(df[df["device_name"].eq(CPU_TIMED)])
+    reached = {str(r.algorithm): (float(r.intensity), float(r.attainable_flops)) for r in cpu.itertuples()}
+    check = bounded(cpu_device(threads), reached, lambda: measure_again(threads))
+    return replace(check, roof=replace(check.roof, name=CPU_NAME))
 
 
 def gpu_name() -> str:

@@ -19,14 +19,15 @@ Tr = ceil(N / Br) query blocks, Tc = ceil(N / Bc) key blocks.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from flashviz._lazy import lazy_import
-from flashviz.core.tiling import tile_schedule, visible_mask
+from flashviz.core.tiling import Tile, tile_schedule, visible_mask
 from flashviz.core.validate import Window
-from flashviz.model.iomodel import io_trace_steps
-from flashviz.vocab import DTYPES
+from flashviz.model.iomodel import io_cost, io_trace_steps
+from flashviz.vocab import DTYPES, NAIVE
 
 if TYPE_CHECKING:
     import torch
@@ -54,6 +55,9 @@ class ScheduleTrace:
     status: tuple[str, ...]  # per schedule step: "full", "partial" or "skipped"
     hbm_bytes: tuple[float, ...] | None = None  # per schedule step: cumulative HBM bytes (IO model), per head
     flops: tuple[float, ...] | None = None  # per schedule step: cumulative FLOPs (IO model), per head
+    naive_bytes: tuple[float, ...] | None = None  # per schedule step: standard attention's HBM bytes for the same
+    # part of S (its IO-model total, per head, times the share of S's N^2 elements in the tiles so far, skipped ones
+    # included: it computes every score), its counterpart of hbm_bytes
 
     @property
     def steps(self) -> int:
@@ -95,20 +99,38 @@ def schedule_trace(n: int, block_q: int, block_k: int, *, causal: bool = False, 
     sched = tile_schedule(n, n, block_q, block_k, causal=causal, window=window, loop_order=loop_order,
                           mask_mod=mask_mod)
     tiles = list(sched)
-    hbm = flops = None
+    hbm = flops = naive = None
     if d is not None:
         io = [s for s in io_trace_steps(sched.loop_order, n, n, d, block_q, block_k, causal=causal, window=window,
                                         dtype_bytes=dtype_bytes) if s.step >= 0]  # one per schedule step, in order
         assert len(io) == len(tiles), "io_trace_steps and tile_schedule disagree on the number of steps"
         hbm = tuple(float(s.hbm_bytes) for s in io)
         flops = tuple(float(s.flops) for s in io)
+        naive = naive_so_far(sched, io_cost(NAIVE, n, n, d, block_q, block_k, dtype_bytes=dtype_bytes).bytes)
     return ScheduleTrace(
         loop_order=sched.loop_order, n=n, block_q=sched.block_q, block_k=sched.block_k, causal=sched.causal,
         window=sched.window,
         n_q_blocks=sched.n_q_blocks, n_k_blocks=sched.n_k_blocks,
         q_block=tuple(t.q_block for t in tiles), k_block=tuple(t.k_block for t in tiles),
-        status=tuple(t.status for t in tiles), hbm_bytes=hbm, flops=flops,
+        status=tuple(t.status for t in tiles), hbm_bytes=hbm, flops=flops, naive_bytes=naive,
     )
+
+
+def naive_so_far(schedule: Sequence[Tile], total: float) -> tuple[float, ...]:
+    """Standard attention's traffic after each step of a tile schedule: its total times the share of the N_q x N_k
+    scores in the tiles visited so far (skipped ones too: standard attention computes every score, then masks).
+
+    Example:
+        >>> from flashviz.core.tiling import tile_schedule
+        >>> naive_so_far(tile_schedule(4, 4, 2, 2, causal=True), 100.0)  # four equal tiles: a quarter each
+        (25.0, 50.0, 75.0, 100.0)
+    """
+    sizes = [t.rows * t.cols for t in schedule]
+    done, out = 0, []
+    for size in sizes:
+        done += size
+        out.append(total * done / sum(sizes))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -125,7 +147,7 @@ class RowTrace:
     loop_order: str  # "kv_outer" or "q_outer"
     row: int  # the query row r
     q_block: int  # the tile row i that holds r
-    step: tuple[int, ...]  # schedule steps that updated row r
+    step: tuple[int, ...]  # schedule steps that updated row r (skipped tiles count: a tile's place in the schedule)
     k_block: tuple[int, ...]  # the key block j of each of those steps
     m: tuple[float, ...]  # running max m_r after each step (scaled-score units; -inf while nothing visible)
     l: tuple[float, ...]  # running sum l_r = sum_j e^(s_rj - m_r) after each step (after adding the tile)
@@ -136,6 +158,7 @@ class RowTrace:
     m_exact: float  # max_j s_rj over every visible key (the oracle), -inf if the row sees nothing
     l_exact: float  # sum_j e^(s_rj - m_exact), 0 if the row sees nothing
     lse_kernel: float  # the kernel's saved logsumexp L_r = m_r + log l_r
+    tile: tuple[int, ...] = ()  # per step: its number among the computed tiles, 1 = first (the tile map's "tile k/n")
 
     @property
     def grew(self) -> tuple[bool, ...]:
@@ -203,27 +226,27 @@ def row_trace(n: int, d: int, block_q: int, block_k: int, *, row: int, causal: b
         >>> tr = row_trace(16, 8, 4, 4, row=9, causal=True)
         >>> tr.k_block, abs(tr.m[-1] - tr.m_exact) < 1e-6, tr.factor[0]
         ((0, 1, 2), True, 0.0)
+        >>> tr.step, tr.tile  # FA1 visits K/V block 0 (4 tiles), then 1 (3), then 2: skipped tiles in between
+        ((2, 6, 10), (3, 6, 8))
     """
     from flashviz.core.flash import flash_attention_forward  # the real kernel (torch): only the row tools run it
+    from flashviz.measure.timing import threads_set_to  # torch too
 
     if not 0 <= row < n:
         raise ValueError(f"row must be a query row in 0..{n - 1}, got {row}. Pick a row inside the sequence.")
     q, k, v = _random_qkv(n, d, dtype, seed)
     events: list[TileEvent] = []
+    tiles, seen = [], [0]  # the computed-tile number of each recorded event; computed tiles so far
 
-    def record(ev: TileEvent) -> None:
+    def record(ev: TileEvent) -> None:  # on_tile reports every computed tile, in visiting order
+        seen[0] += 1
         if ev.q_start <= row < ev.q_end:
             events.append(ev)
+            tiles.append(seen[0])
 
-    old_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
+    with threads_set_to(threads):
         _, lse = flash_attention_forward(q, k, v, block_q=block_q, block_k=block_k, causal=causal, window=window,
                                          loop_order=loop_order, return_lse=True, on_tile=record)
-    finally:
-        if threads is not None:
-            torch.set_num_threads(old_threads)
     # -- the oracle: the full score row s_r = q_r K^T / sqrt(d), masked; m = max s_r; l = sum e^(s_r - m)
     s_r = _scores(q, k, torch.tensor([row]), causal=causal, window=window)[0]  # (N,)
     m_exact = float(s_r.max())
@@ -237,7 +260,7 @@ def row_trace(n: int, d: int, block_q: int, block_k: int, *, row: int, causal: b
         step=tuple(ev.step for ev in events), k_block=tuple(ev.k_block for ev in events), m=m, l=l,
         m_before=m_before[:len(m)], factor=factor, l_before=l_before[:len(l)],
         l_rescaled=tuple(f * b for f, b in zip(factor, l_before, strict=False)),
-        m_exact=m_exact, l_exact=l_exact, lse_kernel=float(lse[0, 0, row]),
+        m_exact=m_exact, l_exact=l_exact, lse_kernel=float(lse[0, 0, row]), tile=tuple(tiles),
     )
 
 
@@ -252,9 +275,8 @@ class RowPick:
 
     @property
     def reason(self) -> str:
-        """One line for the page, e.g. 'row 15: the most rescales (3 of 4 tiles) of the 16 rows checked'."""
-        return (f"row {self.row}: the most rescales ({self.rescales} of {self.tiles} tiles) of the {self.checked} "
-                "rows checked")
+        """One line for the page, e.g. 'row 15: the most rescales (3 of 4 tiles) among 16 rows'."""
+        return f"row {self.row}: the most rescales ({self.rescales} of {self.tiles} tiles) among {self.checked} rows"
 
 
 PICK_ROWS_MAX = 512  # candidate rows pick_row scores at most: 512 x N x d multiply-adds, milliseconds at N = 8192

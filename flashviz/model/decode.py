@@ -91,7 +91,8 @@ def decode_points(cache_len: int, d: int, *, heads: int, heads_kv: int | None = 
 
     Args:
         as for `decode_cost`; heads_kv picks the GQA row (MHA and MQA are always shown).
-        devices: Devices (GPUS; add flashviz.model.roofline.this_machine() for the measured CPU).
+        devices: Devices (GPUS; add flashviz.measure.roof_probe.machine_roof(threads) for the measured
+            CPU).
     Returns:
         Tidy DataFrame, one row per (device, variant), columns DECODE_COLUMNS: kv_bytes (K/V cache read per
         step), hbm_bytes, flops, intensity (FLOP/byte), attainable_flops (FLOP/s), time_s (predicted seconds per

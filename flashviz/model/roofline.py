@@ -5,7 +5,8 @@ it is compute-bound when its arithmetic intensity I = F / Q exceeds the device's
 memory-bound below it, where it attains only I x bandwidth FLOP/s. Standard attention writes and re-reads S and P,
 so its intensity is a few FLOPs per byte, far below a GPU's ridge (about 150-300 FLOP/byte); the tiled kernels move
 O(N d) per pass instead of O(N^2), so their intensity grows with the tile size and they reach the compute roof.
-FLOPs and bytes come from flashviz.model.iomodel.io_cost, so the prediction and the IO model agree.
+FLOPs and bytes come from flashviz.model.iomodel.io_cost, so the prediction and the IO model agree. This machine's
+roof is measured in flashviz.measure.roof_probe; this module is arithmetic only.
 
 References:
     Williams, Waterman, Patterson, "Roofline: an insightful visual performance model" (CACM 2009).
@@ -17,9 +18,6 @@ H query heads, H_kv key/value heads, Br = block_q, Bc = block_k.
 
 from __future__ import annotations
 
-import functools
-import threading
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -33,9 +31,6 @@ KIB = 1024  # bytes per KiB
 TERA = 1e12  # FLOP/s per TFLOP/s, bytes/s per TB/s
 GIGA = 1e9  # bytes/s per GB/s, FLOP/s per GFLOP/s
 COMPUTE, MEMORY = "compute", "memory"  # what bounds a kernel on a device
-MATMUL_N = 512  # this machine's matmul probe: (512 x 512) @ (512 x 512) fp32, 2 * 512^3 = 268 MFLOP per call
-COPY_BYTES = 64 << 20  # this machine's bandwidth probe: x.sum() over 64 MiB of fp32, more than a CPU's caches
-PROBE_REPEATS = 3  # the probes keep the best of this many calls: noise only ever slows a call down
 ROOFLINE_COLUMNS = ("device", "algorithm", "flops", "hbm_bytes", "intensity", "attainable_flops", "time_s", "bound",
                     "speedup_vs_naive", "measured")
 
@@ -124,50 +119,6 @@ def bound(intensity: float, device: Device, dtype: str = "float16") -> str:
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# this machine, measured once per process
-
-
-_PROBE_LOCK = threading.Lock()  # two dashboard sessions asking at once measure once, not twice at half speed
-
-
-def this_machine() -> Device:
-    """This machine as a roofline Device: its measured fp32 matmul rate and memory read bandwidth, cached.
-
-    The matmul probe is the best of PROBE_REPEATS (512 x 512) fp32 products; the bandwidth probe the best of
-    PROBE_REPEATS x.sum() over 64 MiB of fp32 (reads only). Both at torch's current thread count; about 0.1-0.5 s
-    in all, once per process. The one measured rate stands for every dtype (a CPU has no tensor cores).
-    """
-    with _PROBE_LOCK:
-        return _measure_this_machine()
-
-
-@functools.lru_cache(maxsize=1)
-def _measure_this_machine() -> Device:
-    import torch  # only this probe needs torch: the rest of the roofline is arithmetic
-
-    a, b = torch.randn(MATMUL_N, MATMUL_N), torch.randn(MATMUL_N, MATMUL_N)  # fp32
-    matmul_s = _best_of(lambda: torch.mm(a, b))
-    x = torch.ones(COPY_BYTES // 4)  # fp32: 4 bytes per element
-    read_s = _best_of(x.sum)
-    rate = 2 * MATMUL_N**3 / matmul_s  # FLOP/s: 2 FLOPs per multiply-accumulate
-    threads = torch.get_num_threads()
-    return Device(f"this machine ({threads} threads, measured)", dict.fromkeys(DTYPE_BYTES, rate),
-                  COPY_BYTES / read_s, None, f"measured: fp32 matmul {MATMUL_N}^3, x.sum() over 64 MiB, "
-                  f"{threads} threads", measured=True)
-
-
-def _best_of(fn) -> float:
-    """Shortest wall time of PROBE_REPEATS calls after one warm-up, in seconds."""
-    fn()
-    best = float("inf")
-    for _ in range(PROBE_REPEATS):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
-# ----------------------------------------------------------------------------------------------------------------------
 # attention on the roofline
 
 
@@ -181,7 +132,8 @@ def roofline_points(n: int, d: int, *, block_q: int = 64, block_k: int = 64, cau
         n: sequence length (N_q = N_k).  d: head dimension.  block_q, block_k: Br, Bc of the tiled kernels.
         causal, window: the mask.  batch, heads, heads_kv: B, H, H_kv (GQA).
         dtype: input dtype name; sets the bytes per element and which peak each device uses.
-        devices: Devices to place the points on (GPUS; add this_machine() for the measured CPU).
+        devices: Devices to place the points on (GPUS; add flashviz.measure.roof_probe.machine_roof(threads) for the
+            measured CPU).
         algorithms: any of "naive", "kv_outer", "q_outer" (aliases accepted).
     Returns:
         Tidy DataFrame, one row per (device, algorithm), columns ROOFLINE_COLUMNS: device (name), algorithm,

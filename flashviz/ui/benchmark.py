@@ -22,12 +22,18 @@ from flashviz.vocab import FULL, NAIVE, OK, PARTIAL, TILED_IMPLS
 
 RAN_WITH = ("d", "causal", "window", "dtype", "batch", "heads", "device", "threads", "ns", "bblock", "reps")
 CAUSAL_RAN_WITH = ("d", "dtype", "batch", "heads", "device", "threads", "bblock", "reps")  # the window is not used
-SLOWER_WHY = (
-    "This flashviz kernel is plain PyTorch: every tile is one Python loop iteration with a few small matmuls, so "
-    "small tiles and a single head pay that overhead thousands of times. And on a CPU the \"SRAM\" is the cache "
-    "while naive's N × N matrix still fits in RAM, so naive pays no slow round trip. On a GPU the gap "
-    "FlashAttention closes is HBM traffic: see the modelled traffic below and the IO model tab."
-)
+def slower_why(traffic: str) -> str:
+    """Why a tiled kernel can be slower than naive on a CPU; `traffic` says where this tab shows the modelled HBM
+    traffic ("the modelled traffic chart below", ...) or is empty where it shows none.
+
+    Example:
+        >>> slower_why("").endswith("HBM traffic: see the IO model tab.")
+        True
+    """
+    return ("This flashviz kernel is plain PyTorch: every tile is one Python loop iteration with a few small matmuls, "
+            "so small tiles and a single head pay that overhead thousands of times. And on a CPU the \"SRAM\" is the "
+            "cache while naive's N × N matrix still fits in RAM, so naive pays no slow round trip. On a GPU the gap "
+            "FlashAttention closes is HBM traffic: see " + (f"{traffic} and " if traffic else "") + "the IO model tab.")
 
 
 def plural(n: int, word: str) -> str:
@@ -49,24 +55,21 @@ def speedups(df: pd.DataFrame) -> pd.DataFrame:
     return out.dropna(subset=["speedup"])[["impl", "N", "speedup"]]
 
 
-def slower_caption_ui(df: pd.DataFrame, where: str) -> None:
-    """Say why the tiled kernels are slower than naive, only where a measured speedup is below 1."""
+def slower_caption_ui(df: pd.DataFrame, where: str, traffic: str) -> None:
+    """Say why the tiled kernels are slower than naive, only where a measured speedup is below 1 (`traffic`: where
+    the tab shows the modelled HBM traffic, see slower_why)."""
     slow = speedups(df)
     slow = slow[slow["speedup"] < 1]
     if len(slow) == 0:
         return
     cases = ", ".join(f"{r.impl} at N = {r.N} ({r.speedup:.2f}x)" for r in slow.itertuples())
-    st.caption(f"**Why is the tiled kernel slower than naive {where}?** Speedup below 1: {cases}. {SLOWER_WHY}")
+    st.markdown(f"**Why is the tiled kernel slower than naive {where}?** Speedup below 1: {cases}. "
+                f"{slower_why(traffic)}")
 
 
 def benchmark_ui(s: Settings) -> None:
     """Draw the tab for settings s."""
-    st.markdown(
-        "Time and peak memory of four implementations on the same random Q, K, V: B, H and d come from the "
-        "sidebar; the sequence lengths N, the tiled kernels' tile size and the repeats from this tab. Naive "
-        "attention's memory grows with **N²**: it stores S and P. The tiled kernels' grows with **N**. Timings are "
-        "medians of repeated calls; error bars span the interquartile range. Each N is drawn as soon as it is done."
-    )
+    st.markdown("Naive attention stores S and P: its memory grows with **N²**, the tiled kernels' with **N**.")
     draw("ns", st)
     c1, c2, c3 = st.columns([3, 1, 1])  # wide enough for all four implementation chips at 1280 px
     for name, col in zip(("impls", "bblock", "reps"), (c1, c2, c3), strict=True):
@@ -80,8 +83,8 @@ def benchmark_ui(s: Settings) -> None:
         st.error(problem)
         return
     if s.bblock >= min(s.ns):
-        st.caption(f"At N ≤ {s.bblock} one {s.bblock}-wide tile covers the whole sequence: the tiled kernels run a "
-                   "single tile there, like naive attention with extra bookkeeping.")
+        st.markdown(f"At N ≤ {s.bblock} one {s.bblock}-wide tile covers the whole sequence: the tiled kernels run a "
+                    "single tile there, like naive attention with extra bookkeeping.")
     holder: dict[str, object] = {}
 
     def draw_so_far(partial: pd.DataFrame) -> None:  # called inside the run's status box
@@ -107,7 +110,7 @@ def _results_ui(s: Settings, df: pd.DataFrame) -> None:
     not_run_ui(df)
     show_figure(memory_figure(df), key="bench_memory")  # full width: legible from the back of the room
     show_figure(time_figure(df), key="bench_time")
-    slower_caption_ui(df, "here")
+    slower_caption_ui(df, "here", "the modelled traffic chart below")
     show_figure(gflops_figure(df), key="bench_gflops")
     show_figure(hbm_figure(df), key="bench_hbm")
     for flash in TILED_IMPLS:  # a plotly table: its 20 px font reads on a projector, st.table's does not

@@ -11,7 +11,7 @@ import streamlit as st
 
 from flashviz.figures.plots import block_sweep_figure
 from flashviz.ui import jobs
-from flashviz.ui.benchmark import SLOWER_WHY
+from flashviz.ui.benchmark import slower_why
 from flashviz.ui.drawing import not_run_ui, ran_with_ui, show_figure
 from flashviz.ui.runs import run_button_ui
 from flashviz.ui.state import Settings
@@ -37,9 +37,9 @@ def block_size_ui(s: Settings) -> None:
         return
     big = [b for b in s.blocks if b >= s.n]
     if big:
-        st.caption(f"Block sizes {', '.join(map(str, big))} are at least N = {s.n}: one tile covers the whole "
-                   "sequence, so they all run the same single tile and their points come out flat. Raise N in the "
-                   "sidebar to see the trade-off.")
+        st.markdown(f"Block sizes {', '.join(map(str, big))} are at least N = {s.n}: one tile covers the whole "
+                    "sequence, so they all run the same single tile and their points come out flat. Raise N in the "
+                    "sidebar to see the trade-off.")
     smallest = min(s.blocks)
     problem = jobs.work_guard((s.n,), d=s.d, br=smallest, bc=smallest, batch=s.batch, heads=s.heads, reps=s.reps,
                               n_impls=2 * len(s.blocks) + 2, dtype=s.dtype)
@@ -72,4 +72,5 @@ def _slower_caption_ui(tiled: pd.DataFrame, reference: pd.DataFrame) -> None:
     if len(slow) == 0:
         return
     cases = ", ".join(f"{r.impl} at {r.block_q}" for r in slow.itertuples())
-    st.caption(f"**Why are some tiled points above the naive line?** Slower than naive here: {cases}. {SLOWER_WHY}")
+    st.markdown(f"**Why are some tiled points above the naive line?** Slower than naive here: {cases}. "
+                f"{slower_why('the modelled traffic panel above')}")

@@ -29,14 +29,11 @@ def correctness_ui(s: Settings) -> None:
     tol, why = tolerance_for(s.dtype)
     bar = fmt_sci(tol)
     st.markdown(
-        "Is the tiled kernel exact? Every implementation runs on the same random Q, K, V; each output is compared "
-        "with PyTorch's SDPA computed in **float64** (the reference), and the largest absolute difference is shown. "
-        f"In {s.dtype} every implementation should stay under **{bar}**; SDPA's own error is the yardstick of "
-        "what plain PyTorch achieves in this dtype."
+        "Is the tiled kernel exact? Every implementation's output is compared with SDPA in **float64**; in "
+        f"{s.dtype} the largest difference must stay under **{bar}** ({why}), and SDPA's own error is the yardstick. "
+        f"Tiles Br = {s.br}, Bc = {s.bc}, the mask and the dtype are the sidebar's; the head dimensions d and lengths "
+        "N are chosen below."
     )
-    st.caption(f"Which bar and why (the sidebar's dtype): {why}.")
-    st.caption(f"This tab checks the head dimensions d and lengths N chosen below; the tiles (Br = {s.br}, "
-               f"Bc = {s.bc}), the mask and the dtype ({s.dtype}) are the sidebar's.")
     c1, c2 = st.columns(2)
     draw("cds", c1)
     draw("cns", c2)

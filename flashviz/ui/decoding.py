@@ -17,13 +17,14 @@ from dataclasses import replace
 import pandas as pd
 import streamlit as st
 
-from flashviz.core.decode import BLOCK_M, FILLED
+from flashviz.core.decode import BLOCK_M, FILLED, num_splits_heuristic
 from flashviz.figures.decode import decode_animation
 from flashviz.figures.decode_charts import bandwidth_figure, block_table_figure, decode_roofline_figure
 from flashviz.measure.decoding import (
     ANIM_D,
     CPU,
     FLASH_LABEL,
+    NEEDLE_SHIFT,
     SDPA_LABEL,
     SPARE_PAGES,
     DecodeSetup,
@@ -76,29 +77,64 @@ def _controls_ui(s: Settings) -> Settings:
     return s
 
 
-def _schedule_md(setup: DecodeSetup, trace: DecodeTrace, units: int, device: str) -> str:
-    """What the animation shows, with the split count explained (the heuristic's inputs when it chose)."""
+H100_SMS = 132  # streaming multiprocessors of an H100 SXM5 (NVIDIA H100 datasheet)
+GPU_UNITS = 2 * H100_SMS  # flash-attn's heuristic counts 2 work tiles per SM (flashviz.core.decode.parallel_units)
+
+
+def schedule_md(setup: DecodeSetup, trace: DecodeTrace, units: int, device: str) -> str:
+    """What the animation shows and why one splits at all: the work tiles of a decode step against the parallel
+    units that run them (here, and on an H100), and what flash-attn's rule chooses on each."""
     used = len(trace.splits)
     chunk = trace.splits[0][1] - trace.splits[0][0] if used > 1 else trace.seq_len
+    per_split = -(-setup.n_blocks // used)
     text = (f"Sequence 0 holds **{trace.seq_len} keys in {setup.n_blocks} KV block(s)** of {setup.block_k} keys, "
-            f"cut into **S = {used} split(s)**" + (f" of {chunk} keys (the last one shorter)" if used > 1 and
-                                                   trace.seq_len % chunk else f" of {chunk} keys" if used > 1 else "")
-            + ". Each split is computed on its own and yields a partial output with its own m, l and logsumexp "
-            "L_s; the merge scales each partial by exp(L_s − L).")
+            f"cut into **S = {used} split(s)**" + (f" of {chunk} keys ({per_split} blocks each, the last one "
+                                                   "shorter)" if used > 1 and trace.seq_len % chunk else
+                                                   f" of {chunk} keys ({per_split} blocks each)" if used > 1 else "")
+            + f'. The slider\'s "each split has read k of its {per_split} blocks" counts the blocks every split has '
+            "folded in so far; all splits advance together, each with its own m, l and logsumexp L_s.")
+    tiles = setup.work_tiles()
+    what = "threads" if device == CPU else "units (2 per SM)"
+    here = setup.chosen_splits(units) if setup.splits is None else num_splits_heuristic(tiles, units, setup.n_blocks)
+    gpu = num_splits_heuristic(tiles, GPU_UNITS, setup.n_blocks)
+    text += (f"\n\n**Why split at all.** A decode step has only {tiles} work tile(s), B·H_kv·⌈g/64⌉ = "
+             f"{len(setup.lens)}·{setup.heads_kv}·{math.ceil(setup.group / BLOCK_M)}: one new query row per sequence "
+             "and K/V head, each reading its whole cache block after block. A GPU runs hundreds of tiles at once: an "
+             f"H100 has {H100_SMS} SMs, {GPU_UNITS} units, so without splits {max(GPU_UNITS - tiles, 0)} of them "
+             f"would idle; cutting the cache into S splits makes S × {tiles} tiles, and flash-attn's rule picks S = "
+             f"{gpu} there. This machine has {units} {what}: ")
+    if setup.n_blocks <= 1:
+        text += "one KV block only, nothing to split."
+    elif tiles >= FILLED * units:
+        text += (f"{tiles} tile(s) already keep at least {FILLED:.0%} of them busy, so the rule does not split "
+                 f"(S = {here}): a split would add merge work and fill no idle one.")
+    else:
+        text += (f"{tiles} tile(s) leave {what} idle, so the rule splits: S = {here}, the fewest splits within 85% of "
+                 "the best wave efficiency.")
     if setup.splits is None:
-        tiles, what = setup.work_tiles(), "threads" if device == CPU else "units (2 per SM)"
-        if setup.n_blocks <= 1:
-            why = "one KV block only: nothing to split"
-        elif tiles >= FILLED * units:
-            why = f"they already keep at least {FILLED:.0%} of the {what} busy, so flash-attn's rule does not split"
-        else:
-            why = (f"that leaves {what} idle, so flash-attn's rule splits: the fewest splits within 85% of the best "
-                   "wave efficiency")
-        text += (f" **Auto** chose S = {used}: {tiles} work tile(s) (B·H_kv·⌈g/64⌉ = {len(setup.lens)}·"
-                 f"{setup.heads_kv}·{math.ceil(setup.group / BLOCK_M)}) on {units} {what}; {why}.")
+        text += f" **Auto** chose S = {used}: {tiles} work tile(s) on {units} {what}."
     elif setup.splits > used:
         text += (f" You asked for {setup.splits}, but every split holds whole blocks: {setup.n_blocks} block(s) "
                  f"give at most {used}.")
+    return text
+
+
+def merge_md(trace: DecodeTrace) -> str:
+    """The merge in words: each split's weight exp(L_s - L) against its share of the keys, and why they differ."""
+    if len(trace.splits) == 1:
+        return "**The merge.** One split: its partial output is the output (weight 1)."
+    shares = [(b - a) / trace.seq_len for a, b in trace.splits]
+    top = max(range(len(trace.weights)), key=trace.weights.__getitem__)
+    weights = ", ".join(f"split {s} {w:.2f}" for s, w in enumerate(trace.weights))
+    text = (f"**The merge.** Split s contributes exp(L_s − L) of the output: {weights} (the bars at the end). By "
+            f"their share of the keys alone they would get {', '.join(f'{x:.2f}' for x in shares)}.")
+    if trace.needle is not None:
+        a, b = trace.needle
+        owner = next((s for s, (lo, hi) in enumerate(trace.splits) if lo <= a < hi), top)
+        text += (f" Keys {a}–{b - 1} are the ones this query matches (in this demo their scores are raised by "
+                 f"{NEEDLE_SHIFT:g}; the rest are random): split {owner}, which holds them, has the largest L_s and "
+                 f"gets {trace.weights[owner]:.0%} of the output. A plain average of the splits would give it "
+                 f"{1 / len(trace.splits):.0%}: the logsumexps are what makes the merge exact.")
     return text
 
 
@@ -110,20 +146,23 @@ def _animation_ui(setup: DecodeSetup, s: Settings) -> None:
         return
     units = units_here(s.device, s.threads)
     trace, table, num_pages, paged_err = animation_data(setup.lens, setup.page, setup.chosen_splits(units))
-    st.markdown(_schedule_md(setup, trace, units, s.device))
     show_figure(decode_animation(trace), key="decode_animation")
-    st.caption(f"Built from flash_decode's own on_split events on random data at these lengths, splits and pages "
-               f"(one K/V head, d = {ANIM_D}: the schedule and the merge do not depend on the head count or d), for "
-               "sequence 0, query head 0. **Running m**: the largest scaled score q·k/√d the split has read; **running "
-               "l**: Σ exp(score − m) over its keys, rescaled whenever m grows (the dips). Each split folds its KV "
-               "blocks in with the online softmax and ends at the event's m_s and l_s; the **weight** of split s "
-               "is exp(L_s − L). Press ▶ Play or drag the slider.")
+    st.markdown(schedule_md(setup, trace, units, s.device))
+    st.markdown(merge_md(trace))
+    st.markdown(f"Built from flash_decode's own on_split events at these lengths, splits and pages (random data, "
+                f"one K/V head, d = {ANIM_D}: the schedule and the merge do not depend on the head count or d), for "
+                "sequence 0, query head 0. **Running m**: the largest scaled score q·k/√d the split has read; "
+                "**running l**: Σ exp(score − m) over its keys, rescaled whenever m grows (the dips). Press ▶ Play or "
+                "drag the slider.")
     if table is not None:
         show_figure(block_table_figure(table, setup.lens, setup.page, num_pages, trace.splits),
                     key="decode_block_table")
-        st.caption(f"The {len(setup.lens)} sequence(s) use {num_pages - SPARE_PAGES} of the pool's {num_pages} "
-                   f"pages, shuffled; flash_decode follows the block table. At these settings its output differs "
-                   f"from the same cache stored contiguously by at most {paged_err:.1e}.")
+        colours = ("one colour: S = 1, one split reads every page" if len(trace.splits) == 1 else
+                   f"{len(trace.splits)} colours, one per split")
+        st.markdown(f"The {len(setup.lens)} sequence(s) use {num_pages - SPARE_PAGES} of the pool's {num_pages} "
+                    f"pages, shuffled; flash_decode follows the block table. The table has {colours}: a split reads "
+                    f"the same key range of every sequence, wherever its pages lie in the pool. At these settings the "
+                    f"output differs from the same cache stored contiguously by at most {paged_err:.1e}.")
 
 
 def bound_sentence(rows: pd.DataFrame, dtype: str) -> str:
@@ -214,6 +253,30 @@ def measured_md(df: pd.DataFrame, bandwidth: float | None, machine: str) -> str:
     return text
 
 
+def splits_md(df: pd.DataFrame, setup: DecodeSetup, units: int, device: str) -> str:
+    """The split counts timed against S = 1, and why splitting helps or not here: the work tiles against the
+    parallel units (a split fills idle ones, and always adds the merge)."""
+    flash = df[df["label"].str.startswith(FLASH_LABEL)]
+    by_s = {int(str(label).split("S=")[1].split()[0]): float(t) for label, t in zip(flash["label"], flash["time_s"],
+                                                                                   strict=True)}
+    if 1 not in by_s or len(by_s) < 2:
+        return ""
+    t1, tiles = by_s[1], setup.work_tiles()
+    what = "threads" if device == CPU else "units"
+    timed = ", ".join(f"S = {s}: {by_s[s] * 1e3:.3g} ms ({by_s[s] / t1:.2f}× S = 1's)" for s in sorted(by_s) if s > 1)
+    text = f"**Splits, measured.** S = 1: {t1 * 1e3:.3g} ms; {timed}. "
+    if tiles >= units:
+        text += (f"Here S = 1 already has {tiles} work tile(s) for {units} {what}, so none is idle: a split adds the "
+                 "merge (S partial outputs and logsumexps written, then combined) and fills nothing")
+    else:
+        text += (f"Here S = 1 has {tiles} work tile(s) for {units} {what}, leaving {units - tiles} idle: splits can "
+                 "fill them, at the price of the merge")
+    slower = [s for s in by_s if s > 1 and by_s[s] > t1]
+    text += (f"; {'every split count' if len(slower) == len(by_s) - 1 else 'S = ' + ', '.join(map(str, slower))} "
+             "took longer than S = 1." if slower else "; every split count was at least as fast as S = 1.")
+    return text
+
+
 def _measure_ui(setup: DecodeSetup, s: Settings) -> None:
     st.subheader("Measured here")
     st.markdown("Time per decode step on this machine, the implementations interleaved call by call, as the rate "
@@ -239,9 +302,10 @@ def _measure_ui(setup: DecodeSetup, s: Settings) -> None:
     df, bandwidth, machine = result
     show_figure(bandwidth_figure(df, bandwidth), key="decode_bandwidth")
     st.markdown(measured_md(df, bandwidth, machine))
+    st.markdown(splits_md(df, setup, units_here(s.device, s.threads), s.device))
     if setup.page:
-        st.caption(f"flash_decode reads the paged cache ({setup.page} keys per page); SDPA and naive read the same "
-                   "keys stored contiguously.")
+        st.markdown(f"flash_decode reads the paged cache ({setup.page} keys per page); SDPA and naive read the same "
+                    "keys stored contiguously.")
     with st.expander("All measurements"):
         st.dataframe(df, hide_index=True)
 
@@ -250,7 +314,7 @@ def decoding_ui(s: Settings) -> None:
     """Draw the tab for settings s."""
     st.markdown("Generating text, a model attends **one new query row per sequence** against everything it has "
                 "cached. Flash-Decoding cuts the cache into splits computed side by side, then merges them exactly "
-                "by their logsumexps. Head dimension d, dtype, device and threads come from the sidebar.")
+                "by their logsumexps.")
     s = _controls_ui(s)
     setup = setup_of(s)
     _animation_ui(setup, s)

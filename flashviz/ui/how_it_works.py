@@ -29,7 +29,11 @@ INTRO = ("FlashAttention never builds the N × N score matrix S = QKᵀ. It cuts
          "columns and computes one tile at a time in fast on-chip memory (SRAM), keeping a running max **m** and a "
          "running sum **l** per query row so the softmax comes out exact. Every tile shows its fate from the start "
          "(pale until the loop reaches it): **full**, **partial** (masked inside) or **skipped** (never loaded). "
-         "Press **▶ Play** (the same button pauses), or choose the tile the map opens at with the slider under it.")
+         "Press **▶ Play** (the same button pauses), or choose the tile the map opens at with the slider under it. "
+         "Over the grid, the IO model counts the **HBM traffic so far** and, on the third line, **standard "
+         "attention**'s for "
+         "the same part of S: it computes every score (skipped tiles too) and writes S and P to HBM and reads them "
+         "back.")
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -134,7 +138,7 @@ def how_it_works_ui(s: Settings) -> None:
             st.error(f"The row inspector cannot run at these settings: {e}")
             return
         show_map(_map(s, row, start), slot)
-    _row_inspector_ui(s, traces[0].steps, row, pick)
+    _row_inspector_ui(s, len(traces[0].computed_steps()), row, pick)
     _concepts_ui()
 
 
@@ -187,9 +191,48 @@ def _totals_ui(s: Settings, traces: list[ScheduleTrace]) -> None:
         ratio = f"{total / naive.bytes:.2f}" if naive.bytes else "-"
         col.caption(f"{ratio} x standard; {format_flops(tr.flops[-1] if tr.flops else 0)} of matmuls; "
                     f"{len(tr.computed_steps())} of {tr.steps} tiles computed.")
+    for tr in traces:
+        tiled = io_cost(tr.loop_order, s.n, s.n, s.d, s.br, s.bc, causal=s.causal, window=s.window,
+                        dtype_bytes=DTYPE_BYTES[s.dtype])
+        st.markdown(x_standard_md(tr.loop_order, tiled.accesses, naive.accesses, s.n, s.d, s.br, s.bc))
 
 
-def _row_inspector_ui(s: Settings, n_steps: int, row: int, pick: RowPick | None) -> None:
+SAME = 0.1  # a ratio within 10 % of 1 moves "about as much" as standard attention
+
+
+def x_standard_md(order: str, tiled: float, naive: float, n: int, d: int, br: int, bc: int) -> str:
+    """Why a loop order moves more or fewer bytes than standard attention (HBM accesses per head from io_cost):
+    standard attention pays 4 N^2 for S and P; a tiled pass re-reads what its outer loop cannot keep on chip, about
+    3 N d for FA1 (Q, and O, l, m read and written back) once per K/V block, 2 N d for FA2 (K and V) once per Q block.
+    So FA1 moves more once Bc < 3d/4, FA2 once Br < d/2.
+
+    Example:
+        >>> from flashviz.model.iomodel import io_cost
+        >>> fa1 = io_cost("kv_outer", 1000, 1000, 111, 32, 32).accesses
+        >>> x_standard_md("kv_outer", fa1, io_cost("naive", 1000, 1000, 111, 32, 32).accesses, 1000, 111, 32, 32)[:60]
+        "**FA1 moves 2.50× standard attention's bytes here, more.** I"
+    """
+    ratio = tiled / naive if naive else float("inf")
+    fa1 = order == KV_OUTER
+    short, block, name = LOOP_ORDER_SHORT[order], bc if fa1 else br, "Bc" if fa1 else "Br"
+    passes, limit = -(-n // block), (3 * d / 4 if fa1 else d / 2)
+    what = "Q, and O, l, m read and written back" if fa1 else "K and V"
+    per_pass = f"about {3 if fa1 else 2}Nd = {(3 if fa1 else 2) * n * d:,} elements ({what})"
+    rule = (f"A pass costs less than S and P only when the tiles are wide for the head dimension: {short} needs "
+            f"{name} > {'3d/4' if fa1 else 'd/2'} = {limit:.3g}, and here {name} = {block}.")
+    if ratio < 1 - SAME:
+        return (f"**{short} moves {ratio:.2f}× standard attention's bytes: S and P never reach HBM.** Standard "
+                f"attention writes S and P (N² each) and reads them back, 4N² = {4 * n * n:,} elements; {short} "
+                f"instead makes {passes} passes (one per {'K/V' if fa1 else 'Q'} block of {name} = {block}), each "
+                f"re-reading {per_pass}. {rule}")
+    word = "about as much" if ratio <= 1 + SAME else "more"
+    return (f"**{short} moves {ratio:.2f}× standard attention's bytes here, {word}.** It never writes S or P, but at "
+            f"N = {n} they are small: 4N² = {4 * n * n:,} elements, while {short}'s outer loop makes {passes} "
+            f"passes (N / {name} = {n} / {block}), each re-reading {per_pass}. {rule} Wider tiles, a longer N or a "
+            "smaller d turn it round; on a GPU the tiles are as wide as SRAM allows (the IO model tab).")
+
+
+def _row_inspector_ui(s: Settings, n_tiles: int, row: int, pick: RowPick | None) -> None:
     st.subheader("Row inspector: the online softmax of one query row")
     c1, c2 = st.columns([3, 2])
     draw("autorow", c1)
@@ -209,8 +252,8 @@ def _row_inspector_ui(s: Settings, n_steps: int, row: int, pick: RowPick | None)
     from flashviz.figures.rows import row_figure  # plotly's figure builders: after the map and the metrics
 
     note = f"Picked automatically: {pick.reason}" if pick is not None else None
-    show_figure(row_figure(rows, n_steps=n_steps, note=note), key="row_inspector")
-    st.caption(_row_caption(s, rows[0], pick))
+    show_figure(row_figure(rows, n_tiles=n_tiles, note=note), key="row_inspector")
+    st.markdown(_row_caption(s, rows[0], pick))
 
 
 def _row_caption(s: Settings, r: RowTrace, pick: RowPick | None) -> str:

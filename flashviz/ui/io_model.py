@@ -159,29 +159,29 @@ def curve_story(df: pd.DataFrame, n: int, d: int, unmasked: pd.DataFrame | None 
 
 
 def io_model_ui(s: Settings) -> None:
-    """Draw the tab for settings s."""
-    st.markdown(
-        "GPUs compute much faster than they move data, so attention's speed is set by its traffic to and from HBM "
-        "(the big, slow memory). This model counts that traffic from the same tile schedule the kernels run. Each "
-        "loop order picks its tiles from the on-chip memory M (SRAM): FA1 (Algorithm 1) Bc = ⌈M / 4d⌉, "
-        "Br = min(Bc, d); FA2 gives the large size to its outer block, Br = ⌈M / 4d⌉, Bc = min(Br, d), with the same "
-        "SRAM budget. More SRAM means bigger tiles and fewer passes over HBM."
-    )
-    st.latex(r"\text{standard attention: } \Theta(N d + N^2) \qquad "
-             r"\text{FlashAttention: } \Theta\!\left(\frac{N^2 d^2}{M}\right) \text{ HBM accesses, } d \le M \le N d")
+    """Draw the tab for settings s: the chart first, then what it shows and the formulas."""
+    st.markdown("GPUs compute much faster than they move data, so attention's speed is set by its **traffic to and "
+                "from HBM**. This model counts it, tile by tile, against the on-chip memory **M** (SRAM) that sets "
+                "the tile sizes: more SRAM, bigger tiles, fewer passes over HBM.")
     ms = tuple(2**e for e in M_EXPONENTS)
     args = (ms, s.n, s.d, s.causal, s.window, s.batch, s.heads, DTYPE_BYTES[s.dtype])
     df = cached_hbm_vs_memory(*args)
     masked = s.causal or s.window is not None
     unmasked = cached_hbm_vs_memory(ms, s.n, s.d, False, None, *args[5:]) if masked else None
     show_figure(hbm_vs_memory_figure(
-        df, n=s.n, d=s.d, sram_marks=sram_marks(s.dtype), curve_notes=TILE_RULES,
-        explanation=f"{_mask_text(s)}; dotted verticals: shared memory per SM of real GPUs, in {s.dtype} elements"),
+        df, n=s.n, d=s.d, sram_marks=sram_marks(s.dtype), curve_notes=TILE_RULES, ghost=unmasked,
+        explanation=f"{_mask_text(s)}" + ("; pale dashed: the same without the mask" if masked else "")
+                    + f"; dotted verticals: shared memory per SM of real GPUs, in {s.dtype} elements"),
         key="io_hbm_vs_m")
     st.markdown(f"**What the curves do here** ({_mask_text(s)}, B = {s.batch}, H = {s.heads}):\n"
                 + "\n".join(f"- {line}" for line in curve_story(df, s.n, s.d, unmasked)))
-    st.caption(f"M from {ms[0]:,} to {ms[-1]:,} elements. Dotted: the order terms of Theorem 2 (constants dropped), "
-               "so compare slopes, not heights. Hover a curve for its tile sizes at each M.")
+    st.markdown("Each loop order picks its tiles from M: FA1 (Algorithm 1) Bc = ⌈M / 4d⌉, Br = min(Bc, d); FA2 "
+                "gives the large size to its outer block, Br = ⌈M / 4d⌉, Bc = min(Br, d), with the same SRAM budget. "
+                "FA1's Theorem 2 bounds the accesses (the dotted lines: the order terms with the constants dropped, "
+                "so compare slopes, not heights):")
+    st.latex(r"\begin{aligned}\text{standard attention: }& \Theta(N d + N^2) \\ \text{FlashAttention: }& "
+             r"\Theta\!\left(\frac{N^2 d^2}{M}\right),\quad d \le M \le N d \end{aligned}")
+    st.markdown(f"M runs from {ms[0]:,} to {ms[-1]:,} elements. Hover a curve for its tile sizes at each M.")
     with st.expander("The numbers"):
         st.dataframe(df, hide_index=True)
 

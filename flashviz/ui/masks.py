@@ -17,6 +17,7 @@ from dataclasses import replace
 
 import streamlit as st
 
+from flashviz.figures.mask_text import run_md, sweep_md
 from flashviz.figures.masks import (
     block_mask_table_figure,
     element_mask_figure,
@@ -31,15 +32,12 @@ from flashviz.measure import maskruns
 from flashviz.measure.maskdata import MaskData, mask_data, mask_traces, spec_matches_torch
 from flashviz.measure.maskruns import (
     BUILD_REPEATS,
-    DENSE,
     MASK_RUN_LABELS,
-    MASKED,
     RUN_CALLS,
     RUN_REPEATS,
     RUN_WARMUP,
     SWEEP_REPEATS,
     SWEEP_WARMUP,
-    UNMASKED,
     run_problem,
     sweep_calls,
     sweep_problem,
@@ -52,7 +50,6 @@ from flashviz.ui.runs import run_button_ui
 from flashviz.ui.sizes import grid_error
 from flashviz.ui.state import Settings
 from flashviz.ui.widgets import draw
-from flashviz.units import format_bytes
 from flashviz.vocab import FULL, PARTIAL, SKIPPED
 
 TILE_GRID_MAX = 256  # tiles per side the tile map draws (65,536 tiles)
@@ -124,8 +121,8 @@ def masks_ui(s: Settings) -> None:
                 "come from the sidebar.")
     _controls_ui(s)
     if s.causal or s.window is not None:
-        st.caption("The sidebar's causal mask and sliding window do not apply in this tab: its mask is built from "
-                   "the presets above only.")
+        st.markdown("The sidebar's causal mask and sliding window do not apply in this tab: its mask is built from "
+                    "the presets above only.")
     error = grid_error(s, TILE_GRID_MAX, "this view")
     if error:
         st.error(error)
@@ -175,9 +172,9 @@ def _block_mask_ui(s: Settings, spec: MaskSpec, data: MaskData) -> None:
     tr = len(data.grid.status)
     show_figure(block_mask_table_figure(data.rows, n_q_blocks=tr), key="mask_block_table")
     if data.grid.ragged_full:
-        st.caption(f"N = {s.n} is not a multiple of the tile size, so the last row or column of tiles is ragged: "
-                   f"{_tiles_are(data.grid.ragged_full)} full on the tile map (every in-bounds pair visible) but "
-                   "partial in the BlockMask, because create_block_mask pads the mask past N with masked pairs.")
+        st.markdown(f"N = {s.n} is not a multiple of the tile size, so the last row or column of tiles is ragged: "
+                    f"{_tiles_are(data.grid.ragged_full)} full on the tile map (every in-bounds pair visible) but "
+                    "partial in the BlockMask, because create_block_mask pads the mask past N with masked pairs.")
     st.markdown("The same mask in Python (FlexAttention's signatures: the function works in both libraries):")
     st.code(data.sample, language="python", wrap_lines=True)
 
@@ -210,8 +207,8 @@ def _score_mod_ui(s: Settings, spec: MaskSpec) -> None:
     st.subheader("The score mod")
     curves = cached_score_curves(spec, s.n, s.heads)
     show_figure(score_mod_figure(curves, kind=spec.score, heads=s.heads, cap=spec.cap, n=s.n), key="mask_score")
-    st.caption("A score_mod changes scores before the softmax; it never changes which pairs are visible, so the "
-               "element mask, the tile map and the BlockMask above are the same with or without it.")
+    st.markdown("A score_mod changes scores before the softmax; it never changes which pairs are visible, so the "
+                "element mask, the tile map and the BlockMask above are the same with or without it.")
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -224,33 +221,6 @@ def masked_runs(spec: MaskSpec, n: int, d: int, heads: int, br: int, bc: int, dt
     """maskruns.masked_runs under the timing lock: the masked tiled kernel, dense SDPA and the unmasked kernel."""
     with holding(_lock or threading.Lock(), _progress):
         return maskruns.masked_runs(spec, n, d, heads, br, bc, dtype, threads, progress=_progress)
-
-
-def _times_faster(a: float, b: float) -> str:
-    """How a time a compares with b, in words: '2.5× faster than' / '1.3× slower than'."""
-    return f"{b / a:.1f}× faster than" if a <= b else f"{a / b:.1f}× slower than"
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3g} ms"
-
-
-def run_md(runs: list[dict[str, object]]) -> str:
-    """The result in words, every number from the runs (the tile counts from the schedule the timed calls used)."""
-    r = {row["kind"]: row for row in runs}
-    t = {kind: float(row["time_s"]) for kind, row in r.items()}
-    m = {kind: int(row["peak_bytes"]) for kind, row in r.items()}
-    build = {kind: _ms(float(row["build_s"])) for kind, row in r.items()}
-    return (f"The tiled kernel with this mask ({r[MASKED]['tiles_computed']} of {r[MASKED]['tiles']} tiles computed) "
-            f"took **{_ms(t[MASKED])}**: {_times_faster(t[MASKED], t[UNMASKED])} the unmasked tiled kernel "
-            f"({_ms(t[UNMASKED])}) and {_times_faster(t[MASKED], t[DENSE])} dense SDPA with the boolean mask "
-            f"({_ms(t[DENSE])}), which computes every pair. Peak memory above the inputs: "
-            f"{format_bytes(m[MASKED])} masked tiled, {format_bytes(m[DENSE])} dense SDPA, "
-            f"{format_bytes(m[UNMASKED])} unmasked tiled.\n\n"
-            f"Each mask was built once before the timing and reused by every timed call, as FlexAttention builds a "
-            f"BlockMask once: the tile schedule with its partial tiles' element masks in **{build[MASKED]}** (the "
-            f"unmasked schedule in {build[UNMASKED]}), the dense boolean mask in {build[DENSE]}; these builds are "
-            "not in the times above.")
 
 
 def _run_ui(s: Settings, spec: MaskSpec) -> None:
@@ -272,8 +242,8 @@ def _run_ui(s: Settings, spec: MaskSpec) -> None:
     if runs is None:
         return
     if spec.score != NO_SCORE:
-        st.caption(f"SDPA has no score-mod hook: its row runs the mask only, without {spec.score}. The masked tiled "
-                   "row applies the score mod too; the unmasked row applies neither.")
+        st.markdown(f"SDPA has no score-mod hook: its row runs the mask only, without {spec.score}. The masked tiled "
+                    "row applies the score mod too; the unmasked row applies neither.")
     show_figure(masked_run_figure(runs), key="mask_run")
     st.markdown(run_md(runs))
     with st.expander("All measurements"):
@@ -290,18 +260,6 @@ def sparsity_runs(spec: MaskSpec, n: int, d: int, heads: int, br: int, bc: int, 
     """maskruns.sparsity_runs under the timing lock: every preset alone and no mask (the last row)."""
     with holding(_lock or threading.Lock(), _progress):
         return maskruns.sparsity_runs(spec, n, d, heads, br, bc, dtype, threads, progress=_progress)
-
-
-def sweep_md(rows: list[dict[str, object]]) -> str:
-    """The sweep in one sentence, every number from the rows: the preset that computed the fewest tiles (the first
-    in preset order on a tie) against the unmasked kernel."""
-    *presets, unmasked = rows
-    best = min(presets, key=lambda r: int(r["tiles_computed"]))
-    t, t0 = float(best["time_s"]), float(unmasked["time_s"])
-    return (f"**{best['label']}** computed the fewest tiles, {best['tiles_computed']} of {best['tiles']} "
-            f"({float(best['computed']):.1%}), and took **{_ms(t)}**, {t / t0:.1%} of the unmasked kernel's "
-            f"{_ms(t0)}: time proportional to tiles computed would be {float(best['computed']):.1%}. Its schedule "
-            f"took {_ms(float(best['build_s']))} to build, once, before the timing.")
 
 
 def _sweep_ui(s: Settings, spec: MaskSpec) -> None:

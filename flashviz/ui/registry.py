@@ -225,7 +225,9 @@ VIEWS: tuple[View, ...] = (
                  "move the map from there but do not change this setting.")),
     )),
     View("roof", "Roofline", "flashviz.ui.roofline:roofline_ui",
-         sidebar=("n", "d", "br", "bc", "causal", "window", "dtype", "batch", "heads", "threads"), own=dict(
+         sidebar=("n", "d", "br", "bc", "causal", "window", "dtype", "batch", "heads", "threads"),
+         borrows=("bblock",),  # the Benchmark's tile size: its speedups are told apart from this tab's
+         own=dict(
         gpu_dtype=setting("float16", Spec(
             CHOICE, "selectbox", "GPU dtype", options=GPU_DTYPES, labels=GPU_DTYPE_LABELS, place=TAB,
             short="GPU dtype",

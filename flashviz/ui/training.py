@@ -11,6 +11,7 @@ import streamlit as st
 
 from flashviz.figures.plots import memory_figure, time_figure
 from flashviz.figures.report import summary_table, summary_table_figure
+from flashviz.figures.style import set_subtitle
 from flashviz.model.training import recompute_table
 from flashviz.ui import jobs
 from flashviz.ui.benchmark import RAN_WITH, slower_caption_ui
@@ -34,19 +35,20 @@ SAVED = (
 
 
 def training_ui(s: Settings) -> None:
-    """Draw the tab for settings s."""
-    st.markdown(
-        "Training needs gradients, and standard attention's backward pass needs the N × N probabilities P, so it "
-        "keeps them alive from forward to backward. FlashAttention keeps only the output O and one number per query "
-        "row, the logsumexp L, and **recomputes** each tile of P in the backward pass from Q, K and L: a little "
-        "more compute, far less memory. The sequence lengths, implementations, tile size and repeats below are the "
-        "Benchmark tab's: changing them here changes them there."
-    )
+    """Draw the tab for settings s: the sweep's controls and its Run button first, the results under them, then what
+    each implementation saves for the backward pass and the modelled price of recomputing P."""
+    st.markdown("Naive keeps the N × N matrix P for the backward pass; FlashAttention **recomputes** it.")
+    _sweep_controls_ui()
+    _run_ui(s)
+    st.subheader("What each implementation keeps for the backward pass")
     st.markdown(SAVED)
     st.latex(r"P_{ij} = e^{S_{ij} - L_i},\quad D_i = \operatorname{rowsum}(dO_i \circ O_i),\quad "
              r"dS_{ij} = P_{ij} \circ (dP_{ij} - D_i)")
-    _sweep_controls_ui()
     _recompute_ui(s)
+
+
+def _run_ui(s: Settings) -> None:
+    """The Run button and, for these settings, the measured forward + backward time and peak memory."""
     impls = s.impls
     problem = jobs.work_guard(s.ns, d=s.d, br=s.bblock, bc=s.bblock, batch=s.batch, heads=s.heads, reps=s.reps,
                               n_impls=len(impls), training=True, dtype=s.dtype)
@@ -70,7 +72,7 @@ def training_ui(s: Settings) -> None:
         if NAIVE in impls and flash in impls:
             show_figure(summary_table_figure(summary_table(df, flash_impl=flash),
                                              title=f"Training summary: {flash} vs naive"), key=f"train_summary_{flash}")
-    slower_caption_ui(df, "in training")
+    slower_caption_ui(df, "in training", "")  # this tab draws no traffic chart: the IO model tab has it
     st.download_button("Download the measurements (CSV)", df.to_csv(index=False).encode(),
                        file_name="flashviz-training.csv", mime="text/csv", key="train_csv")
     with st.expander("All measurements"):
@@ -123,6 +125,6 @@ def _recompute_ui(s: Settings) -> None:
         f"values of {DTYPE_BYTES[s.dtype]} bytes, {format_bytes(last['stored_p_bytes'])}) replaced by the logsumexp L "
         f"({format_bytes(last['stored_lse_bytes'])}): {format_bytes(last['memory_saved_bytes'])} less kept between "
         "forward and backward.")
-    show_figure(summary_table_figure(recompute_view(table), title="Backward: FLOPs added, memory saved").update_layout(
-        title_subtitle_text="backward, modelled: naive keeps P (4 matmuls), flash recomputes it (5); saved = P − L"),
-        key="train_recompute")
+    fig = summary_table_figure(recompute_view(table), title="Backward: FLOPs added, memory saved")
+    set_subtitle(fig, "modelled: naive keeps P (4 matmuls), flash recomputes it (5); saved = P − L")
+    show_figure(fig, key="train_recompute")
