@@ -1,15 +1,17 @@
-"""flashviz's dashboard: `streamlit run app.py`. This is the page; flashviz.ui.registry lists its tabs.
+"""flashviz's dashboard: `streamlit run app.py`. This is the page; flashviz.ui.registry lists its views.
 
-The settings live in the URL (flashviz.ui.sidebar), so a copied link reproduces the view. Only the open tab runs
-(st.tabs with on_change="rerun") and only its module is imported, and heavy work waits for a button. How it works, the
-first tab, draws its tile map (SVG + CSS) before anything imports torch.
+The settings live in the URL (flashviz.ui.sidebar), so a copied link reproduces the view. The views are picked in one
+row of buttons (st.segmented_control, which wraps onto a second row where eleven labels do not fit: st.tabs would hide
+the last ones behind a scroll arrow at 1280 px with the sidebar open). Only the picked view runs and only its module is
+imported, and heavy work waits for a button. How it works, the first view, draws its tile map (SVG + CSS) before
+anything imports torch.
 """
 
 import streamlit as st
 
 from flashviz.ui import sidebar
 from flashviz.ui.drawing import uses_ui
-from flashviz.ui.lesson import presenter_ui, sidebar_state
+from flashviz.ui.lesson import presenter_ui, presenting, sidebar_state
 from flashviz.ui.machine import machine_env
 from flashviz.ui.registry import VIEWS, view_of
 from flashviz.ui.runs import running_job_ui
@@ -26,12 +28,12 @@ sidebar.sync_url(settings)
 sidebar.notices_ui()
 presenter_ui(env, settings)  # ?lesson=...: the step's claim above its view, Previous / Next
 running_job_ui()
-tabs = st.tabs([view.label for view in VIEWS], key=sidebar.VIEW_KEY, on_change="rerun")
-for tab, view in zip(tabs, VIEWS, strict=True):
-    if tab.open:
-        with tab:
-            uses_ui(view)
-            view.function()(settings)
-# The sidebar last: the open tab's first element (How it works: the tile map) goes out before any widget.
-sidebar.settings_ui(env, view_of(settings.view))
+if presenting() is None:  # while presenting a lesson, its steps pick the view (Leave the lesson brings this back)
+    st.segmented_control("View", [view.label for view in VIEWS], required=True, key=sidebar.VIEW_KEY, wrap=True,
+                         label_visibility="collapsed", help="The view to open; the link in the address bar keeps it")
+view = view_of(settings.view)
+uses_ui(view)
+view.function()(settings)
+# The sidebar last: the open view's first element (How it works: the tile map) goes out before any widget.
+sidebar.settings_ui(env, view)
 sidebar.page_end_ui()

@@ -289,7 +289,7 @@ def lesson_markdown(lesson: Lesson) -> str:
     Example:
         >>> text = lesson_markdown(INTRO)
         >>> text.splitlines()[0], text.count("\\n### ")
-        ('<!-- lesson intro: begin -->', 10)
+        ('<!-- lesson intro: begin -->', 12)
     """
     total = _mmss(sum(step.minutes for step in lesson.steps))
     head = (f"{BEGIN.format(slug=lesson.slug)}\n"

@@ -147,7 +147,7 @@ def test_changing_controls_redraws_the_tile_map(browser, streamlit_server):
         page.close()
 
 
-def test_every_tab_and_a_hostile_link_render_without_an_exception_box(browser, streamlit_server):
+def test_every_view_and_a_hostile_link_render_without_an_exception_box(browser, streamlit_server):
     query = "n=-5&d=%F0%9F%99%82&causal=maybe&view=bench&ns=64,128&reps=1&impls=naive,flash2,sdpa&blocks=16,32"
     page = open_page(browser, f"{streamlit_server}/?{query}", height=2400)
     try:
@@ -158,7 +158,7 @@ def test_every_tab_and_a_hostile_link_render_without_an_exception_box(browser, s
         wait_charts(page, 4)
         page.screenshot(path=str(SHOTS / "04-benchmark.png"), full_page=True)
         for i, name in enumerate(["Block size", "IO model", "Correctness", "Training", "How it works"]):
-            page.get_by_role("tab", name=name).click()
+            page.get_by_role("radiogroup", name="View").get_by_role("radio", name=name, exact=True).click()
             settle(page)
             page.screenshot(path=str(SHOTS / f"{5 + i:02d}-{name.lower().replace(' ', '-')}.png"), full_page=True)
             assert page.locator("[data-testid='stException']").count() == 0, name

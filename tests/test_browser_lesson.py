@@ -43,8 +43,12 @@ RESULTS = {  # the start of each step's main result, by what the page draws ther
 }
 BELOW_THE_FOLD = {  # steps whose result the page draws lower than a 720 px window shows, and what it needs
     "online_softmax": "How it works draws the row inspector after the tile map, its controls, the HBM metrics and "
-                      "the introduction (about 1,400 px down)",
-    "gqa_bytes": "Decoding draws 'Why decoding is memory-bound' after the 820 px animation (about 1,700 px down)",
+                      "the introduction (about 1,650 px down)",
+    "training_recompute": "Training draws what each implementation keeps after the sweep's controls, its Run button "
+                          "and what the run measured (about 850 px down)",
+    "decode_merge": "Decoding draws the splits' merge weights after its controls and the 820 px animation (about "
+                    "1,500 px down)",
+    "gqa_bytes": "Decoding draws 'Why decoding is memory-bound' after the 820 px animation (about 1,900 px down)",
 }
 CALLOUT = "[data-testid='stAlert']:has-text('Step {k} of {n} ·')"  # the presenter's callout of step k of n
 CHARTS_DRAWN = {"masks_tiles", "io_passes", "roofline_gpu"}  # plotly charts: wait until plotly has drawn them

@@ -23,11 +23,12 @@ def record(html, *where):
     events.append({"torch": "torch" in sys.modules, "pandas": "pandas" in sys.modules,
                    "row_marker": 'class="row-marker"' in html, "map": 'class="ROOT_CLASS"' in html})
     return show_map(html, *where)
-drawing.show_map = record  # before the page imports its tabs, so How it works draws through it
+drawing.show_map = record  # before the page imports its views, so How it works draws through it
 from streamlit.testing.v1 import AppTest
 at = AppTest.from_file("app.py", default_timeout=300).run()
 print(json.dumps({"events": events, "errors": [e.value for e in [*at.exception, *at.error]],
-                  "charts": len(at.get("plotly_chart")), "tabs": len(at.tabs), "torch": "torch" in sys.modules,
+                  "charts": len(at.get("plotly_chart")), "views": len(at.segmented_control(key="view").options),
+                  "torch": "torch" in sys.modules,
                   "maps_on_page": sum('class="ROOT_CLASS"' in m.value for m in at.markdown)}))
 """.replace("ROOT_CLASS", ROOT_CLASS)
 
@@ -47,7 +48,7 @@ def test_on_a_fresh_server_the_map_is_drawn_before_torch_loads_then_marks_the_ro
     assert not maps[0]["torch"] and not maps[0]["pandas"], out  # the first chart waits for neither
     assert not maps[0]["row_marker"], out  # the automatic row is the kernel's pick: not known before torch
     assert maps[1]["torch"] and maps[1]["row_marker"], out
-    assert out["maps_on_page"] == 1 and out["charts"] >= 1 and out["tabs"] == len(VIEWS), out  # the whole page
+    assert out["maps_on_page"] == 1 and out["charts"] >= 1 and out["views"] == len(VIEWS), out  # the whole page
 
 
 def test_on_a_warm_server_the_map_is_drawn_once_with_its_row_marker():

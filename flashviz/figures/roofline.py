@@ -23,7 +23,15 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from flashviz.figures.palette import AXIS_TITLE_FONT_PX, BASE_FONT_PX, MARKER_PX, REFERENCE_COLOR
-from flashviz.figures.style import add_note, impl_color, impl_marker, log_axis, set_subtitle, style_figure
+from flashviz.figures.style import (
+    LOG_TICKS_MAX,
+    add_note,
+    impl_color,
+    impl_marker,
+    log_axis,
+    set_subtitle,
+    style_figure,
+)
 from flashviz.vocab import ALGORITHMS, KV_OUTER, LOOP_ORDER_SHORT, NAIVE, Q_OUTER
 
 ROOF_DASHES = ("solid", "dash", "dot", "dashdot", "longdash")  # one per device, in order of appearance
@@ -37,6 +45,8 @@ ROOF_PAD = 8  # the roofs extend this factor beyond the points and ridges on the
 SHORT = {NAIVE: "naive", **LOOP_ORDER_SHORT}  # naive, FA1, FA2
 ALIASES = {"bytes": "hbm_bytes", "predicted_s": "time_s"}  # the column names a caller may also use
 PANEL_GAP = 0.08  # between the GPUs' panel and this machine's (paper units)
+PANEL_WIDTHS = (0.56, 0.44)  # the GPUs' panel and this machine's (fractions of the plotting width)
+PANEL_TICKS_MAX = 5  # labelled intensity ticks on one of the two panels (7 of them collide at 1280 px)
 PANEL_TITLE_PX = 44  # the panels' titles, between the figure's subtitle and the plots
 PANEL_TITLE_SHIFT_PX = 12  # the panels' titles sit this far above the plots: clear of the top tick labels
 SPEEDUP_FIG_HEIGHT_PX = 560
@@ -93,7 +103,7 @@ def roofline_figure(points: pd.DataFrame | None, roofs: pd.DataFrame | None = No
     """
     df = _tidy(points) if points is not None and len(points) else None
     split = df is not None and bool(set(df["device"]) & set(here))
-    fig = (make_subplots(rows=1, cols=2, column_widths=[0.56, 0.44], horizontal_spacing=PANEL_GAP,
+    fig = (make_subplots(rows=1, cols=2, column_widths=list(PANEL_WIDTHS), horizontal_spacing=PANEL_GAP,
                          subplot_titles=titles or ("GPUs: published peaks", "this machine: measured"))
            if split else go.Figure())
     style_figure(fig, title=title or "Roofline: why the tiled kernels are faster on a GPU",
@@ -135,7 +145,7 @@ def _panel(fig: go.Figure, df: pd.DataFrame, rates: pd.DataFrame, col: int | Non
                 trace.showlegend = trace.name not in shown
                 shown.add(trace.name)
                 fig.add_trace(trace, **where)
-    fig.update_xaxes(**log_axis([x_lo, x_hi], "si"), **where)
+    fig.update_xaxes(**log_axis([x_lo, x_hi], "si", LOG_TICKS_MAX if col is None else PANEL_TICKS_MAX), **where)
     fig.update_yaxes(**log_axis([*(rates["bandwidth"] * x_lo), *(rates["peak_flops"] * ROOF_HEADROOM),
                                  *df["attainable_flops"].astype(float)], "si"), **where)
 

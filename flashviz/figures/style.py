@@ -215,12 +215,13 @@ def _tick_families(unit: str, lo: float, hi: float) -> list[list[float]]:
     return [[t for t in f if lo - 1e-9 <= math.log10(t) <= hi + 1e-9] for f in families]
 
 
-def log_axis(values: Sequence[float], unit: str = "si") -> dict:
+def log_axis(values: Sequence[float], unit: str = "si", ticks_max: int = LOG_TICKS_MAX) -> dict:
     """Range and labelled ticks of a log axis showing `values` (non-positive and NaN values are ignored).
 
     Ticks are decades, or 1-2-5 where the data spans too few decades for three decade ticks (powers of two for
     unit="mib"), at most LOG_TICKS_MAX of them, labelled with their unit (UNIT_FORMATS: "si", "ms", "mib", "sci",
-    "int"). No minor ticks. The range is fixed (log10 units, as plotly wants for log axes).
+    "int"). No minor ticks. The range is fixed (log10 units, as plotly wants for log axes). A narrow panel passes a
+    smaller `ticks_max`, so its labels do not run into each other.
 
     Returns:
         dict for fig.update_xaxes / update_yaxes: type, range, tickmode, tickvals, ticktext (empty if no values).
@@ -237,7 +238,7 @@ def log_axis(values: Sequence[float], unit: str = "si") -> dict:
     a, b = a - pad, b + pad
     for widened in range(3):
         families = _tick_families(unit, a, b)
-        fitting = [f for f in families if len(f) <= LOG_TICKS_MAX]
+        fitting = [f for f in families if len(f) <= ticks_max]
         ticks = next((f for f in fitting if len(f) >= 3), None)
         if ticks is not None or (widened and len(fitting[0]) >= 2) or widened == 2:
             break

@@ -36,9 +36,8 @@ SELECTS = ("nmdtype", "nmpdtype", "nmblock", "nmtau", "nmnq", "nmnk")  # the fir
 SELECT_WIDTHS = (1.25, 1.45, 1.15, 1.15, 0.85, 0.85)  # "FP8 e4m3" and "P~ FP8 e4m3" unclipped at 1280 px
 TOGGLES = ("nmhad", "nmout", "nmcausal")  # the second row
 RAN_WITH = (*SELECTS, *TOGGLES)
-INTRO = ("Every kernel rounds, each in its own order, so correct kernels disagree in the last bits. Naive, FA1, FA2 "
-         "and SDPA run on the same seeded inputs (2 heads, d = 64) against float64; rounding is the same on every "
-         "device, so these are a GPU's numbers.")
+INTRO = (f"Correct kernels round in their own order, so they disagree in the last bits; every run here uses one "
+         f"seeded input ({LabSettings.heads} heads, d = {LabSettings.d}) and float64 as the truth.")
 
 
 @st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
@@ -99,8 +98,8 @@ def _result(ls: LabSettings, work: LabWork) -> LabResult | None:
 
 def _errors_ui(r: LabResult) -> None:
     st.markdown("#### 1. Every kernel errs: by how much?")
+    show_figure(figs.kernel_errors_figure(r.errors), key="numerics_errors")  # the chart first: it fits 720 px
     st.markdown(text.kernel_errors_sentence(r.errors))
-    show_figure(figs.kernel_errors_figure(r.errors), key="numerics_errors")
 
 
 def _orders_ui(r: LabResult) -> None:

@@ -23,6 +23,8 @@ from flashviz.units import MIB, format_bytes
 from flashviz.vocab import DTYPE_BYTES, NAIVE, TILED_IMPLS, TRAINING
 
 GIGA = 1e9  # FLOP per GFLOP
+SWEEP_WIDTHS = (3, 1, 1)  # implementations, tile size, repeats: all four implementation chips fit at 1280 px
+HOOK = "Naive keeps the N × N matrix P for the backward pass; FlashAttention **recomputes** it."
 
 SAVED = (
     "| implementation | saved for the backward pass | recomputed in the backward pass | memory grows with |\n"
@@ -37,10 +39,10 @@ SAVED = (
 def training_ui(s: Settings) -> None:
     """Draw the tab for settings s: the sweep's controls and its Run button first, the results under them, then what
     each implementation saves for the backward pass and the modelled price of recomputing P."""
-    st.markdown("Naive keeps the N × N matrix P for the backward pass; FlashAttention **recomputes** it.")
     _sweep_controls_ui()
     _run_ui(s)
     st.subheader("What each implementation keeps for the backward pass")
+    st.markdown(HOOK)
     st.markdown(SAVED)
     st.latex(r"P_{ij} = e^{S_{ij} - L_i},\quad D_i = \operatorname{rowsum}(dO_i \circ O_i),\quad "
              r"dS_{ij} = P_{ij} \circ (dP_{ij} - D_i)")
@@ -58,7 +60,7 @@ def _run_ui(s: Settings) -> None:
     args = jobs.sweep_args(s, impls=impls, mode=TRAINING)
     df = run_button_ui("train", jobs.sweep, args, label="Run training benchmark", title="Training sweep",
                        help="Times forward + backward (autograd) for each implementation and N.",
-                       idle=f"Press **Run training benchmark** to time forward + backward at N = "
+                       idle=f"{HOOK} Press **Run training benchmark** to time forward + backward at N = "
                             f"{', '.join(map(str, s.ns))} for {', '.join(impls)}.")
     if df is None:
         return
@@ -80,10 +82,9 @@ def _run_ui(s: Settings) -> None:
 
 
 def _sweep_controls_ui() -> None:
-    """The Benchmark tab's sweep settings, drawn here too (one tab is open at a time: the same widgets)."""
+    """The Benchmark view's sweep settings, drawn here too (one view is open at a time: the same widgets)."""
     draw("ns", st)
-    c1, c2, c3 = st.columns([3, 1, 1])
-    for name, col in zip(("impls", "bblock", "reps"), (c1, c2, c3), strict=True):
+    for name, col in zip(("impls", "bblock", "reps"), st.columns(SWEEP_WIDTHS), strict=True):
         draw(name, col)
 
 
