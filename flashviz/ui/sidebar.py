@@ -72,7 +72,7 @@ def _apply_preset(env: Env) -> None:
 def settings_ui(env: Env, view: View) -> None:
     """The sidebar: a preset picker, then the shared settings the open tab reads."""
     sb = st.sidebar
-    sb.markdown(f"**{TITLE}**")
+    sb.title(TITLE)  # the page's one h1 (the line above the views is plain text, to leave them room)
     sb.header("Settings")
     sb.selectbox(
         "Classroom preset", list(PRESETS), index=None, key=PRESET_KEY, on_change=_apply_preset, args=(env,),
