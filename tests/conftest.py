@@ -1,5 +1,5 @@
-"""Shared fixtures: the dashboard under streamlit.testing's AppTest, a real `streamlit run` server, and fresh
-Streamlit caches for every test.
+"""Shared fixtures: the dashboard under streamlit.testing's AppTest, a real `streamlit run` server, Debian's Chromium
+driven by playwright (`browser`), and fresh Streamlit caches for every test.
 
 The server fixture is benchmarks/load.py's own_server: `streamlit run app.py` on a free loopback port, waited for on
 /_stcore/health and always stopped (terminate, then kill), whatever the test did.
@@ -65,3 +65,24 @@ def streamlit_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             yield url
     except RuntimeError as e:  # raised while starting: the server exited or never answered /_stcore/health
         pytest.fail(f"streamlit did not start: {e}\n{log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """Debian's Chromium under playwright (benchmarks/load.py's CHROMIUM and flags), one per test module; skips the
+    module where playwright or chromium is missing. Screenshots go to artifacts/screenshots."""
+    import shutil
+
+    from load import CHROMIUM, CHROMIUM_ARGS  # benchmarks/ is on pytest's pythonpath (pyproject.toml)
+
+    from tests._browser import SHOTS
+
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
+    if not executable:
+        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield b
+        b.close()

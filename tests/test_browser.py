@@ -8,32 +8,13 @@ Screenshots go to artifacts/screenshots/ (CI artifacts).
 from __future__ import annotations
 
 import re
-import shutil
-from pathlib import Path
 
 import pytest
-from load import IDLE, PAGE_END  # benchmarks/ is on pytest's pythonpath (pyproject.toml)
+from load import PAGE_END  # benchmarks/ is on pytest's pythonpath (pyproject.toml)
+
+from tests._browser import LOAD_MS, SHOTS, settle
 
 pytestmark = pytest.mark.browser
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
-SHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
-LOAD_MS = 180_000  # first load imports torch in the server: slow on a busy 2-core machine
-
-
-@pytest.fixture(scope="module")
-def browser():
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
-        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
-                              args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def open_page(browser, url: str, *, height: int = 1400, width: int = 1500):
@@ -43,13 +24,6 @@ def open_page(browser, url: str, *, height: int = 1400, width: int = 1500):
     page.wait_for_selector(PAGE_END, state="attached", timeout=LOAD_MS)  # the page's last element: all drawn
     settle(page)
     return page
-
-
-def settle(page) -> None:
-    """Wait until the script run finished and plotly drew."""
-    page.wait_for_timeout(300)
-    page.wait_for_selector(IDLE, timeout=LOAD_MS)
-    page.wait_for_timeout(1200)
 
 
 def wait_charts(page, n: int) -> None:

@@ -9,16 +9,14 @@ artifacts/screenshots/.
 from __future__ import annotations
 
 import re
-import shutil
-from pathlib import Path
 
 import pytest
-from load import CHROMIUM, CHROMIUM_ARGS, IDLE, PAGE_END  # benchmarks/ is on pytest's pythonpath (pyproject.toml)
+from load import PAGE_END  # benchmarks/ is on pytest's pythonpath (pyproject.toml)
+
+from tests._browser import LOAD_MS, SHOTS, settle
 
 pytestmark = pytest.mark.browser
 
-SHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
-LOAD_MS = 180_000  # the first load imports torch in the server: slow on a busy 2-core machine
 WIDTH, HEIGHT = 1280, 720  # a classroom projector's window
 MAP = ".fv-backward"
 VISIBLE_FRAME = """() => {
@@ -38,19 +36,6 @@ CHART_LABELS = """() => [...document.querySelectorAll('.js-plotly-plot .main-svg
     .filter(([s, l, t, r, b]) => r - l > 0 && b - t > 0)"""
 
 
-@pytest.fixture(scope="module")
-def browser():
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
-    if not executable:
-        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
 def open_view(browser, server: str, query: str):
     page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
     page.goto(f"{server}/?view=backward&{query}")
@@ -58,13 +43,6 @@ def open_view(browser, server: str, query: str):
     page.wait_for_selector(PAGE_END, state="attached", timeout=LOAD_MS)  # the page's last element: all drawn
     settle(page)
     return page
-
-
-def settle(page) -> None:
-    """Wait until the script run finished and the browser drew it."""
-    page.wait_for_timeout(300)
-    page.wait_for_selector(IDLE, timeout=LOAD_MS)
-    page.wait_for_timeout(1200)
 
 
 def frame_on_screen(page) -> str:

@@ -10,21 +10,15 @@ key, moves on like Next; Leave brings the sidebar back. Screenshots of every ste
 from __future__ import annotations
 
 import re
-import shutil
-from pathlib import Path
 
 import pytest
-from load import IDLE, PAGE_END  # benchmarks/ is on pytest's pythonpath (pyproject.toml)
+from load import PAGE_END  # benchmarks/ is on pytest's pythonpath (pyproject.toml)
 
 from flashviz.lesson import INTRO
+from tests._browser import LOAD_MS, SHOTS, settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
-SHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
-LOAD_MS = 180_000  # the first load imports torch in the server: slow on a busy machine
 WIDTH, HEIGHT = 1280, 720
 MIN_VISIBLE_PX = 24  # a result "starts" on screen when at least its first line of text (24 px) is above the fold
 RESULTS = {  # the start of each step's main result, by what the page draws there (own markup, text and roles)
@@ -52,26 +46,6 @@ BELOW_THE_FOLD = {  # steps whose result the page draws lower than a 720 px wind
 }
 CALLOUT = "[data-testid='stAlert']:has-text('Step {k} of {n} ·')"  # the presenter's callout of step k of n
 CHARTS_DRAWN = {"masks_tiles", "io_passes", "roofline_gpu"}  # plotly charts: wait until plotly has drawn them
-
-
-@pytest.fixture(scope="module")
-def browser():
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
-        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
-                              args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
-def settle(page) -> None:
-    """Wait until the script run has finished and the page has painted."""
-    page.wait_for_timeout(300)
-    page.wait_for_selector(IDLE, timeout=LOAD_MS)
-    page.wait_for_timeout(1200)
 
 
 def on_step(page, k: int) -> None:

@@ -7,15 +7,13 @@ Screenshots go to artifacts/screenshots/ (CI artifacts).
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
-from load import CHROMIUM, CHROMIUM_ARGS, CONNECTED, EXCEPTION, IDLE, PAGE_END  # benchmarks/ is on pytest's path
+from load import CONNECTED, EXCEPTION, IDLE, PAGE_END  # benchmarks/ is on pytest's path
+
+from tests._browser import SHOTS
 
 pytestmark = pytest.mark.browser
 
-SHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
 LOAD_MS = 240_000  # the first load imports torch in the server: slow on a busy 2-core machine
 WIDTH, HEIGHT = 1280, 720
 CHARTS = 5  # the view's plotly figures
@@ -29,19 +27,6 @@ LABELS_JS = """(chart) => [...chart.querySelectorAll(
     .map(t => { const b = t.getBoundingClientRect();
                 return {text: t.textContent, x: b.x, y: b.y, w: b.width, h: b.height}; })"""
 OVERLAP_PX = 1.0  # two boxes may touch by this much (anti-aliasing), no more
-
-
-@pytest.fixture(scope="module")
-def browser():
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
-    if not executable:
-        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module", params=list(QUERIES))

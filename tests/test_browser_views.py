@@ -14,14 +14,13 @@ Screenshots of each view at 1280 x 720 go to artifacts/screenshots/ (CI artifact
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-from load import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, PAGE_END  # benchmarks/ is on pytest's pythonpath
+from load import CONNECTED, IDLE, PAGE_END  # benchmarks/ is on pytest's pythonpath
 
 from flashviz.ui.registry import VIEWS
+from tests._browser import SHOTS
 
 pytestmark = pytest.mark.browser
 
@@ -30,7 +29,6 @@ LOAD_MS = 240_000  # the first load imports torch in the server: slow on a busy 
 RUN_MS = 600_000  # a run at the small sizes below, on a machine shared with other work
 RESULT_SHOWN_PX = 120  # at least this much of the result is on screen: its start, not a sliver
 OVERLAP_PX = 1.5  # two text boxes that share less than this in either direction only touch
-SHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
 CHART = ".js-plotly-plot"
 TILE_MAP = ".fv-tilemap svg.fv-grid"
 
@@ -152,19 +150,6 @@ def label_problems(charts: list[dict]) -> list[str]:
                 found.append(f"{chart['name']}: {a['text']!r} is cut off by the chart's edge")
             found += [f"{chart['name']}: {a['text']!r} overlaps {b['text']!r}" for b in boxes[i + 1:] if overlaps(a, b)]
     return found
-
-
-@pytest.fixture(scope="module")
-def browser():
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
-    if not executable:
-        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
 
 
 def open_view(browser, url: str):

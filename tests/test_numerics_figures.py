@@ -138,26 +138,22 @@ def check_readable(figure) -> None:
     assert figure.layout.height <= 720  # fits a 1280 x 720 projector
 
 
-def test_kernel_error_figure_draws_each_error_eps_and_the_bound(results):
-    r = results["errors_fp8"]
-    f = fig.kernel_error_figure(r)
-    check_readable(f)
-    bars = f.data[0]
-    assert list(bars.x) == [row.label for row in r.rows]
-    assert list(bars.y) == [row.stats.max_abs for row in r.rows]
-    assert sorted(s.y0 for s in f.layout.shapes) == sorted([r.eps, 2 * r.plain_max_abs + r.fwd_atol])
-    assert f.layout.yaxis.type == "log" and f.layout.xaxis.type == "category"
-    lo, hi = f.layout.yaxis.range
-    assert all(lo <= math.log10(v) <= hi for v in [*bars.y, r.eps])  # everything inside the axis
-
-
-def test_row_error_figure_draws_every_row(results):
-    r = results["errors"]
-    f = fig.row_error_figure(r)
-    check_readable(f)
-    for trace, row in zip(f.data, r.rows, strict=True):
-        assert trace.name == row.label and len(trace.y) == SMALL.n_q
-        assert all(y == e for y, e in zip(trace.y, row.stats.row_max_abs, strict=True) if e > 0)
+def test_kernel_errors_figure_draws_each_error_every_row_eps_and_the_bound(results):
+    for name in ("errors_fp8", "errors"):
+        r = results[name]
+        f = fig.kernel_errors_figure(r)
+        check_readable(f)
+        bars, lines = f.data[0], f.data[1:1 + len(r.rows)]  # then the eps and bound lines' legend entries
+        assert list(bars.x) == [row.label for row in r.rows]
+        assert list(bars.y) == [row.stats.max_abs for row in r.rows]
+        assert [line.name for line in lines] == [row.label for row in r.rows]
+        for line, row in zip(lines, r.rows, strict=True):  # each row's error, exact rows on the floor
+            assert len(line.y) == len(row.stats.row_max_abs) == SMALL.n_q
+            assert all(y == e for y, e in zip(line.y, row.stats.row_max_abs, strict=True) if e > 0)
+        assert sorted(s.y0 for s in f.layout.shapes) == sorted([r.eps, 2 * r.plain_max_abs + r.fwd_atol])
+        assert f.layout.yaxis.type == "log" and f.layout.xaxis.type == "category"
+        lo, hi = f.layout.yaxis.range
+        assert all(lo <= math.log10(v) <= hi for v in [*bars.y, r.eps])  # everything inside the axis
 
 
 def test_tile_spread_figure(results):

@@ -77,69 +77,6 @@ def _floored(values: Sequence[float]) -> tuple[list[float], float]:
     return [v if v > 0 else floor for v in values], floor
 
 
-def kernel_error_figure(r: KernelErrors) -> go.Figure:
-    """Max |error| against float64 per kernel (bars, log axis), with the precision's eps and flash-attn's bound.
-
-    Example:
-        >>> from types import SimpleNamespace as NS
-        >>> row = NS(kernel="flash2", label="FA2", stats=NS(max_abs=7.8e-3, rmse=9e-4, rel_rmse=3e-3), passes=True)
-        >>> fig = kernel_error_figure(NS(precision="bfloat16", eps=2 ** -7, plain_max_abs=5e-2, fwd_atol=1.6e-2,
-        ...                              rows=(row,), notes=()))
-        >>> fig.data[0].y[0], fig.layout.yaxis.type
-        (0.0078, 'log')
-    """
-    fig = go.Figure()
-    label = PRECISION_LABELS.get(r.precision, r.precision)
-    style_figure(fig, title=f"Max |error| against float64, per kernel ({label} inputs)", x_title="kernel",
-                 y_title="max |O - O_ref| (absolute)", log_y=True)
-    errs = [row.stats.max_abs for row in r.rows]
-    shown, _ = _floored(errs)
-    bound = 2 * r.plain_max_abs + r.fwd_atol
-    fig.add_trace(go.Bar(
-        x=[row.label for row in r.rows], y=shown, name="max |error|", showlegend=False,
-        marker={"color": [_color(row.kernel) for row in r.rows]},
-        text=[f"{fmt_num(e)}{'' if row.passes else ' FAIL'}" for e, row in zip(errs, r.rows, strict=True)],
-        textposition="outside", textfont={"size": 18},
-        customdata=[[fmt_num(row.stats.rmse), fmt_num(row.stats.rel_rmse), "passes" if row.passes else "FAILS"]
-                    for row in r.rows],
-        hovertemplate=("<b>%{x}</b><br>max |error| %{text}<br>RMSE %{customdata[0]}, relative %{customdata[1]}<br>"
-                       "flash-attn's rule: %{customdata[2]}<extra></extra>")))
-    _hline(fig, r.eps, f"eps of {label} = {fmt_num(r.eps)}", EPS_COLOR, "dot")
-    _hline(fig, bound, f"flash-attn's bound: 2 x naive + atol = {fmt_num(bound)}", REFERENCE_COLOR)
-    fig.update_yaxes(**log_axis([*shown, r.eps, bound * 3], "sci"))
-    _categorical(fig)
-    set_subtitle(fig, "Bars under the red line pass flash-attn's test rule (at most twice plain PyTorch's error "
-                      f"in the same dtype, plus its rounding floor). {' '.join(r.notes)}".strip())
-    return fig
-
-
-def row_error_figure(r: KernelErrors) -> go.Figure:
-    """Each query row's max |error| (over heads and d) per kernel, log axis: where along the sequence it errs.
-
-    Example:
-        >>> from types import SimpleNamespace as NS
-        >>> row = NS(kernel="naive", label="naive", stats=NS(row_max_abs=(1e-3, 0.0, 2e-3)))
-        >>> fig = row_error_figure(NS(precision="float16", rows=(row,)))
-        >>> list(fig.data[0].x), fig.data[0].y[1] < 1e-3  # the exact row sits on the floor
-        ([0, 1, 2], True)
-    """
-    fig = go.Figure()
-    label = PRECISION_LABELS.get(r.precision, r.precision)
-    style_figure(fig, title=f"Error per query row ({label} inputs)", x_title="query row i",
-                 y_title="max |error| over heads and d", log_y=True)
-    all_values: list[float] = []
-    for row in r.rows:
-        shown, _ = _floored(row.stats.row_max_abs)
-        all_values += shown
-        fig.add_trace(go.Scatter(x=list(range(len(shown))), y=shown, mode="lines", name=row.label,
-                                 line={**impl_line(row.kernel, width=2), "color": _color(row.kernel)},
-                                 hovertemplate=f"<b>{row.label}</b> row %{{x}}: %{{y:.2e}}<extra></extra>"))
-    if not all_values:
-        add_note(fig, "No query rows.")
-    fig.update_yaxes(**log_axis(all_values, "sci"))
-    return fig
-
-
 def kernel_errors_figure(r: KernelErrors) -> go.Figure:
     """Both error views side by side on one log axis: max |error| per kernel (bars, left) and per query row (lines,
     right), with the precision's eps and flash-attn's bound across both panels.
@@ -165,7 +102,10 @@ def kernel_errors_figure(r: KernelErrors) -> go.Figure:
         marker={"color": [_color(row.kernel) for row in r.rows]},
         text=[f"{fmt_num(e)}{'' if row.passes else ' FAIL'}" for e, row in zip(errs, r.rows, strict=True)],
         textposition="outside", textfont={"size": 18}, cliponaxis=False,
-        hovertemplate="<b>%{x}</b>: max |error| %{text}<extra></extra>"), row=1, col=1)
+        customdata=[[fmt_num(row.stats.rmse), fmt_num(row.stats.rel_rmse), "passes" if row.passes else "FAILS"]
+                    for row in r.rows],
+        hovertemplate=("<b>%{x}</b><br>max |error| %{text}<br>RMSE %{customdata[0]}, relative %{customdata[1]}<br>"
+                       "flash-attn's rule: %{customdata[2]}<extra></extra>")), row=1, col=1)
     values = [*shown, r.eps, bound]
     for row in r.rows:
         ys, _ = _floored(row.stats.row_max_abs)
