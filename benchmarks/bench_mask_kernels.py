@@ -20,7 +20,7 @@ import warnings
 
 import torch
 import torch.nn.functional as F
-from _common import print_table  # benchmarks/ is on sys.path when run
+from _common import Figures, add_json_arg, print_table  # benchmarks/ is on sys.path when run
 from torch.nn.attention.flex_attention import and_masks, create_block_mask, flex_attention, noop_mask
 
 from flashviz import flash_attention_forward
@@ -41,6 +41,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--block", type=int, default=128, help="tile size Br = Bc of the tiled kernel and the BlockMask")
     p.add_argument("--repeats", type=int, default=5, help="interleaved timed repeats per candidate")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile (time eager flex_attention)")
+    add_json_arg(p)
     return p.parse_args(argv)
 
 
@@ -129,6 +130,15 @@ def main(argv: list[str] | None = None) -> None:
     print(f"tiled / SDPA dense boolean mask: {sdpa_ratio:.2f}x (target <= 0.35x): {verdict}; schedule built per "
           f"call: {t['tiled, schedule per call'] / t['sdpa dense mask']:.2f}x")
     sparsity_table(q, k, v, blk, lengths, args.repeats)
+    where = f"document AND causal, B={B} H={H} N={N} d={d}, {blk}x{blk} tiles"
+    figs = Figures()
+    figs.add(f"tiled_x_flex_{flex_label.split()[0]}", t_flex["tiled"] / t_flex[flex_name], "x",  # compiled or eager
+             f"forward time, tiled kernel (prebuilt schedule) / {flex_name} (BlockMask built once), {where}")
+    figs.add("tiled_x_sdpa_dense", sdpa_ratio, "x",
+             f"forward time, tiled kernel / SDPA with the dense boolean mask, {where}")
+    figs.add("per_call_x_sdpa_dense", t["tiled, schedule per call"] / t["sdpa dense mask"], "x",
+             f"forward time, tiled kernel building its schedule in every call / SDPA dense mask, {where}")
+    figs.write(args.json)
 
 
 def sparsity_table(q, k, v, blk: int, lengths: list[int], repeats: int) -> None:

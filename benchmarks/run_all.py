@@ -59,6 +59,9 @@ BENCHES: tuple[Bench, ...] = (
     Bench("table", "bench_table.py", ("--n", "512", "1024", "2048", "4096", "--heads", "8", "--repeats", "3"),
           "The summary table", "run_sweep over N: time of every implementation relative to naive, exact peak "
           "memory, and naive's measured peak against its formula."),
+    Bench("masks", "bench_mask_kernels.py", ("--repeats", "3"), "Masked kernels: against FlexAttention and SDPA",
+          "The tiled kernel with a document AND causal mask_mod, its tile schedule built once as FlexAttention builds "
+          "its BlockMask once, against torch.compile(flex_attention) and against SDPA with the dense boolean mask."),
 )
 BY_NAME = {b.name: b for b in BENCHES}
 
@@ -170,7 +173,7 @@ def page(benches: Sequence[Bench], results: dict[str, tuple[list[Row], list[str]
         "on the machine; peak memory (exact allocator events) does not.", "",
     ]
     body = [section(b, *results[b.name], runs) for b in benches]
-    return "\n".join(head) + "\n".join(body)
+    return "\n".join(head) + "\n" + "\n".join(body)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
