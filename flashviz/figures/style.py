@@ -219,9 +219,9 @@ def log_axis(values: Sequence[float], unit: str = "si", ticks_max: int = LOG_TIC
     """Range and labelled ticks of a log axis showing `values` (non-positive and NaN values are ignored).
 
     Ticks are decades, or 1-2-5 where the data spans too few decades for three decade ticks (powers of two for
-    unit="mib"), at most LOG_TICKS_MAX of them, labelled with their unit (UNIT_FORMATS: "si", "ms", "mib", "sci",
-    "int"). No minor ticks. The range is fixed (log10 units, as plotly wants for log axes). A narrow panel passes a
-    smaller `ticks_max`, so its labels do not run into each other.
+    unit="mib"), at most `ticks_max` of them (a narrow panel passes fewer than LOG_TICKS_MAX, so its labels do not
+    run into each other), labelled with their unit (UNIT_FORMATS: "si", "ms", "mib", "sci", "int"). No minor ticks.
+    The range is fixed (log10 units, as plotly wants for log axes).
 
     Returns:
         dict for fig.update_xaxes / update_yaxes: type, range, tickmode, tickvals, ticktext (empty if no values).
