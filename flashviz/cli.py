@@ -43,7 +43,9 @@ from flashviz.limits import (
 from flashviz.measure.guards import calls_per_row, request_flops
 from flashviz.measure.sweep import MAX_D, MAX_N, cut_short, run_sweep
 from flashviz.model.iomodel import hbm_vs_memory
-from flashviz.vocab import IMPLS, TILED_IMPLS
+from flashviz.vocab import FLASH, FORWARD, IMPLS, LOOP_ORDERS, NAIVE, OK, SDPA, TILED_IMPLS, TRAINING
+
+GRAD = "grad"  # the check's kernel id for the backward (dQ, dK, dV), next to the two loop orders
 
 DEFAULT_NS = (256, 512, 1024, 2048, 4096)
 CHECK_N_MAX = 1 << 14  # longest N `check` accepts: (2^14 / 64)^2 = 65,536 default tiles per call, limits.TILES_MAX
@@ -129,7 +131,7 @@ def _build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--causal", action="store_true", help="top-left causal mask")
     bench.add_argument("--window", nargs=2, type=_window_side, metavar=("LEFT", "RIGHT"), default=None,
                        help="sliding window: query i sees keys i-LEFT..i+RIGHT ('none' = unbounded side)")
-    bench.add_argument("--impls", nargs="+", choices=IMPLS, default=["naive", "flash", "sdpa"],
+    bench.add_argument("--impls", nargs="+", choices=IMPLS, default=[NAIVE, FLASH, SDPA],
                        help="implementations to measure (default: naive flash sdpa)")
     bench.add_argument("--repeats", type=_int_in(1, REPEATS_MAX, "repeats"), default=5,
                        help=f"timed calls per row (1..{REPEATS_MAX})")
@@ -212,12 +214,12 @@ def _bench(args: argparse.Namespace) -> int:
                        causal=args.causal, window=None if args.window is None else tuple(args.window),
                        impls=args.impls, batch=args.batch, heads=args.heads, dtype=args.dtype, device=args.device,
                        threads=args.threads, repeats=args.repeats, warmup=args.warmup,
-                       mode="training" if args.training else "forward", memory_budget_bytes=budget,
+                       mode=TRAINING if args.training else FORWARD, memory_budget_bytes=budget,
                        time_budget_s=args.time_budget, progress=ProgressBar())
     except (ValueError, TypeError) as e:
         args.subparser.error(str(e))  # usage + exit 2
-    flash_impl = next((i for i in ("flash", "flash2") if i in args.impls and (df["impl"].eq(i)
-                                                                               & df["status"].eq("ok")).any()), "flash")
+    flash_impl = next((i for i in TILED_IMPLS if i in args.impls and (df["impl"].eq(i) & df["status"].eq(OK)).any()),
+                      FLASH)
     table = report.summary_table(df, flash_impl=flash_impl)
     mode = "forward + backward" if args.training else "forward"
     print(f"flashviz bench: {mode}, d={args.d}, B={args.batch}, H={args.heads}, {args.dtype}, "
@@ -260,7 +262,7 @@ def _bench(args: argparse.Namespace) -> int:
 
 def _check_cases(ds: Sequence[int], ns: Sequence[int]) -> list[tuple]:
     """(d, N, causal, window, kernel) for every combination; windows on the largest N."""
-    kernels = ("kv_outer", "q_outer", "grad")
+    kernels = (*LOOP_ORDERS, GRAD)
     cases = [(d, n, causal, None, kernel) for d in ds for n in ns for causal in (False, True) for kernel in kernels]
     for window in CHECK_WINDOWS:
         cases += [(ds[0], max(ns), causal, window, kernel) for causal in (False, True) for kernel in kernels]
@@ -272,9 +274,9 @@ def _check_error(d: int, n: int, causal: bool, window, kernel: str, block: int, 
     q, k, v, dO = (torch.randn(1, CHECK_HEADS, n, d, generator=gen) for _ in range(4))  # (B, H, N, d) fp32
     idx = torch.arange(n)
     mask = visible_mask(idx, idx, causal=causal, window=window) if window is not None else None  # (N, N) bool
-    q64, k64, v64 = (t.double().requires_grad_(kernel == "grad") for t in (q, k, v))
+    q64, k64, v64 = (t.double().requires_grad_(kernel == GRAD) for t in (q, k, v))
     ref = F.scaled_dot_product_attention(q64, k64, v64, attn_mask=mask, is_causal=causal and mask is None)
-    if kernel != "grad":
+    if kernel != GRAD:
         out = flash_attention_forward(q, k, v, block, causal=causal, window=window, loop_order=kernel)
         return float((out.double() - ref).abs().max())
     q, k, v = (t.requires_grad_() for t in (q, k, v))

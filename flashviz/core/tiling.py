@@ -37,7 +37,7 @@ from flashviz.core.validate import (
     validate_positive,
     validate_window,
 )
-from flashviz.vocab import FULL, PARTIAL, SKIPPED, TILE_STATUSES
+from flashviz.vocab import FULL, KV_OUTER, PARTIAL, SKIPPED, TILE_STATUSES
 
 if TYPE_CHECKING:
     import torch
@@ -140,7 +140,7 @@ class TileSchedule(Sequence):
     """
 
     def __init__(self, n_q: int, n_k: int, block_q: int, block_k: int, *, causal: bool = False,
-                 window: Window = None, loop_order: str = "kv_outer", mask_mod: MaskMod | None = None,
+                 window: Window = None, loop_order: str = KV_OUTER, mask_mod: MaskMod | None = None,
                  batch: int = 1, heads: int = 1):
         self.n_q = validate_length("n_q", n_q)
         self.n_k = validate_length("n_k", n_k)
@@ -207,12 +207,12 @@ class TileSchedule(Sequence):
         return classify_tile(q0, q1, k0, k1, causal=self.causal, window=self.window)
 
     def _step_of(self, q_block: int, k_block: int) -> int:
-        if self.loop_order == "kv_outer":
+        if self.loop_order == KV_OUTER:
             return k_block * self.n_q_blocks + q_block
         return q_block * self.n_k_blocks + k_block
 
     def _grid_of(self, step: int) -> tuple[int, int]:
-        if self.loop_order == "kv_outer":
+        if self.loop_order == KV_OUTER:
             k_block, q_block = divmod(step, self.n_q_blocks)
         else:
             q_block, k_block = divmod(step, self.n_k_blocks)
@@ -298,7 +298,7 @@ class TileSchedule(Sequence):
 
 
 def tile_schedule(n_q: int, n_k: int, block_q: int, block_k: int, *, causal: bool = False, window: Window = None,
-                  loop_order: str = "kv_outer", mask_mod: MaskMod | None = None, batch: int = 1,
+                  loop_order: str = KV_OUTER, mask_mod: MaskMod | None = None, batch: int = 1,
                   heads: int = 1) -> TileSchedule:
     """The tiles of an n_q x n_k attention matrix in the visiting order of `loop_order`.
 

@@ -37,7 +37,18 @@ from flashviz.figures.style import (
     set_subtitle,
 )
 from flashviz.units import format_flops
-from flashviz.vocab import HBM_READ_WRITE, HBM_STREAMED, ON_CHIP_COLUMN, ON_CHIP_ROW, ON_CHIP_TILE, OPERAND_PLACES
+from flashviz.vocab import (
+    FLASH2,
+    HBM_READ_WRITE,
+    HBM_STREAMED,
+    NAIVE,
+    OK,
+    ON_CHIP_COLUMN,
+    ON_CHIP_ROW,
+    ON_CHIP_TILE,
+    OPERAND_PLACES,
+    SDPA,
+)
 
 if TYPE_CHECKING:  # plain dataclasses; imported for type hints only, so this module never loads torch
     from flashviz.measure.backward_ops import TileOp
@@ -51,7 +62,7 @@ PLACE_STYLE = {  # (background, border) of an operand's chip, by where it lives
     HBM_READ_WRITE: ("#FBE0D1", DQ_MARKER_COLOR),  # the map's dQ marker
 }
 PRICE_FIG_HEIGHT_PX = 560  # two bar panels with their legend under them: fits a 1280 x 720 window
-SHORT_NAMES = {"flash2": "tiled", "naive": "naive", "sdpa": "SDPA"}  # the x tick labels; the legend has the rest
+SHORT_NAMES = {FLASH2: "tiled", NAIVE: "naive", SDPA: "SDPA"}  # the x tick labels; the legend has the rest
 
 
 def _chip(name: str, place: str, wrap: bool = False) -> str:
@@ -203,7 +214,7 @@ def _style_price(fig: go.Figure, price: RecomputePrice, title: str | None) -> No
         fig.update_yaxes(range=[0, top * 1.15 if top > 0 else 1], row=1, col=k)
     fig.update_annotations(font_size=AXIS_TITLE_FONT_PX)  # the subplot titles
     not_run = [f"{label}: {status}" for label, status in zip(price.labels, price.status, strict=True)
-               if not status.startswith("ok")]
+               if not status.startswith(OK)]
     if not_run:
         fig.add_annotation(text="<br>".join(escape(s[:90]) for s in not_run),
                            xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False, font={"size": 14})

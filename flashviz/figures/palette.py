@@ -5,22 +5,22 @@ so the tile map (figures/tilemap.py) can be drawn before any of them is imported
 
 from __future__ import annotations
 
-from flashviz.vocab import FULL, KV_OUTER, PARTIAL, Q_OUTER, SKIPPED
+from flashviz.vocab import FLASH, FLASH2, FULL, KV_OUTER, NAIVE, PARTIAL, Q_OUTER, SDPA, SKIPPED
 
 IMPL_COLORS = {  # fixed colour per implementation, shared by every figure (Okabe-Ito, colour-blind safe)
-    "naive": "#D55E00",  # vermillion
-    "flash": "#0072B2",  # blue
-    "flash2": "#009E73",  # bluish green
-    "sdpa": "#CC79A7",  # reddish purple
+    NAIVE: "#D55E00",  # vermillion
+    FLASH: "#0072B2",  # blue
+    FLASH2: "#009E73",  # bluish green
+    SDPA: "#CC79A7",  # reddish purple
     KV_OUTER: "#0072B2",  # the loop orders flash and flash2 run: the same colours
     Q_OUTER: "#009E73",
 }
 IMPL_DASHES = {  # line style per implementation: flash and flash2 often coincide, the dashes keep both visible
-    "naive": "solid", "flash": "solid", "flash2": "dash", "sdpa": "dashdot", "kv_outer": "solid", "q_outer": "dash",
+    NAIVE: "solid", FLASH: "solid", FLASH2: "dash", SDPA: "dashdot", KV_OUTER: "solid", Q_OUTER: "dash",
 }
 IMPL_SYMBOLS = {  # marker per implementation: flash's large open square rings flash2's diamond where they coincide
-    "naive": "circle", "flash": "square-open", "flash2": "diamond", "sdpa": "triangle-up",
-    "kv_outer": "square-open", "q_outer": "diamond",
+    NAIVE: "circle", FLASH: "square-open", FLASH2: "diamond", SDPA: "triangle-up",
+    KV_OUTER: "square-open", Q_OUTER: "diamond",
 }
 LOOP_ORDER_COLORS = {KV_OUTER: IMPL_COLORS[KV_OUTER], Q_OUTER: IMPL_COLORS[Q_OUTER]}  # FA1 / FA2, as flash / flash2
 TILE_COLORS = {  # tile fates on the tile map: full colour once visited (Okabe-Ito, none an implementation's colour)

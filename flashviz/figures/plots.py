@@ -44,7 +44,7 @@ from flashviz.figures.style import (
     set_subtitle,
     style_figure,
 )
-from flashviz.vocab import IMPL_LABELS, LOOP_ORDER_SHORT, OK
+from flashviz.vocab import FLASH, IMPL_LABELS, LOOP_ORDER_SHORT, NAIVE, OK, SDPA
 
 # ----------------------------------------------------------------------------------------------------------------------
 # curves against N
@@ -144,7 +144,7 @@ def hbm_figure(df: pd.DataFrame | None) -> go.Figure:
         'log'
     """
     if df is not None and "impl" in df:  # a model needs no run: rows that did not run still have their modelled traffic
-        df = df[~df["impl"].astype(str).eq("sdpa")].assign(status=OK)
+        df = df[~df["impl"].astype(str).eq(SDPA)].assign(status=OK)
     return _sweep_lines(df, x="N", y="hbm_bytes", scale=1 / MIB, title="Modelled HBM traffic vs sequence length",
                         x_title="sequence length N (tokens)", y_title="HBM traffic (bytes, IO model)",
                         hover_value="traffic=%{y:.3g} MiB", unit="mib")
@@ -230,10 +230,10 @@ def _add_io_curve(fig: go.Figure, rows: pd.DataFrame, algorithm: str, note: str 
         legendgroup=algorithm, line=impl_line(algorithm), marker=impl_marker(algorithm), customdata=blocks,
         hovertemplate=(f"<b>{algorithm}</b><br>M=%{{x:,}} elements<br>Br=%{{customdata[0]}}, "
                        f"Bc=%{{customdata[1]}}<br>accesses=%{{y:.3s}}{extra}<extra></extra>")))
-    kind = "naive" if algorithm == "naive" else "flash"
+    kind = NAIVE if algorithm == NAIVE else FLASH
     if "bound" in rows and kind not in bounds_drawn:
         bounds_drawn.add(kind)
-        term = "N d + N²" if kind == "naive" else "N² d² / M"
+        term = "N d + N²" if kind == NAIVE else "N² d² / M"
         fig.add_trace(go.Scatter(
             x=rows["M"], y=rows["bound"], mode="lines",  # the order term, constants dropped
             name=f"Theorem 2: {term}", line={"color": impl_color(algorithm), "width": 2, "dash": "dot"},

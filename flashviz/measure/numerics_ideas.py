@@ -36,7 +36,7 @@ from flashviz.measure.numerics_lab import (
 )
 from flashviz.measure.progress import Progress
 from flashviz.numerics import error_stats
-from flashviz.vocab import FP8, FP8_FORMATS
+from flashviz.vocab import FLASH2, FP8, FP8_FORMATS, Q_OUTER, SDPA
 
 NOT_COMPUTED = -1  # a (row, tile) cell of the rescale map whose tile is skipped (causal): never computed
 FP8_SEEDS = 5  # seeds the FP8 table averages over: the Hadamard effect must hold on every one, not on average only
@@ -76,7 +76,7 @@ class LazyRescale:
 def _rescale_run(s: LabSettings, x, tau: float) -> tuple[RescaleRun, torch.Tensor, list]:
     events = []
     p_dtype = None if s.p_precision is None else torch_dtype(s.p_precision)
-    out = flash_attention_forward(x.q, x.k, x.v, s.block, causal=s.causal, loop_order="q_outer",
+    out = flash_attention_forward(x.q, x.k, x.v, s.block, causal=s.causal, loop_order=Q_OUTER,
                                   rescale_threshold=tau, p_dtype=p_dtype, on_tile=events.append)
     n_tiles = -(-s.n_k // s.block)
     cells = [[NOT_COMPUTED] * n_tiles for _ in range(s.n_q)]
@@ -214,7 +214,7 @@ def causal_alignment(s: LabSettings) -> CausalAlignment:
     """
     x = lab_inputs(s, causal=True)
     p = None if s.p_precision is None else torch_dtype(s.p_precision)
-    run = {"loop_order": "q_outer", "rescale_threshold": s.tau, "p_dtype": p}  # one code path for both masks
+    run = {"loop_order": Q_OUTER, "rescale_threshold": s.tau, "p_dtype": p}  # one code path for both masks
     top_left = flash_attention_forward(x.q, x.k, x.v, s.block, mask_mod=causal_mask_at(0), **run)
     bottom = flash_attention_forward(x.q, x.k, x.v, s.block, mask_mod=causal_mask_at(s.n_k - s.n_q), **run)
     offset = s.n_k - s.n_q
@@ -225,7 +225,7 @@ def causal_alignment(s: LabSettings) -> CausalAlignment:
     if offset >= 0:  # flash_decode's causal=True is bottom-right; compared in fp32, so only the keys seen can differ
         q32, k32, v32 = (t.float() for t in (x.q, x.k, x.v))
         dec = flash_decode(q32, k32, v32, causal=True, block_k=s.block, num_splits=1)
-        ref = flash_attention_forward(q32, k32, v32, s.block, loop_order="q_outer",
+        ref = flash_attention_forward(q32, k32, v32, s.block, loop_order=Q_OUTER,
                                       mask_mod=causal_mask_at(offset))
         decode = (dec.double() - ref.double()).abs().max().item()
     return CausalAlignment(s.n_q, s.n_k, offset, tl, br, tuple(abs(a - b) for a, b in zip(tl, br, strict=True)),
@@ -246,7 +246,7 @@ def flash_sdpa_gap_in_eps(s: LabSettings = VIEW_DEFAULTS) -> float:
     """
     passes = {row.kernel: row.passes for row in kernel_errors(s).rows}
     r = flash_vs_sdpa(s)
-    return r.max_diff / r.eps if passes["flash2"] and passes["sdpa"] else math.nan
+    return r.max_diff / r.eps if passes[FLASH2] and passes[SDPA] else math.nan
 
 
 def rescales_saved(s: LabSettings = VIEW_DEFAULTS) -> float:
