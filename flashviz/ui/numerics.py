@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import threading
 from dataclasses import astuple
-from typing import Any
 
 import streamlit as st
 
@@ -21,11 +20,10 @@ from flashviz.figures import numerics as figs
 from flashviz.figures import numerics_text as text
 from flashviz.measure.numerics_lab import LabSettings
 from flashviz.measure.numerics_runs import LabResult, LabWork, lab_problem, lab_work, run_lab
-from flashviz.measure.progress import Cancelled
 from flashviz.ui.drawing import ran_with_ui, show_figure
 from flashviz.ui.lock import Progress, holding
 from flashviz.ui.numerics_settings import lab_settings
-from flashviz.ui.runs import remember, remembered, run_button_ui, run_with_progress
+from flashviz.ui.runs import remembered, run_and_remember, run_button_ui
 from flashviz.ui.state import Settings
 from flashviz.ui.widgets import draw
 
@@ -84,16 +82,7 @@ def _result(ls: LabSettings, work: LabWork) -> LabResult | None:
                                   "come back at once).",
                              idle=f"These settings run {work.calls} kernel calls and {work.tiles:,} tiles: about "
                                   f"{work.seconds:.0f} s on an idle laptop CPU. Press **Run the numerics lab**.")
-    try:
-        result: Any = run_with_progress(NAME, TITLE, cached_lab, *args)
-    except Cancelled:
-        st.info(f"{TITLE} cancelled.")
-        return None
-    except (ValueError, TypeError, RuntimeError) as e:
-        st.error(f"{TITLE} could not run: {e}")
-        return None
-    remember(NAME, args, result)
-    return result
+    return run_and_remember(NAME, TITLE, cached_lab, args)
 
 
 def _errors_ui(r: LabResult) -> None:

@@ -164,20 +164,29 @@ def remembered(name: str, args: tuple) -> Any:
     return saved[1] if saved is not None and saved[0] == args else None
 
 
+def run_and_remember(name: str, title: str, fn: Callable[..., Any], args: tuple, **kwargs: Any) -> Any:
+    """run_with_progress(name, title, fn, *args, **kwargs), its result kept in this session for these args; None
+    after saying on the page that it was cancelled or could not run."""
+    try:
+        result = run_with_progress(name, title, fn, *args, **kwargs)
+    except Cancelled:
+        st.info(f"{title} cancelled.")
+        return None
+    except (ValueError, TypeError, RuntimeError) as e:
+        st.error(f"{title} could not run: {e}")
+        return None
+    remember(name, args, result)
+    return result
+
+
 def run_button_ui(name: str, fn: Callable[..., Any], args: tuple, *, label: str, help: str, title: str,
                   idle: str, on_partial: Callable[[Any], None] | None = None) -> Any:
     """A tab's run button: on press, run fn(*args) under the timing lock with a progress bar and keep the result
     in this session (on_partial draws results as they come). Returns the result for exactly these args, or None
     after saying what to press (or what went wrong)."""
-    if st.button(f"▶ {label}", type="primary", key=f"{name}_run", help=help):
-        try:
-            remember(name, args, run_with_progress(name, title, fn, *args, on_partial=on_partial, _lock=timing_lock()))
-        except Cancelled:
-            st.info(f"{title} cancelled.")
-            return None
-        except (ValueError, TypeError, RuntimeError) as e:
-            st.error(f"{title} could not run: {e}")
-            return None
+    pressed = st.button(f"▶ {label}", type="primary", key=f"{name}_run", help=help)
+    if pressed and run_and_remember(name, title, fn, args, on_partial=on_partial, _lock=timing_lock()) is None:
+        return None  # cancelled or failed: the page says which
     result = remembered(name, args)
     if result is None:
         st.info(idle)
