@@ -236,13 +236,13 @@ def test_the_recomputed_rows_sum_to_one_within_the_stated_error_and_dq_is_bitwis
 
 def test_the_run_button_shows_recompute_prices_measured_numbers(make_app, monkeypatch):
     from flashviz.measure import backward_price
-    from flashviz.ui.backward import _price
+    from flashviz.ui.backward import cached_price
 
     measured: list[RecomputePrice] = []  # what the real recompute_price returned (a spy: it still measures)
     real = backward_price.recompute_price
     monkeypatch.setattr(backward_price, "recompute_price", lambda *a, **k: measured.append(real(*a, **k)) or
                         measured[-1])
-    _price.clear()  # an earlier test's run of the same settings would answer from the cache
+    cached_price.clear()  # an earlier test's run of the same settings would answer from the cache
     at = open_view(make_app, n="128", d="16", br="32", bc="32", heads="2", reps="1")
     at.button(key="backward_price_run").click().run()
     assert_clean(at)

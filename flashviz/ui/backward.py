@@ -47,9 +47,10 @@ from flashviz.measure.backward_trace import (
 from flashviz.ui.drawing import ran_with_ui, show_figure, show_map
 from flashviz.ui.lock import Progress, holding
 from flashviz.ui.registry import BOTH
+from flashviz.ui.runs import not_cached_if
 from flashviz.ui.sizes import grid_error
-from flashviz.ui.state import Settings, spec_of
-from flashviz.ui.widgets import draw
+from flashviz.ui.state import Settings
+from flashviz.ui.widgets import draw, frame_ui
 from flashviz.vocab import DQ_ATOMIC, DQ_DETERMINISTIC, DQ_MODE_LABELS, DTYPE_BYTES
 
 KERNEL_FLOPS_MAX = 1e10  # the trace and the two dQ runs run the real kernel live: a few seconds of one CPU core
@@ -100,8 +101,9 @@ def cached_dq_runs(n: int, d: int, block: int, causal: bool, window: tuple[int, 
     return dq_runs(n, d, block, block, causal=causal, window=window, dtype=dtype)
 
 
+@not_cached_if(lambda price: price.cut_short)  # a price the time budget cut short is measured again when asked
 @st.cache_data(show_spinner=False, max_entries=32)
-def _price(n: int, d: int, batch: int, heads: int, br: int, bc: int, causal: bool, window: tuple[int, int] | None,
+def cached_price(n: int, d: int, batch: int, heads: int, br: int, bc: int, causal: bool, window: tuple[int, int] | None,
            dtype: str, device: str, threads: int, reps: int, _progress: Progress | None = None,
            _lock: threading.Lock | None = None):
     from flashviz.measure.backward_price import recompute_price  # run_sweep (torch, pandas): on the button only
@@ -110,15 +112,6 @@ def _price(n: int, d: int, batch: int, heads: int, br: int, bc: int, causal: boo
         return recompute_price(n, d, batch=batch, heads=heads, block_q=br, block_k=bc, causal=causal, window=window,
                                dtype=dtype, device=device, repeats=reps, threads=threads, progress=_progress,
                                time_budget_s=LIVE_TIME_BUDGET_S)
-
-
-def cached_price(*args, _progress: Progress | None = None, _lock: threading.Lock | None = None):
-    """recompute_price under the timing lock, cached, except a result the time budget cut short (asked again, it
-    measures again)."""
-    price = _price(*args, _progress=_progress, _lock=_lock)
-    if price.cut_short:
-        _price.clear(*args)
-    return price
 
 
 def modes_of(s: Settings) -> tuple[str, ...]:
@@ -183,24 +176,13 @@ def _tile_ops_ui(schedules: list[BackwardSchedule], f: int | None) -> None:
 
 def _controls_ui(s: Settings, frames_at: list[int], n_computed: int) -> None:
     """Under the map: the frame it opens at, the dQ schedule, and the map's own problem size and mask."""
-    _frame_ui(frames_at, n_computed)
+    frame_ui("bwframe", frames_at, n_computed)
     draw("dq", st)
     for pair in (("bwn", "bwd"), ("bwblock", "bwcausal")):
         for name, col in zip(pair, st.columns(2), strict=True):
             draw(name, col)
     st.caption("The map and the kernel's runs below use this small problem (one head, batch 1), so every tile can be "
                "narrated; the traffic at scale and the measured price use the sidebar's N, d, Br, Bc, B and H.")
-
-
-def _frame_ui(frames_at: list[int], n_computed: int) -> None:
-    """The frame the map opens at: kept across setting changes while the new map has it (else its last frame)."""
-    if len(frames_at) < 2:
-        return
-    ss = st.session_state
-    ss["bwframe"] = min(int(ss.get("bwframe", 0)), len(frames_at) - 1)
-    spec = spec_of("bwframe")
-    st.select_slider(spec.label, options=list(range(len(frames_at))), key="bwframe", help=spec.help,
-                     format_func=lambda k: f"{frames_at[k] + 1} of {n_computed}")
 
 
 def _kernel_fits(c: DqComparison) -> bool:

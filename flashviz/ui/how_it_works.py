@@ -19,8 +19,8 @@ from flashviz.model.iomodel import io_cost
 from flashviz.ui.drawing import show_figure, show_map
 from flashviz.ui.lock import timing_lock
 from flashviz.ui.sizes import grid_error
-from flashviz.ui.state import Settings, spec_of
-from flashviz.ui.widgets import draw
+from flashviz.ui.state import Settings
+from flashviz.ui.widgets import draw, frame_ui
 from flashviz.units import format_bytes, format_flops
 from flashviz.vocab import DTYPE_BYTES, KV_OUTER, LOOP_ORDER_LABELS, LOOP_ORDER_SHORT, NAIVE, Q_OUTER
 
@@ -159,21 +159,9 @@ def _controls_ui(frames_at: list[int], n_computed: int) -> None:
     """Under the map: the frame it opens at, the loop order, and the Masks tab's mask instead of the sidebar's."""
     c1, c2, c3 = st.columns([4, 3, 3])
     with c1:
-        _frame_ui(frames_at, n_computed)
+        frame_ui("frame", frames_at, n_computed)
     draw("order", c2)
     draw("usemask", c3)
-
-
-def _frame_ui(frames_at: list[int], n_computed: int) -> None:
-    """The page's own frame control: the map animates in the browser (Play, Pause, Restart), and this is the frame
-    it opens at and keeps across setting changes (the map's frame k shows computed tile frames_at[k] + 1)."""
-    if len(frames_at) < 2:
-        return
-    ss = st.session_state
-    ss["frame"] = min(int(ss.get("frame", 0)), len(frames_at) - 1)  # this map has no later frame
-    spec = spec_of("frame")
-    st.select_slider(spec.label, options=list(range(len(frames_at))), key="frame", help=spec.help,
-                     format_func=lambda k: f"{frames_at[k] + 1} of {n_computed}")
 
 
 def _totals_ui(s: Settings, traces: list[ScheduleTrace]) -> None:

@@ -11,10 +11,8 @@ the next user have the lock. A result cut short that way is not kept in the cach
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -24,6 +22,7 @@ from flashviz.limits import LIVE_INPUT_BYTES_MAX, LIVE_TIME_BUDGET_S, WORK_FLOP_
 from flashviz.measure.guards import calls_per_row, input_bytes, request_flops
 from flashviz.measure.sweep import cut_short, run_block_sweep, run_sweep
 from flashviz.ui.lock import Progress, holding
+from flashviz.ui.runs import not_cached_if
 from flashviz.ui.state import Settings
 from flashviz.units import format_bytes
 from flashviz.vocab import FORWARD, IMPLS, NAIVE, SDPA, TILED_IMPLS, TRAINING
@@ -61,19 +60,12 @@ def work_guard(ns: tuple[int, ...], *, d: int, br: int, bc: int, batch: int, hea
     return None
 
 
-def _not_cached_if_cut_short(cached: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a st.cache_data function so that a result the time budget cut short is handed back once but dropped
-    from the cache: the next request for the same settings measures again instead of getting the partial rows."""
-    @functools.wraps(cached, updated=())
-    def call(*args: Any, **kwargs: Any) -> Any:
-        result = cached(*args, **kwargs)
-        frames = result if isinstance(result, tuple) else (result,)
-        if any(cut_short(df) for df in frames):
-            cached.clear(*args, **kwargs)
-        return result
+def _any_cut_short(result: Any) -> bool:
+    """Whether the time budget cut a sweep's DataFrame (or any of a tuple of them) short."""
+    return any(cut_short(df) for df in (result if isinstance(result, tuple) else (result,)))
 
-    call.clear = cached.clear  # type: ignore[attr-defined]
-    return call
+
+_not_cached_if_cut_short = not_cached_if(_any_cut_short)
 
 
 def _left(budget_s: float, start: float) -> float:

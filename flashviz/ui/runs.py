@@ -8,6 +8,7 @@ while the worker goes on, and the next run follows it (running_job_ui) or cancel
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 import time
@@ -151,6 +152,24 @@ def _running_job_fragment() -> None:
                "the settings you had when you pressed Run. Its result is kept for those settings; press Cancel "
                "to stop it and free the CPU.", icon="⏳")
     st.button("Cancel the run", key=CANCEL_KEY, help="Stops the run at its next progress report (about a second).")
+
+
+def not_cached_if(cut_short: Callable[[Any], bool]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Wrap a st.cache_data function so that a result `cut_short(result)` calls partial (a time budget stopped it)
+    is handed back once but dropped from the cache: the next request for the same settings measures again instead
+    of getting the partial result."""
+    def wrap(cached: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(cached, updated=())
+        def call(*args: Any, **kwargs: Any) -> Any:
+            result = cached(*args, **kwargs)
+            if cut_short(result):
+                cached.clear(*args, **kwargs)
+            return result
+
+        call.clear = cached.clear  # type: ignore[attr-defined]
+        return call
+
+    return wrap
 
 
 def remember(name: str, args: tuple, result: Any) -> None:

@@ -166,3 +166,16 @@ def sidebar_widgets(env: Env, names: tuple[str, ...]) -> None:
         else:
             draw(drawn[k], st.sidebar, env)
             k += 1
+
+
+def frame_ui(name: str, frames_at: list[int], n_computed: int) -> None:
+    """A tile map's own frame control (setting `name`): the map animates in the browser (Play, Pause, Restart), and
+    this is the frame it opens at, kept across setting changes while the new map has it, else its last frame (the
+    map's frame k shows computed tile frames_at[k] + 1). Nothing when the map has a single frame."""
+    if len(frames_at) < 2:
+        return
+    ss = st.session_state
+    ss[name] = min(int(ss.get(name, 0)), len(frames_at) - 1)  # this map has no later frame
+    spec = spec_of(name)
+    st.select_slider(spec.label, options=list(range(len(frames_at))), key=name, help=spec.help,
+                     format_func=lambda k: f"{frames_at[k] + 1} of {n_computed}")
