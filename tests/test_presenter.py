@@ -106,13 +106,16 @@ def test_a_step_keeps_the_machines_threads(make_app):
     assert at.session_state["threads"] == 1 and at.query_params["threads"] == "1"
 
 
-def test_the_other_tab_is_named_when_the_class_leaves_the_steps_view(make_app):
-    at = make_app(lesson="intro", step="3")
-    at.session_state["view"] = LABELS["io"]  # the class clicks another tab
-    at.run()
+def test_the_steps_view_is_named_when_another_view_is_open(make_app):
+    at = make_app(lesson="intro", step="3", view="io")  # a link's own view wins over the step's
     assert_clean(at)
+    assert at.session_state["view"] == LABELS["io"]
     (caption,) = [c.value for c in at.caption if c.value.startswith("**Try:**")]
-    assert f"This step is on the **{LABELS['how']}** tab." in caption and len(callouts(at)) == 1
+    assert f"This step is on **{LABELS['how']}**: ↺ This step's settings opens it." in caption
+    assert len(callouts(at)) == 1
+    at.button(key=RESET_KEY).click().run()  # and that button does open it
+    assert_clean(at)
+    assert at.session_state["view"] == LABELS["how"]
 
 
 def test_leave_drops_the_lesson_from_the_url_and_keeps_the_settings(make_app, page_configs):

@@ -1,13 +1,14 @@
 """Presenter mode: the dashboard plays a lesson (flashviz.lesson) step by step, for a class watching a projector.
 
 `?lesson=intro` opens its first step, `?lesson=intro&step=k` step k. While presenting, the sidebar starts collapsed
-(the view gets the width), the step's claim stands in a callout above the tabs with the step's number and title,
-and Previous / Next move through the steps. Opening a step loads its settings into every widget, as a classroom
-preset does (every setting at the step's link, the rest at their defaults; the machine's device and threads kept),
-and opens its view's tab; the class may change anything afterwards, and "This step's settings" brings the step
-back. The URL keeps `lesson` and `step` next to the settings (flashviz.ui.sidebar.sync_url), so a copied link
-reopens the same step; a hostile `lesson` or `step` is repaired with the dashboard's usual notice
-(flashviz.ui.query.parse_lesson). "Leave the lesson" drops both from the URL and keeps the settings on screen.
+(the view gets the width) and the row of views is hidden (the steps pick the view), the step's claim stands in a
+callout above the view with the step's number and title, and Previous / Next move through the steps. Opening a step
+loads its settings into every widget, as a classroom preset does (every setting at the step's link, the rest at their
+defaults; the machine's device and threads kept), and opens its view; the class may change anything afterwards, and
+"This step's settings" brings the step back. The URL keeps `lesson` and `step` next to the settings
+(flashviz.ui.sidebar.sync_url), so a copied link reopens the same step; a hostile `lesson` or `step` is repaired with
+the dashboard's usual notice (flashviz.ui.query.parse_lesson). "Leave the lesson" drops both from the URL and keeps
+the settings on screen.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def lesson_query() -> dict[str, str]:
 
 
 def _open_step(env: Env, slug: str, k: int) -> None:
-    """Button callback: load step k's settings into the widgets (its view's tab included) and present it."""
+    """Button callback: load step k's settings into the widgets (its view included) and present it."""
     kept = read_state(env)
     write_state(replace(step_settings(LESSONS[slug].steps[k - 1], env), **{key: getattr(kept, key)
                                                                           for key in STEP_KEEPS}))
@@ -80,7 +81,7 @@ def sidebar_state() -> str:
 
 
 def presenter_ui(env: Env, settings: Settings) -> None:
-    """While presenting, above the tabs: the step's claim as a callout with its number and title, then Previous /
+    """While presenting, above the view: the step's claim as a callout with its number and title, then Previous /
     Next and what to do there."""
     at = presenting()
     if at is None:
@@ -96,5 +97,6 @@ def presenter_ui(env: Env, settings: Settings) -> None:
                args=(env, lesson.slug, k + 1), **go)
     row.button("↺ This step's settings", key=RESET_KEY, args=(env, lesson.slug, k), **go)
     row.button("✕ Leave the lesson", key=LEAVE_KEY, on_click=_leave)
-    where = "" if settings.view == step.view else f" This step is on the **{LABELS[step.view]}** tab."
+    where = ("" if settings.view == step.view else  # a link with its own `view` opened another one
+             f" This step is on **{LABELS[step.view]}**: ↺ This step's settings opens it.")
     row.caption(f"**Try:** {step.action}{where}")
