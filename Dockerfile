@@ -5,7 +5,7 @@
 #   docker run --rm -p 8501:8501 --read-only --tmpfs /tmp flashviz   # read-only root file system
 #
 # Torch comes from PyTorch's CPU wheel index instead of PyPI's default CUDA build (several GB); its version must equal
-# the pin in requirements.txt (tests/test_docker.py checks both), so pip sees torch already satisfied when it installs
+# the pin in requirements.txt (tests/lint/test_docker.py checks both), so pip sees torch already satisfied when it installs
 # the rest of requirements.txt, the same file CI installs through requirements-dev.txt.
 FROM python:3.11.14-slim-bookworm
 

@@ -1,6 +1,6 @@
-"""flashviz's dashboard: `streamlit run app.py`. This is the page; flashviz.ui.registry lists its views.
+"""flashviz's dashboard: `streamlit run app.py`. This is the page; flashviz.app.registry lists its views.
 
-The settings live in the URL (flashviz.ui.sidebar), so a copied link reproduces the view. The views are picked in one
+The settings live in the URL (flashviz.app.sidebar), so a copied link reproduces the view. The views are picked in one
 row of buttons (st.segmented_control, which wraps onto a second row where eleven labels do not fit: st.tabs would hide
 the last ones behind a scroll arrow at 1280 px with the sidebar open). Only the picked view runs and only its module is
 imported, and heavy work waits for a button. How it works, the first view, draws its tile map (SVG + CSS) before
@@ -9,12 +9,12 @@ anything imports torch.
 
 import streamlit as st
 
-from flashviz.ui import sidebar
-from flashviz.ui.drawing import uses_ui
-from flashviz.ui.lesson import presenter_ui, presenting, sidebar_state
-from flashviz.ui.machine import machine_env
-from flashviz.ui.registry import VIEWS, view_of
-from flashviz.ui.runs import running_job_ui
+from flashviz.app import sidebar
+from flashviz.app.drawing import uses_ui
+from flashviz.app.machine import machine_env
+from flashviz.app.presenter import presenter_ui, presenting, sidebar_state
+from flashviz.app.registry import VIEWS, view_of
+from flashviz.app.runs import running_job_ui
 
 st.set_page_config(page_title="flashviz: FlashAttention, tile by tile", page_icon="⚡", layout="wide",
                    initial_sidebar_state=sidebar_state())  # collapsed while presenting a lesson

@@ -26,8 +26,8 @@ from torch.nn.attention.flex_attention import and_masks, create_block_mask, flex
 from flashviz import flash_attention_forward
 from flashviz import masks as M
 from flashviz.core.maskeval import evaluate, index_grid
-from flashviz.measure.maskruns import prebuilt_schedule
 from flashviz.measure.timing import time_call, time_calls
+from flashviz.views.masks.data import prebuilt_schedule
 from flashviz.vocab import FULL, PARTIAL, Q_OUTER, SKIPPED
 
 DOC_LENGTHS = [1000, 1500, 600, 996]  # tokens per packed document, summing to N = 4096

@@ -12,7 +12,7 @@ results (the memory chart) or an error, and prints
     peak RSS           of the server's process tree (VmRSS of the server and its children, sampled every 0.1 s)
 
 Timing-run evidence comes from the dashboard: with FLASHVIZ_TIMING_LOG=<file> in its environment, the process-wide
-timing lock (flashviz.ui.lock.holding) appends one JSON line when a run takes the lock and one just before it lets
+timing lock (flashviz.app.lock.holding) appends one JSON line when a run takes the lock and one just before it lets
 go: {"event": "start" | "end", "run": "<id>", "t": <time.time() seconds>, "pid": <int>, "thread": <int>}.
 
 Run:  python benchmarks/load.py                      (starts `streamlit run app.py` on a free 127.0.0.1 port)
@@ -54,7 +54,7 @@ EXCEPTION = "[data-testid='stException']"  # Streamlit's exception box
 ERROR_ALERT = "[data-testid='stAlert']:has-text('could not run')"  # the tab's own error message for a failed sweep
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 CONNECTED = "[data-testid='stApp'][data-test-connection-state='CONNECTED']"
-PAGE_END = "#fv-page-end"  # the element the dashboard's last statement draws (flashviz.ui.sidebar.page_end_ui)
+PAGE_END = "#fv-page-end"  # the element the dashboard's last statement draws (flashviz.app.sidebar.page_end_ui)
 SETTINGS = "[data-testid='stSidebar'] [data-testid='stSelectbox']"  # the sidebar's widgets: earlier releases drew
 # them last, so their presence meant the full page was drawn (those releases drew no PAGE_END)
 SERVER_START_S = 120  # seconds to wait for /_stcore/health (the first start imports torch)

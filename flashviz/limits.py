@@ -1,7 +1,7 @@
 """Resource caps that the dashboard and the command line share: how big one request may be and how long it may run.
 
-Pure (imports neither torch nor streamlit), so that the URL parser in flashviz.ui.state can take its caps from here
-too. flashviz.measure.sweep enforces the per-row guards (memory budget, time budget); flashviz.ui.jobs and flashviz.cli
+Pure (imports neither torch nor streamlit), so that the URL parser in flashviz.app.state can take its caps from here
+too. flashviz.measure.sweep enforces the per-row guards (memory budget, time budget); flashviz.app.jobs and flashviz.cli
 refuse a request up front with these caps, each with a message that says how to fix it.
 
 Legend: N sequence length (N_q = N_k), Br = block_q, Bc = block_k, Tr = ceil(N / Br), Tc = ceil(N / Bc).
@@ -46,7 +46,7 @@ def tile_problem(ns: Iterable[int], block_q: int, block_k: int) -> str | None:
     return (f"At N = {worst}, tiles of Br = {block_q} x Bc = {block_k} give {tiles:,} tiles per call; the Python "
             f"tile loop allows {TILES_MAX:,}. Raise the block size to at least {need} or lower N.")
 
-# -- the numerics lab (flashviz.measure.numerics_lab): every experiment keeps float64 references of (H, N_q, N_k)
+# -- the numerics lab (flashviz.views.numerics.data): every experiment keeps float64 references of (H, N_q, N_k)
 #    scores, so H N_q N_k 8 bytes <= 8 x 1024 x 1024 x 8 = 64 MiB
 NUMERICS_N_MAX = 1024  # N_q and N_k
 NUMERICS_HEADS_MAX = 8  # heads H (batch 1)

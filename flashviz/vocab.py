@@ -78,7 +78,7 @@ HBM_READ_WRITE = "read and written back in HBM every tile"  # dQ_i (an atomic ad
 ON_CHIP_ROW = "on chip for the whole row"  # deterministic dQ's second pass: Q_i, dO_i, L_i, D_i and dQ_i (written once)
 OPERAND_PLACES = (ON_CHIP_COLUMN, ON_CHIP_ROW, ON_CHIP_TILE, HBM_STREAMED, HBM_READ_WRITE)
 
-# -- the numerics lab (flashviz.numerics, flashviz.measure.numerics_lab): input precisions by name, the FP8 kernel,
+# -- the numerics lab (flashviz.numerics, flashviz.views.numerics.data): input precisions by name, the FP8 kernel,
 #    causal alignments
 E4M3, E5M2 = "e4m3", "e5m2"  # FP8 formats: 4 exponent + 3 mantissa bits (max 448), 5 + 2 (max 57344)
 FP8_FORMATS = (E4M3, E5M2)
@@ -94,7 +94,8 @@ BOTTOM_RIGHT = "bottom_right"  # flash-attn's and flash_decode's: query i sees k
 CAUSAL_ALIGNMENTS = (TOP_LEFT, BOTTOM_RIGHT)
 CAUSAL_ALIGNMENT_LABELS = {TOP_LEFT: "top-left (SDPA is_causal)", BOTTOM_RIGHT: "bottom-right (flash-attn)"}
 
-# -- the Masks view's timed runs (flashviz.measure.maskruns, drawn and told by flashviz.figures.masks and mask_text)
+# -- the Masks view's timed runs (flashviz.views.masks.data, drawn and told by flashviz.views.masks.figures and
+# mask_text)
 MASKED = "masked"  # the tiled kernel with the mask, on its schedule built once
 DENSE = "dense"  # SDPA with the dense N x N boolean mask: every pair computed
 UNMASKED = "unmasked"  # the tiled kernel with no mask: every tile computed

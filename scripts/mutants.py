@@ -116,7 +116,7 @@ MUTANTS = [
            "        L[:, rows] = m_i + torch.log2(l_i)  # natural-log logsumexp",
            "FA2's logsumexp comes back in base 2 (and the backward recomputes P from it)",
            ("tests/test_forward.py", "tests/test_backward.py")),
-    Mutant("url_value_unclamped", "flashviz/ui/query.py",
+    Mutant("url_value_unclamped", "flashviz/app/query.py",
            "clamped = min(max(value, lo), hi)",
            "clamped = value",
            "a hostile URL value (n=10**9, br=0) reaches the dashboard unrepaired",

@@ -16,14 +16,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from flashviz.app import jobs, runs
+from flashviz.app.machine import cpu_cores
+from flashviz.app.query import parse_query
+from flashviz.app.registry import LABELS, ORDERS, SLUGS, VIEWS, view_of
+from flashviz.app.sizes import BLOCK_MAX, D_MAX, N_MAX
+from flashviz.app.state import PRESETS, Env, Settings, apply_preset, default_settings
 from flashviz.core.tiling import tile_schedule
 from flashviz.limits import LIST_MAX
-from flashviz.ui import jobs, runs
-from flashviz.ui.machine import cpu_cores
-from flashviz.ui.query import parse_query
-from flashviz.ui.registry import LABELS, ORDERS, SLUGS, VIEWS, view_of
-from flashviz.ui.sizes import BLOCK_MAX, D_MAX, N_MAX
-from flashviz.ui.state import PRESETS, Env, Settings, apply_preset, default_settings
 from flashviz.vocab import DTYPES, IMPLS, KV_OUTER, Q_OUTER, SKIPPED
 from tests._apptest import RUN_BUTTON, TINY, assert_clean, charts, run_heavy, tile_map
 

@@ -22,8 +22,9 @@ import torch
 from flashviz.core.backward import flash_attention_backward
 from flashviz.core.flash import flash_attention_forward
 from flashviz.core.tiling import tile_schedule
-from flashviz.figures.backward_text import determinism_text, dq_text, price_text, saved_text, traffic_text
-from flashviz.measure.backward_claims import (
+from flashviz.model.iomodel import io_trace
+from flashviz.units import format_bytes, format_flops
+from flashviz.views.backward.claims import (
     LESSON,
     LESSON_SCALE,
     DqRuns,
@@ -32,10 +33,8 @@ from flashviz.measure.backward_claims import (
     max_row_sum_error,
     traffic_saving,
 )
-from flashviz.measure.backward_price import RecomputePrice
-from flashviz.measure.backward_trace import dq_comparison, saved_bytes
-from flashviz.model.iomodel import io_trace
-from flashviz.units import format_bytes, format_flops
+from flashviz.views.backward.data import RecomputePrice, dq_comparison, saved_bytes
+from flashviz.views.backward.sentences import determinism_text, dq_text, price_text, saved_text, traffic_text
 from tests._apptest import assert_clean, decode
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -235,8 +234,8 @@ def test_the_recomputed_rows_sum_to_one_within_the_stated_error_and_dq_is_bitwis
 
 
 def test_the_run_button_shows_recompute_prices_measured_numbers(make_app, monkeypatch):
-    from flashviz.measure import backward_price
-    from flashviz.ui.backward import cached_price
+    from flashviz.views.backward import data as backward_price
+    from flashviz.views.backward.page import cached_price
 
     measured: list[RecomputePrice] = []  # what the real recompute_price returned (a spy: it still measures)
     real = backward_price.recompute_price

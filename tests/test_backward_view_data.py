@@ -19,14 +19,20 @@ import pytest
 import torch
 
 from flashviz.core.tiling import tile_schedule
-from flashviz.figures.backward import recompute_price_figure, tile_ops_html
-from flashviz.figures.backward_map import backward_map_html
 from flashviz.figures.tilemap import frame_indices
-from flashviz.measure.backward_ops import tile_ops
-from flashviz.measure.backward_price import RecomputePrice, recompute_price
-from flashviz.measure.backward_trace import backward_schedule, backward_trace, dq_comparison, saved_for_backward
 from flashviz.model.iomodel import io_cost, io_trace
 from flashviz.units import format_bytes
+from flashviz.views.backward.data import (
+    RecomputePrice,
+    backward_schedule,
+    backward_trace,
+    dq_comparison,
+    recompute_price,
+    saved_for_backward,
+    tile_ops,
+)
+from flashviz.views.backward.figures import recompute_price_figure, tile_ops_html
+from flashviz.views.backward.tilemap import backward_map_html
 
 SVG = "{http://www.w3.org/2000/svg}"
 FATES = {"f": "full", "p": "partial", "s": "skipped"}

@@ -14,7 +14,7 @@ import re
 import pytest
 from load import PAGE_END  # benchmarks/ is on pytest's pythonpath (pyproject.toml)
 
-from flashviz.lesson import INTRO
+from flashviz.lesson.steps import INTRO
 from tests._browser import LOAD_MS, SHOTS, settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -96,7 +96,7 @@ def test_the_whole_lesson_fits_a_projector_step_by_step(browser, streamlit_serve
         page.goto(f"{streamlit_server}/?lesson={INTRO.slug}")
         page.wait_for_selector(PAGE_END, state="attached", timeout=LOAD_MS)
         for k, step in enumerate(INTRO.steps, 1):
-            name = step.check.split(":")[1]
+            name = step.check
             on_step(page, k)
             if name in CHARTS_DRAWN:
                 page.wait_for_selector(".js-plotly-plot .main-svg", timeout=LOAD_MS)

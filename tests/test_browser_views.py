@@ -1,7 +1,7 @@
 """Every view of the dashboard on a classroom projector: a real `streamlit run` and Debian's headless Chromium at
 1280 x 720, one view after another on one shared server.
 
-For every tab in flashviz.ui.registry, at its default settings:
+For every tab in flashviz.app.registry, at its default settings:
 - nothing is wider than the window (the page does not scroll sideways, and no element's box passes its right edge);
 - the view's main control (its run button, or its map or chart) and the start of its result are within the first
   720 px, without scrolling; for a view with a run button, the result it draws after a press (at small sizes, so the
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pytest
 from load import CONNECTED, IDLE, PAGE_END  # benchmarks/ is on pytest's pythonpath
 
-from flashviz.ui.registry import VIEWS
+from flashviz.app.registry import VIEWS
 from tests._browser import SHOTS
 
 pytestmark = pytest.mark.browser

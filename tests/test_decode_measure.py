@@ -1,4 +1,4 @@
-"""The Decoding tab's measurement layer (flashviz.measure.decoding, flashviz.model.decode_batch) against oracles
+"""The Decoding tab's measurement layer (flashviz.views.decode.data, flashviz.model.decode_batch) against oracles
 written here: the paged copy holds the contiguous cache page by page, flash_decode reads it to the same result, each
 block's m and l are the float64 formula's, naive decoding is SDPA's, and the bounds are each device's ridge test."""
 
@@ -13,7 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flashviz.core.decode import flash_decode
-from flashviz.measure.decoding import (
+from flashviz.model.decode_batch import bounds_by_device, decode_roofline_rows, variant_costs
+from flashviz.model.roofline import GPUS
+from flashviz.views.decode.data import (
     SPARE_PAGES,
     DecodeSetup,
     block_stats,
@@ -22,8 +24,6 @@ from flashviz.measure.decoding import (
     paged_copy,
     timed_splits,
 )
-from flashviz.model.decode_batch import bounds_by_device, decode_roofline_rows, variant_costs
-from flashviz.model.roofline import GPUS
 
 
 @settings(max_examples=30, deadline=None)

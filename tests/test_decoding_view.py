@@ -12,19 +12,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from flashviz.app.query import parse_query
+from flashviz.app.state import Settings
 from flashviz.core.decode import num_splits_heuristic
-from flashviz.figures.decode import decode_animation, running_stats, split_blocks, split_color
-from flashviz.figures.decode_charts import bandwidth_figure, block_table_figure, decode_roofline_figure
-from flashviz.measure.decoding import SPARE_PAGES, DecodeSetup, DecodeTrace, seq_lens
 from flashviz.measure.progress import Cancelled
 from flashviz.model.decode import decode_cost
 from flashviz.model.decode_batch import decode_roofline_rows
 from flashviz.model.roofline import GPUS, bound
-from flashviz.ui.decoding import measured_md, splits_md
-from flashviz.ui.decoding_jobs import animation_data, decode_timing
-from flashviz.ui.query import parse_query
-from flashviz.ui.state import Settings
 from flashviz.units import format_bytes
+from flashviz.views.decode.animation import decode_animation, running_stats, split_blocks, split_color
+from flashviz.views.decode.data import SPARE_PAGES, DecodeSetup, DecodeTrace, seq_lens
+from flashviz.views.decode.figures import bandwidth_figure, block_table_figure, decode_roofline_figure
+from flashviz.views.decode.page import animation_data, decode_timing, measured_md, splits_md
 from flashviz.vocab import DTYPE_BYTES
 from tests._apptest import assert_clean, charts
 

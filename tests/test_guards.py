@@ -8,12 +8,12 @@ import pytest
 
 import flashviz.measure.sweep as sweep_module
 from flashviz import limits
+from flashviz.app import jobs
+from flashviz.app.query import parse_query
 from flashviz.cli import main
 from flashviz.measure import guards
 from flashviz.measure.guards import TIME_BUDGET_STATUS, available_memory_bytes, cgroup_free_bytes
 from flashviz.measure.sweep import COLUMNS
-from flashviz.ui import jobs
-from flashviz.ui.query import parse_query
 
 GIB = 1 << 30
 MIB = 1 << 20

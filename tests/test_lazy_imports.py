@@ -19,11 +19,11 @@ import pytest
 import torch
 
 import flashviz
+from flashviz.app.registry import VIEWS
 from flashviz.core.tilemask import TileMasks
 from flashviz.core.tiling import tile_schedule, visible_mask
 from flashviz.measure.trace import schedule_trace
 from flashviz.model.iomodel import io_trace
-from flashviz.ui.registry import VIEWS
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("torch", "pandas")
@@ -51,8 +51,8 @@ LOADED = f"print(json.dumps({{'loaded': [m for m in {HEAVY!r} if m in sys.module
 def test_the_first_chart_imports_neither_torch_nor_pandas():
     code = (
         "import flashviz, flashviz.vocab, flashviz.limits, flashviz.core.tiling, flashviz.core.validate\n"
-        "import flashviz.measure.trace, flashviz.ui.sidebar, flashviz.ui.machine, flashviz.ui.query\n"
-        "import flashviz.ui.drawing, flashviz.ui.runs, flashviz.ui.how_it_works  # the page and its first tab\n"
+        "import flashviz.measure.trace, flashviz.app.sidebar, flashviz.app.machine, flashviz.app.query\n"
+        "import flashviz.app.drawing, flashviz.app.runs, flashviz.views.how.page  # the page and its first tab\n"
         "from flashviz import tile_schedule, io_cost, FULL\n"
         "from flashviz.measure.trace import schedule_trace\n"
         "tr = schedule_trace(256, 32, 32, causal=True, d=64, loop_order='q_outer')\n"
@@ -73,7 +73,7 @@ def test_the_first_chart_imports_neither_torch_nor_pandas():
 @pytest.mark.skipif(not CPU_BUILD, reason=f"torch {torch.__version__} is a GPU build: machine_env imports torch to "
                     "ask torch.cuda.is_available()")
 def test_machine_env_tells_a_cpu_build_of_torch_without_importing_it():
-    got = run_fresh("from flashviz.ui.machine import machine_env, torch_build_has_gpu\n"
+    got = run_fresh("from flashviz.app.machine import machine_env, torch_build_has_gpu\n"
                     "env = machine_env()\n"
                     "out = [list(env.devices), env.max_threads, torch_build_has_gpu()]\n" + LOADED)
     assert got["loaded"] == [], f"machine_env pulled in {got['loaded']}"
@@ -89,7 +89,7 @@ def test_machine_env_tells_a_cpu_build_of_torch_without_importing_it():
     ("cuda = (\n", None),  # not Python
 ])
 def test_torch_build_is_read_from_version_py(tmp_path, fields, gpu):
-    from flashviz.ui.machine import torch_build_has_gpu
+    from flashviz.app.machine import torch_build_has_gpu
 
     version_py = tmp_path / "version.py"
     version_py.write_text("from typing import Optional\n__version__ = '2.13.0'\n" + fields)
@@ -99,7 +99,7 @@ def test_torch_build_is_read_from_version_py(tmp_path, fields, gpu):
 
 @pytest.mark.parametrize("gpu_build", [True, None, False])
 def test_cuda_available_asks_torch_unless_the_build_has_no_gpu(monkeypatch, gpu_build):
-    from flashviz.ui import machine
+    from flashviz.app import machine
 
     asked = []
     monkeypatch.setattr(machine, "torch_build_has_gpu", lambda: gpu_build)
@@ -202,12 +202,12 @@ def test_every_tab_names_a_function_and_the_page_imports_none_of_their_modules_u
         assert callable(getattr(importlib.import_module(module), function)), view.slug
         tabs.add(module)
     tree = ast.parse((ROOT / "app.py").read_text())
-    top = {f"{node.module}.{a.name}" if node.module == "flashviz.ui" else node.module
+    top = {f"{node.module}.{a.name}" if node.module == "flashviz.app" else node.module
            for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names}
     top |= {a.name for node in tree.body if isinstance(node, ast.Import) for a in node.names}
     assert not top & tabs, top & tabs
-    got = run_fresh("import flashviz.ui.registry, flashviz.ui.state, flashviz.ui.query\n"
-                    "out = sorted(m for m in sys.modules if m.startswith('flashviz.ui.') and m.split('.')[2] in "
+    got = run_fresh("import flashviz.app.registry, flashviz.app.state, flashviz.app.query\n"
+                    "out = sorted(m for m in sys.modules if m.startswith('flashviz.app.') and m.split('.')[2] in "
                     f"{sorted(module.split('.')[2] for module in tabs)!r})\n" + LOADED)
     assert got["out"] == [] and got["loaded"] == []  # reading the registry imports no tab, nor torch or pandas
 

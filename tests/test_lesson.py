@@ -1,6 +1,6 @@
-"""The lesson (flashviz.lesson), step by step: every step's check confirms its claim at the step's settings, and the
-page the step opens (`?lesson=intro&step=k` in AppTest, the way a class sees it) shows the check's numbers, read back
-from the page itself (the tile map's SVG, the charts' data, the text under them), next to an independent oracle (a
+"""The lesson (flashviz.lesson.steps), step by step: every step's check confirms its claim at the step's settings, and
+the page the step opens (`?lesson=intro&step=k` in AppTest, the way a class sees it) shows the check's numbers, read
+back from the page itself (the tile map's SVG, the charts' data, the text under them), next to an independent oracle (a
 formula or a plain PyTorch computation written here). Then the classroom presets: each sets every setting, and each
 story is true at its settings. Presenter mode itself (Previous / Next, the URL, hostile links) is in
 tests/test_presenter.py.
@@ -25,26 +25,26 @@ import numpy as np
 import pytest
 import torch
 
+from flashviz.app.presenter import PRESENTING_KEY
+from flashviz.app.query import parse_query
+from flashviz.app.state import PRESET_KEEPS, PRESETS, Settings, apply_preset, spec_of
 from flashviz.core.backward import flash_attention
 from flashviz.core.reference import naive_attention
 from flashviz.core.tiling import tile_schedule
-from flashviz.figures.masks import STATUS_CODE
 from flashviz.figures.tilemap import MAX_FRAMES
-from flashviz.lesson import INTRO, Result, lesson_markdown, step_settings
-from flashviz.lesson_checks import tiles_fate
-from flashviz.measure.maskview import doc_lengths
+from flashviz.lesson.steps import INTRO, Result, lesson_markdown, step_settings
 from flashviz.measure.trace import PICK_ROWS_MAX, pick_row
-from flashviz.ui.benchmark import speedups
-from flashviz.ui.lesson import PRESENTING_KEY
-from flashviz.ui.query import parse_query
-from flashviz.ui.state import PRESET_KEEPS, PRESETS, Settings, apply_preset, spec_of
 from flashviz.units import MIB
+from flashviz.views.bench.sentences import speedups
+from flashviz.views.how.claims import tiles_fate
+from flashviz.views.masks.data import doc_lengths
+from flashviz.views.masks.figures import STATUS_CODE
 from flashviz.vocab import FULL, PARTIAL, SKIPPED
 from tests._apptest import assert_clean, chart, decode, done_grid, subtitle, tile_map, tiles_computed
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON_DOC = (ROOT / "docs" / "lesson.md").read_text()
-STEPS = {step.check.split(":")[1]: (k, step) for k, step in enumerate(INTRO.steps, 1)}  # check name -> (k, Step)
+STEPS = {step.check: (k, step) for k, step in enumerate(INTRO.steps, 1)}  # check name -> (k, Step)
 TINY_GRID = "Tiny grid for the whiteboard"
 SLIDING = "Sliding window"
 IO_NAMES = {"naive": "naive (standard attention)", "kv_outer": "FlashAttention-1 (kv_outer)",
@@ -124,7 +124,7 @@ def test_the_lesson_covers_every_idea_and_takes_ten_to_fifteen_minutes():
 
 
 def test_the_lesson_data_imports_neither_torch_nor_streamlit():
-    code = (f"import sys, json; sys.path.insert(0, {str(ROOT)!r}); import flashviz.lesson as L\n"
+    code = (f"import sys, json; sys.path.insert(0, {str(ROOT)!r}); import flashviz.lesson.steps as L\n"
             "steps = [L.step_settings(s).view for s in L.INTRO.steps]\n"
             "print(json.dumps([m for m in ('torch', 'streamlit', 'pandas') if m in sys.modules]))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from flashviz.ui import machine
-from flashviz.ui.query import parse_query
-from flashviz.ui.registry import LABELS, SLUGS
-from flashviz.ui.state import Env, default_settings
+from flashviz.app import machine
+from flashviz.app.query import parse_query
+from flashviz.app.registry import LABELS, SLUGS
+from flashviz.app.state import Env, default_settings
 from tests._apptest import assert_clean
 
 RECORDED = json.loads((Path(__file__).parent / "data" / "links_today.json").read_text())

@@ -46,7 +46,7 @@ def test_three_sessions_are_served_and_timing_runs_never_overlap(tmp_path):
     assert report["errors"] == [], "\n".join(report["errors"])
     assert report["served"] == SESSIONS, proc.stdout
     assert timing_log.exists() and report["timing_runs"], (
-        "the dashboard wrote no timing log: with FLASHVIZ_TIMING_LOG=<file> set, flashviz.ui.lock.holding() must "
+        "the dashboard wrote no timing log: with FLASHVIZ_TIMING_LOG=<file> set, flashviz.app.lock.holding() must "
         "append a JSON line {\"event\": \"start\", \"run\": id, \"t\": time.time(), ...} after taking the timing "
         "lock and {\"event\": \"end\", ...} before releasing it (see benchmarks/load.py)")
     assert report["timing_runs"] >= SESSIONS, f"each session asked for a different sweep: {report}"

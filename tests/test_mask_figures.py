@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 from torch.nn.attention.flex_attention import create_mask
 
 from flashviz.core.tiling import tile_schedule
-from flashviz.figures.mask_text import run_md, sweep_md
-from flashviz.figures.masks import (
+from flashviz.masks import causal_mask
+from flashviz.views.masks.data import MaskSpec, build_mask, doc_lengths, element_map, score_curves, tile_grid
+from flashviz.views.masks.figures import (
     block_mask_table_figure,
     element_mask_figure,
     masked_run_figure,
@@ -20,9 +21,8 @@ from flashviz.figures.masks import (
     sparsity_time_figure,
     tile_map_figure,
 )
-from flashviz.mask_presets import DOC_PATTERNS
-from flashviz.masks import causal_mask
-from flashviz.measure.maskview import MaskSpec, build_mask, doc_lengths, element_map, score_curves, tile_grid
+from flashviz.views.masks.presets import DOC_PATTERNS
+from flashviz.views.masks.sentences import run_md, sweep_md
 
 FONT_MIN_PX = 16  # readable on a projector
 

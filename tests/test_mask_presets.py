@@ -1,6 +1,7 @@
-"""The Masks tab's one preset table (flashviz.mask_presets) reproduces today's settings exactly: every URL key, default,
-bound, step, label and help text is written out here, so old links keep meaning what they meant; the dashboard's
-settings derived from it equal the ones declared today; and every preset builds the mask its factory builds."""
+"""The Masks tab's one preset table (flashviz.views.masks.presets) reproduces today's settings exactly: every URL key,
+default, bound, step, label and help text is written out here, so old links keep meaning what they meant; the
+dashboard's settings derived from it equal the ones declared today; and every preset builds the mask its factory
+builds."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ import torch
 from torch.nn.attention.flex_attention import and_masks, create_mask, or_masks
 
 from flashviz import masks
-from flashviz.mask_presets import PRESETS, mask_settings, params_of, preset_labels
-from flashviz.measure.maskview import MaskSpec, build_mask
-from flashviz.ui import registry
-from flashviz.ui.sizes import N_MAX
-from flashviz.ui.spec import CHOICE, INT, TAB
-from flashviz.ui.state import setting_fields, spec_of
+from flashviz.app import registry
+from flashviz.app.sizes import N_MAX
+from flashviz.app.spec import CHOICE, INT, TAB
+from flashviz.app.state import setting_fields, spec_of
+from flashviz.views.masks.data import MaskSpec, build_mask
+from flashviz.views.masks.presets import PRESETS, mask_settings, params_of, preset_labels
 
 PRESET_LABELS = {"causal": "causal", "sliding_window": "sliding window", "prefix_lm": "prefix LM",
                  "document": "document", "attention_sink": "attention sink", "chunked": "chunked",

@@ -1,4 +1,4 @@
-"""The Masks tab's measurements (flashviz.measure.maskruns): the timed calls reuse a schedule built once (they never
+"""The Masks tab's measurements (flashviz.views.masks.data): the timed calls reuse a schedule built once (they never
 evaluate the mask_mod), the tile counts they report are the ones an independent tile_schedule gives, progress moves
 one bar to its end, and a cancelled run raises and leaves nothing in the dashboard's cache."""
 
@@ -9,13 +9,15 @@ import torch
 from torch.nn.attention.flex_attention import and_masks
 
 from flashviz.core.tiling import tile_schedule
-from flashviz.mask_presets import PRESETS
 from flashviz.masks import causal_mask, document, sliding_window
-from flashviz.measure import maskruns
-from flashviz.measure.maskruns import (
+from flashviz.measure.progress import Cancelled
+from flashviz.views.masks import data as maskruns
+from flashviz.views.masks import page as masks_tab
+from flashviz.views.masks.data import (
     BUILD_REPEATS,
     RUN_REPEATS,
     SWEEP_REPEATS,
+    MaskSpec,
     prebuilt_schedule,
     random_qkv,
     run_problem,
@@ -23,9 +25,7 @@ from flashviz.measure.maskruns import (
     time_mask_runs,
     time_preset_runs,
 )
-from flashviz.measure.maskview import MaskSpec
-from flashviz.measure.progress import Cancelled
-from flashviz.ui import masks as masks_tab
+from flashviz.views.masks.presets import PRESETS
 
 
 class Counting:

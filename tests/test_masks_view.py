@@ -11,8 +11,12 @@ import pytest
 import torch
 from torch.nn.attention.flex_attention import and_masks, create_block_mask, create_mask, or_masks
 
+from flashviz.app.lock import timing_lock
+from flashviz.app.query import parse_query
+from flashviz.app.registry import MASK_PRESETS
+from flashviz.app.state import PRESETS as PRESET_STORIES
+from flashviz.app.state import Env, Settings, apply_preset
 from flashviz.core.tiling import tile_schedule
-from flashviz.mask_presets import PRESETS
 from flashviz.masks import (
     alibi,
     causal_mask,
@@ -22,13 +26,8 @@ from flashviz.masks import (
     prefix_lm,
     sliding_window,
 )
-from flashviz.measure.maskruns import SWEEP_REPEATS
-from flashviz.measure.maskview import MaskSpec, build_mask, doc_lengths
-from flashviz.ui.lock import timing_lock
-from flashviz.ui.query import parse_query
-from flashviz.ui.registry import MASK_PRESETS
-from flashviz.ui.state import PRESETS as PRESET_STORIES
-from flashviz.ui.state import Env, Settings, apply_preset
+from flashviz.views.masks.data import SWEEP_REPEATS, MaskSpec, build_mask, doc_lengths
+from flashviz.views.masks.presets import PRESETS
 from tests._apptest import assert_clean, charts, decode, done_grid, tile_map
 
 

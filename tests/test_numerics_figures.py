@@ -1,6 +1,6 @@
 """The numerics lab's sentences and figures: every sentence quotes its own numbers, every figure draws them.
 
-Oracles: the experiments' numbers themselves (flashviz.measure.numerics_lab / numerics_ideas on small settings),
+Oracles: the experiments' numbers themselves (flashviz.views.numerics.data / numerics_ideas on small settings),
 formatted here with fmt_num, and the cell codes of the causal map recomputed from N_q and N_k here. The figure and
 sentence modules import no torch (checked in a fresh interpreter).
 """
@@ -19,11 +19,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flashviz.figures import numerics as fig
-from flashviz.figures import numerics_text as text
-from flashviz.figures.numerics_text import fmt_num
-from flashviz.measure.numerics_ideas import causal_alignment, fp8_table, lazy_rescale
-from flashviz.measure.numerics_lab import LabSettings, flash_vs_sdpa, kernel_errors, tile_spread
+from flashviz.views.numerics import figures as fig
+from flashviz.views.numerics import sentences as text
+from flashviz.views.numerics.data import (
+    LabSettings,
+    causal_alignment,
+    flash_vs_sdpa,
+    fp8_table,
+    kernel_errors,
+    lazy_rescale,
+    tile_spread,
+)
+from flashviz.views.numerics.sentences import fmt_num
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = LabSettings(n_q=64, n_k=128, d=32, heads=1, block=32)
@@ -204,7 +211,7 @@ def test_big_causal_map_is_sampled_to_at_most_256_cells_a_side():
 
 def test_figure_and_text_modules_import_no_torch():
     code = (f"import sys, json\nsys.path.insert(0, {str(ROOT)!r})\n"
-            "import flashviz.figures.numerics, flashviz.figures.numerics_text\n"
+            "import flashviz.views.numerics.figures, flashviz.views.numerics.sentences\n"
             "print(json.dumps([m for m in ('torch', 'streamlit') if m in sys.modules]))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-2000:]

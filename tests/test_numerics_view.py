@@ -2,7 +2,7 @@
 the numerics lab's value at the settings shown, every chart draws the lab's numbers, and bad settings are repaired
 or refused with a message.
 
-Oracles: the lab's functions (flashviz.measure.numerics_lab / numerics_ideas) called here on the same LabSettings
+Oracles: the lab's functions (flashviz.views.numerics.data / numerics_ideas) called here on the same LabSettings
 (they are checked against SDPA, float64 formulas and explicit masks in tests/test_numerics_view_data.py), and,
 independently of them, torch.finfo's eps, PyTorch SDPA against float64 SDPA on inputs rebuilt here, and which keys
 each query sees under the two causal alignments, computed here from N_q and N_k.
@@ -19,11 +19,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from flashviz.measure import numerics_runs
-from flashviz.measure.numerics_ideas import causal_alignment, fp8_table, lazy_rescale
-from flashviz.measure.numerics_lab import LabSettings, flash_vs_sdpa, kernel_errors, tile_spread
+from flashviz.app.query import parse_query
 from flashviz.numerics import make_inputs
-from flashviz.ui.query import parse_query
+from flashviz.views.numerics import data as numerics_runs
+from flashviz.views.numerics.data import (
+    LabSettings,
+    causal_alignment,
+    flash_vs_sdpa,
+    fp8_table,
+    kernel_errors,
+    lazy_rescale,
+    tile_spread,
+)
 from tests._apptest import assert_clean, charts, decode
 
 VIEW = {"view": "numerics"}
@@ -312,7 +319,7 @@ def test_a_widget_change_reruns_the_lab_at_the_new_settings(make_app):
 
 def test_a_cancelled_lab_run_stops_at_its_next_report_and_is_not_cached():
     from flashviz.measure.progress import Cancelled
-    from flashviz.ui.numerics import cached_lab
+    from flashviz.views.numerics.page import cached_lab
 
     args = astuple(LabSettings(n_q=40, n_k=72, block=16))
     cached_lab.clear()
@@ -335,9 +342,9 @@ def test_a_cancelled_lab_run_stops_at_its_next_report_and_is_not_cached():
 
 
 def test_the_lessons_claims_are_the_numbers_the_view_shows_when_it_opens(make_app):
-    from flashviz.measure.numerics_ideas import VIEW_DEFAULTS, flash_sdpa_gap_in_eps, hadamard_gain, rescales_saved
-    from flashviz.ui.numerics import lab_settings
-    from flashviz.ui.state import Settings
+    from flashviz.app.state import Settings
+    from flashviz.views.numerics.data import VIEW_DEFAULTS, flash_sdpa_gap_in_eps, hadamard_gain, rescales_saved
+    from flashviz.views.numerics.page import lab_settings
 
     assert lab_settings(Settings()) == VIEW_DEFAULTS  # the view opens at the settings the claims are made at
     at = make_app(**VIEW)

@@ -1,4 +1,4 @@
-"""The numerics lab's plain data (flashviz.measure.numerics_lab, numerics_ideas): every number against an oracle
+"""The numerics lab's plain data (flashviz.views.numerics.data, numerics_ideas): every number against an oracle
 computed in this file.
 
 Oracles: PyTorch SDPA in float64 (is_causal; an explicit bottom-right boolean mask) and in the inputs' dtype; the
@@ -17,9 +17,17 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from flashviz.measure.numerics_ideas import NOT_COMPUTED, causal_alignment, fp8_table, lazy_rescale
-from flashviz.measure.numerics_lab import LabSettings, flash_vs_sdpa, kernel_errors, tile_spread
 from flashviz.numerics import fp8_attention, make_inputs
+from flashviz.views.numerics.data import (
+    NOT_COMPUTED,
+    LabSettings,
+    causal_alignment,
+    flash_vs_sdpa,
+    fp8_table,
+    kernel_errors,
+    lazy_rescale,
+    tile_spread,
+)
 
 SMALL = LabSettings(n_q=96, n_k=160, d=32, heads=2, block=32)  # the lab's defaults, smaller
 LOG2_E = 1 / math.log(2)

@@ -12,13 +12,15 @@ import plotly.graph_objects as go
 import pytest
 from plotly.offline import get_plotlyjs
 
-from flashviz.figures import correctness, palette, plots, report, roofline, style
+from flashviz.figures import palette, plots, report, style
 from flashviz.measure.sweep import COLUMNS
 from flashviz.model.iomodel import hbm_vs_memory
+from flashviz.views.correct import figures as correctness
+from flashviz.views.roof import figures as roofline
 
 PLOTS_SOURCE = Path(plots.__file__)
 PURE_PLOT_MODULES = ("flashviz.figures.plots", "flashviz.figures.style", "flashviz.figures.report",
-                     "flashviz.figures.correctness", "flashviz.figures.roofline")
+                     "flashviz.views.correct.figures", "flashviz.views.roof.figures")
 PURE_PACKAGES = {*PURE_PLOT_MODULES, "flashviz.figures", "flashviz.figures.palette", "flashviz._lazy",
                  "flashviz.vocab"}  # what importing them may load of flashviz
 MIB = 1 << 20

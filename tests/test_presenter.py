@@ -1,17 +1,16 @@
-"""Presenter mode (flashviz.ui.lesson) in AppTest: `?lesson=intro` opens the lesson's first step with its claim above
-its view and asks for the sidebar collapsed; Next / Previous move, load each step's settings and open its tab; the
+"""Presenter mode (flashviz.app.presenter) in AppTest: `?lesson=intro` opens the lesson's first step with its claim
+above its view and asks for the sidebar collapsed; Next / Previous move, load each step's settings and open its tab; the
 URL keeps the step, so a link reopens it; the class may change settings meanwhile; a hostile `lesson` or `step` is
-repaired with the dashboard's notice; Leave drops the lesson from the URL and keeps the settings on screen.
-"""
+repaired with the dashboard's notice; Leave drops the lesson from the URL and keeps the settings on screen. """
 
 from __future__ import annotations
 
 import pytest
 import streamlit
 
-from flashviz.lesson import INTRO, step_settings
-from flashviz.ui.lesson import LEAVE_KEY, NEXT_KEY, PRESENTING_KEY, PREV_KEY, RESET_KEY
-from flashviz.ui.registry import LABELS
+from flashviz.app.presenter import LEAVE_KEY, NEXT_KEY, PRESENTING_KEY, PREV_KEY, RESET_KEY
+from flashviz.app.registry import LABELS
+from flashviz.lesson.steps import INTRO, step_settings
 from tests._apptest import assert_clean
 
 STEPS = INTRO.steps

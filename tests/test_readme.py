@@ -43,7 +43,7 @@ def test_the_readme_is_a_front_page_whose_commands_are_those_ci_runs():
 
 
 def test_every_link_in_the_readme_and_the_docs_leads_to_a_file_or_a_view():
-    from flashviz.ui.registry import SLUGS
+    from flashviz.app.registry import SLUGS
 
     for doc in [*DOCS, *(ROOT / "docs").glob("*.md")]:
         for target in re.findall(r"\]\(([^)#]+)\)", doc.read_text()):

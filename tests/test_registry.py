@@ -1,15 +1,15 @@
-"""The tab registry (flashviz.ui.registry) and the settings it declares: every tab once, every setting once, every
+"""The tab registry (flashviz.app.registry) and the settings it declares: every tab once, every setting once, every
 name a tab lists a real setting, and everything else (the URL, the parser, the widgets) derived from them."""
 
 from __future__ import annotations
 
 from dataclasses import fields
 
-from flashviz.ui.query import parse_query
-from flashviz.ui.registry import LABELS, SLUGS, VIEWS, owner_of, view_of
-from flashviz.ui.spec import SIDEBAR, TAB
-from flashviz.ui.state import Settings, SharedSettings, setting_fields, spec_of
-from flashviz.ui.widgets import DRAW, WIDGET_KEYS
+from flashviz.app.query import parse_query
+from flashviz.app.registry import LABELS, SLUGS, VIEWS, owner_of, view_of
+from flashviz.app.spec import SIDEBAR, TAB
+from flashviz.app.state import Settings, SharedSettings, setting_fields, spec_of
+from flashviz.app.widgets import DRAW, WIDGET_KEYS
 
 SHARED = {f.name for f in fields(SharedSettings)}
 
@@ -18,7 +18,7 @@ def test_every_tab_is_declared_once_with_its_link_label_and_function():
     assert len(SLUGS) == len(set(SLUGS)) == len(set(LABELS.values())) == len(VIEWS)
     assert spec_of("view").options == SLUGS and spec_of("view").labels == LABELS  # ?view=<slug> for each tab
     for view in VIEWS:
-        assert view_of(view.slug) is view and ":" in view.draws and view.draws.startswith("flashviz.ui.")
+        assert view_of(view.slug) is view and ":" in view.draws and view.draws.startswith("flashviz.app.")
 
 
 def test_every_setting_is_declared_once_shared_or_by_the_tab_that_owns_it():

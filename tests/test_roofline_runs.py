@@ -1,4 +1,4 @@
-"""The Roofline tab's measurement layer (flashviz.measure.roofline_runs) and its wrapper: a timing without naive
+"""The Roofline tab's measurement layer (flashviz.views.roof.data) and its wrapper: a timing without naive
 claims no speedup, a cancelled timing raises and leaves nothing cached, and the tile counts quoted are the
 schedule's."""
 
@@ -8,11 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from flashviz.measure import roof_probe, roofline_runs
+from flashviz.app.state import Settings
+from flashviz.measure import roof_probe
 from flashviz.measure.progress import Cancelled
 from flashviz.model.roofline import Device
-from flashviz.ui import roofline, roofline_text
-from flashviz.ui.state import Settings
+from flashviz.views.roof import data as roofline_runs
+from flashviz.views.roof import page as roofline
+from flashviz.views.roof import sentences as roofline_text
 
 
 def test_a_timing_without_naive_says_there_is_no_speedup_and_draws_no_bar():

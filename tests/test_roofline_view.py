@@ -17,14 +17,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from flashviz.measure import roofline_runs
+from flashviz.app import machine
+from flashviz.app.query import parse_query
+from flashviz.app.state import PRESETS, Env, Settings, apply_preset
 from flashviz.measure import sweep as sweep_module
 from flashviz.model.iomodel import io_cost
 from flashviz.model.roofline import A100, GPUS, H100, H200
-from flashviz.ui import machine, roofline
-from flashviz.ui.query import parse_query
-from flashviz.ui.state import PRESETS, Env, Settings, apply_preset
 from flashviz.units import format_bytes
+from flashviz.views.roof import data as roofline_runs
+from flashviz.views.roof import page as roofline
 from tests._apptest import charts
 
 CHART = "Roofline: why the tiled kernels are faster on a GPU"

@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from flashviz.app import jobs
+from flashviz.app.state import PRESETS, Settings, apply_preset
 from flashviz.core.tiling import tile_schedule
 from flashviz.model.iomodel import hbm_vs_memory, io_cost
-from flashviz.ui import jobs
-from flashviz.ui.how_it_works import x_standard_md
-from flashviz.ui.state import PRESETS, Settings, apply_preset
 from flashviz.units import MIB, format_bytes
+from flashviz.views.how.page import x_standard_md
 from flashviz.vocab import (
     DTYPE_BYTES,
     FLASH,

@@ -7,9 +7,9 @@ import pytest
 
 from flashviz.core.tiling import tile_schedule
 from flashviz.figures import palette
-from flashviz.figures import rows as rowplots
-from flashviz.figures.rows import row_figure
 from flashviz.measure.trace import pick_row, row_trace
+from flashviz.views.how import figures as rowplots
+from flashviz.views.how.figures import row_figure
 
 # ----------------------------------------------------------------------------------------------------------------------
 # the row inspector

@@ -8,10 +8,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from flashviz.app.state import PRESETS, Settings, apply_preset
 from flashviz.core.tiling import tile_schedule
 from flashviz.measure.trace import pick_row, rescale_factor, row_rescales, row_trace, schedule_trace
 from flashviz.model.iomodel import io_cost
-from flashviz.ui.state import PRESETS, Settings, apply_preset
 from tests._oracle import visible
 
 

@@ -4,7 +4,7 @@ The sweep figures: the largest error against a dtype's bar, memory vs N, time vs
 traffic; and what the FlashAttention paper argues with: HBM accesses against on-chip memory M (FA1 Theorem 2, with
 real GPUs' SRAM per SM marked) and the block-size trade-off. Every figure shares the look of
 flashviz.figures.style (template, colours, dashes and markers, unit-labelled log axes); the summary table and the
-HTML report live in flashviz.figures.report, the roofline in flashviz.figures.roofline.
+HTML report live in flashviz.figures.report, the roofline in flashviz.views.roof.figures.
 
 Inputs are the DataFrames of flashviz.measure.sweep (columns impl, N, ..., time_s, time_iqr_s, peak_bytes, gflops,
 hbm_bytes, status) and flashviz.model.iomodel.hbm_vs_memory; a CSV read back with pandas works too. Rows whose status is

@@ -1,0 +1,327 @@
+"""The in-app lesson as data: a `Lesson` is a sequence of `Step`s, and each step is a view of the dashboard, its
+settings (a link), one claim in plain words and the check that proves it.
+
+The dashboard plays a lesson in presenter mode (`?lesson=intro&step=k`, flashviz.app.presenter): each step's settings
+are loaded into the widgets, its view opens and its claim stands above it. A step's settings are URL keys and values,
+exactly as a link carries them, read by the dashboard's own URL parser (flashviz.app.query.parse_query), so every step
+is also a plain link (`?view=io&n=4096&heads=1`). Its claim is a template whose fields are the numbers it states
+(`stated`); its check (the claim function of the view it opens, flashviz.views.<view>.claims, imported only when a check
+runs: it needs torch) computes those numbers at the step's settings from the same functions the view draws with, and the
+claim is confirmed when the check says it holds and renders the same text from its own numbers. docs/lesson.md's lesson
+is written from this data (`python -m flashviz.lesson --write docs/lesson.md`).
+
+Torch-free and streamlit-free: the presenter reads it before anything heavy loads. It reads the dashboard's pure
+declarations (flashviz.app.registry's views, flashviz.app.state's settings, flashviz.app.query's parser) and is read by
+the presenter (flashviz.app.presenter) and by tests/test_lesson.py.
+
+Legend: N sequence length, d head dimension, Br = block_q, Bc = block_k, B batch, H heads, M on-chip memory (elements),
+H_q / H_kv query / K/V heads, g = H_q / H_kv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import string
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from flashviz.app.query import parse_query
+from flashviz.app.registry import LABELS, SLUGS
+from flashviz.app.state import Env, Settings
+from flashviz.views.claim import Result
+
+LESSON_KEY, STEP_KEY = "lesson", "step"  # the link's keys of presenter mode: ?lesson=<slug>&step=<k>, k from 1
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a lesson: a view at some settings, the one thing the class sees there, and its proof.
+
+    Example:
+        >>> step = INTRO.steps[2]
+        >>> step.link, step.text.startswith("With the causal mask only 136 of the 256 tiles")
+        ('?view=how&causal=1', True)
+        >>> step.confirmed(Result({**step.stated, "computed": 137}, True))  # true, but not what the class reads
+        False
+    """
+
+    title: str  # a few words, shown with the step's number
+    view: str  # the registry slug of the view the step opens (?view=<slug>)
+    settings: Mapping[str, str]  # URL key -> value, as a link carries them (the view's slug apart); the rest default
+    claim: str  # the claim in plain words, a str.format template whose fields are the numbers it states
+    stated: Mapping[str, Any]  # the numbers the claim states: claim.format(**stated) is what the class reads
+    check: str  # the claim function in the view's claims module (flashviz.views.<view>.claims), settings -> Result
+    action: str  # what the presenter does on the page at this step
+    minutes: float  # time the step takes in class
+
+    def __post_init__(self) -> None:
+        if self.view not in SLUGS:
+            raise ValueError(f"Step {self.title!r}: view must be one of {', '.join(SLUGS)}, got {self.view!r}.")
+        if "view" in self.settings:
+            raise ValueError(f"Step {self.title!r}: give the view as `view`, not among the settings.")
+        missing = {f for _, f, _, _ in string.Formatter().parse(self.claim) if f} - set(self.stated)
+        if missing:
+            raise ValueError(f"Step {self.title!r}: the claim names {sorted(missing)} but `stated` lacks them.")
+        object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
+        object.__setattr__(self, "stated", MappingProxyType(dict(self.stated)))
+
+    @property
+    def text(self) -> str:
+        """The claim as the class reads it."""
+        return self.claim.format(**self.stated)
+
+    @property
+    def query(self) -> dict[str, str]:
+        """The step's link as query parameters: the view, then its settings."""
+        return {"view": self.view, **self.settings}
+
+    @property
+    def link(self) -> str:
+        """The step's plain link, relative to the dashboard's address, e.g. '?view=io&n=4096&heads=1'."""
+        return "?" + "&".join(f"{k}={v}" for k, v in self.query.items())
+
+    def said_by(self, result: Result) -> str:
+        """The claim written with a check's numbers."""
+        return self.claim.format(**result.values)
+
+    def confirmed(self, result: Result) -> bool:
+        """Whether a check confirms the claim: it holds, and its numbers give the text the class reads."""
+        return result.holds and self.said_by(result) == self.text
+
+    def run_check(self, env: Env | None = None) -> Result:
+        """Run the step's check at its settings (this imports the check's module, and with it torch)."""
+        return getattr(importlib.import_module(self.claims_module), self.check)(step_settings(self, env))
+
+    @property
+    def claims_module(self) -> str:
+        """The module of the step's check: the claims of the view the step opens."""
+        return f"flashviz.views.{self.view}.claims"
+
+
+def step_settings(step: Step, env: Env | None = None) -> Settings:
+    """The settings a step opens with: its link read by the dashboard's URL parser, every other setting at its
+    default (this machine's threads with `env`).
+
+    Example:
+        >>> s = step_settings(INTRO.steps[0])
+        >>> s.view, s.n, s.causal
+        ('how', 16, True)
+    """
+    settings, _ = parse_query(step.query, env)
+    return settings
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """A lesson: steps played in order."""
+
+    slug: str  # its link: ?lesson=<slug>
+    title: str  # shown above each step
+    steps: tuple[Step, ...] = field(default_factory=tuple)  # in order; step k of the link is steps[k - 1]
+
+    def link(self, k: int) -> str:
+        """Step k's presenter link, e.g. '?lesson=intro&step=3'."""
+        return f"?{LESSON_KEY}={self.slug}&{STEP_KEY}={k}"
+
+    def clock(self) -> list[tuple[str, str]]:
+        """Each step's start and end in class, 'm:ss'.
+
+        Example:
+            >>> INTRO.clock()[0]
+            ('0:00', '1:30')
+        """
+        out, t = [], 0.0
+        for step in self.steps:
+            out.append((_mmss(t), _mmss(t + step.minutes)))
+            t += step.minutes
+        return out
+
+
+def _mmss(minutes: float) -> str:
+    seconds = round(minutes * 60)
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+
+# In the claims, "×\u00a0" (a no-break space) keeps a factor on the same line as its ×.
+INTRO = Lesson("intro", "FlashAttention, tile by tile", (
+    Step("Every tile's fate, before Play", "how",
+         {"n": "16", "d": "8", "br": "4", "causal": "1", "order": "both", "row": "15"},
+         "Before Play, the map already shows every tile's fate: {computed} of the {tiles} tiles are computed "
+         "({full} full, {partial} partial on the diagonal) and {skipped} are skipped: never loaded, never computed.",
+         {"computed": 10, "tiles": 16, "full": 6, "partial": 4, "skipped": 6}, "tiles_fate",
+         "Press ▶ Play: FA1 walks down each column of tiles, FA2 along each row; each tile is computed on chip and "
+         "thrown away.", 1.5),
+    Step("Online softmax: rescale, then exact", "how",
+         {"n": "16", "d": "8", "br": "4", "causal": "1", "order": "both", "row": "15"},
+         "Row {row}'s running max m grows on {rescales} of its {tiles} tiles, and each time its sum l is first scaled "
+         "by e^(m_old − m_new) < 1, then the tile's own terms are added. After the last tile the kernel's "
+         "L = m + log l = {lse:.4f}: the exact logsumexp of the whole row.",
+         {"row": 15, "rescales": 3, "tiles": 4, "lse": 2.96528}, "online_softmax",
+         "Scroll down to the row inspector; the dotted line on the map marks its row.", 1.5),
+    Step("Causal halves the work", "how", {"causal": "1"},
+         "With the causal mask only {computed} of the {tiles} tiles are computed ({share:.0%}): the {skipped} above "
+         "the diagonal are skipped, never loaded. {order}'s HBM traffic per head falls from {unmasked} without the "
+         "mask to {traffic} (×\u00a0{ratio:.2f}).",
+         {"computed": 136, "tiles": 256, "share": 0.53125, "skipped": 120, "order": "FA1", "unmasked": "13.0 MiB",
+          "traffic": "7.3 MiB", "ratio": 0.5586}, "causal_halves",
+         "Open the sidebar (» at the top left) and switch the causal mask off and on.", 1.0),
+    Step("Programmable masks skip whole tiles", "masks", {},
+         "{docs} packed documents AND causal at N = {n:,}: a query sees only earlier keys of its own document, so "
+         "only {computed} of the {tiles} tiles are computed ({share:.1%}). The BlockMask of these tiles equals "
+         "torch's create_block_mask: {equal}.",
+         {"docs": 4, "n": 1024, "computed": 55, "tiles": 256, "share": 0.21484, "equal": "yes"},
+         "masks_tiles",
+         "Change *Documents* or the second mask; the code under the BlockMask builds the same mask.", 1.5),
+    Step("Bigger tiles, fewer passes over HBM", "io", {"n": "4096", "heads": "1"},
+         "Each doubling of the on-chip memory M halves FA1's and FA2's HBM accesses (×\u00a0{fa1_ratio:.2f} and "
+         "×\u00a0{fa2_ratio:.2f} at the first doubling): bigger tiles, fewer passes. From M = 4dN = {flat:,} one block "
+         "holds every key and they flatten (FA1 at {fa1:.2f} million, FA2 at {fa2:.2f} million); standard "
+         "attention stays at {naive:.1f} million whatever M is.",
+         {"fa1_ratio": 0.5, "fa2_ratio": 0.5, "flat": 1048576, "fa1": 1.6, "fa2": 1.05, "naive": 68.2},
+         "io_passes",
+         "Switch on the causal mask: the flash curves start at half and meet the unmasked ones at 4dN.", 1.5),
+    Step("Why it is fast on a GPU", "roof", {"n": "4096", "br": "128"},
+         "On an {gpu} at {dtype}, naive attention does {intensity:.1f} FLOPs per byte it moves, far below the "
+         "ridge point of {ridge:.0f} FLOP/byte: it is memory-bound. The tiled kernels move fewer bytes for the "
+         "same FLOPs, so the roofline model predicts FA2 {fa2:.2f}× and FA1 {fa1:.2f}× faster than naive.",
+         {"gpu": "H100", "dtype": "float16", "intensity": 31.5, "ridge": 295, "fa2": 3.94, "fa1": 2.57},
+         "roofline_gpu",
+         "Press *Time naive, FA1 and FA2 here* to put this CPU's measured speedup next to the model's.", 1.5),
+    Step("Memory: N² against N", "bench", {},
+         "Naive attention's peak memory grows {naive_growth:.1f}× per doubling of N, to {naive_peak} at N = {n:,}: "
+         "S and P are N² each. FA1's grows {fa1_growth:.1f}× and FA2's {fa2_growth:.1f}× (only the output grows "
+         "with N), so at N = {n:,} they need {saving:.0f}× less.",
+         {"naive_growth": 3.9, "naive_peak": "130.0 MiB", "n": 2048, "fa1_growth": 1.4, "fa2_growth": 1.3,
+          "saving": 36}, "memory_growth",
+         "Press ▶ Run benchmark; where a tiled kernel is slower here, the caption under the time chart says why.", 1.5),
+    Step("Training: recompute P instead of keeping it", "train", {},
+         "For the backward pass naive attention keeps P, {batch} × {heads} × {n}² {dtype} values: {p} at N = "
+         "{n:,}. FlashAttention keeps only O and the logsumexp L ({lse}) and recomputes P tile by tile: five "
+         "matmuls instead of four, {extra:.0%} more backward FLOPs ({gflop:.2f} GFLOP).",
+         {"batch": 1, "heads": 4, "n": 2048, "dtype": "float32", "p": "64.0 MiB", "lse": "32.0 KiB", "extra": 0.25,
+          "gflop": 2.15}, "training_recompute",
+         "Scroll to *The price of recomputation*; ▶ Run training benchmark measures forward + backward.", 1.0),
+    Step("The backward pass, tile by tile", "backward",
+         {"bwn": "32", "bwd": "16", "bwblock": "8", "bwcausal": "1", "dq": "atomic", "n": "4096", "br": "128"},
+         "The forward saved only O and the logsumexp L: the backward recomputes P = exp(S − L) tile by tile, and every "
+         "recomputed row still sums to 1. At a GPU's sizes (N = {n:,}, d = {d}, {block}-wide tiles, causal) it moves "
+         "{saving:.1f}× less HBM traffic than standard attention's backward, which writes P and dS (N² each). On a "
+         "GPU every K/V column adds into dQ_i with atomics, whose order varies, and summed in another order dQ changes "
+         "in its last bits; a deterministic second pass costs {extra:.0%} more FLOPs.",
+         {"n": 4096, "d": 64, "block": 128, "saving": 6.2, "extra": 0.4},
+         "backward_recompute",
+         "Press ▶ Play: K_j, V_j, dK_j and dV_j stay on chip for a column; switch *dQ* to see the second pass.", 1.0),
+    Step("Flash-Decoding's exact merge", "decode", {},
+         "{keys:,} cached keys in {splits} splits, computed in parallel, each with its own logsumexp L_s. The merge "
+         "weighs split s by exp(L_s − L), with L = log Σ exp(L_s) = {lse:.4g}: the weights sum to {weights:.3f} and "
+         "the output is exact attention over the whole cache.",
+         {"keys": 16384, "splits": 4, "lse": 10.5006, "weights": 1.0}, "decode_merge",
+         "Press ▶ Play on the animation: the splits read their blocks in parallel, the last frame merges them.",
+         1.0),
+    Step("Grouped-query attention reads g-fold fewer bytes", "decode", {},
+         "Each decode step reads the whole K/V cache. With {hq} query heads sharing {hkv} K/V heads (GQA, g = {g}), "
+         "a step reads {gqa} of K/V against multi-head attention's {mha}: {ratio:g}× fewer bytes for the same "
+         "{flops:,} FLOPs, and a memory-bound step takes the time of its bytes.",
+         {"hq": 8, "hkv": 2, "g": 4, "gqa": "21.3 MiB", "mha": "85.3 MiB", "ratio": 4.0, "flops": 44738560},
+         "gqa_bytes",
+         "Scroll to *Why decoding is memory-bound*; set *K/V heads H_kv* to 8 (MHA) or 1 (MQA).",
+         1.0),
+    Step("Why outputs differ from SDPA", "numerics", {},
+         "In bf16 FA2 and SDPA differ by {gap:.0f} rounding step and both pass flash-attn's test rule: neither is "
+         "wrong, they add in different orders. FlashAttention-4's lazy rescale (tau = {tau:.0f}) rescales {lazy} "
+         "times where the classic rule rescales {classic}, for the same output, and on inputs with outlier features "
+         "FlashAttention-3's Hadamard rotation cuts FP8's error {gain:.1f}×.",
+         {"gap": 1.0, "tau": 8.0, "lazy": 3, "classic": 98, "gain": 2.0}, "numerics_rounding",
+         "Switch *Input dtype* to fp32 or FP8 e4m3, or turn Hadamard off, and read the sentences again.", 1.0),
+))
+LESSONS: dict[str, Lesson] = {INTRO.slug: INTRO}
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# docs/lesson.md's lesson, written from the data
+
+
+BEGIN, END = "<!-- lesson {slug}: begin -->", "<!-- lesson {slug}: end -->"  # the generated part of docs/lesson.md
+
+
+def step_markdown(lesson: Lesson, k: int) -> str:
+    """Step k of a lesson in markdown: its time, title, view and both links, the claim, what to do, its check.
+
+    Example:
+        >>> print(step_markdown(INTRO, 5).splitlines()[2])
+        **IO model**: `?view=io&n=4096&heads=1`, in the lesson `?lesson=intro&step=5`
+    """
+    step, (start, end) = lesson.steps[k - 1], lesson.clock()[k - 1]
+    return (f"### {k}. {step.title} ({start}–{end})\n\n"
+            f"**{LABELS[step.view]}**: `{step.link}`, in the lesson `{lesson.link(k)}`\n\n"
+            f"> {step.text}\n\n"
+            f"{step.action} *Checked by* `{step.claims_module}.{step.check}`.\n")
+
+
+def lesson_markdown(lesson: Lesson) -> str:
+    """The whole lesson in markdown, between the markers docs/lesson.md keeps it in.
+
+    Example:
+        >>> text = lesson_markdown(INTRO)
+        >>> text.splitlines()[0], text.count("\\n### ")
+        ('<!-- lesson intro: begin -->', 12)
+    """
+    total = _mmss(sum(step.minutes for step in lesson.steps))
+    head = (f"{BEGIN.format(slug=lesson.slug)}\n"
+            f"*Written by `python -m flashviz.lesson --write docs/lesson.md` from flashviz/lesson/steps.py: "
+            f"{len(lesson.steps)} steps, {total}. Open `?{LESSON_KEY}={lesson.slug}` to play it in the dashboard.*\n\n")
+    steps = "\n".join(step_markdown(lesson, k) for k in range(1, len(lesson.steps) + 1))
+    return f"{head}{steps}{END.format(slug=lesson.slug)}"
+
+
+def with_lesson(doc: str, lesson: Lesson) -> str:
+    """A document with its lesson section (between the markers) rewritten from the data.
+
+    Example:
+        >>> doc = "# Notes\\n<!-- lesson intro: begin -->\\nold\\n<!-- lesson intro: end -->\\nafter\\n"
+        >>> new = with_lesson(doc, INTRO)
+        >>> new.startswith("# Notes\\n<!-- lesson intro: begin -->") and new.endswith("end -->\\nafter\\n")
+        True
+    """
+    begin, end = BEGIN.format(slug=lesson.slug), END.format(slug=lesson.slug)
+    if begin not in doc or end not in doc:
+        raise ValueError(f"The document has no lesson section: add the lines {begin!r} and {end!r} where it goes.")
+    head, rest = doc.split(begin, 1)
+    return head + lesson_markdown(lesson) + rest.split(end, 1)[1]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m flashviz.lesson --markdown` prints a lesson; `--write PATH` rewrites its section of PATH; `--check`
+    runs every step's check and says whether each claim is confirmed (exit 1 if one is not)."""
+    parser = argparse.ArgumentParser(prog="python -m flashviz.lesson", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lesson", default=INTRO.slug, choices=sorted(LESSONS))
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--markdown", action="store_true", help="print the lesson in markdown")
+    group.add_argument("--write", type=Path, metavar="PATH", help="rewrite the lesson's section of PATH")
+    group.add_argument("--check", action="store_true", help="run every step's check")
+    args = parser.parse_args(argv)
+    lesson = LESSONS[args.lesson]
+    if args.markdown:
+        print(lesson_markdown(lesson))
+    elif args.write:
+        args.write.write_text(with_lesson(args.write.read_text(), lesson))
+    else:
+        failed = 0
+        for k, step in enumerate(lesson.steps, 1):
+            result = step.run_check()
+            ok = step.confirmed(result)
+            failed += not ok
+            print(f"{k}. {step.title}: {'confirmed' if ok else 'NOT CONFIRMED'} {dict(result.values)}"
+                  + ("" if ok else f"\n   {result.why or step.said_by(result)}"))
+        return 1 if failed else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

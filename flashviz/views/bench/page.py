@@ -1,0 +1,124 @@
+"""The "Benchmark" tab: a live sweep over N for naive / flash / flash2 / SDPA, on request, drawn as each N finishes;
+then, at the largest N, the price of the causal mask.
+
+Widgets -> jobs.sweep (cached run_sweep under the timing lock) -> figures. The result stays on the
+page while the settings that produced it are unchanged; any student asking for the same settings gets it at once.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from flashviz.app import jobs
+from flashviz.app.drawing import not_run_ui, ran_with_ui, show_figure
+from flashviz.app.runs import run_button_ui
+from flashviz.app.state import Settings
+from flashviz.app.widgets import draw
+from flashviz.core.tiling import tile_schedule
+from flashviz.figures.plots import gflops_figure, hbm_figure, memory_figure, time_figure
+from flashviz.figures.report import summary_table, summary_table_figure
+from flashviz.views.bench.sentences import causal_ratios, plural, slower_why, speedups
+from flashviz.vocab import FULL, NAIVE, PARTIAL, TILED_IMPLS
+
+RAN_WITH = ("d", "causal", "window", "dtype", "batch", "heads", "device", "threads", "ns", "bblock", "reps")
+CAUSAL_RAN_WITH = ("d", "dtype", "batch", "heads", "device", "threads", "bblock", "reps")  # the window is not used
+
+
+
+
+
+
+def slower_caption_ui(df: pd.DataFrame, where: str, traffic: str) -> None:
+    """Say why the tiled kernels are slower than naive, only where a measured speedup is below 1 (`traffic`: where
+    the tab shows the modelled HBM traffic, see slower_why)."""
+    slow = speedups(df)
+    slow = slow[slow["speedup"] < 1]
+    if len(slow) == 0:
+        return
+    cases = ", ".join(f"{r.impl} at N = {r.N} ({r.speedup:.2f}x)" for r in slow.itertuples())
+    st.markdown(f"**Why is the tiled kernel slower than naive {where}?** Speedup below 1: {cases}. "
+                f"{slower_why(traffic)}")
+
+
+def benchmark_ui(s: Settings) -> None:
+    """Draw the tab for settings s."""
+    st.markdown("Naive attention stores S and P: its memory grows with **N²**, the tiled kernels' with **N**.")
+    draw("ns", st)
+    c1, c2, c3 = st.columns([3, 1, 1])  # wide enough for all four implementation chips at 1280 px
+    for name, col in zip(("impls", "bblock", "reps"), (c1, c2, c3), strict=True):
+        draw(name, col)
+    if not s.ns or not s.impls:
+        st.error("Choose at least one sequence length and one implementation.")
+        return
+    problem = jobs.work_guard(s.ns, d=s.d, br=s.bblock, bc=s.bblock, batch=s.batch, heads=s.heads, reps=s.reps,
+                              n_impls=len(s.impls), dtype=s.dtype)
+    if problem:
+        st.error(problem)
+        return
+    if s.bblock >= min(s.ns):
+        st.markdown(f"At N ≤ {s.bblock} one {s.bblock}-wide tile covers the whole sequence: the tiled kernels run a "
+                    "single tile there, like naive attention with extra bookkeeping.")
+    holder: dict[str, object] = {}
+
+    def draw_so_far(partial: pd.DataFrame) -> None:  # called inside the run's status box
+        if "live" not in holder:
+            holder["live"] = st.empty()
+        with holder["live"].container():
+            show_figure(time_figure(partial).update_layout(title_text="Time vs sequence length (so far)"),
+                        key=f"bench_live_{partial['N'].nunique()}")
+
+    df = run_button_ui("bench", jobs.sweep, jobs.sweep_args(s), label="Run benchmark", title="Benchmark sweep",
+                       help="Runs the sweep now (results are cached: the same settings come back at once).",
+                       idle=f"Press **Run benchmark** to measure these settings (about "
+                            f"{plural(len(s.ns) * len(s.impls), 'measurement')}, "
+                            f"{plural(s.reps, 'repeat')} each).", on_partial=draw_so_far)
+    if df is None:
+        return
+    _results_ui(s, df)
+    _causal_ui(s)
+
+
+def _results_ui(s: Settings, df: pd.DataFrame) -> None:
+    ran_with_ui(s, RAN_WITH)
+    not_run_ui(df)
+    show_figure(memory_figure(df), key="bench_memory")  # full width: legible from the back of the room
+    show_figure(time_figure(df), key="bench_time")
+    slower_caption_ui(df, "here", "the modelled traffic chart below")
+    show_figure(gflops_figure(df), key="bench_gflops")
+    show_figure(hbm_figure(df), key="bench_hbm")
+    for flash in TILED_IMPLS:  # a plotly table: its 20 px font reads on a projector, st.table's does not
+        if NAIVE in s.impls and flash in s.impls:
+            show_figure(summary_table_figure(summary_table(df, flash_impl=flash), title=f"Summary: {flash} vs naive"),
+                        key=f"bench_summary_{flash}")
+    st.download_button("Download the measurements (CSV)", df.to_csv(index=False).encode(), file_name="flashviz.csv",
+                       mime="text/csv", key="bench_csv", help="Every row of the sweep, one per (implementation, N).")
+    with st.expander("All measurements"):
+        st.dataframe(df, hide_index=True)
+
+
+
+
+def _causal_ui(s: Settings) -> None:
+    n = max(s.ns)
+    st.subheader(f"Causal vs no mask at N = {n}")
+    tiles = tile_schedule(n, n, s.bblock, s.bblock, causal=True).counts()
+    computed, total = tiles[FULL] + tiles[PARTIAL], sum(tiles.values())
+    st.markdown(f"A causal mask hides the keys after each query, so the tiled kernels skip every tile above the "
+                f"diagonal: at N = {n} with {s.bblock}-wide tiles they compute {computed} of {total} tiles. Naive "
+                "attention computes all N² scores and then masks them, so it saves nothing.")
+    args = (n, s.d, s.bblock, s.impls, s.batch, s.heads, s.dtype, s.device, s.threads, s.reps)
+    df = run_button_ui("causal", jobs.causal_pair, args, label="Compare causal and no mask",
+                       title="Causal comparison", help=f"Times every chosen implementation at N = {n} with and "
+                                                       "without the causal mask.",
+                       idle=f"Press **Compare causal and no mask** to time both at N = {n} "
+                            f"({plural(2 * len(s.impls), 'measurement')}).")
+    if df is None:
+        return
+    ran_with_ui(s, CAUSAL_RAN_WITH)
+    not_run_ui(df)
+    st.dataframe(causal_ratios(df), hide_index=True, column_config={
+        "no mask (ms)": st.column_config.NumberColumn(format="%.1f"),
+        "causal (ms)": st.column_config.NumberColumn(format="%.1f"),
+        "causal / no mask": st.column_config.NumberColumn(format="%.2f",
+                                                          help="Below 1: the mask saved time.")})

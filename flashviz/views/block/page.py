@@ -1,0 +1,76 @@
+"""The "Block size" tab: measured time and modelled HBM traffic of the tiled kernels against the tile size at a
+fixed N, with naive attention and SDPA as reference lines (the counterpart of FA1's Figure 2, right).
+
+Widgets -> jobs.block_sweep (cached run_block_sweep under the timing lock) -> flashviz.figures.plots.block_sweep_figure.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from flashviz.app import jobs
+from flashviz.app.drawing import not_run_ui, ran_with_ui, show_figure
+from flashviz.app.runs import run_button_ui
+from flashviz.app.state import Settings
+from flashviz.app.widgets import draw
+from flashviz.figures.plots import block_sweep_figure
+from flashviz.views.bench.sentences import slower_why
+from flashviz.vocab import NAIVE, OK
+
+RAN_WITH = ("n", "d", "causal", "window", "dtype", "batch", "heads", "device", "threads", "reps")
+
+
+def block_size_ui(s: Settings) -> None:
+    """Draw the tab for settings s."""
+    st.markdown(
+        f"At a fixed **N = {s.n}** (sidebar), how does the tile size Br = Bc change the run time and the modelled "
+        "HBM traffic? Bigger tiles mean fewer trips to HBM (K and V are re-read once per Q block in FA2, O once per "
+        "K/V block in FA1) until a tile no longer fits in on-chip memory. On a CPU, small tiles also pay Python's "
+        "per-tile overhead. Dotted lines: naive attention and SDPA at the same N, for reference."
+    )
+    c1, c2 = st.columns([3, 1])
+    draw("blocks", c1)
+    draw("reps", c2)
+    if not s.blocks:
+        st.error("Choose at least one block size.")
+        return
+    big = [b for b in s.blocks if b >= s.n]
+    if big:
+        st.markdown(f"Block sizes {', '.join(map(str, big))} are at least N = {s.n}: one tile covers the whole "
+                    "sequence, so they all run the same single tile and their points come out flat. Raise N in the "
+                    "sidebar to see the trade-off.")
+    smallest = min(s.blocks)
+    problem = jobs.work_guard((s.n,), d=s.d, br=smallest, bc=smallest, batch=s.batch, heads=s.heads, reps=s.reps,
+                              n_impls=2 * len(s.blocks) + 2, dtype=s.dtype)
+    if problem:
+        st.error(problem)
+        return
+    args = (s.n, s.blocks, s.d, s.causal, s.window, s.batch, s.heads, s.dtype, s.device, s.threads, s.reps)
+    result = run_button_ui("block", jobs.block_sweep, args, label="Run block-size sweep", title="Block-size sweep",
+                           help=f"Times both loop orders at N = {s.n} for every block size ({s.reps} repeats each).",
+                           idle="Press **Run block-size sweep** to measure these settings.")
+    if result is None:
+        return
+    tiled, reference = result
+    ran_with_ui(s, RAN_WITH)
+    not_run_ui(tiled)
+    not_run_ui(reference)
+    show_figure(block_sweep_figure(tiled, reference=reference), key="block_figure")
+    _slower_caption_ui(tiled, reference)
+    with st.expander("All measurements"):
+        st.dataframe(tiled, hide_index=True)
+
+
+def _slower_caption_ui(tiled: pd.DataFrame, reference: pd.DataFrame) -> None:
+    """Say why, only where a measured tiled point is slower than naive at the same N."""
+    ok = tiled[tiled["status"].astype(str) == OK]
+    naive = reference[(reference["impl"] == NAIVE) & (reference["status"].astype(str) == OK)]["time_s"]
+    if len(naive) == 0 or len(ok) == 0:
+        return
+    slow = ok[ok["time_s"] > naive.iloc[0]]
+    if len(slow) == 0:
+        return
+    cases = ", ".join(f"{r.impl} at {r.block_q}" for r in slow.itertuples())
+    st.markdown(f"**Why are some tiled points above the naive line?** Slower than naive here: {cases}. "
+                f"{slower_why('the modelled traffic panel above')}")

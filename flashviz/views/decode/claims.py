@@ -1,0 +1,124 @@
+"""The Decoding view's claims: `decode_merge`, the splits' partial outputs merged by logsumexp equal one pass over
+the whole cache; `gqa_bytes`, what grouped-query attention saves in the bytes a decode step reads.
+`decode_setup` and `decode_error` are the problem both read.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import torch
+
+from flashviz.core.decode import flash_decode
+from flashviz.measure import impls as runs
+from flashviz.model.decode_batch import variant_costs
+from flashviz.units import format_bytes
+from flashviz.views.claim import Result
+from flashviz.views.decode.data import DecodeSetup, decode_trace, naive_decode, seq_lens, units_here
+
+if TYPE_CHECKING:  # a check reads the settings' fields only
+    from flashviz.app.state import Settings
+
+
+
+
+LSE_TOL = 1e-5  # |L - log sum_s exp(L_s)| allowed in float32
+
+
+
+DECODE_TOL = 1e-5  # largest |flash_decode - attention over the whole cache| allowed in float32
+
+
+
+def decode_setup(s: Settings) -> DecodeSetup:
+    """The decode step the Decoding view's settings describe.
+
+    Example:
+        >>> from flashviz.app.state import Settings
+        >>> decode_setup(Settings()).lens, decode_setup(Settings()).group
+        ((16384, 5461), 4)
+    """
+    return DecodeSetup(seq_lens(s.declen, s.declens), s.dechq, s.dechkv, s.d, s.decpage,
+                       None if s.decsplits == "auto" else int(s.decsplits), s.dtype, s.threads)  # "auto": heuristic
+
+
+
+def decode_error(setup: DecodeSetup, num_splits: int, seed: int = 0) -> float:
+    """Largest |flash_decode - plain attention over each sequence's whole cache| at the step's shapes (seeded).
+
+    Args:
+        setup: the decode step (lengths, heads, d, dtype).  num_splits: S.  seed: of the random q, k, v.
+    Returns:
+        The largest absolute difference of the outputs, (B, H_q, 1, d) each.
+
+    Example:
+        >>> decode_error(DecodeSetup((300, 100), 4, 2, 16, 0, 2, "float32", 1), 2) < 1e-6
+        True
+    """
+    g = torch.Generator().manual_seed(seed)
+    dt = runs.resolve_dtype(setup.dtype)
+    q = torch.randn(len(setup.lens), setup.heads_q, 1, setup.d, generator=g).to(dt)  # (B, H_q, 1, d)
+    k, v = (torch.randn(len(setup.lens), setup.heads_kv, max(setup.lens), setup.d, generator=g).to(dt)
+            for _ in range(2))  # (B, H_kv, N, d)
+    out = flash_decode(q, k, v, cache_seqlens=torch.tensor(setup.lens), num_splits=num_splits)
+    return float((out - naive_decode(q, k, v, setup.lens)).abs().max())
+
+
+
+def decode_merge(s: Settings) -> Result:
+    """The Decoding animation's own events (flash_decode's on_split): the splits, their logsumexps and the merge
+    weights; and the merged output against attention over the whole cache.
+
+    Args:
+        s: the step's settings (the Decoding view's own, the sidebar's d, dtype, device and threads).
+    Returns:
+        Result: keys (of sequence 0), splits, lse (the merge's L), weights (their sum), error (the output against
+        attention over the whole cache); holds when there are several splits, the weights sum to 1, L is
+        log sum exp(L_s) and the output is exact.
+
+    Example:
+        >>> from flashviz.lesson.steps import INTRO, step_settings
+        >>> r = decode_merge(step_settings(INTRO.steps[8]))
+        >>> r.holds, r.values["splits"]
+        (True, 4)
+    """
+    setup = decode_setup(s)
+    splits = setup.chosen_splits(units_here(s.device, s.threads))
+    trace, *_ = decode_trace(setup.lens, setup.page, splits)
+    top = max(trace.split_lse)
+    merged = top + math.log(math.fsum(math.exp(x - top) for x in trace.split_lse))  # log sum_s exp(L_s)
+    err = decode_error(setup, splits)
+    values = {"keys": trace.seq_len, "splits": len(trace.splits), "lse": trace.lse, "weights": math.fsum(trace.weights),
+              "error": err}
+    return Result.of(values, {"one split only": len(trace.splits) < 2,
+                            "the weights do not sum to 1": not abs(math.fsum(trace.weights) - 1) <= 1e-6,
+                            "L is not log sum exp(L_s)": not abs(trace.lse - merged) <= LSE_TOL,
+                            "the merged output differs from attention over the whole cache": not err <= DECODE_TOL})
+
+
+
+def gqa_bytes(s: Settings) -> Result:
+    """The Decoding view's bytes per step of this GQA against MHA (the decode model, summed over the batch).
+
+    Args:
+        s: the step's settings (the Decoding view's own, the sidebar's d and dtype).
+    Returns:
+        Result: hq, hkv, g, gqa and mha (formatted K/V bytes per step), ratio, flops; holds when it is GQA, the bytes
+        fall g-fold and the FLOPs do not change.
+
+    Example:
+        >>> from flashviz.lesson.steps import INTRO, step_settings
+        >>> gqa_bytes(step_settings(INTRO.steps[9])).values["ratio"]
+        4.0
+    """
+    setup = decode_setup(s)
+    costs = variant_costs(setup.lens, setup.d, setup.heads_q, setup.heads_kv, setup.dtype).set_index("variant")
+    this, mha = costs[costs["this"]].iloc[0], costs.loc["MHA"]
+    values = {"hq": setup.heads_q, "hkv": setup.heads_kv, "g": setup.group, "gqa": format_bytes(this["kv_bytes"]),
+              "mha": format_bytes(mha["kv_bytes"]), "ratio": float(mha["kv_bytes"] / this["kv_bytes"]),
+              "flops": int(this["flops"])}
+    return Result.of(values, {"not grouped-query attention": not 1 < setup.heads_kv < setup.heads_q,
+                            "the bytes do not fall g-fold": values["ratio"] != setup.group,
+                            "the FLOPs differ": costs["flops"].nunique() != 1})
+
