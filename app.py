@@ -18,7 +18,7 @@ from flashviz.app.runs import running_job_ui
 
 st.set_page_config(page_title="flashviz: FlashAttention, tile by tile", page_icon="⚡", layout="wide",
                    initial_sidebar_state=sidebar_state())  # collapsed while presenting a lesson
-st.markdown("**⚡ flashviz** · FlashAttention, tile by tile")  # the page's title: one small line, the same on every tab
+st.markdown("**⚡ flashviz** · FlashAttention, tile by tile")  # the page's title: one small line, the same everywhere
 
 env = machine_env()
 sidebar.init_from_url(env)

@@ -1,4 +1,4 @@
-"""Concurrent load on one dashboard server: N students open the Benchmark tab and press "Run benchmark" together.
+"""Concurrent load on one dashboard server: N students open the Benchmark view and press "Run benchmark" together.
 
 Each session is a separate headless Chromium context (its own Streamlit session, like a separate student) that opens
 the Benchmark view with a small sweep in the URL, waits until the page is idle, and clicks the run button; all the
@@ -47,11 +47,11 @@ TIMING_LOG_ENV = "FLASHVIZ_TIMING_LOG"  # the dashboard's hook: where its timing
 CHROMIUM = "/usr/bin/chromium"  # Debian's Chromium (playwright's own browser download is not used)
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-RUN_BUTTON = ".st-key-bench_run button:visible"  # the Benchmark tab's run button (st.button key="bench_run")
+RUN_BUTTON = ".st-key-bench_run button:visible"  # the Benchmark view's run button (st.button key="bench_run")
 RESULT = ".st-key-bench_memory .js-plotly-plot .main-svg"  # the first results chart, drawn by plotly
 SWEEP_DONE = "text=Benchmark sweep: done"  # the st.status label run_with_progress sets when the sweep finished
 EXCEPTION = "[data-testid='stException']"  # Streamlit's exception box
-ERROR_ALERT = "[data-testid='stAlert']:has-text('could not run')"  # the tab's own error message for a failed sweep
+ERROR_ALERT = "[data-testid='stAlert']:has-text('could not run')"  # the view's own error message for a failed sweep
 IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
 CONNECTED = "[data-testid='stApp'][data-test-connection-state='CONNECTED']"
 PAGE_END = "#fv-page-end"  # the element the dashboard's last statement draws (flashviz.app.sidebar.page_end_ui)
@@ -408,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--impls", default="naive,flash2,sdpa", help="implementations (default naive,flash2,sdpa)")
     p.add_argument("--d", type=int, default=32, help="head dimension of session 0; session i uses d + i (against a "
                    "server that already ran these, pick new ones: cached answers start no timing run)")
-    p.add_argument("--block", type=int, default=64, help="the Benchmark tab's tile size Br = Bc (default 64)")
+    p.add_argument("--block", type=int, default=64, help="the Benchmark view's tile size Br = Bc (default 64)")
     p.add_argument("--reps", type=int, default=2, help="timed repeats per point (default 2)")
     p.add_argument("--threads", type=int, default=1, help="torch threads of each timing run (default 1)")
     p.add_argument("--same", action="store_true",

@@ -1,5 +1,5 @@
 """Functions shared by the dashboard's AppTest files (test_app.py, test_lesson.py): reading the page's plotly figures
-and captions, and running a heavy tab with tiny settings."""
+and captions, and running a heavy view with tiny settings."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ APP = Path(__file__).resolve().parent.parent / "app.py"  # the page
 APP_TIMEOUT_S = 240  # one AppTest script run; generous because the CI machine may be shared and slow
 
 TINY = {"ns": "32,64", "impls": "naive,flash,flash2,sdpa", "reps": "1", "d": "16", "n": "128", "br": "32",
-        "bc": "32", "blocks": "16,32", "cds": "16", "cns": "32,33", "bblock": "32"}  # every heavy tab in a second
+        "bc": "32", "blocks": "16,32", "cds": "16", "cns": "32,33", "bblock": "32"}  # every heavy view in a second
 RUN_BUTTON = {"bench": "bench_run", "block": "block_run", "correct": "correct_run", "train": "train_run"}
 
 
@@ -45,7 +45,7 @@ def chart(at, prefix: str) -> dict:
 
 
 def tile_map(at) -> TileMap:
-    """The How it works tab's tile map (flashviz.figures.tilemap's markup in a markdown element), read back."""
+    """The How it works view's tile map (flashviz.figures.tilemap's markup in a markdown element), read back."""
     (html,) = [m.value for m in at.markdown if 'class="fv-tilemap"' in m.value]
     return parse(html)
 

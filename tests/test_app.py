@@ -1,7 +1,7 @@
-"""The dashboard under streamlit.testing (AppTest): every view and control, the sidebar scoped to the open tab, URL
-state, hostile links, the timing lock. What the tabs' numbers say is checked in tests/test_tabs.py.
+"""The dashboard under streamlit.testing (AppTest): every view and control, the sidebar scoped to the open view, URL
+state, hostile links, the timing lock. What the views' numbers say is checked in tests/test_view_runs.py.
 
-Heavy tabs run with tiny sweeps (N <= 128, d = 16, one repeat) so the whole file stays well under a minute or two.
+Heavy views run with tiny sweeps (N <= 128, d = 16, one repeat) so the whole file stays well under a minute or two.
 Every test that counts cache misses clears the cache it counts first, so no test depends on which ran before it.
 """
 
@@ -19,11 +19,12 @@ from hypothesis import strategies as st
 from flashviz.app import jobs, runs
 from flashviz.app.machine import cpu_cores
 from flashviz.app.query import parse_query
-from flashviz.app.registry import LABELS, ORDERS, SLUGS, VIEWS, view_of
+from flashviz.app.registry import LABELS, SLUGS, VIEWS, view_of
 from flashviz.app.sizes import BLOCK_MAX, D_MAX, N_MAX
 from flashviz.app.state import PRESETS, Env, Settings, apply_preset, default_settings
 from flashviz.core.tiling import tile_schedule
 from flashviz.limits import LIST_MAX
+from flashviz.views.how.settings import ORDERS
 from flashviz.vocab import DTYPES, IMPLS, KV_OUTER, Q_OUTER, SKIPPED
 from tests._apptest import RUN_BUTTON, TINY, assert_clean, charts, run_heavy, tile_map
 
@@ -103,8 +104,8 @@ def test_row_inspector_skips_runs_too_big_for_live_and_the_map_still_shows_every
 # ----------------------------------------------------------------------------------------------------------------------
 # every view, and the sidebar scoped to it
 
-# What each tab reads from the sidebar, written out by hand: the sidebar shows exactly these widgets (Br and Bc are
-# one widget with its link; the window, its on/off toggle) next to the preset picker, and the tab's first line names
+# What each view reads from the sidebar, written out by hand: the sidebar shows exactly these widgets (Br and Bc are
+# one widget with its link; the window, its on/off toggle) next to the preset picker, and the view's first line names
 # them.
 SIDEBAR_KEYS = {
     "how": {"n", "d", "link", "br", "causal", "win_on", "dtype"},
@@ -118,17 +119,17 @@ SIDEBAR_KEYS = {
     "masks": {"n", "d", "link", "br", "dtype", "heads", "threads"},
 }
 USES = {
-    "how": "Uses from the sidebar: N, d, Br, Bc, causal, window, dtype; from the Masks tab: its settings.",
+    "how": "Uses from the sidebar: N, d, Br, Bc, causal, window, dtype; from the Masks view: its settings.",
     "bench": "Uses from the sidebar: d, causal, window, dtype, B, H, device, threads.",
-    "train": "Uses from the sidebar: d, causal, window, dtype, B, H, device, threads; from the Benchmark tab: N, "
+    "train": "Uses from the sidebar: d, causal, window, dtype, B, H, device, threads; from the Benchmark view: N, "
              "implementations, tile size, repeats.",
     "correct": "Uses from the sidebar: Br, Bc, causal, window, dtype, device, threads.",
-    "decode": "Uses from the sidebar: d, dtype, device, threads; from the Benchmark tab: repeats.",
+    "decode": "Uses from the sidebar: d, dtype, device, threads; from the Benchmark view: repeats.",
 }
 
 
 def drawn_for(view) -> set[str]:
-    """The widgets a tab's registry entry asks the sidebar for, with Br and Bc linked (a tab not listed above)."""
+    """The widgets a view's registry entry asks the sidebar for, with Br and Bc linked (a view not listed above)."""
     keys = {"win_on" if name == "window" else name for name in view.sidebar} - {"bc"}
     return keys | ({"link"} if "br" in keys else set())
 
@@ -148,7 +149,7 @@ def test_every_view_renders_with_the_sidebar_settings_it_reads_and_says_which(ma
     assert at.segmented_control(key="view").options == [LABELS[slug] for slug in SLUGS]
     assert sidebar_keys(at) == SIDEBAR_KEYS.get(view, drawn_for(view_of(view)))
     first_line = at.caption[0].value
-    reads = view_of(view).sidebar  # a tab that reads none of the shared settings says so
+    reads = view_of(view).sidebar  # a view that reads none of the shared settings says so
     assert first_line.startswith("Uses from the sidebar: " if reads else "Uses no setting of the sidebar")
     if view in USES:
         assert first_line == USES[view]
@@ -161,11 +162,11 @@ def test_every_view_renders_with_the_sidebar_settings_it_reads_and_says_which(ma
 
 def test_a_setting_the_open_tab_does_not_read_keeps_its_value_while_hidden(make_app):
     at = make_app(n="256", br="32", bc="32", causal="1")
-    at.session_state["view"] = LABELS["bench"]  # the Benchmark tab: N and the block sizes leave the sidebar
+    at.session_state["view"] = LABELS["bench"]  # the Benchmark view: N and the block sizes leave the sidebar
     at.run()
     assert_clean(at)
     assert "n" not in sidebar_keys(at) and at.query_params["n"] == "256" and at.query_params["br"] == "32"
-    at.toggle(key="causal").set_value(False).run()  # a setting both tabs read
+    at.toggle(key="causal").set_value(False).run()  # a setting both views read
     at.session_state["view"] = LABELS["how"]
     at.run()
     assert_clean(at)
@@ -335,7 +336,7 @@ def test_every_sidebar_control_reruns_cleanly_and_lands_in_the_url(make_app):
             assert at.query_params[key] == value, (key, at.query_params)
     m = tile_map(at)
     assert "window (64, 8)" in m.subtitle and len(m.panels) == 2
-    at.session_state["view"] = LABELS["bench"]  # the machine's and the batch's settings: on a tab that reads them
+    at.session_state["view"] = LABELS["bench"]  # the machine's and the batch's settings: on a view that reads them
     at.run()
     for change, expected in [(lambda: at.number_input(key="batch").set_value(2), {"batch": "2"}),
                              (lambda: at.number_input(key="heads").set_value(3), {"heads": "3"}),
@@ -392,7 +393,7 @@ def test_query_parameters_round_trip(make_app):
     assert not at.warning
     assert at.query_params == wanted.to_query()
     assert at.select_slider(key="n").value == 1000 and at.number_input(key="win_left").value == 100
-    at.session_state["view"] = LABELS["how"]  # the How it works tab draws Bc and the loop order from the link
+    at.session_state["view"] = LABELS["how"]  # the How it works view draws Bc and the loop order from the link
     at.run()
     assert at.select_slider(key="bc").value == 128 and at.radio(key="order").value == "fa2"
     assert at.query_params == {**wanted.to_query(), "view": "how"}

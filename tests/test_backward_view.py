@@ -1,4 +1,4 @@
-"""The Backward tab (?view=backward) in AppTest, checked by value: the map parsed back against the tile schedule and
+"""The Backward view (?view=backward) in AppTest, checked by value: the map parsed back against the tile schedule and
 hand counts of Algorithm 2's traffic, every sentence's numbers against formulas written here or the kernel's own
 events, the dQ switch, the frame the map opens at, the measured price, and hostile links.
 
@@ -50,7 +50,7 @@ def open_view(make_app, **query):
 
 
 def parse_map(at) -> dict:
-    """The Backward tab's tile map (figures/backward_map.py's markup), read back: per panel its tiles' fates, its
+    """The Backward view's tile map (figures/backward_map.py's markup), read back: per panel its tiles' fates, its
     frames' tile in progress, pass and counters."""
     (html,) = [m.value for m in at.markdown if "fv-backward" in m.value and "<svg" in m.value]
     root = ET.fromstring(html.replace("<svg ", f'<svg xmlns="{SVG[1:-1]}" '))

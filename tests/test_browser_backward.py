@@ -1,4 +1,4 @@
-"""The Backward tab (?view=backward) in a real browser: `streamlit run` + Debian's headless Chromium via playwright.
+"""The Backward view (?view=backward) in a real browser: `streamlit run` + Debian's headless Chromium via playwright.
 
 Checks what only a browser can: at 1280 x 720 the backward's tile map, its counters and Play show without scrolling
 and nothing is wider than the window; Play animates the map (the frame on screen, read from the CSS animation's

@@ -1,7 +1,7 @@
 """Every view of the dashboard on a classroom projector: a real `streamlit run` and Debian's headless Chromium at
 1280 x 720, one view after another on one shared server.
 
-For every tab in flashviz.app.registry, at its default settings:
+For every view in flashviz.app.registry, at its default settings:
 - nothing is wider than the window (the page does not scroll sideways, and no element's box passes its right edge);
 - the view's main control (its run button, or its map or chart) and the start of its result are within the first
   720 px, without scrolling; for a view with a run button, the result it draws after a press (at small sizes, so the
@@ -35,7 +35,7 @@ TILE_MAP = ".fv-tilemap svg.fv-grid"
 
 @dataclass(frozen=True)
 class Layout:
-    """Where a view's main control and result are (CSS selectors; charts by the key the tab gives them)."""
+    """Where a view's main control and result are (CSS selectors; charts by the key the view gives them)."""
 
     control: str  # the main control: the run button, or the map or chart that is the view
     result: str  # the start of the result (before a press: what the page shows in its place)

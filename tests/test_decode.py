@@ -252,9 +252,9 @@ def test_paged_paths_pool_in_place_and_gathered_agree():
     assert pool_owners(shared, full, 8, k_p.shape[0]) is None
     k2, v2 = k.clone(), v.clone()
     k2[1, :, :8], v2[1, :, :8] = k[0, :, :8], v[0, :, :8]
-    for tab, lens, kk, vv in ((table, full, k, v), (table, sparse, k, v), (shared, full, k2, v2)):
+    for view, lens, kk, vv in ((table, full, k, v), (table, sparse, k, v), (shared, full, k2, v2)):
         for s in (None, 1, 3):
-            out = flash_decode(q, k_p, v_p, cache_seqlens=lens, block_table=tab, num_splits=s, causal=True)
+            out = flash_decode(q, k_p, v_p, cache_seqlens=lens, block_table=view, num_splits=s, causal=True)
             assert max_err(out, naive_reference(q, kk, vv, lens, True)) <= 1e-5
 
 

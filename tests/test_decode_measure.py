@@ -1,4 +1,4 @@
-"""The Decoding tab's measurement layer (flashviz.views.decode.data, flashviz.model.decode_batch) against oracles
+"""The Decoding view's measurement layer (flashviz.views.decode.data, flashviz.model.decode_batch) against oracles
 written here: the paged copy holds the contiguous cache page by page, flash_decode reads it to the same result, each
 block's m and l are the float64 formula's, naive decoding is SDPA's, and the bounds are each device's ridge test."""
 

@@ -52,7 +52,7 @@ def test_the_first_chart_imports_neither_torch_nor_pandas():
     code = (
         "import flashviz, flashviz.vocab, flashviz.limits, flashviz.core.tiling, flashviz.core.validate\n"
         "import flashviz.measure.trace, flashviz.app.sidebar, flashviz.app.machine, flashviz.app.query\n"
-        "import flashviz.app.drawing, flashviz.app.runs, flashviz.views.how.page  # the page and its first tab\n"
+        "import flashviz.app.drawing, flashviz.app.runs, flashviz.views.how.page  # the page and its first view\n"
         "from flashviz import tile_schedule, io_cost, FULL\n"
         "from flashviz.measure.trace import schedule_trace\n"
         "tr = schedule_trace(256, 32, 32, causal=True, d=64, loop_order='q_outer')\n"
@@ -196,20 +196,19 @@ def test_schedule_trace_counters_are_io_traces_columns(n, br, bc, causal, window
 
 
 def test_every_tab_names_a_function_and_the_page_imports_none_of_their_modules_up_front():
-    tabs = set()
+    views = set()
     for view in VIEWS:
-        module, function = view.draws.split(":")
+        module, function = f"flashviz.views.{view.slug}.page", view.draws
         assert callable(getattr(importlib.import_module(module), function)), view.slug
-        tabs.add(module)
+        views.add(module)
     tree = ast.parse((ROOT / "app.py").read_text())
     top = {f"{node.module}.{a.name}" if node.module == "flashviz.app" else node.module
            for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names}
     top |= {a.name for node in tree.body if isinstance(node, ast.Import) for a in node.names}
-    assert not top & tabs, top & tabs
+    assert not top & views, top & views
     got = run_fresh("import flashviz.app.registry, flashviz.app.state, flashviz.app.query\n"
-                    "out = sorted(m for m in sys.modules if m.startswith('flashviz.app.') and m.split('.')[2] in "
-                    f"{sorted(module.split('.')[2] for module in tabs)!r})\n" + LOADED)
-    assert got["out"] == [] and got["loaded"] == []  # reading the registry imports no tab, nor torch or pandas
+                    f"out = sorted(m for m in sys.modules if m in {sorted(views)!r})\n" + LOADED)
+    assert got["out"] == [] and got["loaded"] == []  # reading the registry imports no view, nor torch or pandas
 
 
 def test_a_lazy_module_imports_on_first_use_and_forwards_every_access(tmp_path, monkeypatch):

@@ -58,7 +58,7 @@ def checked(name: str) -> Result:
 
 
 def open_step(make_app, name: str):
-    """The dashboard at `?lesson=intro&step=k` for the step whose check is `name`: its settings, its tab, its claim."""
+    """The dashboard at `?lesson=intro&step=k` for the step whose check is `name`: its settings, its view, its claim."""
     k, step = STEPS[name]
     at = make_app(lesson=INTRO.slug, step=str(k))
     assert_clean(at)

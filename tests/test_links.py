@@ -3,7 +3,7 @@ of the previous release.
 
 tests/data/links_today.json holds 55 links (every view, every preset's settings, the links the docs and the lesson hand
 out, an older release's link, hostile values, unknown parameter names) with the settings (URL form) and the notices that
-the previous release's parser (commit 8eefc6c, before the tab registry) gave for them on a machine with 2 threads and
+the previous release's parser (commit 8eefc6c, before the view registry) gave for them on a machine with 2 threads and
 no GPU. The notices are compared as a multiset: the page lists them in the order the settings are declared.
 """
 
@@ -25,11 +25,11 @@ ENV = Env(max_threads=RECORDED["env"]["max_threads"], devices=tuple(RECORDED["en
 LINKS = RECORDED["links"]
 
 
-RECORDED_VIEWS = "how, bench, block, io, correct, train, roof, decode, masks"  # the tabs when it was recorded
+RECORDED_VIEWS = "how, bench, block, io, correct, train, roof, decode, masks"  # the views when it was recorded
 
 
 def with_todays_views(notice: str) -> str:
-    """A recorded notice, with the list of views a bad `view` is told about as it is now (tabs get added)."""
+    """A recorded notice, with the list of views a bad `view` is told about as it is now (views get added)."""
     return notice.replace(f"is not one of {RECORDED_VIEWS};", f"is not one of {', '.join(SLUGS)};")
 
 
@@ -49,7 +49,7 @@ def test_a_link_of_todays_format_gives_the_same_settings_and_notices(link):
 
 def test_the_recorded_links_cover_every_view_presets_and_repairs():
     views = {x["settings"]["view"] for x in LINKS}
-    assert views == set(RECORDED_VIEWS.split(", ")) <= set(LABELS)  # every tab there was, each still a tab
+    assert views == set(RECORDED_VIEWS.split(", ")) <= set(LABELS)  # every view there was, each still a view
     assert sum(bool(x["notices"]) for x in LINKS) >= 20 and sum(not x["notices"] for x in LINKS) >= 20
 
 

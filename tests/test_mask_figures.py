@@ -1,4 +1,4 @@
-"""The Masks tab's data and figures, without the app: document patterns always sum to N, the element map holds the
+"""The Masks view's data and figures, without the app: document patterns always sum to N, the element map holds the
 exact fraction visible, the tile grid counts the work inside computed tiles, bad names are refused with the choices,
 and every figure carries its numbers in fonts a projector shows."""
 

@@ -1,4 +1,4 @@
-"""The Masks tab's one preset table (flashviz.views.masks.presets) reproduces today's settings exactly: every URL key,
+"""The Masks view's one preset table (flashviz.views.masks.presets) reproduces today's settings exactly: every URL key,
 default, bound, step, label and help text is written out here, so old links keep meaning what they meant; the
 dashboard's settings derived from it equal the ones declared today; and every preset builds the mask its factory
 builds."""
@@ -10,12 +10,12 @@ import torch
 from torch.nn.attention.flex_attention import and_masks, create_mask, or_masks
 
 from flashviz import masks
-from flashviz.app import registry
 from flashviz.app.sizes import N_MAX
-from flashviz.app.spec import CHOICE, INT, TAB
+from flashviz.app.spec import CHOICE, INT, VIEW
 from flashviz.app.state import setting_fields, spec_of
 from flashviz.views.masks.data import MaskSpec, build_mask
 from flashviz.views.masks.presets import PRESETS, mask_settings, params_of, preset_labels
+from flashviz.views.masks.settings import MASK_PRESETS
 
 PRESET_LABELS = {"causal": "causal", "sliding_window": "sliding window", "prefix_lm": "prefix LM",
                  "document": "document", "attention_sink": "attention sink", "chunked": "chunked",
@@ -82,26 +82,26 @@ def new_factories() -> list[str]:
 
 
 def test_the_dashboards_mask_settings_have_todays_values():
-    """The Settings fields the dashboard derives from the table (the Masks tab's registry entry) carry today's
+    """The Settings fields the dashboard derives from the table (the Masks view's registry entry) carry today's
     defaults, bounds, steps, labels and help: old links and the widgets mean what they meant."""
     declared = {f.name: f for f in setting_fields()}
     today = len(PRESET_LABELS)
     for key, (default, lo, hi, step, label, _help, labels) in TODAY.items():
         spec = spec_of(key)
-        assert declared[key].default == default and spec.label == label and spec.place == TAB, key
+        assert declared[key].default == default and spec.label == label and spec.place == VIEW, key
         if labels is None:
             assert (spec.kind, spec.lo, spec.hi, spec.increment, spec.widget) == (INT, lo, hi, step, "number_input")
         else:
             got = spec.labels if labels is not PRESET_LABELS else dict(list(spec.labels.items())[:today])
             assert (spec.kind, got, spec.widget) == (CHOICE, labels, "selectbox"), key
-    assert preset_labels() == registry.MASK_PRESETS and max(p.hi for p in mask_settings().values()) == N_MAX
+    assert preset_labels() == MASK_PRESETS and max(p.hi for p in mask_settings().values()) == N_MAX
 
 
 def test_mask_spec_defaults_are_the_tables_one_preset_alone():
     table = mask_settings()
     spec = MaskSpec()
     for key, p in table.items():
-        if key not in ("mcomb",):  # a MaskSpec is one preset unless told to combine; the tab opens with AND
+        if key not in ("mcomb",):  # a MaskSpec is one preset unless told to combine; the view opens with AND
             assert getattr(spec, p.key) == p.default, key
     assert spec.combine == "none" and spec.presets == ("document",)
 
@@ -124,7 +124,7 @@ def test_every_preset_builds_its_factorys_mask_and_the_code_that_rebuilds_it(nam
     dense = create_mask(built.mask_mod, 1, 1, 64, 64, device="cpu")
     assert torch.equal(dense, create_mask(INDEPENDENT[name], 1, 1, 64, 64, device="cpu"))
     scope = {name: getattr(masks, name) for name in dir(masks)}
-    exec(built.code, scope)  # the code sample the tab shows, run as a user would paste it
+    exec(built.code, scope)  # the code sample the view shows, run as a user would paste it
     assert torch.equal(create_mask(scope["mask_mod"], 1, 1, 64, 64, device="cpu"), dense)
     assert set(INDEPENDENT) == set(PRESETS)  # a new preset gets its hand-written mask here
 

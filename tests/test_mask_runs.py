@@ -1,4 +1,4 @@
-"""The Masks tab's measurements (flashviz.views.masks.data): the timed calls reuse a schedule built once (they never
+"""The Masks view's measurements (flashviz.views.masks.data): the timed calls reuse a schedule built once (they never
 evaluate the mask_mod), the tile counts they report are the ones an independent tile_schedule gives, progress moves
 one bar to its end, and a cancelled run raises and leaves nothing in the dashboard's cache."""
 

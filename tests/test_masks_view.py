@@ -1,4 +1,4 @@
-"""The Masks tab: every number it shows is checked here against torch's own create_mask / create_block_mask at the
+"""The Masks view: every number it shows is checked here against torch's own create_mask / create_block_mask at the
 settings where it is shown; hostile links are repaired; the run buttons time what they say. The data and figures
 without the app: tests/test_mask_figures.py."""
 
@@ -13,7 +13,6 @@ from torch.nn.attention.flex_attention import and_masks, create_block_mask, crea
 
 from flashviz.app.lock import timing_lock
 from flashviz.app.query import parse_query
-from flashviz.app.registry import MASK_PRESETS
 from flashviz.app.state import PRESETS as PRESET_STORIES
 from flashviz.app.state import Env, Settings, apply_preset
 from flashviz.core.tiling import tile_schedule
@@ -28,6 +27,7 @@ from flashviz.masks import (
 )
 from flashviz.views.masks.data import SWEEP_REPEATS, MaskSpec, build_mask, doc_lengths
 from flashviz.views.masks.presets import PRESETS
+from flashviz.views.masks.settings import MASK_PRESETS
 from tests._apptest import assert_clean, charts, decode, done_grid, tile_map
 
 
@@ -37,7 +37,7 @@ def summary(at) -> str:
 
 
 def truth(mask_mod, n: int, block: int) -> dict[str, object]:
-    """What the tab must show, computed independently: torch's dense mask and create_block_mask."""
+    """What the view must show, computed independently: torch's dense mask and create_block_mask."""
     dense = create_mask(mask_mod, 1, 1, n, n, device="cpu")[0, 0]  # (N, N) bool
     schedule = tile_schedule(n, n, block, block, mask_mod=mask_mod)
     counts = schedule.counts()
@@ -77,7 +77,7 @@ def assert_table_matches(at, block_mask) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# the tab, through AppTest
+# the view, through AppTest
 
 
 def test_defaults_show_the_mask_its_tiles_the_block_mask_and_the_check(make_app):
@@ -114,7 +114,7 @@ def test_the_tabs_claims_hold_at_every_classroom_preset(make_app, name):
     s = apply_preset(Settings(), name)
     at = make_app(**{**s.to_query(), "view": "masks"})
     assert_clean(at)
-    mask_mod = and_masks(document(list(doc_lengths("mixed", s.n))), causal_mask)  # the tab's default mask
+    mask_mod = and_masks(document(list(doc_lengths("mixed", s.n))), causal_mask)  # the view's default mask
     want = truth(mask_mod, s.n, s.br)
     assert_summary_matches(at, want, s.n)
     if s.n <= 4096:  # the live check against create_block_mask runs up to N = 4096
@@ -127,7 +127,7 @@ def test_the_code_shown_builds_the_same_block_mask(make_app):
     assert_clean(at)
     (code,) = [c.value for c in at.code]
     scope: dict = {}
-    exec(code, scope)  # the tab's own code sample, run as a user would paste it
+    exec(code, scope)  # the view's own code sample, run as a user would paste it
     want = truth(or_masks(chunked(96), prefix_lm(40)), 256, 32)
     for name in ("kv_num_blocks", "full_kv_num_blocks"):
         assert torch.equal(getattr(scope["block_mask"], name), getattr(want["block_mask"], name))
@@ -215,7 +215,7 @@ def test_a_grid_beyond_the_cap_is_refused_with_a_fix(make_app):
 
 def test_the_tab_never_waits_for_a_timing_run_and_leaves_the_thread_count_alone(make_app):
     lock = timing_lock()
-    assert lock.acquire(timeout=60)  # another session is timing: the tab evaluates on the threads it has
+    assert lock.acquire(timeout=60)  # another session is timing: the view evaluates on the threads it has
     try:
         threads = torch.get_num_threads()
         at = make_app(view="masks", n="384", br="32", bc="32", mask="chunked", mcomb="none", mchunk="100")
@@ -250,7 +250,7 @@ def test_hostile_mask_links_are_repaired_with_a_notice(make_app, query):
     assert at.query_params == parsed.to_query()
     assert parsed.mask in MASK_PRESETS and parsed.mask2 in MASK_PRESETS and parsed.mcomb in ("none", "and", "or")
     assert parsed.mdil >= 1 and parsed.mchunk >= 1 and parsed.mwin >= 0 and 1 <= parsed.mcap <= 1000
-    assert summary(at)  # the tab still draws
+    assert summary(at)  # the view still draws
 
 
 def test_eight_documents_at_a_tiny_n_keep_only_the_ones_that_fit(make_app):
@@ -264,7 +264,7 @@ def test_eight_documents_at_a_tiny_n_keep_only_the_ones_that_fit(make_app):
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# How it works, with this tab's mask
+# How it works, with this view's mask
 
 
 def test_how_it_works_animates_the_masks_tab_mask(make_app):
@@ -275,7 +275,7 @@ def test_how_it_works_animates_the_masks_tab_mask(make_app):
     sched = tile_schedule(512, 512, 32, 32, mask_mod=mask)
     computed = sum(t.status != "skipped" for t in sched)
     m = tile_map(at)
-    assert m.frames == min(computed, 120) and m.title == "Tile map of S = QKᵀ: the Masks tab's mask"
+    assert m.frames == min(computed, 120) and m.title == "Tile map of S = QKᵀ: the Masks view's mask"
     grid = sched.status_grid()
     (panel,) = m.panels
     assert {ij: t["fate"] for ij, t in panel.tiles.items()} == {
@@ -283,8 +283,8 @@ def test_how_it_works_animates_the_masks_tab_mask(make_app):
     assert all(done_grid(panel, m.frames).values())  # every tile reached by the end of the run
     final = [t for t in sched if t.status != "skipped"][-1]  # the last computed tile, in progress at the end
     assert panel.frames[m.frames - 1]["current"] == (final.q_block, final.k_block)
-    assert f"{computed} computed · mask from the Masks tab" in m.subtitle
-    (note,) = [m.value for m in at.markdown if m.value.startswith("**Mask from the Masks tab**")]
+    assert f"{computed} computed · mask from the Masks view" in m.subtitle
+    (note,) = [m.value for m in at.markdown if m.value.startswith("**Mask from the Masks view**")]
     assert "`mask_mod = or_masks(sliding_window(60, 10), prefix_lm(40))`" in note
     assert f"{computed} of {len(sched)} tiles computed" in note
     assert not at.metric and not any(t.startswith("Row inspector") for t in charts(at))  # they model causal only

@@ -299,7 +299,7 @@ def test_figures_set_their_height_explicitly():
 
 
 def fake_correctness(zero_at=(), skip=()):
-    """The Correctness tab's rows: every impl at each (d, N), made-up errors."""
+    """The Correctness view's rows: every impl at each (d, N), made-up errors."""
     rows = []
     for d in (16, 64):
         for n in (64, 97, 1000):

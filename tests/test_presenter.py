@@ -1,7 +1,7 @@
 """Presenter mode (flashviz.app.presenter) in AppTest: `?lesson=intro` opens the lesson's first step with its claim
-above its view and asks for the sidebar collapsed; Next / Previous move, load each step's settings and open its tab; the
-URL keeps the step, so a link reopens it; the class may change settings meanwhile; a hostile `lesson` or `step` is
-repaired with the dashboard's notice; Leave drops the lesson from the URL and keeps the settings on screen. """
+above its view and asks for the sidebar collapsed; Next / Previous move, load each step's settings and open its view;
+the URL keeps the step, so a link reopens it; the class may change settings meanwhile; a hostile `lesson` or `step` is
+repaired with the dashboard's notice; Leave drops the lesson from the URL and keeps the settings on screen."""
 
 from __future__ import annotations
 
@@ -23,13 +23,13 @@ def callouts(at) -> list[str]:
 
 
 def assert_presents(at, k: int) -> None:
-    """The page presents step k: its claim, the URL's step, its tab and its settings in the widgets."""
+    """The page presents step k: its claim, the URL's step, its view and its settings in the widgets."""
     step = STEPS[k - 1]
     assert_clean(at)
     (callout,) = callouts(at)
     assert callout == f"**Step {k} of {len(STEPS)} · {step.title}.** {step.text}"
     assert (at.query_params["lesson"], at.query_params["step"]) == (INTRO.slug, str(k))
-    assert at.session_state["view"] == LABELS[step.view]  # the open tab
+    assert at.session_state["view"] == LABELS[step.view]  # the open view
     want = step_settings(step).to_query()
     assert {key: at.query_params[key] for key in step.settings} == dict(step.settings)
     assert {key: at.query_params[key] for key in want if key != "threads"} == \

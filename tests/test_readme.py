@@ -52,4 +52,4 @@ def test_every_link_in_the_readme_and_the_docs_leads_to_a_file_or_a_view():
             assert (doc.parent / target).exists() or target == "benchmarks.md" or target == "docs/benchmarks.md", \
                 (doc.name, target)  # benchmarks.md is written by benchmarks/run_all.py
     views = re.findall(r"\| `\?view=(\w+)` \|", README)
-    assert views == [slug for slug in SLUGS if slug in views] and len(views) >= 9  # real views, in the tabs' order
+    assert views == [slug for slug in SLUGS if slug in views] and len(views) >= 9  # real views, in the views' order

@@ -1,24 +1,28 @@
-"""The tab registry (flashviz.app.registry) and the settings it declares: every tab once, every setting once, every
-name a tab lists a real setting, and everything else (the URL, the parser, the widgets) derived from them."""
+"""The view registry (flashviz.app.registry) and the settings it declares: every view once, every setting once, every
+name a view lists a real setting, and everything else (the URL, the parser, the widgets) derived from them."""
 
 from __future__ import annotations
 
 from dataclasses import fields
+from pathlib import Path
 
 from flashviz.app.query import parse_query
 from flashviz.app.registry import LABELS, SLUGS, VIEWS, owner_of, view_of
-from flashviz.app.spec import SIDEBAR, TAB
+from flashviz.app.spec import SIDEBAR, VIEW
 from flashviz.app.state import Settings, SharedSettings, setting_fields, spec_of
 from flashviz.app.widgets import DRAW, WIDGET_KEYS
 
 SHARED = {f.name for f in fields(SharedSettings)}
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def test_every_tab_is_declared_once_with_its_link_label_and_function():
     assert len(SLUGS) == len(set(SLUGS)) == len(set(LABELS.values())) == len(VIEWS)
-    assert spec_of("view").options == SLUGS and spec_of("view").labels == LABELS  # ?view=<slug> for each tab
+    assert spec_of("view").options == SLUGS and spec_of("view").labels == LABELS  # ?view=<slug> for each view
     for view in VIEWS:
-        assert view_of(view.slug) is view and ":" in view.draws and view.draws.startswith("flashviz.app.")
+        assert view_of(view.slug) is view and view.draws.isidentifier()  # a function of views/<slug>/page.py
+        assert (ROOT / "flashviz" / "views" / view.slug / "page.py").is_file(), view.slug
 
 
 def test_every_setting_is_declared_once_shared_or_by_the_tab_that_owns_it():
@@ -26,9 +30,9 @@ def test_every_setting_is_declared_once_shared_or_by_the_tab_that_owns_it():
     assert len(own) == len(set(own)) and not set(own) & SHARED
     assert [f.name for f in setting_fields()] == [*(f.name for f in fields(SharedSettings)), *own]
     for view in VIEWS:
-        assert all(spec_of(name).place == TAB for name in view.own), view.slug
+        assert all(spec_of(name).place == VIEW for name in view.own), view.slug
         assert set(view.sidebar) <= SHARED and all(spec_of(name).place == SIDEBAR for name in view.sidebar)
-        assert all(owner_of(name) is not view for name in view.borrows), view.slug  # another tab's settings
+        assert all(owner_of(name) is not view for name in view.borrows), view.slug  # another view's settings
 
 
 def test_everything_else_is_derived_from_the_declarations():
@@ -36,7 +40,7 @@ def test_everything_else_is_derived_from_the_declarations():
     assert list(Settings().to_query()) == names  # the URL carries exactly the declared settings
     for name in names:
         spec = spec_of(name)
-        assert spec.widget in DRAW or spec.widget in ("", "tabs"), name  # every widget kind has a drawer
+        assert spec.widget in DRAW or spec.widget in ("", "views"), name  # every widget kind has a drawer
         assert spec.place == "app" or (spec.label and spec.help), name  # every widget has a label and help
     assert set(names) - {"window"} <= set(WIDGET_KEYS) and {"win_on", "win_left", "win_right"} <= set(WIDGET_KEYS)
     changed = Settings(n=97, row=90, window=(3, 1), impls=("sdpa",), view="io", declen=1000, mask="chunked")
@@ -45,6 +49,6 @@ def test_everything_else_is_derived_from_the_declarations():
 
 def test_a_shared_setting_is_read_by_some_tab_and_every_tab_reads_its_own():
     read = {name for view in VIEWS for name in view.sidebar}
-    assert SHARED - read == {"view", "link"}  # the tabs themselves, and Br = Bc (drawn with Br and Bc)
+    assert SHARED - read == {"view", "link"}  # the views themselves, and Br = Bc (drawn with Br and Bc)
     for view in VIEWS:
         assert {"br", "bc"} <= set(view.sidebar) or not {"br", "bc"} & set(view.sidebar), view.slug  # both or none

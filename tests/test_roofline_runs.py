@@ -1,4 +1,4 @@
-"""The Roofline tab's measurement layer (flashviz.views.roof.data) and its wrapper: a timing without naive
+"""The Roofline view's measurement layer (flashviz.views.roof.data) and its wrapper: a timing without naive
 claims no speedup, a cancelled timing raises and leaves nothing cached, and the tile counts quoted are the
 schedule's."""
 
@@ -120,7 +120,7 @@ def test_the_gap_sentence_tells_the_per_tile_overhead_and_the_benchmarks_tiles()
     # FA1: 4 ms over 16 tiles = 0.25 ms per tile; 4 MFLOP / 16 tiles at 10 GFLOP/s = 0.025 ms: 90% overhead
     assert "FA1 took 0.25 ms per computed tile, where its FLOPs need 0.025 ms at this CPU's roof: 90% of" in text
     assert "FA1 measured 0.25× against" in text and "FA2 measured 0.50× against" in text
-    assert "The Benchmark tab times its own tile size, 64 × 64: 4 computed tiles per call at these settings, 4× fewer" \
-        in text
+    assert ("The Benchmark view times its own tile size, 64 × 64: 4 computed tiles per call at these settings, "
+            "4× fewer") in text
     same = roofline_text.gap_md(timed, points, FAKE, "float32", 16, 32, 32, 32, 16)
     assert "Benchmark" not in same

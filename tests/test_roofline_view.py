@@ -1,4 +1,4 @@
-"""The Roofline tab under AppTest: every claim on screen is checked against the chart it describes (the same
+"""The Roofline view under AppTest: every claim on screen is checked against the chart it describes (the same
 DataFrames) and, at the defaults and at N = 4096 with 256-wide tiles, against hand-computed values.
 
 Hand counts (elements, B = 1; io_cost's formulas, Tc = N / Bc and Tr = N / Br passes):
@@ -335,7 +335,7 @@ def assert_measured_claims_match(at, *, tiles: int, bench_tiles: int) -> None:
                 f"{model.at['naive', 'time_ms'] / model.at[{'FA1': 'kv_outer', 'FA2': 'q_outer'}[alg], 'time_ms']:.2f}×"
                 " predicted on this CPU's roof") in gap
     assert f"({tiles:,} computed tiles per call at Br × Bc" in gap
-    assert (f"The Benchmark tab times its own tile size, 256 × 256: {bench_tiles:,} computed tiles" in gap) == (
+    assert (f"The Benchmark view times its own tile size, 256 × 256: {bench_tiles:,} computed tiles" in gap) == (
         bench_tiles != tiles)
 
 

@@ -1,5 +1,5 @@
-"""Drawing the same things the same way in every tab: plotly figures, the tile map, the rows a sweep did not run, the
-line that says which shared settings a tab reads, and the line that says which settings a result ran with."""
+"""Drawing the same things the same way in every view: plotly figures, the tile map, the rows a sweep did not run, the
+line that says which shared settings a view reads, and the line that says which settings a result ran with."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from flashviz.app.state import Settings, setting_fields, spec_of
 from flashviz.vocab import NOT_RUN, OK
 
 PLOTLY_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
-BORROWED_LISTED = 4  # a tab that reads more of another tab's settings than this says "its settings"
+BORROWED_LISTED = 4  # a view that reads more of another view's settings than this says "its settings"
 
 
 def show_figure(fig: Any, key: str) -> None:
@@ -34,12 +34,12 @@ def short_name(name: str) -> str:
 
 
 def uses_text(view: View) -> str:
-    """One line: the shared settings the tab reads (drawn in the sidebar), and other tabs' settings it reads.
+    """One line: the shared settings the view reads (drawn in the sidebar), and other views' settings it reads.
 
     Example:
         >>> from flashviz.app.registry import view_of
         >>> uses_text(view_of("decode"))
-        'Uses from the sidebar: d, dtype, device, threads; from the Benchmark tab: repeats.'
+        'Uses from the sidebar: d, dtype, device, threads; from the Benchmark view: repeats.'
     """
     shared = ", ".join(short_name(f.name) for f in setting_fields() if f.name in view.sidebar)
     text = f"Uses from the sidebar: {shared}" if shared else "Uses no setting of the sidebar"
@@ -47,13 +47,13 @@ def uses_text(view: View) -> str:
     for name in view.borrows:
         owners.setdefault(owner_of(name).label, []).append(short_name(name))
     for label, names in owners.items():
-        text += (f"; from the {label} tab: {', '.join(names)}" if len(names) <= BORROWED_LISTED
-                 else f"; from the {label} tab: its settings")
+        text += (f"; from the {label} view: {', '.join(names)}" if len(names) <= BORROWED_LISTED
+                 else f"; from the {label} view: its settings")
     return text + "."
 
 
 def uses_ui(view: View) -> None:
-    """The tab's first line: which shared settings it reads (the sidebar shows just those)."""
+    """The view's first line: which shared settings it reads (the sidebar shows just those)."""
     st.caption(uses_text(view))
 
 

@@ -1,5 +1,5 @@
-"""Heavy work behind the Benchmark, Block size, Correctness and Training tabs: cached calls into flashviz.measure.sweep,
-serialised by the process-wide timing lock, and the caps that refuse a run before it starts.
+"""Heavy work behind the Benchmark, Block size, Correctness and Training views: cached calls into
+flashviz.measure.sweep, serialised by the process-wide timing lock, and the caps that refuse a run before it starts.
 
 Every cached function takes hashable arguments only (tuples, ints, strings); `_progress` and `_lock` are
 unhashed (leading underscore) and carry the progress callback and the lock. Results are tidy DataFrames.

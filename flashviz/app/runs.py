@@ -1,4 +1,4 @@
-"""Heavy work of a tab run in a worker thread, with a progress bar, a Cancel button and the result kept per session.
+"""Heavy work of a view run in a worker thread, with a progress bar, a Cancel button and the result kept per session.
 
 The script thread keeps a progress bar moving while the worker calls a `st.cache_data` function, so a second student
 asking for the same configuration gets it at once. The worker has no Streamlit context, which keeps the cached function
@@ -27,7 +27,7 @@ class Job:
     """One heavy run of this session in its worker thread. It outlives the script run that started it: a widget
     change reruns the script while the worker goes on, so the next run finds it here and can follow or cancel it."""
 
-    name: str  # the tab's result name (see remember)
+    name: str  # the view's result name (see remember)
     title: str  # what the status box calls it
     args: tuple  # the arguments it runs with: its result is kept for exactly these
     thread: threading.Thread | None = None
@@ -173,12 +173,12 @@ def not_cached_if(cut_short: Callable[[Any], bool]) -> Callable[[Callable[..., A
 
 
 def remember(name: str, args: tuple, result: Any) -> None:
-    """Keep a tab's latest result in this session, tagged with the arguments that produced it."""
+    """Keep a view's latest result in this session, tagged with the arguments that produced it."""
     st.session_state[f"_fv_result_{name}"] = (args, result)
 
 
 def remembered(name: str, args: tuple) -> Any:
-    """The tab's latest result if it was produced by exactly these arguments, else None."""
+    """The view's latest result if it was produced by exactly these arguments, else None."""
     saved = st.session_state.get(f"_fv_result_{name}")
     return saved[1] if saved is not None and saved[0] == args else None
 
@@ -200,7 +200,7 @@ def run_and_remember(name: str, title: str, fn: Callable[..., Any], args: tuple,
 
 def run_button_ui(name: str, fn: Callable[..., Any], args: tuple, *, label: str, help: str, title: str,
                   idle: str, on_partial: Callable[[Any], None] | None = None) -> Any:
-    """A tab's run button: on press, run fn(*args) under the timing lock with a progress bar and keep the result
+    """A view's run button: on press, run fn(*args) under the timing lock with a progress bar and keep the result
     in this session (on_partial draws results as they come). Returns the result for exactly these args, or None
     after saying what to press (or what went wrong)."""
     pressed = st.button(f"▶ {label}", type="primary", key=f"{name}_run", help=help)

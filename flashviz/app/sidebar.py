@@ -1,10 +1,10 @@
-"""The sidebar: classroom presets, the shared settings the open tab reads, and the URL kept in sync.
+"""The sidebar: classroom presets, the shared settings the open view reads, and the URL kept in sync.
 
 On a session's first run the URL's query parameters are parsed (query.parse_query: clamped, never raising) into the
 widgets' session state (a lesson link, `?lesson=intro&step=k`, first puts that step's settings under the link's own:
 flashviz.app.presenter); after that the widgets are the truth and the URL follows them, so a copied link reproduces
-the view. A tab's own settings are drawn by the tab (flashviz.app.registry says whose they are); the sidebar draws
-only the shared settings the open tab reads, and the settings of closed tabs keep their values until they come back.
+the view. A view's own settings are drawn by the view (flashviz.app.registry says whose they are); the sidebar draws
+only the shared settings the open view reads, and the settings of closed views keep their values until they come back.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ INIT_KEY = "_fv_initialised"  # session flag: the URL has been read
 NOTICES_KEY = "_fv_notices"  # notices about clamped URL values, shown until dismissed
 PRESET_KEY = "preset"  # the preset selectbox
 STORY_KEY = "_fv_preset_story"  # the last loaded preset's story, shown under the selectbox
-VIEW_KEY = "view"  # the tabs' state key (holds the tab label)
+VIEW_KEY = "view"  # the views' state key (holds the view label)
 DISMISS_KEY = "_fv_dismiss"  # the notices' Dismiss button
 NOTICES_SHOWN = 10  # notices listed; more are counted
 TITLE = "FlashAttention, tile by tile"  # the dashboard's name, over its settings
@@ -29,7 +29,7 @@ PAGE_END_ID = "fv-page-end"  # the page's last element: a browser (or a test) kn
 
 
 def init_from_url(env: Env) -> None:
-    """First run of a session: read the URL into the widgets; later runs keep widget state alive across tabs."""
+    """First run of a session: read the URL into the widgets; later runs keep widget state alive across views."""
     ss = st.session_state
     if not ss.get(INIT_KEY):
         params = {key: st.query_params.get_all(key) for key in st.query_params}
@@ -39,7 +39,7 @@ def init_from_url(env: Env) -> None:
         ss[NOTICES_KEY] = lesson_notices + notices
         ss[INIT_KEY] = True
         return
-    # Widgets that were not drawn last run (closed tabs, settings the open tab does not read) would lose their
+    # Widgets that were not drawn last run (closed views, settings the open view does not read) would lose their
     # state: re-assigning a key turns it into plain session state that survives until the widget comes back.
     for key in WIDGET_KEYS:
         if key in ss:
@@ -48,7 +48,7 @@ def init_from_url(env: Env) -> None:
 
 def current_settings(env: Env) -> Settings:
     """The chosen settings, from the widgets' session state (the URL's, on a first run): readable before any widget
-    is drawn, so the page can draw its open tab first."""
+    is drawn, so the page can draw its open view first."""
     return read_state(env)
 
 
@@ -70,19 +70,19 @@ def _apply_preset(env: Env) -> None:
 
 
 def settings_ui(env: Env, view: View) -> None:
-    """The sidebar: a preset picker, then the shared settings the open tab reads."""
+    """The sidebar: a preset picker, then the shared settings the open view reads."""
     sb = st.sidebar
     sb.title(TITLE)  # the page's one h1 (the line above the views is plain text, to leave them room)
     sb.header("Settings")
     sb.selectbox(
         "Classroom preset", list(PRESETS), index=None, key=PRESET_KEY, on_change=_apply_preset, args=(env,),
         placeholder="Load a preset ...",
-        help="Loads a ready-made scenario into every control, in every tab; you can change anything afterwards.",
+        help="Loads a ready-made scenario into every control, in every view; you can change anything afterwards.",
     )
     story = st.session_state.get(STORY_KEY)
     if story:
         sb.caption(story)
-    sb.caption(f"The settings **{view.label}** reads; its own are in the tab.")
+    sb.caption(f"The settings **{view.label}** reads; its own are in the view.")
     sidebar_widgets(env, view.sidebar)
 
 

@@ -1,7 +1,7 @@
 """The problem sizes the dashboard offers and allows: sequence length N, head dimension d and tile sizes Br, Bc, as
 bounds (what a link may ask for) and as the values a slider or a multiselect offers.
 
-Shared by the sidebar's settings (flashviz.app.state) and the tabs' own (flashviz.app.registry). Pure: plain constants.
+Shared by the sidebar's settings (flashviz.app.state) and the views' own (flashviz.app.registry). Pure: plain constants.
 
 Legend: N sequence length (N_q = N_k), d head dimension, Br = block_q, Bc = block_k.
 """

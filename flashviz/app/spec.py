@@ -1,7 +1,7 @@
 """How one dashboard setting is declared: its `Spec` (URL form, widget, label, help, bounds or options), attached to a
 dataclass field by `setting(default, Spec(...))`.
 
-The shared settings (flashviz.app.state) and each tab's own settings (flashviz.app.registry) are declared this way, and
+The shared settings (flashviz.app.state) and each view's own settings (flashviz.app.registry) are declared this way, and
 everything else is derived from the declarations: the URL form, the hostile-URL parser (flashviz.app.query), the
 session-state keys and the widgets (flashviz.app.widgets). Pure: imports neither streamlit nor torch.
 """
@@ -14,8 +14,8 @@ from typing import Any
 
 # How a value is parsed from and written to the URL.
 INT, BOOL, CHOICE, INTS, STRS, WINDOW = "int", "bool", "choice", "ints", "strs", "window"
-# Where a widget is drawn: the sidebar (a shared setting), the tab that owns it, or the app itself (the tabs).
-SIDEBAR, TAB, APP = "sidebar", "tab", "app"
+# Where a widget is drawn: the sidebar (a shared setting), the view that owns it, or the app itself (the views).
+SIDEBAR, VIEW, APP = "sidebar", "view", "app"
 
 
 @dataclass(frozen=True)
@@ -24,15 +24,15 @@ class Spec:
 
     kind: str  # URL form: INT, BOOL, CHOICE, INTS (comma list), STRS (comma list) or WINDOW ("left,right" / "none")
     widget: str  # streamlit widget: "select_slider", "slider", "number_input", "checkbox", "toggle", "radio",
-    #              "selectbox", "multiselect"; "window" (on/left/right), "blocks" (link + Br + Bc), "tabs", "" (drawn
-    #              by another setting's widget or by its tab's own code)
+    #              "selectbox", "multiselect"; "window" (on/left/right), "blocks" (link + Br + Bc), "views", "" (drawn
+    #              by another setting's widget or by its view's own code)
     label: str = ""  # widget label
     help: str = ""  # widget help text (markdown)
-    place: str = SIDEBAR  # SIDEBAR, TAB or APP
+    place: str = SIDEBAR  # SIDEBAR, VIEW or APP
     lo: int = 0  # INT / INTS: smallest allowed value
     hi: int = 0  # INT / INTS: largest allowed value
     options: tuple[Any, ...] = ()  # CHOICE / STRS: the allowed values; sliders and multiselects: the values offered
-    labels: Mapping[str, str] | None = None  # display text of each option (radio, selectbox, tabs)
+    labels: Mapping[str, str] | None = None  # display text of each option (radio, selectbox, views)
     increment: int = 1  # number_input: the amount its + and - buttons add
     half: bool = False  # drawn in half the sidebar's width, next to the following half-width setting
     env: str = ""  # "threads": hi is the machine's thread count; "devices": options are the machine's devices

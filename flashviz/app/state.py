@@ -1,10 +1,10 @@
-"""Dashboard settings, each declared once: the shared settings here (the sidebar's: problem size, mask, dtype,
-machine), each tab's own in its entry of flashviz.app.registry. `Settings` is one frozen dataclass of all of them; every
-field carries its `Spec` (flashviz.app.spec: URL key, default, bounds or options, widget kind, label and help text).
+"""Dashboard settings, each declared once: the shared settings here (the sidebar's: problem size, mask, dtype, machine),
+each view's own in its entry of flashviz.app.registry. `Settings` is one frozen dataclass of all of them; every field
+carries its `Spec` (flashviz.app.spec: URL key, default, bounds or options, widget kind, label and help text).
 
 Everything else is derived from these declarations: the URL form (`Settings.to_query`), the hostile-URL parser
 (flashviz.app.query.parse_query), the session-state keys and the widgets (flashviz.app.widgets). Adding a shared setting
-is one `setting(...)` line here; a tab's own setting, one in its registry entry. Also here: the classroom presets.
+is one `setting(...)` line here; a view's own setting, one in its registry entry. Also here: the classroom presets.
 Pure: imports neither streamlit nor torch.
 
 Legend: N sequence length (N_q = N_k), d head dimension, Br = block_q, Bc = block_k, B batch, H heads.
@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import Field, dataclass, fields, make_dataclass, replace
 from typing import Any
 
-from flashviz.app.registry import BOTH, LABELS, LOOP_ORDER, SLUGS, VIEWS
+from flashviz.app.registry import LABELS, SLUGS, VIEWS
 from flashviz.app.sizes import (
     BLOCK_MAX,
     BLOCK_MIN,
@@ -29,6 +29,7 @@ from flashviz.app.sizes import (
 )
 from flashviz.app.spec import APP, BOOL, CHOICE, INT, WINDOW, Spec, setting, spec_of_field, to_text
 from flashviz.limits import BATCH_MAX, HEADS_MAX  # shared with the CLI
+from flashviz.views.how.settings import BOTH, LOOP_ORDER
 from flashviz.vocab import DTYPES, LOOP_ORDERS
 
 
@@ -42,9 +43,9 @@ class Env:
 
 @dataclass(frozen=True)
 class SharedSettings:
-    """The settings several tabs read, drawn in the sidebar (each tab's registry entry lists those it reads)."""
+    """The settings several views read, drawn in the sidebar (each view's registry entry lists those it reads)."""
 
-    view: str = setting("how", Spec(CHOICE, "tabs", options=SLUGS, labels=LABELS, place=APP))
+    view: str = setting("how", Spec(CHOICE, "views", options=SLUGS, labels=LABELS, place=APP))
     n: int = setting(1024, Spec(
         INT, "select_slider", "Sequence length N", lo=N_MIN, hi=N_MAX, options=N_OPTIONS, short="N",
         help="Tokens per sequence (N_q = N_k = N). Powers of two plus odd sizes (97, 257, 1000, 1025) whose last "
@@ -98,8 +99,8 @@ def _to_query(self: Any) -> dict[str, str]:
     return {f.name: to_text(spec_of_field(f), getattr(self, f.name)) for f in setting_fields()}
 
 
-# Every setting of the dashboard: the shared ones, then each tab's own, in the registry's order. Hashable, so it can
-# key caches. Built from the registry, so that a tab's settings are declared in its entry only.
+# Every setting of the dashboard: the shared ones, then each view's own, in the registry's order. Hashable, so it can
+# key caches. Built from the registry, so that a view's settings are declared in its entry only.
 Settings = make_dataclass(
     "Settings", [(name, Any, f) for view in VIEWS for name, f in view.own.items()], bases=(SharedSettings,),
     frozen=True, namespace={"loop_orders": property(_loop_orders), "to_query": _to_query,

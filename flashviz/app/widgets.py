@@ -1,8 +1,8 @@
 """Settings <-> widgets, derived from each setting's Spec (flashviz.app.spec): the session-state keys, reading and
-writing them, and drawing any setting's widget wherever it belongs (the sidebar, or the tab that owns it).
+writing them, and drawing any setting's widget wherever it belongs (the sidebar, or the view that owns it).
 
 Every widget's key is its setting's name, except the sliding window, which is three widgets (on, left, right), and
-the tabs, whose state holds the tab label.
+the views, whose state holds the view label.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def write_state(s: Settings) -> None:
         if spec.kind == WINDOW:
             ss[WIN_ON] = value is not None
             ss[WIN_LEFT], ss[WIN_RIGHT] = value if value is not None else WINDOW_OFF_REACH
-        elif spec.widget == "tabs":
+        elif spec.widget == "views":
             ss[f.name] = spec.labels[value]
         else:
             ss[f.name] = list(value) if isinstance(value, tuple) else value
@@ -56,7 +56,7 @@ def read_state(env: Env) -> Settings:
         spec, default = spec_of(f), getattr(base, f.name)
         if spec.kind == WINDOW:
             values[f.name] = (int(ss.get(WIN_LEFT, 0)), int(ss.get(WIN_RIGHT, 0))) if ss.get(WIN_ON) else None
-        elif spec.widget == "tabs":
+        elif spec.widget == "views":
             values[f.name] = {label: slug for slug, label in spec.labels.items()}.get(ss.get(f.name), default)
         elif isinstance(default, tuple):
             values[f.name] = tuple(ss[f.name]) if f.name in ss else default

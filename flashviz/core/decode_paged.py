@@ -145,10 +145,10 @@ def _logical(table: torch.Tensor, used: torch.Tensor, pages_per_split: int, n_sp
     `fill` where a sequence has no page. A gather, not a scatter: no two pages write to one split's slot."""
     n = pages_per_split * n_splits  # logical pages the splits cover (>= every sequence's used pages)
     pad = max(0, n - table.shape[1])
-    tab = torch.nn.functional.pad(table, (0, pad))[:, :n]  # (B, n) physical page of each logical page
+    view = torch.nn.functional.pad(table, (0, pad))[:, :n]  # (B, n) physical page of each logical page
     valid = torch.nn.functional.pad(used, (0, pad))[:, :n]  # (B, n)
     B = table.shape[0]
-    idx = torch.where(valid, tab, 0)
+    idx = torch.where(valid, view, 0)
     all_valid = bool(valid.all())  # every slot holds a page (full splits): nothing to fill
 
     def to_splits(x: torch.Tensor, fill: float) -> torch.Tensor:

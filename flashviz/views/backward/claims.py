@@ -205,11 +205,11 @@ def backward_recompute(s: Settings) -> Result:
     sizes, and what deterministic dQ costs where atomic adds make the last bits vary.
 
     Args:
-        s: the step's settings (the tab's own N, d, tile size and causal mask for the map; the sidebar's N, d and
+        s: the step's settings (the view's own N, d, tile size and causal mask for the map; the sidebar's N, d and
             square tile size for the traffic at scale).
     Returns:
         Result: row_err (largest |row sum - 1|), n, d, block and saving (standard / tiled backward HBM bytes at the
-        sidebar's sizes, the tab's causal mask), extra (fraction of FLOPs the second pass adds), reordered (dQ
+        sidebar's sizes, the view's causal mask), extra (fraction of FLOPs the second pass adds), reordered (dQ
         entries that change when the columns' adds come in another order); holds when the rows sum to 1 within
         ROW_SUM_TOL, the tiled backward moves less, the second pass costs DETERMINISTIC_EXTRA, this CPU's dQ is
         bitwise the same twice and a reordered sum changes some last bits.

@@ -1,4 +1,4 @@
-"""The "Backward" tab: the tiled backward pass (FlashAttention-2, Algorithm 2) tile by tile, on the real kernel.
+"""The "Backward" view: the tiled backward pass (FlashAttention-2, Algorithm 2) tile by tile, on the real kernel.
 
 Widgets -> cached plain data (flashviz.views.backward.data: the backward's schedule with the IO model's counters,
 the real kernel's tiles through on_tile, the bytes kept for the backward, atomic against deterministic dQ;
@@ -8,7 +8,7 @@ sentence from figures/backward_text.py). Nothing is computed here. The map comes
 kernel's runs follow it.
 
 Two problem sizes, said on the page: the map's own small one (its N, d, tile size: every tile can be narrated) and
-the sidebar's N, d, Br, Bc, B, H for the traffic at scale and the measured price. The causal switch is the tab's own.
+the sidebar's N, d, Br, Bc, B, H for the traffic at scale and the measured price. The causal switch is the view's own.
 
 Legend: N sequence length, d head dimension, Br = block_q, Bc = block_k, B batch, H heads.
 """
@@ -22,7 +22,6 @@ import streamlit as st
 
 from flashviz.app.drawing import ran_with_ui, show_figure, show_map
 from flashviz.app.lock import Progress, holding
-from flashviz.app.registry import BOTH
 from flashviz.app.runs import not_cached_if
 from flashviz.app.sizes import grid_error
 from flashviz.app.state import Settings
@@ -51,6 +50,7 @@ from flashviz.views.backward.sentences import (
     traffic_text,
 )
 from flashviz.views.backward.tilemap import backward_map_html, map_header_html
+from flashviz.views.how.settings import BOTH
 from flashviz.vocab import DQ_ATOMIC, DQ_DETERMINISTIC, DQ_MODE_LABELS, DTYPE_BYTES
 
 KERNEL_FLOPS_MAX = 1e10  # the trace and the two dQ runs run the real kernel live: a few seconds of one CPU core
@@ -120,7 +120,7 @@ def modes_of(s: Settings) -> tuple[str, ...]:
 
 
 def backward_ui(s: Settings) -> None:
-    """Draw the tab for settings s: the map and the tile's operations first (they fit a 1280 x 720 window)."""
+    """Draw the view for settings s: the map and the tile's operations first (they fit a 1280 x 720 window)."""
     grid = SimpleNamespace(n=s.bwn, br=s.bwblock, bc=s.bwblock)
     error = grid_error(grid, view="the backward's tile map")
     if error:

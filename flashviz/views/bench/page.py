@@ -1,4 +1,4 @@
-"""The "Benchmark" tab: a live sweep over N for naive / flash / flash2 / SDPA, on request, drawn as each N finishes;
+"""The "Benchmark" view: a live sweep over N for naive / flash / flash2 / SDPA, on request, drawn as each N finishes;
 then, at the largest N, the price of the causal mask.
 
 Widgets -> jobs.sweep (cached run_sweep under the timing lock) -> figures. The result stays on the
@@ -31,7 +31,7 @@ CAUSAL_RAN_WITH = ("d", "dtype", "batch", "heads", "device", "threads", "bblock"
 
 def slower_caption_ui(df: pd.DataFrame, where: str, traffic: str) -> None:
     """Say why the tiled kernels are slower than naive, only where a measured speedup is below 1 (`traffic`: where
-    the tab shows the modelled HBM traffic, see slower_why)."""
+    the view shows the modelled HBM traffic, see slower_why)."""
     slow = speedups(df)
     slow = slow[slow["speedup"] < 1]
     if len(slow) == 0:
@@ -42,7 +42,7 @@ def slower_caption_ui(df: pd.DataFrame, where: str, traffic: str) -> None:
 
 
 def benchmark_ui(s: Settings) -> None:
-    """Draw the tab for settings s."""
+    """Draw the view for settings s."""
     st.markdown("Naive attention stores S and P: its memory grows with **N²**, the tiled kernels' with **N**.")
     draw("ns", st)
     c1, c2, c3 = st.columns([3, 1, 1])  # wide enough for all four implementation chips at 1280 px

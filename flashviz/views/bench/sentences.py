@@ -9,17 +9,18 @@ from flashviz.vocab import NAIVE, OK, TILED_IMPLS
 
 
 def slower_why(traffic: str) -> str:
-    """Why a tiled kernel can be slower than naive on a CPU; `traffic` says where this tab shows the modelled HBM
+    """Why a tiled kernel can be slower than naive on a CPU; `traffic` says where this view shows the modelled HBM
     traffic ("the modelled traffic chart below", ...) or is empty where it shows none.
 
     Example:
-        >>> slower_why("").endswith("HBM traffic: see the IO model tab.")
+        >>> slower_why("").endswith("HBM traffic: see the IO model view.")
         True
     """
     return ("This flashviz kernel is plain PyTorch: every tile is one Python loop iteration with a few small matmuls, "
             "so small tiles and a single head pay that overhead thousands of times. And on a CPU the \"SRAM\" is the "
             "cache while naive's N × N matrix still fits in RAM, so naive pays no slow round trip. On a GPU the gap "
-            "FlashAttention closes is HBM traffic: see " + (f"{traffic} and " if traffic else "") + "the IO model tab.")
+            "FlashAttention closes is HBM traffic: see " + (f"{traffic} and " if traffic else "")
+            + "the IO model view.")
 
 
 def plural(n: int, word: str) -> str:

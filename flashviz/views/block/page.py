@@ -1,4 +1,4 @@
-"""The "Block size" tab: measured time and modelled HBM traffic of the tiled kernels against the tile size at a
+"""The "Block size" view: measured time and modelled HBM traffic of the tiled kernels against the tile size at a
 fixed N, with naive attention and SDPA as reference lines (the counterpart of FA1's Figure 2, right).
 
 Widgets -> jobs.block_sweep (cached run_block_sweep under the timing lock) -> flashviz.figures.plots.block_sweep_figure.
@@ -22,7 +22,7 @@ RAN_WITH = ("n", "d", "causal", "window", "dtype", "batch", "heads", "device", "
 
 
 def block_size_ui(s: Settings) -> None:
-    """Draw the tab for settings s."""
+    """Draw the view for settings s."""
     st.markdown(
         f"At a fixed **N = {s.n}** (sidebar), how does the tile size Br = Bc change the run time and the modelled "
         "HBM traffic? Bigger tiles mean fewer trips to HBM (K and V are re-read once per Q block in FA2, O once per "

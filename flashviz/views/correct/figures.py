@@ -67,7 +67,7 @@ def correctness_figure(df: pd.DataFrame | None, *, tol: float | None = None, dty
     tol / 1000) and their hover says so. Rows not run are crosses on the floor, with the reason in the hover.
 
     Args:
-        df: the Correctness tab's run_sweep rows (columns impl, N, d, max_abs_err, status; dtype optional).
+        df: the Correctness view's run_sweep rows (columns impl, N, d, max_abs_err, status; dtype optional).
         tol: the pass bar; None: tolerance_for(dtype), and the subtitle says why.
         dtype: the outputs' dtype name; None: df's "dtype" column if it holds one name, else "float32".
     Returns:

@@ -1,4 +1,4 @@
-"""The "Correctness" tab: the largest error of every implementation against SDPA computed in float64, across
+"""The "Correctness" view: the largest error of every implementation against SDPA computed in float64, across
 head dimensions d and sequence lengths N (odd sizes hit ragged tiles), against a bar that suits the dtype
 (correctness.tolerance_for: 1e-5 for float32 / float64, 2 machine epsilons for float16 / bfloat16).
 
@@ -25,7 +25,7 @@ EXACT_BYTES = 4  # dtypes of at least this many bytes per element (float32, floa
 
 
 def correctness_ui(s: Settings) -> None:
-    """Draw the tab for settings s."""
+    """Draw the view for settings s."""
     tol, why = tolerance_for(s.dtype)
     bar = fmt_sci(tol)
     st.markdown(

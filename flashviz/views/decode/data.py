@@ -1,4 +1,4 @@
-"""The Decoding tab's measurements: one decode step (Flash-Decoding, flash_decode) recorded for the animation, the
+"""The Decoding view's measurements: one decode step (Flash-Decoding, flash_decode) recorded for the animation, the
 paged copy of a cache, and the time per step of flash_decode at a few split counts, SDPA and naive, interleaved.
 
 A `DecodeSetup` holds the step as numbers (hashable, so the dashboard caches on it). `decode_trace` runs flash_decode
@@ -56,7 +56,7 @@ CPU = "cpu"
 
 @dataclass(frozen=True)
 class DecodeSetup:
-    """The decode step the tab shows: hashable, so it keys the caches."""
+    """The decode step the view shows: hashable, so it keys the caches."""
 
     lens: tuple[int, ...]  # keys per sequence (sequence 0 is the longest)
     heads_q: int  # H_q

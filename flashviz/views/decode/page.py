@@ -1,4 +1,4 @@
-"""The "Decoding" tab: one decode step of Flash-Decoding (flash_decode) animated from its own on_split events, the
+"""The "Decoding" view: one decode step of Flash-Decoding (flash_decode) animated from its own on_split events, the
 paged cache's block table, the memory-bound story with numbers (bytes per token, arithmetic intensity on the
 roofline next to prefill) and, on request, the measured time per step of flash_decode, SDPA and naive as a cache read
 rate against this machine's measured bandwidth.
@@ -62,7 +62,7 @@ AUTO = "auto"  # decsplits: the heuristic chooses
 
 
 def setup_of(s: Settings) -> DecodeSetup:
-    """The decode step the tab's settings describe."""
+    """The decode step the view's settings describe."""
     return DecodeSetup(seq_lens(s.declen, s.declens), s.dechq, s.dechkv, s.d, s.decpage,
                        None if s.decsplits == AUTO else int(s.decsplits), s.dtype, s.threads)
 
@@ -87,7 +87,7 @@ def _variant_name(h_q: int, h_kv: int) -> str:
 
 
 def _controls_ui(s: Settings) -> Settings:
-    """The tab's widgets; H_kv is offered only among the divisors of H_q, and a value that does not divide (from a
+    """The view's widgets; H_kv is offered only among the divisors of H_q, and a value that does not divide (from a
     link, or after H_q changed) is repaired to the largest divisor below it, with a notice."""
     row1, row2 = st.columns(3), st.columns(3)
     draw("declen", row1[0])
@@ -341,7 +341,7 @@ def _measure_ui(setup: DecodeSetup, s: Settings) -> None:
 
 
 def decoding_ui(s: Settings) -> None:
-    """Draw the tab for settings s."""
+    """Draw the view for settings s."""
     st.markdown("Generating text, a model attends **one new query row per sequence** against everything it has "
                 "cached. Flash-Decoding cuts the cache into splits computed side by side, then merges them exactly "
                 "by their logsumexps.")

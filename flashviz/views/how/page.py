@@ -1,4 +1,4 @@
-"""The "How it works" tab: the animated tile map, the row inspector and the update equations.
+"""The "How it works" view: the animated tile map, the row inspector and the update equations.
 
 Widgets -> cached traces (flashviz.measure.trace: the tile schedule, the IO model's counters, the real kernel's on_tile
 events) -> figures (flashviz.figures.tilemap: SVG + CSS, drawn without plotly or torch; flashviz.views.how.figures).
@@ -104,14 +104,14 @@ def start_frame(frame: int, n_computed: int) -> int:
 
 
 def how_it_works_ui(s: Settings) -> None:
-    """Draw the tab for settings s: the tile map first (it must fit a 1280 x 720 window), then what it means."""
+    """Draw the view for settings s: the tile map first (it must fit a 1280 x 720 window), then what it means."""
     error = grid_error(s)
     if error:
         st.error(error)
         return
-    if s.usemask:  # the Masks tab's mask: no IO counters or row inspector for it (they model causal and window)
+    if s.usemask:  # the Masks view's mask: no IO counters or row inspector for it (they model causal and window)
         from flashviz.views.masks.page import (
-            how_it_works_mask_ui,  # the Masks tab's module loads torch: only when asked
+            how_it_works_mask_ui,  # the Masks view's module loads torch: only when asked
         )
 
         how_it_works_mask_ui(s)
@@ -157,7 +157,7 @@ def _schedules(s: Settings) -> tuple[list[ScheduleTrace], list[int], int]:
 
 
 def _controls_ui(frames_at: list[int], n_computed: int) -> None:
-    """Under the map: the frame it opens at, the loop order, and the Masks tab's mask instead of the sidebar's."""
+    """Under the map: the frame it opens at, the loop order, and the Masks view's mask instead of the sidebar's."""
     c1, c2, c3 = st.columns([4, 3, 3])
     with c1:
         frame_ui("frame", frames_at, n_computed)
@@ -218,7 +218,7 @@ def x_standard_md(order: str, tiled: float, naive: float, n: int, d: int, br: in
     return (f"**{short} moves {ratio:.2f}× standard attention's bytes here, {word}.** It never writes S or P, but at "
             f"N = {n} they are small: 4N² = {4 * n * n:,} elements, while {short}'s outer loop makes {passes} "
             f"passes (N / {name} = {n} / {block}), each re-reading {per_pass}. {rule} Wider tiles, a longer N or a "
-            "smaller d turn it round; on a GPU the tiles are as wide as SRAM allows (the IO model tab).")
+            "smaller d turn it round; on a GPU the tiles are as wide as SRAM allows (the IO model view).")
 
 
 def _row_inspector_ui(s: Settings, n_tiles: int, row: int, pick: RowPick | None) -> None:

@@ -1,4 +1,4 @@
-"""The "IO model" tab: HBM accesses against on-chip memory M for standard attention and both flash loop orders,
+"""The "IO model" view: HBM accesses against on-chip memory M for standard attention and both flash loop orders,
 with the formulas of FA1's Theorem 2 and real GPUs' SRAM per SM on the M axis. A model, not a measurement: it runs
 at once, no button.
 
@@ -159,7 +159,7 @@ def curve_story(df: pd.DataFrame, n: int, d: int, unmasked: pd.DataFrame | None 
 
 
 def io_model_ui(s: Settings) -> None:
-    """Draw the tab for settings s: the chart first, then what it shows and the formulas."""
+    """Draw the view for settings s: the chart first, then what it shows and the formulas."""
     st.markdown("GPUs compute much faster than they move data, so attention's speed is set by its **traffic to and "
                 "from HBM**. This model counts it, tile by tile, against the on-chip memory **M** (SRAM) that sets "
                 "the tile sizes: more SRAM, bigger tiles, fewer passes over HBM.")

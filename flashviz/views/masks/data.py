@@ -352,7 +352,7 @@ TABLE_ROWS = 8  # query blocks of the BlockMask listed
 
 @dataclass(frozen=True)
 class MaskData:
-    """Everything the tab draws for one mask, as plain data."""
+    """Everything the view draws for one mask, as plain data."""
 
     code: str  # the Python that builds the mask_mod (and score_mod)
     sample: str  # a whole script: the imports, that code, our BlockMask and torch's create_block_mask of it

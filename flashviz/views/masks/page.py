@@ -1,7 +1,7 @@
-"""The "Masks" tab: build a FlexAttention mask from presets, see it at element level and as tiles, read the BlockMask
+"""The "Masks" view: build a FlexAttention mask from presets, see it at element level and as tiles, read the BlockMask
 a FlexAttention user would get, and check it against torch's own create_block_mask, live.
 
-The browser sends only preset names and numbers (the tab's settings, in the URL like every other); the mask_mod is
+The browser sends only preset names and numbers (the view's settings, in the URL like every other); the mask_mod is
 built here from flashviz.masks. Widgets -> cached data (flashviz.views.masks.data) -> figures
 (flashviz.views.masks.figures).
 Every number on the page is computed from the data drawn next to it.
@@ -66,7 +66,7 @@ RUN_ENTRIES = 16  # timing runs kept per cached function
 
 
 def mask_spec(s: Settings) -> MaskSpec:
-    """The mask the tab's settings describe (names and numbers only): each setting of mask_presets' table fills its
+    """The mask the view's settings describe (names and numbers only): each setting of mask_presets' table fills its
     MaskSpec field."""
     return MaskSpec(**{p.key: getattr(s, url_key) for url_key, p in mask_settings().items()})
 
@@ -122,13 +122,13 @@ def _controls_ui(s: Settings) -> None:
 
 
 def masks_ui(s: Settings) -> None:
-    """Draw the tab for settings s."""
+    """Draw the view for settings s."""
     st.markdown("A FlexAttention **mask_mod** says which keys each query sees; the tiled kernel turns it into "
                 "**full**, **partial** and **skipped** tiles, and FlexAttention into a **BlockMask**. N, Br and Bc "
                 "come from the sidebar.")
     _controls_ui(s)
     if s.causal or s.window is not None:
-        st.markdown("The sidebar's causal mask and sliding window do not apply in this tab: its mask is built from "
+        st.markdown("The sidebar's causal mask and sliding window do not apply in this view: its mask is built from "
                     "the presets above only.")
     error = grid_error(s, TILE_GRID_MAX, "this view")
     if error:
@@ -195,7 +195,7 @@ def _check_ui(s: Settings, spec: MaskSpec) -> None:
     """The live check against torch's create_block_mask (skipped above CHECK_N_MAX, and saying so)."""
     if s.n > CHECK_N_MAX:
         st.markdown(f"Equal to create_block_mask: **not checked live** at N = {s.n}: create_block_mask builds the "
-                    f"whole N × N mask, so this tab runs it only up to N = {CHECK_N_MAX}.")
+                    f"whole N × N mask, so this view runs it only up to N = {CHECK_N_MAX}.")
         return
     with st.spinner("Building the same mask with torch's create_block_mask ..."), one_thread_if_idle():
         same = cached_matches_torch(replace(spec, score=NO_SCORE), s.n, s.br, s.bc)  # a score_mod changes no block
@@ -271,7 +271,7 @@ def sparsity_runs(spec: MaskSpec, n: int, d: int, heads: int, br: int, bc: int, 
 
 def _sweep_ui(s: Settings, spec: MaskSpec) -> None:
     st.subheader("Time against sparsity, every preset")
-    st.markdown(f"Times the tiled kernel with each of the {len(PRESETS)} presets alone (at this tab's window, "
+    st.markdown(f"Times the tiled kernel with each of the {len(PRESETS)} presets alone (at this view's window, "
                 f"prefix, documents, sinks, chunk and dilation; no score mod) and with no mask, interleaved call by "
                 f"call, {SWEEP_REPEATS} repeats after {SWEEP_WARMUP} untimed call each, each on its schedule built "
                 f"once beforehand, at the sidebar's N, d, H, Br, Bc and dtype on the CPU ({s.threads} thread(s)).")
@@ -293,7 +293,7 @@ def _sweep_ui(s: Settings, spec: MaskSpec) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# the How it works tab, with this tab's mask
+# the How it works view, with this view's mask
 
 
 @st.cache_data(show_spinner=False, max_entries=RUN_ENTRIES)
@@ -303,23 +303,23 @@ def cached_mask_map(spec: MaskSpec, n: int, br: int, bc: int, loop_orders: tuple
     tiles, all tiles and the first line of the code that builds the mask."""
     traces, code = mask_traces(spec, n, br, bc, loop_orders, heads)
     computed = len(traces[0].computed_steps())
-    html = tile_map_html(traces, title="Tile map of S = QKᵀ: the Masks tab's mask",
+    html = tile_map_html(traces, title="Tile map of S = QKᵀ: the Masks view's mask",
                          subtitle=(f"N = {n} · Br = {br}, Bc = {bc} · {traces[0].steps} tiles, {computed} computed · "
-                                   "mask from the Masks tab"))
+                                   "mask from the Masks view"))
     return html, computed, traces[0].steps, code
 
 
 def how_it_works_mask_ui(s: Settings) -> None:
-    """The How it works tile map for the Masks tab's mask, and what the tab cannot show for it."""
+    """The How it works tile map for the Masks view's mask, and what the view cannot show for it."""
     spec = mask_spec(s)
     try:
         with one_thread_if_idle():
             html, computed, tiles, code = cached_mask_map(spec, s.n, s.br, s.bc, s.loop_orders, s.heads)
     except (ValueError, TypeError) as e:
-        st.error(f"The Masks tab's mask cannot be drawn here: {e}")
+        st.error(f"The Masks view's mask cannot be drawn here: {e}")
         return
     show_map(html)
-    st.markdown(f"**Mask from the Masks tab**: `{code}`: {computed} of {tiles} tiles computed. The sidebar's causal "
+    st.markdown(f"**Mask from the Masks view**: `{code}`: {computed} of {tiles} tiles computed. The sidebar's causal "
                 "mask and window do not apply while it is on. The HBM counters and the row inspector model the causal "
-                "mask and window only, so they are left out; switch off *Mask from the Masks tab* in the sidebar to "
+                "mask and window only, so they are left out; switch off *Mask from the Masks view* in the sidebar to "
                 "see them.")

@@ -1,9 +1,9 @@
-"""The Masks tab's presets in one table: each mask preset, its parameters (bounds, defaults, URL keys, labels and
+"""The Masks view's presets in one table: each mask preset, its parameters (bounds, defaults, URL keys, labels and
 help), the document patterns, the ways to combine two presets and the score mods.
 
 Everything else is derived from these declarations: `flashviz.views.masks.data.MaskSpec` and `build_mask` (the
-mask_mod and the Python code the tab shows), the tab's controls (which parameters a preset draws), and the
-dashboard's settings (`mask_settings`: the URL key, default, bounds, label and help of every setting of the tab).
+mask_mod and the Python code the view shows), the view's controls (which parameters a preset draws), and the
+dashboard's settings (`mask_settings`: the URL key, default, bounds, label and help of every setting of the view).
 A new preset is one `MaskPreset(...)` entry in PRESETS (plus its function in flashviz.masks if it is a new mask).
 
 Torch-free on purpose: the dashboard's URL parsing and settings read it without importing torch. The factories are
@@ -24,7 +24,7 @@ CHOICE_WIDGET, NUMBER_WIDGET = "selectbox", "number_input"  # the streamlit widg
 
 @dataclass(frozen=True)
 class MaskParam:
-    """One setting of the Masks tab: a preset's parameter, or one of the pickers (which preset, how to combine)."""
+    """One setting of the Masks view: a preset's parameter, or one of the pickers (which preset, how to combine)."""
 
     key: str  # the MaskSpec field it fills
     url_key: str  # the dashboard setting: its name in flashviz.app.state.Settings and its key in the URL
@@ -54,7 +54,7 @@ class MaskParam:
 
 @dataclass(frozen=True)
 class MaskPreset:
-    """A mask_mod preset of flashviz.masks, as the tab offers it."""
+    """A mask_mod preset of flashviz.masks, as the view offers it."""
 
     name: str  # URL value and MaskSpec.preset
     label: str  # shown in the pickers
@@ -73,7 +73,7 @@ class DocPattern:
 
 @dataclass(frozen=True)
 class ScoreChoice:
-    """A score_mod the tab offers (or none)."""
+    """A score_mod the view offers (or none)."""
 
     label: str  # shown in the picker
     factory: str | None  # the flashviz.masks function; None: no score_mod
@@ -158,7 +158,7 @@ SETTING_ORDER = ("preset", "combine", "preset2", "docs", "prefix", "sinks", "win
 
 
 def mask_settings() -> dict[str, MaskParam]:
-    """Every setting of the Masks tab, by URL key, in Settings order: what a Settings field and its Spec need (URL
+    """Every setting of the Masks view, by URL key, in Settings order: what a Settings field and its Spec need (URL
     key, default, lo, hi, step, label, help; options and labels for a choice, whose widget is a selectbox).
 
     Example:

@@ -7,8 +7,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from flashviz.views.claim import Result
-from flashviz.views.numerics.data import flash_sdpa_gap_in_eps, hadamard_gain, lazy_rescale, rescales_saved
-from flashviz.views.numerics.settings import lab_settings
+from flashviz.views.numerics.data import (
+    flash_sdpa_gap_in_eps,
+    hadamard_gain,
+    lab_settings,
+    lazy_rescale,
+    rescales_saved,
+)
 
 if TYPE_CHECKING:  # a check reads the settings' fields only
     from flashviz.app.state import Settings
@@ -21,7 +26,7 @@ def numerics_rounding(s: Settings) -> Result:
     flash-attn's rule; FA4's tau keeps few of the rescales; Hadamard lowers FP8's error on outlier inputs.
 
     Args:
-        s: the step's settings (the tab's input dtype, P's dtype, tile size, tau, Hadamard, outliers, N_q, N_k).
+        s: the step's settings (the view's input dtype, P's dtype, tile size, tau, Hadamard, outliers, N_q, N_k).
     Returns:
         Result: gap (max |FA2 - SDPA| in eps, NaN when one of them fails the rule), classic and lazy (rescales with
         tau = 0 and the step's tau), saved (their ratio), gain (FP8 RMSE without Hadamard / with it, NaN unless lower

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 import torch
 import torch.nn.functional as F
 
+from flashviz.app.state import Settings
 from flashviz.core.decode import flash_decode
 from flashviz.core.flash import flash_attention_forward
 from flashviz.core.reference import naive_attention
@@ -41,6 +42,7 @@ from flashviz.core.softmax_variants import FA4_THRESHOLD
 from flashviz.limits import NUMERICS_D_MAX, NUMERICS_HEADS_MAX, NUMERICS_N_MAX, NUMERICS_SEEDS_MAX, tile_problem
 from flashviz.measure.progress import Progress, stage
 from flashviz.numerics import ErrorStats, error_stats, fp8_attention, make_inputs, quantize_blocks
+from flashviz.views.numerics.settings import NO_P_ROUNDING
 from flashviz.vocab import (
     FLASH,
     FLASH2,
@@ -708,3 +710,14 @@ def run_lab(s: LabSettings, *, n_seeds: int = FP8_SEEDS, progress: Progress | No
         progress(total, total, "done")
     return LabResult(s, *results)
 
+
+def lab_settings(s: Settings) -> LabSettings:
+    """The lab's settings of the view's widgets (raises ValueError, saying why, for a combination the lab refuses).
+
+    Example:
+        >>> lab_settings(Settings(nmnq=97, nmpdtype="e4m3")).n_q, lab_settings(Settings()).p_precision
+        (97, None)
+    """
+    p = None if s.nmpdtype == NO_P_ROUNDING else s.nmpdtype
+    return LabSettings(n_q=s.nmnq, n_k=s.nmnk, precision=s.nmdtype, p_precision=p, block=s.nmblock,
+                       tau=float(s.nmtau), hadamard=s.nmhad, outliers=s.nmout, causal=s.nmcausal)

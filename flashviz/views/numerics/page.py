@@ -1,9 +1,9 @@
-"""The "Numerics" tab: why correct kernels give different outputs, and the precision ideas after FlashAttention-2
+"""The "Numerics" view: why correct kernels give different outputs, and the precision ideas after FlashAttention-2
 (FA3's FP8 with incoherent processing, FA4's lazy rescale), on the numerics lab's seeded inputs.
 
 Widgets -> LabSettings (validated, its caps from flashviz.limits) -> cached numerics_runs.run_lab -> the figures of
 flashviz.views.numerics.figures and the sentences of flashviz.views.numerics.sentences, each a function of the numbers
-it quotes, so every claim is true at the settings shown. Small settings run as soon as the tab opens (a progress bar
+it quotes, so every claim is true at the settings shown. Small settings run as soon as the view opens (a progress bar
 while they do); settings estimated to take longer wait for a button, run under the timing lock with a progress bar and
 Cancel, and settings over the lab's cap are refused with a message that says how to fix them. docs/numerics.md explains
 each experiment. """
@@ -22,10 +22,9 @@ from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
 from flashviz.views.numerics import figures as figs
 from flashviz.views.numerics import sentences as text
-from flashviz.views.numerics.data import LabResult, LabSettings, LabWork, lab_problem, lab_work, run_lab
-from flashviz.views.numerics.settings import lab_settings
+from flashviz.views.numerics.data import LabResult, LabSettings, LabWork, lab_problem, lab_settings, lab_work, run_lab
 
-NAME = "numerics"  # the tab's result name in this session (flashviz.app.runs.remember)
+NAME = "numerics"  # the view's result name in this session (flashviz.app.runs.remember)
 TITLE = "Numerics lab"  # what the progress box calls the run
 CACHE_ENTRIES = 32  # lab results kept (a few hundred kB each at the largest settings)
 SELECTS = ("nmdtype", "nmpdtype", "nmblock", "nmtau", "nmnq", "nmnk")  # the first row of controls
@@ -44,7 +43,7 @@ def cached_lab(args: tuple, _progress: Progress | None = None, _lock: threading.
 
 
 def numerics_ui(s: Settings) -> None:
-    """Draw the tab for settings s."""
+    """Draw the view for settings s."""
     st.markdown(INTRO)
     for name, col in zip(SELECTS, st.columns(SELECT_WIDTHS), strict=True):
         draw(name, col)

@@ -1,4 +1,4 @@
-"""The Roofline tab's numbers: naive, FA1 (kv_outer) and FA2 (q_outer) placed by the roofline model on the published
+"""The Roofline view's numbers: naive, FA1 (kv_outer) and FA2 (q_outer) placed by the roofline model on the published
 GPUs and on this CPU's measured roof, and the same three kernels timed here (run_sweep, on the CPU and on CUDA when
 present) as points at the FLOP/s they reached.
 

@@ -1,4 +1,4 @@
-"""The "Roofline" tab: why FlashAttention is fast on a GPU, with numbers.
+"""The "Roofline" view: why FlashAttention is fast on a GPU, with numbers.
 
 A kernel that does F FLOPs and moves B bytes between main memory and the chip needs at least
 max(F / peak, B / bandwidth) seconds (the roofline model). The chart places naive attention, FA1 (kv_outer) and FA2
@@ -77,7 +77,7 @@ def measure(n: int, d: int, br: int, bc: int, causal: bool, window: tuple[int, i
 
 
 def points_of(s: Settings, cpu: Device) -> pd.DataFrame:
-    """model_points at the sidebar's settings (GPUs at the tab's GPU dtype, this CPU at the sidebar's)."""
+    """model_points at the sidebar's settings (GPUs at the view's GPU dtype, this CPU at the sidebar's)."""
     return model_points(s.n, s.d, s.br, s.bc, s.causal, s.window, s.batch, s.heads, s.dtype, s.gpu_dtype, cpu)
 
 
@@ -95,7 +95,7 @@ HERE = (CPU_NAME, f"{CPU_TIMED}{TIMED}")  # the devices of the chart's second pa
 
 
 def roofline_ui(s: Settings) -> None:
-    """Draw the tab for settings s: the chart first, the GPU dtype and the Run button under it, then the words."""
+    """Draw the view for settings s: the chart first, the GPU dtype and the Run button under it, then the words."""
     cuda = tuple(d for d in machine_env().devices if d == CUDA)
     args = run_args(s, cuda)
     result = remembered("roof", args)

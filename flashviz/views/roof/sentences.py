@@ -1,6 +1,6 @@
-"""What the Roofline tab says, in words: each sentence computed from the DataFrames its charts draw (the model's
+"""What the Roofline view says, in words: each sentence computed from the DataFrames its charts draw (the model's
 points, the roofs, the timed points) and from the roof check of flashviz.measure.roof_probe, so that a claim and the
-chart next to it cannot disagree. No widgets here: flashviz.views.roof.page draws the tab.
+chart next to it cannot disagree. No widgets here: flashviz.views.roof.page draws the view.
 
 Legend: N sequence length (N_q = N_k), d head dimension, Br = block_q, Bc = block_k, B batch, H heads,
 I arithmetic intensity (FLOP/byte).
@@ -36,7 +36,7 @@ def threads_text(threads: int) -> str:
 
 def settings_text(n: int, d: int, br: int, bc: int, batch: int, heads: int, causal: bool,
                   window: tuple[int, int] | None) -> str:
-    """The sidebar settings the tab shows, in one phrase.
+    """The sidebar settings the view shows, in one phrase.
 
     Example:
         >>> settings_text(1024, 64, 64, 64, 1, 4, True, None)
@@ -171,7 +171,7 @@ def gap_md(timed: pd.DataFrame, points: pd.DataFrame, cpu: Device, dtype: str, t
            bench_block: int, bench_tiles: int) -> str:
     """Why the measured speedups differ from the predicted ones, from the numbers: the time per computed tile
     against what its FLOPs need at this CPU's roof (the rest is per-tile overhead the roofline does not count), the
-    Benchmark tab's wider tiles (fewer loop iterations), and the GPU roofs against this CPU's."""
+    Benchmark view's wider tiles (fewer loop iterations), and the GPU roofs against this CPU's."""
     by = timed[timed["device"].eq(f"{CPU_TIMED}{TIMED}")].set_index("algorithm")
     model = points[points["device"].eq(CPU_NAME)].set_index("algorithm")
     tiled = [a for a in (KV_OUTER, Q_OUTER) if a in by.index and NAIVE in by.index]
@@ -190,8 +190,8 @@ def gap_md(timed: pd.DataFrame, points: pd.DataFrame, cpu: Device, dtype: str, t
             f"are plain PyTorch, one Python loop iteration with a few small matmuls per tile ({tiles:,} computed "
             f"tiles per call at Br × Bc = {br} × {bc}): {'; '.join(parts)}.")
     if bench_tiles != tiles:
-        text += (f" The Benchmark tab times its own tile size, {bench_block} × {bench_block}: {bench_tiles:,} computed "
-                 f"tiles per call at these settings, {tiles / max(bench_tiles, 1):.3g}× "
+        text += (f" The Benchmark view times its own tile size, {bench_block} × {bench_block}: {bench_tiles:,} "
+                 f"computed tiles per call at these settings, {tiles / max(bench_tiles, 1):.3g}× "
                  f"{'fewer' if bench_tiles < tiles else 'more'} loop iterations than here, so its speedups differ.")
     gpu = points[~points["device"].eq(CPU_NAME)]
     if len(gpu):

@@ -1,4 +1,4 @@
-"""The "Training" tab: forward + backward time and peak memory, and what each implementation saves for the
+"""The "Training" view: forward + backward time and peak memory, and what each implementation saves for the
 backward pass versus recomputes, and the modelled price of recomputing (flashviz.model.training).
 
 Widgets -> jobs.sweep(mode=TRAINING) (cached run_sweep under the timing lock) -> flashviz.figures.plots figures.
@@ -37,7 +37,7 @@ SAVED = (
 
 
 def training_ui(s: Settings) -> None:
-    """Draw the tab for settings s: the sweep's controls and its Run button first, the results under them, then what
+    """Draw the view for settings s: the sweep's controls and its Run button first, the results under them, then what
     each implementation saves for the backward pass and the modelled price of recomputing P."""
     _sweep_controls_ui()
     _run_ui(s)
@@ -74,7 +74,7 @@ def _run_ui(s: Settings) -> None:
         if NAIVE in impls and flash in impls:
             show_figure(summary_table_figure(summary_table(df, flash_impl=flash),
                                              title=f"Training summary: {flash} vs naive"), key=f"train_summary_{flash}")
-    slower_caption_ui(df, "in training", "")  # this tab draws no traffic chart: the IO model tab has it
+    slower_caption_ui(df, "in training", "")  # this view draws no traffic chart: the IO model view has it
     st.download_button("Download the measurements (CSV)", df.to_csv(index=False).encode(),
                        file_name="flashviz-training.csv", mime="text/csv", key="train_csv")
     with st.expander("All measurements"):

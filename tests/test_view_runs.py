@@ -1,6 +1,6 @@
-"""What the tabs show, checked for its values: the charts' numbers against the DataFrames they draw and against the
+"""What the views show, checked for its values: the charts' numbers against the DataFrames they draw and against the
 IO model (io_cost), the metrics against io_cost, the captions only where they are true, and the settings each result
-says it ran with. Heavy tabs run with tiny sweeps (tests/_apptest.TINY)."""
+says it ran with. Heavy views run with tiny sweeps (tests/_apptest.TINY)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ MS_PER_S = 1e3
 
 
 def measurements(at) -> pd.DataFrame:
-    """The sweep's rows, as the tab lists them under "All measurements"."""
+    """The sweep's rows, as the view lists them under "All measurements"."""
     return next(d.value for d in at.dataframe if "time_s" in d.value.columns)
 
 
@@ -68,7 +68,7 @@ def test_how_it_works_traffic_metrics_are_io_costs_numbers(make_app, query):
 
 
 def preset_query(name: str | None) -> dict[str, str]:
-    """The link of a classroom preset (None: the defaults), on the How it works tab."""
+    """The link of a classroom preset (None: the defaults), on the How it works view."""
     return {} if name is None else {**apply_preset(Settings(), name).to_query(), "view": "how"}
 
 
@@ -250,7 +250,7 @@ def test_the_slower_than_naive_caption_shows_only_when_true(make_app, monkeypatc
     assert bool(captions) == shown
     if shown:
         assert "flash at N = 32" in captions[0] and "Python loop iteration" in captions[0]
-        assert "see the modelled traffic chart below and the IO model tab" in captions[0]  # the chart is below
+        assert "see the modelled traffic chart below and the IO model view" in captions[0]  # the chart is below
 
 
 def test_benchmark_compares_causal_with_no_mask(make_app):
@@ -410,12 +410,12 @@ def test_trainings_slower_than_naive_sentence_points_only_at_what_exists(make_ap
     at = run_heavy(make_app, "train", ns="32", impls="naive,flash")
     lines = [m.value for m in at.markdown if "slower than naive in training" in m.value]
     assert bool(lines) == shown
-    for line in lines:  # the Training tab draws no traffic chart: nothing "below" to point at
-        assert "traffic below" not in line and "chart below" not in line and line.endswith("see the IO model tab.")
+    for line in lines:  # the Training view draws no traffic chart: nothing "below" to point at
+        assert "traffic below" not in line and "chart below" not in line and line.endswith("see the IO model view.")
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# every run button at its tab's defaults: the page draws and says what it measured (internal consistency, not speed)
+# every run button at its view's defaults: the page draws and says what it measured (internal consistency, not speed)
 
 
 def _drawn_against_measured(at, view: str) -> None:
@@ -443,7 +443,7 @@ def _drawn_against_measured(at, view: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("view", ["bench", "block", "correct", "train"])
 def test_a_run_at_the_tabs_defaults_draws_and_quotes_what_it_measured(make_app, view):
-    at = make_app(view=view)  # nothing but the tab: its defaults
+    at = make_app(view=view)  # nothing but the view: its defaults
     assert_clean(at)
     at.button(key=f"{view}_run").click().run()
     assert_clean(at)

@@ -1,0 +1,22 @@
+"""The Block size: the square tiles it times.
+
+Declared here, by the view that owns them; the registry (flashviz.app.registry) lists them with the view. Torch-free
+and Streamlit-free: the URL parser reads them in milliseconds.
+"""
+
+from __future__ import annotations
+
+from flashviz.app.sizes import (
+    BLOCK_MAX,
+    BLOCK_MIN,
+    BLOCK_OPTIONS,
+)
+from flashviz.app.spec import INTS, VIEW, Spec, setting
+from flashviz.limits import LIST_MAX
+
+OWN = dict(  # this view's own settings: name (its URL key) -> setting(default, Spec)
+        blocks=setting((16, 32, 64, 128, 256), Spec(
+            INTS, "multiselect", "Block sizes Br = Bc", lo=BLOCK_MIN, hi=BLOCK_MAX, options=BLOCK_OPTIONS,
+            place=VIEW, short="block sizes",
+            help=f"Square tiles to try, up to {LIST_MAX}; each is timed for both loop orders (FA1 and FA2).")),
+)

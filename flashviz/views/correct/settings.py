@@ -1,0 +1,26 @@
+"""The Correctness: the head dimensions and sequence lengths of its error matrix.
+
+Declared here, by the view that owns them; the registry (flashviz.app.registry) lists them with the view. Torch-free
+and Streamlit-free: the URL parser reads them in milliseconds.
+"""
+
+from __future__ import annotations
+
+from flashviz.app.sizes import (
+    D_MAX,
+    D_MIN,
+    D_OPTIONS,
+    N_MAX,
+    N_MIN,
+    N_OPTIONS,
+)
+from flashviz.app.spec import INTS, VIEW, Spec, setting
+
+OWN = dict(  # this view's own settings: name (its URL key) -> setting(default, Spec)
+        cds=setting((16, 32, 64, 128), Spec(
+            INTS, "multiselect", "Head dimensions d", lo=D_MIN, hi=D_MAX, options=D_OPTIONS, place=VIEW, short="d",
+            help="Odd values (59, 111) exercise code paths that powers of two hide.")),
+        cns=setting((64, 97, 256, 1000), Spec(
+            INTS, "multiselect", "Sequence lengths N", lo=N_MIN, hi=N_MAX, options=N_OPTIONS, place=VIEW, short="N",
+            help="Odd lengths (97, 257, 1000) make the last row and column of tiles ragged.")),
+)

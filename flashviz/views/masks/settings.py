@@ -1,0 +1,27 @@
+"""The Masks: every setting comes from the preset table (flashviz.views.masks.presets); a new preset is one entry there.
+
+Declared here, by the view that owns them; the registry (flashviz.app.registry) lists them with the view. Torch-free
+and Streamlit-free: the URL parser reads them in milliseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import Field
+
+from flashviz.app.spec import CHOICE, INT, VIEW, Spec, setting
+from flashviz.views.masks.presets import MaskParam, mask_settings, preset_labels  # torch-free: the presets in one table
+
+MASK_PRESETS = preset_labels()  # URL name -> label of each preset the Masks view offers
+
+
+def mask_setting(p: MaskParam) -> Field:
+    """A Masks setting as flashviz.views.masks.presets declares it: default, bounds, step, label and help."""
+    if p.options:
+        return setting(p.default, Spec(CHOICE, p.widget, p.label, help=p.help, place=VIEW, options=p.options,
+                                       labels=p.labels))
+    return setting(p.default, Spec(INT, p.widget, p.label, help=p.help, place=VIEW, lo=p.lo, hi=p.hi,
+                                   increment=p.step))
+
+
+OWN = {name: mask_setting(param) for name, param in mask_settings().items()}  # this view's own settings
+SETTING_NAMES = tuple(OWN)  # what a view that draws this view's mask borrows

@@ -1,0 +1,26 @@
+"""The Roofline: the element type the GPU roofs assume.
+
+Declared here, by the view that owns them; the registry (flashviz.app.registry) lists them with the view. Torch-free
+and Streamlit-free: the URL parser reads them in milliseconds.
+"""
+
+from __future__ import annotations
+
+from flashviz.app.spec import CHOICE, VIEW, Spec, setting
+from flashviz.vocab import (
+    DTYPE_BYTES,
+    DTYPES,
+)
+
+# -- Roofline: the GPU dtypes FlashAttention runs in (not float64), tensor-core types first
+GPU_DTYPES = tuple(sorted((t for t in DTYPES if DTYPE_BYTES[t] <= 4), key=DTYPE_BYTES.get))
+GPU_DTYPE_LABELS = {t: f"{t} ({'tensor' if DTYPE_BYTES[t] == 2 else 'CUDA'} cores)" for t in GPU_DTYPES}
+
+OWN = dict(  # this view's own settings: name (its URL key) -> setting(default, Spec)
+        gpu_dtype=setting("float16", Spec(
+            CHOICE, "selectbox", "GPU dtype", options=GPU_DTYPES, labels=GPU_DTYPE_LABELS, place=VIEW,
+            short="GPU dtype",
+            help="Element type the GPU roofs and points assume. FlashAttention runs fp16/bf16 on tensor cores (A100: "
+                 "312 TFLOP/s dense); fp32 runs on CUDA cores (19.5 TFLOP/s), so naive attention is already "
+                 "compute-bound there and the predicted speedup is about 1x. This CPU uses the sidebar's dtype.")),
+)
