@@ -1,9 +1,5 @@
-"""The Backward: the small problem its map plays and the real kernel runs, the causal switch, the dQ schedule, the
-frame the map opens at.
-
-Declared here, by the view that owns them; the registry (flashviz.app.registry) lists them with the view. Torch-free
-and Streamlit-free: the URL parser reads them in milliseconds.
-"""
+"""The Backward view's own settings: the small problem its map plays and the real kernel runs, the causal switch, the dQ
+schedule, the frame the map opens at."""
 
 from __future__ import annotations
 

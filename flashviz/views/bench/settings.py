@@ -1,8 +1,5 @@
-"""The Benchmark: the lengths, implementations, tile size and repeats it times (Block size and Training read them too).
-
-Declared here, by the view that owns them; the registry (flashviz.app.registry) lists them with the view. Torch-free
-and Streamlit-free: the URL parser reads them in milliseconds.
-"""
+"""The Benchmark's own settings: the lengths, implementations, tile size and repeats it times (Block size and Training
+read them too)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""The Block size: the square tiles it times.
-
-Declared here, by the view that owns them; the registry (flashviz.app.registry) lists them with the view. Torch-free
-and Streamlit-free: the URL parser reads them in milliseconds.
-"""
+"""The Block size view's own settings: the square tiles it times."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""The Correctness: the head dimensions and sequence lengths of its error matrix.
-
-Declared here, by the view that owns them; the registry (flashviz.app.registry) lists them with the view. Torch-free
-and Streamlit-free: the URL parser reads them in milliseconds.
-"""
+"""The Correctness view's own settings: the head dimensions and sequence lengths of its error matrix."""
 
 from __future__ import annotations
 

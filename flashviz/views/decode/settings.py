@@ -1,8 +1,5 @@
-"""The Decoding: the cache length, query and K/V heads, splits, page size and the batch's cache lengths.
-
-Declared here, by the view that owns them; the registry (flashviz.app.registry) lists them with the view. Torch-free
-and Streamlit-free: the URL parser reads them in milliseconds.
-"""
+"""The Decoding view's own settings: the cache length, query and K/V heads, splits, page size and the batch's cache
+lengths."""
 
 from __future__ import annotations
 

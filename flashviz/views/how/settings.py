@@ -1,9 +1,5 @@
-"""The How it works: the loop order the map plays, the Masks view's mask on the map, the row the inspector follows, the
-frame the map opens at.
-
-Declared here, by the view that owns them; the registry (flashviz.app.registry) lists them with the view. Torch-free
-and Streamlit-free: the URL parser reads them in milliseconds.
-"""
+"""How it works' own settings: the loop order the map plays, the Masks view's mask on the map, the row the inspector
+follows, the frame the map opens at."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The Masks: every setting comes from the preset table (flashviz.views.masks.presets); a new preset is one entry there.
-
-Declared here, by the view that owns them; the registry (flashviz.app.registry) lists them with the view. Torch-free
-and Streamlit-free: the URL parser reads them in milliseconds.
-"""
+"""The Masks view's own settings: every setting comes from the preset table (flashviz.views.masks.presets); a new preset
+is one entry there."""
 
 from __future__ import annotations
 

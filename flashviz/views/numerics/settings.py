@@ -1,8 +1,5 @@
-"""The Numerics: the lab's input dtype, P's dtype, tile, FA4's tau, N_q, N_k, Hadamard, outlier inputs, causal mask.
-
-Declared here, by the view that owns them; the registry (flashviz.app.registry) lists them with the view. Torch-free
-and Streamlit-free: the URL parser reads them in milliseconds.
-"""
+"""The Numerics view's own settings: the lab's input dtype, P's dtype, tile, FA4's tau, N_q, N_k, Hadamard, outlier
+inputs, causal mask."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""The Roofline: the element type the GPU roofs assume.
-
-Declared here, by the view that owns them; the registry (flashviz.app.registry) lists them with the view. Torch-free
-and Streamlit-free: the URL parser reads them in milliseconds.
-"""
+"""The Roofline view's own settings: the element type the GPU roofs assume."""
 
 from __future__ import annotations
 
