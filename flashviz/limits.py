@@ -52,3 +52,7 @@ NUMERICS_N_MAX = 1024  # N_q and N_k
 NUMERICS_HEADS_MAX = 8  # heads H (batch 1)
 NUMERICS_D_MAX = 256  # head dimension d
 NUMERICS_SEEDS_MAX = 16  # seeds the FP8 table may average over
+
+# -- timing until the median is known (flashviz.measure.timing.Adaptive, repeats="auto")
+AUTO_BUDGET_S = 10.0  # seconds one adaptive timing (warm-up included) may run before it stops unconverged
+AUTO_MAX_REPEATS = 400  # rounds of one call per implementation at most; the progress bar's total counts this many

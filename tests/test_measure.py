@@ -297,3 +297,62 @@ def test_concurrent_measurements_from_threads_are_serialised_and_exact():
     for t in threads:
         t.join()
     assert readings == [expected] * 30
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# the probe's spread and the run's context
+
+
+def test_the_roof_probe_reports_the_spread_of_its_calls():
+    from flashviz.measure import roof_probe
+
+    roof = roof_probe.machine_roof(1)
+    first = roof_probe.roof_spread(1)
+    assert first.threads == 1 and first.flops.calls >= roof_probe.PROBE_REPEATS
+    for spread in (first.flops, first.bandwidth):
+        assert spread.lowest <= spread.q1 <= spread.median <= spread.q3 <= spread.best and spread.rel_iqr >= 0
+    roof_probe.measure_again(1)
+    again = roof_probe.roof_spread(1)
+    assert again.flops.calls == first.flops.calls + roof_probe.PROBE_REPEATS  # every call of every probe is kept
+    # the roof is the best call of all; the spread lies below it
+    assert again.flops.best == roof_probe.machine_roof(1).peak("float32") >= roof.peak("float32")
+    assert again.bandwidth.best == roof_probe.machine_roof(1).bandwidth
+    check = roof_probe.with_spread(roof_probe.bounded(roof, {}, lambda: roof), 1)
+    assert check.spread == again and check.roof == roof
+
+
+def test_spread_of_known_rates():
+    from flashviz.measure.roof_probe import spread_of
+
+    s = spread_of([28e9, 12.7e9, 25e9, 27e9, 26e9])  # bytes/s: one call of five slowed by a busy machine
+    assert (s.best, s.median, s.lowest, s.q1, s.q3, s.calls) == (28e9, 26e9, 12.7e9, 25e9, 27e9, 5)
+    assert s.rel_iqr == pytest.approx(2e9 / 26e9)
+    single = spread_of([3.0])  # one call: no spread
+    assert (single.best, single.q1, single.median, single.q3, single.lowest, single.calls) == (3.0,) * 5 + (1,)
+    with pytest.raises(ValueError, match="at least one"):
+        spread_of([])
+
+
+@pytest.mark.parametrize("text,model", [
+    ("processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Gold 6130\n",
+     "Intel(R) Xeon(R) Gold 6130"),
+    ("processor\t: 0\nBogoMIPS\t: 108.00\n\nHardware\t: BCM2835\n", "BCM2835"),
+    ("model name\t:\nHardware\t: X\n", "X"),  # an empty field is skipped
+])
+def test_the_cpu_model_is_read_from_cpuinfo(tmp_path, text, model):
+    from flashviz.measure.context import cpu_model
+
+    path = tmp_path / "cpuinfo"
+    path.write_text(text)
+    assert cpu_model(path) == model
+
+
+def test_without_cpuinfo_the_cpu_model_falls_back_to_platform(tmp_path):
+    import platform
+
+    from flashviz.measure.context import cpu_model, run_context
+
+    assert cpu_model(tmp_path / "absent") == (platform.processor() or platform.machine() or "unknown")
+    ctx = run_context(3)
+    assert ctx["threads"] == 3 and ctx["torch_version"] == torch.__version__ and ctx["gpu"] == ""
+    assert run_context()["threads"] == torch.get_num_threads()

@@ -359,3 +359,83 @@ def test_an_odd_dtype_gets_a_message_that_names_the_allowed_dtypes(dtype, shown)
     assert shown in message and "<class" not in message
     assert all(f"'{name}'" in message for name in ("float16", "bfloat16", "float32", "float64"))
     assert resolve_dtype(" torch.float16 ") == torch.float16
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the interval of each median, repeats="auto", the run's context
+
+
+def test_every_row_carries_the_interval_of_its_median_and_its_repeats(sweep):
+    from flashviz.measure.stats import median_ci
+
+    assert (sweep["time_lo_s"] <= sweep["time_s"]).all() and (sweep["time_s"] <= sweep["time_hi_s"]).all()
+    assert (sweep["repeats"] == 2).all() and str(sweep["repeats"].dtype) == "Int64"
+    assert str(sweep["converged"].dtype) == "boolean"
+    assert not sweep["converged"].any()  # two calls give no 95% interval of a median: never converged
+    assert median_ci([1.0, 2.0]) == (1.0, 2.0, 0.5)  # two calls: [min, max], which covers the median half the time
+    assert sweep.attrs["repeats"] == 2 and sweep.attrs["adaptive"] is None
+
+
+def test_a_row_not_run_has_no_interval_and_no_repeats():
+    df = run_sweep([32], d=8, block_size=16, impls=("flash",), repeats=1, time_budget_s=0)
+    assert df["time_lo_s"].isna().all() and df["time_hi_s"].isna().all()
+    assert df["repeats"].isna().all() and df["converged"].isna().all()
+
+
+def test_repeats_auto_times_until_converged_or_its_budget_is_spent(monkeypatch):
+    """The timing loop is given an Adaptive whose budget is cut to what the sweep's own budget leaves; each row
+    reports how many calls it took and whether its median converged, its interval from exactly those calls."""
+    import flashviz.measure.sweep as sweep_module
+    from flashviz.measure.stats import median_ci
+    from flashviz.measure.timing import Adaptive
+
+    clock = FakeClock()
+    monkeypatch.setattr(sweep_module, "_now", clock)
+    real, given, kept = sweep_module.time_calls, [], {}
+
+    def recording(fns, *args, **kwargs):
+        given.append(kwargs["repeats"])
+        out = real(fns, *args, **kwargs)
+        kept.update(out)
+        return out
+
+    monkeypatch.setattr(sweep_module, "time_calls", recording)
+    df = run_sweep([32], d=8, block_size=16, impls=("flash", "sdpa"), repeats=Adaptive(budget_s=30.0, max_repeats=9),
+                   time_budget_s=12.0, threads=1)
+    assert given == [Adaptive(budget_s=12.0, max_repeats=9)]  # the sweep had 12 s left of its budget
+    assert (df["status"] == "ok").all()
+    for row in df.itertuples():
+        t = kept[row.impl]
+        assert 6 <= row.repeats == t.repeats <= 9 and row.converged == t.converged
+        assert (row.time_lo_s, row.time_hi_s) == median_ci(t.samples)[:2] and row.time_s == t.median
+    assert df.attrs["repeats"] == "auto" and df.attrs["adaptive"]["max_repeats"] == 9
+    given.clear()
+    auto = run_sweep([32], d=8, block_size=16, impls=("flash",), repeats="auto", threads=1)
+    assert given == [Adaptive()] and auto["repeats"].iloc[0] >= 6  # no sweep budget: the Adaptive's own
+    given.clear()
+
+    def late_start(done, total, label):
+        if label.startswith("timing"):
+            clock.t += 100.0  # the memory measurement ran past the sweep's 50 s budget
+
+    late = run_sweep([32], d=8, block_size=16, impls=("flash",), repeats="auto", time_budget_s=50.0,
+                     progress=late_start)
+    assert late["status"].iloc[0].startswith("not run: time budget of 50 s used up before timing") and given == []
+
+
+@pytest.mark.parametrize("repeats,error", [("fast", TypeError), (0, ValueError), (2.5, TypeError)])
+def test_bad_repeats_name_the_choices(repeats, error):
+    with pytest.raises(error, match="repeats"):
+        run_sweep([32], d=8, block_size=16, repeats=repeats)
+
+
+def test_the_sweep_keeps_its_run_context_for_the_csv(tmp_path, sweep):
+    from flashviz.measure.context import CONTEXT_COLUMNS, with_context
+
+    ctx = sweep.attrs["context"]
+    assert ctx["threads"] == 1 and ctx["torch_version"] == torch.__version__ and ctx["cpu_model"]
+    path = tmp_path / "r.csv"
+    with_context(sweep).to_csv(path, index=False)
+    back = pd.read_csv(path)
+    assert tuple(back.columns) == COLUMNS + CONTEXT_COLUMNS  # threads is a column already
+    assert (back["torch_version"] == torch.__version__).all() and back["cpu_model"].nunique() == 1

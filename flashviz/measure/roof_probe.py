@@ -7,19 +7,23 @@ was busy while it ran) or does not reach the machine's best (a 512 x 512 matmul 
 measures the roof again when a timed kernel beats it and keeps the best of both; if a kernel still beats it, the roof
 is raised to what that kernel reached, and the returned `RoofCheck` says so, with the numbers.
 
+Every probe call is kept: `roof_spread` reports, per thread count, the best, median, quartiles and slowest rate over
+all the probe's calls so far (a busy machine pulls a probe down, never up), so that a roof drawn from the best can
+carry the spread beside it; `with_spread` attaches it to a RoofCheck.
+
 Units: FLOP/s, bytes/s, FLOP/byte. The model that uses the roof is flashviz.model.roofline (pure arithmetic).
 """
 
 from __future__ import annotations
 
+import statistics
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import torch
 
-from flashviz.measure.timing import threads_set_to
+from flashviz.measure.timing import threads_set_to, time_call
 from flashviz.model.roofline import Device
 from flashviz.vocab import DTYPE_BYTES
 
@@ -29,26 +33,64 @@ PROBE_REPEATS = 5  # each probe keeps the best of this many calls (after a warm-
 BEAT_MARGIN = 1.0  # a kernel beats the roof when it reaches more than this times the roof's rate at its intensity
 _LOCK = threading.Lock()  # two sessions asking at once measure once, not twice at half speed
 _ROOFS: dict[int, Device] = {}  # threads -> the best roof measured so far at that thread count
+_RATES: dict[int, tuple[list[float], list[float]]] = {}  # threads -> (FLOP/s, bytes/s) of every probe call so far
 
 
-def _best_of(fn: Callable[[], object]) -> float:
-    """Shortest wall time of PROBE_REPEATS calls after one warm-up, in seconds."""
-    fn()
-    best = float("inf")
-    for _ in range(PROBE_REPEATS):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+@dataclass(frozen=True)
+class Spread:
+    """A probe's rate over its timed calls: the best is the roof, the rest how far a busy machine pulled calls down."""
+
+    best: float  # the highest rate of any call: what the roof draws (FLOP/s or bytes/s)
+    median: float  # the median call's rate
+    q1: float  # 25th percentile of the rates
+    q3: float  # 75th percentile of the rates
+    lowest: float  # the slowest call's rate
+    calls: int  # timed calls behind these figures
+
+    @property
+    def rel_iqr(self) -> float:
+        """(q3 - q1) / median: the spread of the middle half of the calls, as a fraction of the median."""
+        return (self.q3 - self.q1) / self.median
+
+
+def spread_of(rates: Sequence[float]) -> Spread:
+    """The Spread of a probe's rates (one per timed call, >= 1).
+
+    Example:
+        >>> spread_of([10.0, 8.0, 9.0, 4.0, 10.0])
+        Spread(best=10.0, median=9.0, q1=8.0, q3=10.0, lowest=4.0, calls=5)
+    """
+    if not rates:
+        raise ValueError("rates must hold at least one probe call's rate, got none.")
+    q1, _, q3 = statistics.quantiles(rates, n=4, method="inclusive") if len(rates) > 1 else (rates[0],) * 3
+    return Spread(max(rates), statistics.median(rates), q1, q3, min(rates), len(rates))
+
+
+@dataclass(frozen=True)
+class RoofSpread:
+    """The spread of both probes behind a roof at one thread count."""
+
+    flops: Spread  # the matmul probe's FLOP/s over its calls
+    bandwidth: Spread  # the bandwidth probe's bytes/s over its calls
+    threads: int  # the intra-op threads the probes ran with
+
+
+def _rates(fn: Callable[[], object], work: float) -> list[float]:
+    """work / seconds of each of PROBE_REPEATS timed calls after one warm-up (measure.time_call)."""
+    return [work / s for s in time_call(fn, warmup=1, repeats=PROBE_REPEATS).samples]
 
 
 def _probe(threads: int) -> Device:
-    """One measurement of the roof at `threads` intra-op threads."""
+    """One measurement of the roof at `threads` intra-op threads; every call's rate is kept in _RATES."""
     with threads_set_to(threads), torch.no_grad():
         a, b = torch.randn(MATMUL_N, MATMUL_N), torch.randn(MATMUL_N, MATMUL_N)  # fp32
-        rate = 2 * MATMUL_N**3 / _best_of(lambda: torch.mm(a, b))  # FLOP/s: 2 FLOPs per multiply-accumulate
+        flops = _rates(lambda: torch.mm(a, b), 2 * MATMUL_N**3)  # FLOP/s: 2 FLOPs per multiply-accumulate
         x = torch.ones(COPY_BYTES // 4)  # fp32: 4 bytes per element
-        bandwidth = COPY_BYTES / _best_of(x.sum)
+        bandwidths = _rates(x.sum, COPY_BYTES)  # bytes/s
+    kept = _RATES.setdefault(threads, ([], []))
+    kept[0].extend(flops)
+    kept[1].extend(bandwidths)
+    rate, bandwidth = max(flops), max(bandwidths)
     return Device(f"this machine ({threads} thread{'s' if threads != 1 else ''}, measured)",
                   dict.fromkeys(DTYPE_BYTES, rate), bandwidth, None,
                   f"measured: fp32 matmul {MATMUL_N}^3 and x.sum() over 64 MiB, best of {PROBE_REPEATS} calls each, "
@@ -76,6 +118,23 @@ def machine_roof(threads: int) -> Device:
         return _ROOFS[threads]
 
 
+def roof_spread(threads: int) -> RoofSpread:
+    """The spread of every probe call at `threads` threads so far (the roof is measured first if it was not yet):
+    a roof drawn at `best` can show the median and the slowest call beside it.
+
+    Example:
+        >>> spread = roof_spread(1)
+        >>> spread.flops.best == machine_roof(1).peak("float32"), spread.bandwidth.best == machine_roof(1).bandwidth
+        (True, True)
+        >>> spread.bandwidth.lowest <= spread.bandwidth.median <= spread.bandwidth.best
+        True
+    """
+    machine_roof(threads)
+    with _LOCK:
+        flops, bandwidths = _RATES[threads]
+        return RoofSpread(spread_of(flops), spread_of(bandwidths), threads)
+
+
 def measure_again(threads: int) -> Device:
     """Measure the roof at `threads` threads once more and keep the best of everything measured so far."""
     with _LOCK:
@@ -95,6 +154,13 @@ class RoofCheck:
     measured_again: bool  # the probe ran once more because a kernel beat it
     raised_flops: float | None  # FLOP/s the compute roof was raised to (the fastest kernel's), or None
     raised_bandwidth: float | None  # bytes/s the memory roof was raised to, or None
+    spread: RoofSpread | None = None  # the probes' spread over their calls (with_spread), or None if not attached
+
+
+def with_spread(check: RoofCheck, threads: int) -> RoofCheck:
+    """The check with the spread of the probe calls at `threads` threads attached (roof_spread): the roof drawn is
+    the best call, the spread says how far the others fell below it."""
+    return replace(check, spread=roof_spread(threads))
 
 
 def _attainable(roof: Device, intensity: float) -> float:

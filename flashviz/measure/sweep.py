@@ -1,6 +1,7 @@
 """Sweeps: run many attention configurations and collect one tidy pandas DataFrame, one row per (impl, config).
 
-Each row holds the time (median and IQR of repeated calls), the exact peak memory (`measure_memory`), the FLOPs and
+Each row holds the time (median, its 95% interval and IQR of repeated calls, how many and whether the median
+converged: flashviz.measure.timing), the exact peak memory (`measure_memory`), the FLOPs and
 achieved GFLOP/s (flashviz.model.flops), the modelled HBM traffic (`io_cost`) and the error against PyTorch's SDPA
 computed in float64. What each implementation runs, and the RunConfig of one row, are in flashviz.measure.impls.
 
@@ -8,6 +9,9 @@ Guards (guards.py) keep one sweep from taking the machine down; a row they stop 
 sweep goes on: no configuration whose inputs exceed the memory budget (default: half the available memory, container
 limits included) is allocated, naive attention runs only if its S and P fit too, an allocation that fails anyway
 refuses its row, and with `time_budget_s` the rows still to come once the sweep has run that long are not run.
+repeats="auto" (or a timing.Adaptive) times each configuration until every median is known to +-5% or its
+budget is spent (never past the sweep's time budget). df.attrs["context"] names the machine and torch version
+(flashviz.measure.context.with_context writes it into a CSV's rows).
 Every argument is checked once here, by a small `validate_*` helper that says how to fix the call.
 
 Legend: B batch, H heads, N sequence length (N_q = N_k = N), d head dimension, Br = block_q, Bc = block_k.
@@ -18,6 +22,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, replace
 from numbers import Integral, Real
 
 import pandas as pd
@@ -25,6 +30,7 @@ import torch
 
 from flashviz.core.validate import Window, validate_block, validate_causal, validate_window
 from flashviz.measure import impls as runs
+from flashviz.measure.context import run_context
 from flashviz.measure.guards import (
     TIME_BUDGET_STATUS,
     TimeBudget,
@@ -34,7 +40,16 @@ from flashviz.measure.guards import (
 )
 from flashviz.measure.impls import RunConfig, resolve_device, resolve_dtype, validate_mode
 from flashviz.measure.memory import peak_memory_and_result
-from flashviz.measure.timing import median_iqr, threads_set_to, time_calls
+from flashviz.measure.timing import (
+    AUTO,
+    Adaptive,
+    Repeats,
+    Timing,
+    resolve_repeats,
+    threads_set_to,
+    time_calls,
+    timing_of,
+)
 from flashviz.model.flops import impl_flops
 from flashviz.model.iomodel import io_cost
 from flashviz.vocab import IMPL_LOOP_ORDER, IMPLS, NAIVE, OK, SDPA, TILED_IMPLS, TRAINING
@@ -42,7 +57,8 @@ from flashviz.vocab import IMPL_LOOP_ORDER, IMPLS, NAIVE, OK, SDPA, TILED_IMPLS,
 MAX_N = 1 << 17  # 131072: beyond this even the tiled Python kernels take hours on a CPU
 MAX_D = 1024  # largest head dimension a sweep accepts (real models use 64-256)
 COLUMNS = ("impl", "N", "d", "block_q", "block_k", "causal", "window", "batch", "heads", "dtype", "device", "threads",
-           "time_s", "time_iqr_s", "peak_bytes", "flops", "gflops", "hbm_bytes", "max_abs_err", "status")
+           "time_s", "time_iqr_s", "peak_bytes", "flops", "gflops", "hbm_bytes", "max_abs_err", "status",
+           "time_lo_s", "time_hi_s", "repeats", "converged")
 MAX_REASON_CHARS = 160  # a failure's message is cut here in the status column
 
 
@@ -144,7 +160,8 @@ def _row(impl: str, cfg: RunConfig, threads: int, **values) -> dict:
            "batch": cfg.batch, "heads": cfg.heads, "dtype": str(cfg.dtype).removeprefix("torch."),
            "device": str(cfg.device), "threads": threads, "time_s": math.nan, "time_iqr_s": math.nan,
            "peak_bytes": math.nan, "flops": _flops(impl, cfg), "gflops": math.nan, "hbm_bytes": _hbm_bytes(impl, cfg),
-           "max_abs_err": math.nan, "status": OK}
+           "max_abs_err": math.nan, "status": OK, "time_lo_s": math.nan, "time_hi_s": math.nan, "repeats": pd.NA,
+           "converged": pd.NA}
     row.update(values)
     return row
 
@@ -158,20 +175,31 @@ FAILURES = (RuntimeError, MemoryError)  # e.g. an allocation the guard did not f
 _now = time.perf_counter  # the time budget's clock (tests replace it)
 
 
-def _time_rows(fns: dict[str, Callable], inputs: tuple, *, warmup: int, repeats: int,
-               clock: TimeBudget) -> tuple[dict[str, tuple[float, float]], str | None]:
-    """Time fns side by side, one interleaved repeat at a time (measure.time_calls), checking the time budget
-    between repeats. Returns ({impl: (median, iqr)}, None), or ({}, why) if the budget ran out first."""
+def _time_rows(fns: dict[str, Callable], inputs: tuple, *, warmup: int, repeats: int | Adaptive,
+               clock: TimeBudget) -> tuple[dict[str, Timing], str | None]:
+    """Time fns side by side (measure.time_calls), within the sweep's time budget. A fixed count runs one
+    interleaved repeat at a time, checking the budget between repeats; an Adaptive runs once, its own budget cut to
+    what the sweep has left. Returns ({impl: Timing}, None), or ({}, why) if the budget ran out first."""
+    if isinstance(repeats, Adaptive):
+        if clock.used_up():
+            return {}, clock.status("before timing")
+        if clock.seconds is not None:
+            left = clock.seconds - (clock.now() - clock.start)
+            repeats = replace(repeats, budget_s=left if repeats.budget_s is None else min(repeats.budget_s, left))
+        return time_calls(fns, *inputs, warmup=warmup, repeats=repeats), None
     samples: dict[str, list[float]] = {impl: [] for impl in fns}
+    timed = {}
     for r in range(repeats):
         if clock.used_up():
             return {}, clock.status(f"while timing ({r} of {repeats} repeats done)")
-        for impl, t in time_calls(fns, *inputs, warmup=warmup if r == 0 else 0, repeats=1).items():
+        timed = time_calls(fns, *inputs, warmup=warmup if r == 0 else 0, repeats=1)
+        for impl, t in timed.items():
             samples[impl] += t.samples
-    return {impl: median_iqr(s) for impl, s in samples.items()}, None
+    return {impl: timing_of(s, timed[impl].threads, timed[impl].device) for impl, s in samples.items()}, None
 
 
-def _measure_config(cfg: RunConfig, impls: list[str], *, budget: int, repeats: int, warmup: int, threads: int,
+def _measure_config(cfg: RunConfig, impls: list[str], *, budget: int, repeats: int | Adaptive, warmup: int,
+                    threads: int,
                     seed: int, report: Callable[[str], None], clock: TimeBudget) -> list[dict]:
     """The rows of one configuration: guards, then peak memory and error of each impl in turn, then the times of
     all that ran, interleaved call by call (measure.time_calls) so that noise hits them alike."""
@@ -214,17 +242,25 @@ def _measure_config(cfg: RunConfig, impls: list[str], *, budget: int, repeats: i
             timings, late = {}, _failure(e)
         if late is not None:
             why.update(dict.fromkeys(fns, late))
-        for impl, (median, iqr) in timings.items():
-            results[impl].update(time_s=median, time_iqr_s=iqr,
-                                 gflops=_flops(impl, cfg) / median / 1e9 if median > 0 else math.nan)
+        for impl, t in timings.items():
+            results[impl].update(time_s=t.median, time_iqr_s=t.iqr, time_lo_s=t.ci_low, time_hi_s=t.ci_high,
+                                 repeats=t.repeats, converged=t.converged,
+                                 gflops=_flops(impl, cfg) / t.median / 1e9 if t.median > 0 else math.nan)
     return [_row(impl, cfg, threads, status=why[impl]) if why[impl] is not None else
             _row(impl, cfg, threads, **results[impl]) for impl in impls]
 
 
-def _run(configs: list[RunConfig], impls: list[str], *, repeats: int, warmup: int, threads: int | None,
+def validate_repeats(repeats: object) -> int | Adaptive:
+    """A fixed number of timed calls per row (an int >= 1), or an Adaptive ("auto": Adaptive())."""
+    if (isinstance(repeats, str) and repeats == AUTO) or isinstance(repeats, Adaptive):
+        return resolve_repeats(repeats)
+    return validate_int("repeats", repeats, 1, fix=f"Use 3-10, or {AUTO!r} to time until the median is known.")
+
+
+def _run(configs: list[RunConfig], impls: list[str], *, repeats: Repeats, warmup: int, threads: int | None,
          memory_budget_bytes: int | None, seed: int, progress: Callable | None,
          time_budget_s: float | None) -> pd.DataFrame:
-    repeats = validate_int("repeats", repeats, 1, fix="Use 3-10; more only tightens the error bars.")
+    repeats = validate_repeats(repeats)
     warmup = validate_int("warmup", warmup, 0)
     seed = validate_int("seed", seed, 0)
     progress = validate_progress(progress)
@@ -246,8 +282,12 @@ def _run(configs: list[RunConfig], impls: list[str], *, repeats: int, warmup: in
     df = pd.DataFrame(rows, columns=list(COLUMNS))
     df["block_q"] = df["block_q"].astype("Int64")  # nullable: naive and sdpa have no tiles
     df["block_k"] = df["block_k"].astype("Int64")
-    df.attrs.update(mode=configs[0].mode, memory_budget_bytes=budget, repeats=repeats, seed=seed,
-                    time_budget_s=time_budget_s)
+    df["repeats"] = df["repeats"].astype("Int64")  # nullable: a row not run has none
+    df["converged"] = df["converged"].astype("boolean")
+    df.attrs.update(mode=configs[0].mode, memory_budget_bytes=budget,
+                    repeats=AUTO if isinstance(repeats, Adaptive) else repeats, seed=seed, time_budget_s=time_budget_s,
+                    adaptive=asdict(repeats) if isinstance(repeats, Adaptive) else None,
+                    context=run_context(n_threads, configs[0].device))
     return df
 
 
@@ -258,7 +298,7 @@ def cut_short(df: pd.DataFrame) -> bool:
 
 def run_sweep(ns: Iterable[int], *, d: int = 64, block_size: int = 128, causal: bool = False,
               impls: Sequence[str] = ("naive", "flash", "sdpa"), batch: int = 1, heads: int = 1,
-              dtype: torch.dtype | str = torch.float32, repeats: int = 5, progress: Callable | None = None,
+              dtype: torch.dtype | str = torch.float32, repeats: Repeats = 5, progress: Callable | None = None,
               block_q: int | None = None, block_k: int | None = None, window: Window = None,
               device: str | torch.device = "cpu", threads: int | None = None, mode: str = "forward",
               memory_budget_bytes: int | None = None, warmup: int = 1, seed: int = 0,
@@ -271,7 +311,10 @@ def run_sweep(ns: Iterable[int], *, d: int = 64, block_size: int = 128, causal: 
         block_size: Br = Bc of the tiled impls, unless block_q / block_k are given.
         causal, window: the mask: top-left causal and/or a (left, right) sliding window.
         impls: any of "naive", "flash" (FA1 loop order), "flash2" (FA2 loop order), "sdpa".
-        repeats: timed calls per row (median and IQR reported); warmup: untimed calls before them.
+        repeats: timed calls per row (median, its 95% interval and IQR reported), or "auto" / a
+            timing.Adaptive: time each configuration's impls, interleaved, until every median is known to +-5% (the
+            Adaptive's target) or its budget (cut to what time_budget_s leaves) or max_repeats is spent.
+            warmup: untimed calls before them.
         progress: progress(done, total, label) with done = rows finished so far (non-decreasing), called before each
             memory measurement and each timing phase, and once at the end with done == total and label "done".
         device: "cpu" or "cuda".  threads: torch intra-op threads (None: torch's current count), reported per row.
@@ -287,8 +330,11 @@ def run_sweep(ns: Iterable[int], *, d: int = 64, block_size: int = 128, causal: 
         window ("left,right" or None), batch, heads, dtype, device, threads, time_s, time_iqr_s (seconds),
         peak_bytes (bytes above the start level, output included), flops, gflops (GFLOP/s), hbm_bytes (modelled,
         NaN for sdpa and in training mode), max_abs_err (max |x - x_sdpa_fp64| over O and, in training, dQ, dK,
-        dV), status ("ok" or "not run: <why>"). df.attrs holds mode, memory_budget_bytes, repeats, seed and
-        time_budget_s.
+        dV), status ("ok" or "not run: <why>"), time_lo_s and time_hi_s (the distribution-free 95% interval of
+        the median, seconds; [min, max] below 6 repeats), repeats (timed calls behind the median, <NA> if not
+        run), converged (a 95% interval at most +-5% of the median). df.attrs holds mode, memory_budget_bytes,
+        repeats (an int or "auto"), adaptive (the Adaptive's fields, or None), seed, time_budget_s and context
+        (context.run_context: torch version, threads, CPU model, ...).
 
     Example:
         >>> df = run_sweep([64, 128], d=16, block_size=32, repeats=1)
@@ -307,7 +353,7 @@ def run_sweep(ns: Iterable[int], *, d: int = 64, block_size: int = 128, causal: 
 
 def run_block_sweep(n: int, block_sizes: Iterable[int | tuple[int, int]], *, d: int = 64, causal: bool = False,
                     window: Window = None, impls: Sequence[str] = TILED_IMPLS, batch: int = 1, heads: int = 1,
-                    dtype: torch.dtype | str = torch.float32, repeats: int = 5, progress: Callable | None = None,
+                    dtype: torch.dtype | str = torch.float32, repeats: Repeats = 5, progress: Callable | None = None,
                     device: str | torch.device = "cpu", threads: int | None = None, mode: str = "forward",
                     warmup: int = 1, seed: int = 0, time_budget_s: float | None = None,
                     memory_budget_bytes: int | None = None) -> pd.DataFrame:

@@ -1,24 +1,48 @@
-"""Honest timing: warm-up calls, then the median (and interquartile range) of timed calls.
+"""Honest timing: warm-up calls, then the median of timed calls with its confidence interval and interquartile range.
 
-Each call is timed with `time.perf_counter`, with the intra-op thread count set explicitly and reported, and CUDA
-synchronised around every call. `time_calls` interleaves several implementations call by call, so machine noise hits
-them alike: compare implementations as ratios measured side by side in one run. Both report their progress between
-calls (flashviz.measure.progress), and a caller stops them by raising from that callback.
+Each call is timed with `time.perf_counter` (or an injected clock), with the intra-op thread count set explicitly and
+reported, and CUDA synchronised around every call. `time_calls` interleaves several implementations call by call, so
+machine noise hits them alike: compare implementations as ratios measured side by side in one run. Both report their
+progress between calls (flashviz.measure.progress), and a caller stops them by raising from that callback.
+
+Every Timing carries the distribution-free 95% interval of its median (flashviz.measure.stats.median_ci) and says
+whether it converged: whether that interval is a real 95% one (at least 6 calls) and at most +-5% of the median wide.
+Two ways to choose the number of calls:
+
+    repeats=10                 a fixed number of timed calls per implementation
+    repeats="auto" / Adaptive  keep timing, round after round, until every implementation's median has converged or
+                               a time budget or a largest number of repeats is spent (as pyperf, criterion and
+                               torch.utils.benchmark's adaptive_autorange do)
+
+flashviz.measure.verdict turns two Timings into a verdict that names a winner only when the intervals separate and
+both medians converged.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from numbers import Real
 from typing import Any
 
 import torch
 
+from flashviz.limits import AUTO_BUDGET_S, AUTO_MAX_REPEATS
 from flashviz.measure.memory import device_of
 from flashviz.measure.progress import Progress
+from flashviz.measure.stats import (
+    CONFIDENCE,
+    TARGET_REL_CI,
+    is_converged,
+    median_ci,
+    min_repeats,
+    rel_half_width,
+    validate_fraction,
+)
 
 # ----------------------------------------------------------------------------------------------------------------------
 # time
@@ -33,6 +57,74 @@ class Timing:
     samples: tuple[float, ...]  # seconds, every timed call in order (warm-up calls excluded)
     threads: int  # torch intra-op threads the calls ran with
     device: str  # "cpu" or "cuda:0", ...
+    ci_low: float  # seconds, low end of the distribution-free interval of the median (stats.median_ci)
+    ci_high: float  # seconds, high end of that interval
+    ci_level: float  # what the interval covers: >= the confidence asked for from 6 calls on (at 95%), less below
+    converged: bool  # ci_level reached the confidence and the interval's half-width is <= the target of the median
+
+    @property
+    def repeats(self) -> int:
+        """Timed calls behind the median."""
+        return len(self.samples)
+
+    @property
+    def rel_ci(self) -> float:
+        """Half the interval's width as a fraction of the median (0.05: the median is known to +-5%)."""
+        return rel_half_width(self.median, self.ci_low, self.ci_high)
+
+
+MIN_REPEATS = min_repeats(CONFIDENCE)  # 6: the fewest timed calls whose [min, max] covers the median with 95%
+
+
+@dataclass(frozen=True)
+class Adaptive:
+    """Time until every median is known well enough, or a budget is spent: the adaptive mode of `time_calls`.
+
+    After the warm-up, rounds of one interleaved call per implementation run until, after at least `min_repeats`
+    rounds, every implementation's interval reaches `confidence` and has a half-width of at most `target_rel_ci` of
+    its median, or `max_repeats` rounds ran, or `budget_s` seconds passed since the timing began (warm-up
+    included; checked between rounds, so it overruns by at most one round, and never stops before min_repeats).
+    """
+
+    target_rel_ci: float = TARGET_REL_CI  # wanted half-width of the median's interval, as a fraction of the median
+    budget_s: float | None = AUTO_BUDGET_S  # seconds after which no new round starts (None: max_repeats only)
+    min_repeats: int = MIN_REPEATS  # rounds always run (6: the fewest with a 95% interval)
+    max_repeats: int = AUTO_MAX_REPEATS  # rounds at most; the progress total counts this many
+    confidence: float = CONFIDENCE  # coverage of the interval of each median
+
+    def __post_init__(self) -> None:
+        validate_fraction("target_rel_ci", self.target_rel_ci)
+        validate_fraction("confidence", self.confidence)
+        budget = self.budget_s
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, Real) or math.isnan(budget)
+                                   or budget < 0):
+            raise ValueError(f"budget_s must be None (no time limit) or a number of seconds >= 0, got {budget!r}.")
+        for name, value, low in (("min_repeats", self.min_repeats, 1), ("max_repeats", self.max_repeats,
+                                                                         self.min_repeats)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an int >= {low}, got {value!r}"
+                                 + (" (max_repeats may not be below min_repeats)." if name == "max_repeats" else "."))
+
+
+AUTO = "auto"  # repeats=AUTO: Adaptive() with its defaults
+Repeats = int | str | Adaptive  # what `repeats` accepts: a fixed count, "auto" or an Adaptive
+
+
+def resolve_repeats(repeats: object) -> int | Adaptive:
+    """A fixed number of timed calls (an int >= 1) or an Adaptive; "auto" is Adaptive() with its defaults.
+
+    Example:
+        >>> resolve_repeats(5), resolve_repeats("auto").target_rel_ci
+        (5, 0.05)
+    """
+    if isinstance(repeats, Adaptive):
+        return repeats
+    if isinstance(repeats, str) and repeats == AUTO:
+        return Adaptive()
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an int >= 1 (a fixed number of timed calls), {AUTO!r} or an "
+                         f"Adaptive(...) (time until the median is known to +-5%), got {repeats!r}.")
+    return repeats
 
 
 @contextlib.contextmanager
@@ -59,58 +151,68 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _validate_counts(warmup: object, repeats: object) -> None:
-    for name, value, low in (("warmup", warmup, 0), ("repeats", repeats, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"{name} must be an int >= {low}, got {value!r}.")
+def _validate_warmup(warmup: object) -> None:
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}.")
 
 
-def time_call(fn: Callable, *args: Any, warmup: int = 2, repeats: int = 10, threads: int | None = None,
+def time_call(fn: Callable, *args: Any, warmup: int = 2, repeats: Repeats = 10, threads: int | None = None,
               progress: Progress | None = None, sync_device: torch.device | str | None = None,
-              **kwargs: Any) -> Timing:
-    """Time fn(*args, **kwargs): `warmup` untimed calls, then `repeats` timed ones (`time_calls` with one function).
+              clock: Callable[[], float] | None = None, **kwargs: Any) -> Timing:
+    """Time fn(*args, **kwargs): `warmup` untimed calls, then the timed ones (`time_calls` with one function).
 
     Args:
-        fn: the callable to time.  *args, **kwargs: passed to fn (kwargs named `threads`, `progress` or
-            `sync_device` are taken by this function).
+        fn: the callable to time.  *args, **kwargs: passed to fn (kwargs named `threads`, `progress`,
+            `sync_device` or `clock` are taken by this function).
         warmup: untimed calls first (>= 0): page faults, lazy init, allocator warm-up.
-        repeats: timed calls (>= 1).
+        repeats: timed calls: an int >= 1, or "auto" / an Adaptive to time until the median is known (`time_calls`).
         threads: intra-op threads to run with; None keeps torch's current count. Always reported in the result.
         progress: called as progress(done, total, label) before every call and once after the last (see
             `time_calls`); raise from it to stop the timing.
         sync_device: the device synchronised after every call (CUDA work is asynchronous); None: the first CUDA
             tensor among args and kwargs, else the CPU. Give it when fn is a closure over CUDA tensors.
+        clock: seconds now, read before and after every timed call and for the adaptive budget; None:
+            time.perf_counter. Tests inject a fake one to make the samples exact.
     Returns:
-        Timing(median, iqr, samples, threads, device), seconds.
+        Timing(median, iqr, samples, threads, device, ci_low, ci_high, ci_level, converged), seconds.
 
     Example:
         >>> t = time_call(torch.mm, torch.randn(64, 64), torch.randn(64, 64), repeats=5, threads=1)
-        >>> t.threads, len(t.samples)
-        (1, 5)
+        >>> t.threads, len(t.samples), t.ci_low <= t.median <= t.ci_high
+        (1, 5, True)
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}.")
     name = getattr(fn, "__name__", "call")
     return time_calls({name: fn}, *args, warmup=warmup, repeats=repeats, threads=threads, progress=progress,
-                      sync_device=sync_device, **kwargs)[name]
+                      sync_device=sync_device, clock=clock, **kwargs)[name]
 
 
-def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats: int = 10,
+def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats: Repeats = 10,
                threads: int | None = None, progress: Progress | None = None,
-               sync_device: torch.device | str | None = None, **kwargs: Any) -> dict[str, Timing]:
+               sync_device: torch.device | str | None = None, clock: Callable[[], float] | None = None,
+               **kwargs: Any) -> dict[str, Timing]:
     """Time several callables on the same arguments side by side, interleaved call by call.
 
     Every function gets its `warmup` untimed calls first; then repeat r calls every function once before repeat
     r + 1 starts, so a burst of machine noise (another process, frequency scaling) lands on all of them alike and
     their ratios stay honest. This is the project's one timing loop: every timing goes through it.
 
+    With repeats="auto" or an Adaptive, the rounds go on until every function's median has converged (its 95%
+    interval at most +-5% of it, by default), or the Adaptive's max_repeats or budget_s is spent; every function is
+    called in every round, so all get the same number of repeats over the same stretch of time.
+
     Args:
         fns: name -> callable, each called as fn(*args, **kwargs).
-        warmup, repeats, threads, sync_device: as for `time_call`.
-        progress: called as progress(done, total, label) before each of the total = len(fns) * (warmup + repeats)
-            calls (done = calls finished, label = the call about to run, e.g. "repeat 2 of 5: mm") and once after
-            the last (done = total, label "timed"), never inside a timed interval. Raise from it to stop the
-            timing: the exception propagates (the thread count is restored) and no result is returned.
+        warmup, threads, sync_device, clock: as for `time_call`.
+        repeats: an int >= 1 (that many rounds), or "auto" / Adaptive(target_rel_ci, budget_s, min_repeats,
+            max_repeats, confidence) (until converged; see Adaptive).
+        progress: called as progress(done, total, label) before each call (done = calls finished, label = the call
+            about to run, e.g. "repeat 2 of 5: mm", or "repeat 2 of at most 100: mm" in the adaptive mode) and once
+            after the last (done = total, label "timed"), never inside a timed interval. total = len(fns) *
+            (warmup + repeats); in the adaptive mode repeats is max_repeats, so a run that converges sooner jumps to
+            total at its last report. Raise from it to stop the timing: the exception propagates (the thread count
+            is restored) and no result is returned.
     Returns:
         name -> Timing, in the order of fns.
 
@@ -118,33 +220,58 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
         >>> a, b = torch.randn(64, 64), torch.randn(64, 64)
         >>> sorted(time_calls({"mm": torch.mm, "add": torch.add}, a, b, repeats=3, threads=1))
         ['add', 'mm']
+        >>> now = [0.0]  # a fake clock that each call moves by 1 s: every median is exact at once
+        >>> t = time_calls({"tick": lambda: now.__setitem__(0, now[0] + 1)}, repeats="auto", clock=lambda: now[0])
+        >>> t["tick"].median, t["tick"].repeats, t["tick"].converged
+        (1.0, 6, True)
     """
     if not fns or not all(callable(f) for f in fns.values()):
         raise TypeError(f"fns must map names to callables, got {fns!r}.")
-    _validate_counts(warmup, repeats)
+    _validate_warmup(warmup)
+    mode = resolve_repeats(repeats)
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be a callable progress(done, total, label) or None, got {progress!r}.")
+    if clock is not None and not callable(clock):
+        raise TypeError(f"clock must be None (time.perf_counter) or a callable returning seconds, got {clock!r}.")
+    now = clock or time.perf_counter
+    adaptive = mode if isinstance(mode, Adaptive) else None
+    rounds = adaptive.max_repeats if adaptive else mode
+    of = f"at most {rounds}" if adaptive else f"{rounds}"
+    target = adaptive.target_rel_ci if adaptive else TARGET_REL_CI
+    confidence = adaptive.confidence if adaptive else CONFIDENCE
     device = device_of(args, kwargs) if sync_device is None else torch.device(sync_device)
     report = progress or (lambda done, total, label: None)
-    total, done = len(fns) * (warmup + repeats), 0
+    total, done = len(fns) * (warmup + rounds), 0
     samples: dict[str, list[float]] = {name: [] for name in fns}
+
+    def more(r: int) -> bool:  # whether round r + 1 runs
+        if adaptive is None or r < adaptive.min_repeats:
+            return r < rounds
+        if r >= rounds or (adaptive.budget_s is not None and now() - start >= adaptive.budget_s):
+            return False
+        return not all(is_converged(s, target, confidence) for s in samples.values())
+
     with threads_set_to(threads) as n_threads:
+        start = now()
         for name, fn in fns.items():
             for w in range(warmup):
                 report(done, total, f"warm-up {w + 1} of {warmup}: {name}")
                 fn(*args, **kwargs)
                 done += 1
         _sync(device)
-        for r in range(repeats):
+        r = 0
+        while more(r):
             for name, fn in fns.items():
-                report(done, total, f"repeat {r + 1} of {repeats}: {name}")
-                t0 = time.perf_counter()
+                report(done, total, f"repeat {r + 1} of {of}: {name}")
+                t0 = now()
                 fn(*args, **kwargs)
                 _sync(device)
-                samples[name].append(time.perf_counter() - t0)
+                samples[name].append(now() - t0)
                 done += 1
+            r += 1
         report(total, total, "timed")
-    return {name: _timing(s, n_threads, device) for name, s in samples.items()}
+    return {name: timing_of(s, n_threads, device, target_rel_ci=target, confidence=confidence)
+            for name, s in samples.items()}
 
 
 def median_iqr(samples: list[float]) -> tuple[float, float]:
@@ -160,9 +287,26 @@ def median_iqr(samples: list[float]) -> tuple[float, float]:
     return statistics.median(samples), q3 - q1
 
 
-def _timing(samples: list[float], threads: int, device: torch.device) -> Timing:
+def timing_of(samples: list[float], threads: int, device: torch.device | str, *,
+              target_rel_ci: float = TARGET_REL_CI, confidence: float = CONFIDENCE) -> Timing:
+    """The Timing of timed calls: median, IQR, the interval of the median and whether it converged.
+
+    Args:
+        samples: seconds of every timed call (>= 1).  threads, device: what they ran with.
+        target_rel_ci: the half-width, as a fraction of the median, at which the median counts as converged.
+        confidence: coverage of the interval (stats.median_ci).
+    Returns:
+        Timing.
+
+    Example:
+        >>> t = timing_of([1.0, 1.02, 0.98, 1.01, 0.99, 1.0], 1, "cpu")
+        >>> t.median, (t.ci_low, t.ci_high), t.converged, timing_of([1.0, 1.0, 1.0], 1, "cpu").converged
+        (1.0, (0.98, 1.02), True, False)
+    """
     median, iqr = median_iqr(samples)
-    return Timing(median, iqr, tuple(samples), threads, str(device))
+    low, high, level = median_ci(samples, confidence)
+    return Timing(median, iqr, tuple(samples), threads, str(device), low, high, level,
+                  is_converged(samples, target_rel_ci, confidence))
 
 
 def benchmark(fn: Callable, *args: Any, warmup: int = 2, repeats: int = 10, **kwargs: Any) -> float:

@@ -1,0 +1,250 @@
+"""Verdicts that survive a noisy machine: which of two timings is faster, said only when their intervals separate.
+
+Two medians always differ; whether the difference is the kernels' or the machine's is what the intervals of the
+medians (flashviz.measure.stats.median_ci, 95% each) say. `compare(a, b)` returns a Verdict:
+
+    ratio                 median_a / median_b (> 1: b is faster)
+    [ratio_low, high]     a.low / b.high .. a.high / b.low: every ratio the two intervals allow
+    disjoint              the intervals do not overlap (the ratio's interval excludes 1)
+    separated             disjoint, both real 95% intervals, and both medians converged (known to +-5%)
+
+Separated: "flash2 is 1.42x faster than naive (1.31-1.55x)". Otherwise "too close to call here", and what would
+settle it, from the numbers. Convergence is asked too because an interval holds only while the machine stays as it
+was during the run: a machine too noisy to pin a median to +-5% within the budget also changes between runs (another
+process takes a core, and a multi-threaded matmul suffers more than a Python tile loop), so intervals that happen to
+part there would name a winner that the rerun reverses.
+
+    more repeats   an interval is not a real 95% one (fewer than 6 calls) or is wider than the target (+-5% of its
+                   median): about repeats_needed calls would narrow it (the width shrinks as 1/sqrt(repeats)), or a
+                   quieter machine
+    a larger N     both medians are known to the target and still overlap: the difference is below the noise at
+                   this size (within what the two intervals reach towards each other); more work per call makes a
+                   kernel's difference larger than the machine's jitter (repeats_needed: how many repeats would
+                   separate them at this N, if the medians stayed put)
+
+Pure Python (no torch): the dashboard and the CSV reader use it on rows, the benchmarks on Timings.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+from numbers import Real
+
+from flashviz.measure.stats import (
+    CONFIDENCE,
+    TARGET_REL_CI,
+    ci_rank,
+    is_converged,
+    median_ci,
+    min_repeats,
+    rel_half_width,
+    repeats_for_width,
+    validate_fraction,
+)
+
+SEPARATED = "separated"  # Verdict.settle when the intervals separate: nothing left to settle
+MORE_REPEATS = "more repeats"  # Verdict.settle: an interval is too wide or not a real 95% one yet
+LARGER_N = "a larger N"  # Verdict.settle: both medians are known, the difference is below the noise at this N
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A median of timed calls and how sure it is (seconds, or any one unit shared by the two sides compared)."""
+
+    median: float  # the median of the timed calls
+    low: float  # low end of the median's interval
+    high: float  # high end of the median's interval
+    level: float  # what the interval covers (below the confidence asked for: fewer calls than min_repeats)
+    repeats: int  # timed calls behind the median
+    converged: bool  # level reached the confidence and the half-width is at most the target of the median
+
+    @property
+    def rel_ci(self) -> float:
+        """Half the interval's width as a fraction of the median."""
+        return rel_half_width(self.median, self.low, self.high)
+
+
+def estimate(samples: Iterable[float], *, target_rel_ci: float = TARGET_REL_CI,
+             confidence: float = CONFIDENCE) -> Estimate:
+    """The Estimate of raw timed calls.
+
+    Example:
+        >>> e = estimate([1.0, 1.02, 0.98, 1.01, 0.99, 1.0])
+        >>> e.median, e.low, e.high, e.repeats, e.converged
+        (1.0, 0.98, 1.02, 6, True)
+    """
+    values = [float(x) for x in samples]
+    if not values or not all(math.isfinite(x) and x >= 0 for x in values):
+        raise ValueError(f"samples must be one or more finite times >= 0, got {values[:8]!r}.")
+    low, high, level = median_ci(values, confidence)
+    return Estimate(statistics.median(values), low, high, level, len(values),
+                    is_converged(values, target_rel_ci, confidence))
+
+
+def estimate_of(median: float, low: float, high: float, repeats: int, *, target_rel_ci: float = TARGET_REL_CI,
+                confidence: float = CONFIDENCE) -> Estimate:
+    """The Estimate of a summary (a sweep row's time_s, time_lo_s, time_hi_s, repeats): the interval's coverage
+    follows from the number of calls alone (stats.ci_rank), and so whether it converged.
+
+    Example:
+        >>> estimate_of(1.0, 0.9, 1.2, 3).level, estimate_of(1.0, 0.99, 1.01, 20).converged
+        (0.75, True)
+    """
+    if not (0 <= low <= median <= high and math.isfinite(high)):
+        raise ValueError(f"need 0 <= low <= median <= high (finite), got low={low!r}, median={median!r}, "
+                         f"high={high!r}.")
+    level = ci_rank(int(repeats), confidence)[1]
+    converged = level >= confidence and rel_half_width(median, low, high) <= validate_fraction(
+        "target_rel_ci", target_rel_ci)
+    return Estimate(float(median), float(low), float(high), level, int(repeats), converged)
+
+
+def as_estimate(x: object, *, target_rel_ci: float = TARGET_REL_CI, confidence: float = CONFIDENCE) -> Estimate:
+    """An Estimate from an Estimate, a Timing (flashviz.measure.timing: median, ci_low, ci_high, ci_level, samples,
+    converged) or raw timed calls (a sequence of numbers)."""
+    if isinstance(x, Estimate):
+        return x
+    if all(hasattr(x, a) for a in ("median", "ci_low", "ci_high", "ci_level", "samples", "converged")):
+        return Estimate(x.median, x.ci_low, x.ci_high, x.ci_level, len(x.samples), bool(x.converged))
+    if isinstance(x, Iterable) and not isinstance(x, (str, bytes)):
+        return estimate(x, target_rel_ci=target_rel_ci, confidence=confidence)
+    raise TypeError(f"a timing must be an Estimate, a Timing or a list of timed calls in seconds, got "
+                    f"{type(x).__name__}.")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Which of two timings is faster, and how sure: see the module for the rule."""
+
+    names: tuple[str, str]  # the two sides, as compare() got them: (a, b)
+    a: Estimate  # side a's median and interval
+    b: Estimate  # side b's median and interval
+    ratio: float  # a.median / b.median: above 1, b is faster
+    ratio_low: float  # a.low / b.high: the smallest ratio the two intervals allow
+    ratio_high: float  # a.high / b.low: the largest (inf if b.low is 0)
+    disjoint: bool  # the intervals do not overlap: the ratio's interval excludes 1
+    separated: bool  # disjoint, both intervals cover the confidence and both converged: a faster side can be named
+    settle: str  # SEPARATED, or what would settle it: MORE_REPEATS or LARGER_N
+    repeats_needed: int | None  # calls per side that would settle it at this N (None: separated, or equal medians)
+    difference: float  # |median_a - median_b| / the larger median: how far apart the two are
+    noise: float  # how far the two intervals reach towards each other (the faster's high end above its median plus
+    #               the slower's median above its low end), / the larger median: they overlap iff difference <= noise
+    widest: float  # the larger relative half-width of the two intervals (Estimate.rel_ci)
+    confidence: float  # the coverage asked of each interval
+    target_rel_ci: float  # the half-width (fraction of the median) at which a median counts as converged
+
+    @property
+    def faster(self) -> str | None:
+        """The faster side's name when separated, else None."""
+        if not self.separated:
+            return None
+        return self.names[1] if self.ratio > 1 else self.names[0]
+
+    @property
+    def slower(self) -> str | None:
+        """The slower side's name when separated, else None."""
+        if not self.separated:
+            return None
+        return self.names[0] if self.ratio > 1 else self.names[1]
+
+    @property
+    def speedup(self) -> tuple[float, float, float]:
+        """(speedup, low, high): how many times faster the side with the smaller median is, with the interval of
+        that factor (the ratio's interval, inverted when a is the faster-looking side). A winner only if separated."""
+        if self.ratio >= 1:
+            return self.ratio, self.ratio_low, self.ratio_high
+        return 1 / self.ratio, 1 / self.ratio_high, (math.inf if self.ratio_low == 0 else 1 / self.ratio_low)
+
+
+def compare(a: object, b: object, names: tuple[str, str] = ("a", "b"), *, target_rel_ci: float = TARGET_REL_CI,
+            confidence: float = CONFIDENCE) -> Verdict:
+    """Compare two timings of the same work (see the module): a winner only when their intervals separate.
+
+    Args:
+        a, b: each an Estimate, a Timing or a list of timed calls, in one unit (seconds).
+        names: what to call a and b in the verdict's sentence.
+        target_rel_ci: the half-width (fraction of the median) at which a median counts as converged.
+        confidence: the coverage asked of each interval.
+    Returns:
+        Verdict.
+
+    Example:
+        >>> fast = estimate([1.0, 1.01, 0.99, 1.02, 0.98, 1.0, 1.01])
+        >>> slow = estimate([2.0, 2.02, 1.98, 2.01, 1.99, 2.0, 2.03])
+        >>> v = compare(slow, fast, ("naive", "flash2"))
+        >>> v.separated, v.faster, round(v.ratio, 2), v.ratio_low <= 2 <= v.ratio_high
+        (True, 'flash2', 2.0, True)
+        >>> compare([1.0, 1.5, 0.8], [2.0, 2.4, 1.7]).settle  # three calls give no 95% interval
+        'more repeats'
+    """
+    if not (isinstance(names, tuple) and len(names) == 2 and all(isinstance(n, str) for n in names)):
+        raise TypeError(f"names must be a tuple of two strings, e.g. ('naive', 'flash2'), got {names!r}.")
+    confidence = validate_fraction("confidence", confidence)
+    target_rel_ci = validate_fraction("target_rel_ci", target_rel_ci)
+    ea, eb = (as_estimate(x, target_rel_ci=target_rel_ci, confidence=confidence) for x in (a, b))
+    for name, e in zip(names, (ea, eb), strict=True):
+        if not (isinstance(e.median, Real) and e.median > 0 and math.isfinite(e.median)):
+            raise ValueError(f"{name}'s median must be a finite time > 0 to take a ratio, got {e.median!r}.")
+    ratio = ea.median / eb.median
+    ratio_low = ea.low / eb.high
+    ratio_high = ea.high / eb.low if eb.low > 0 else math.inf
+    real = ea.level >= confidence and eb.level >= confidence
+    disjoint = ratio_low > 1 or ratio_high < 1
+    separated = disjoint and real and ea.converged and eb.converged
+    fast, slow = (ea, eb) if ea.median <= eb.median else (eb, ea)
+    gap = slow.median - fast.median
+    reach = (fast.high - fast.median) + (slow.median - slow.low)  # seconds the intervals reach towards each other
+    difference, noise = gap / slow.median, reach / slow.median
+    widest = max(ea.rel_ci, eb.rel_ci)
+    n = max(ea.repeats, eb.repeats)
+    if separated:
+        settle, needed = SEPARATED, None
+    elif not (ea.converged and eb.converged):
+        settle = MORE_REPEATS
+        needed = max(min_repeats(confidence), repeats_for_width(n, widest, target_rel_ci) if math.isfinite(widest)
+                     else min_repeats(confidence))
+    else:  # the reach shrinks as 1/sqrt(n): it falls below the gap after n (reach / gap)^2 calls, if the medians stay
+        settle, needed = LARGER_N, None if gap == 0 else max(n + 1, math.ceil(n * (reach / gap) ** 2))
+    return Verdict(names, ea, eb, ratio, ratio_low, ratio_high, disjoint, separated, settle, needed, difference,
+                   noise, widest, confidence, target_rel_ci)
+
+
+def _x(value: float) -> str:
+    return f"{value:.2f}x" if math.isfinite(value) else "unbounded"
+
+
+def sentence(v: Verdict) -> str:
+    """The verdict in words, every number taken from it: a winner with its interval only when separated,
+    otherwise "too close to call here" and what would settle it.
+
+    Example:
+        >>> v = compare([2.0, 2.02, 1.98, 2.01, 1.99, 2.0], [1.0, 1.01, 0.99, 1.02, 0.98, 1.0], ("naive", "flash2"))
+        >>> sentence(v)
+        'flash2 is 2.00x faster than naive (1.94-2.06x; 95% intervals of 6 and 6 timed calls).'
+    """
+    speedup, low, high = v.speedup
+    calls = f"{v.a.repeats} and {v.b.repeats} timed calls"
+    if v.separated:
+        return (f"{v.faster} is {_x(speedup)} faster than {v.slower} ({_x(low).removesuffix('x')}-{_x(high)}; "
+                f"{v.confidence:.0%} intervals of {calls}).")
+    a, b = v.names
+    call = "not settled here, though their intervals part" if v.disjoint else "too close to call here"
+    lead = (f"{a} and {b} are {call}: {a} takes {_x(v.ratio)} {b}'s time "
+            f"({_x(v.ratio_low).removesuffix('x')}-{_x(v.ratio_high)}) ")
+    if v.settle == MORE_REPEATS:
+        fewest = min_repeats(v.confidence)
+        if min(v.a.repeats, v.b.repeats) < fewest:
+            why = (f"from {calls}, and fewer than {fewest} calls give no {v.confidence:.0%} interval of a median. "
+                   f"Time more repeats: at least {fewest}, about {v.repeats_needed} at this spread.")
+        else:
+            why = (f"from {calls}. With intervals up to ±{v.widest:.1%} of the median the machine was too noisy "
+                   f"for a verdict (target ±{v.target_rel_ci:.0%}): time more repeats (about {v.repeats_needed} "
+                   f"would narrow them to ±{v.target_rel_ci:.0%}) or rerun on a quieter machine.")
+        return lead + why
+    more = ("" if v.repeats_needed is None else
+            f"; at this N about {v.repeats_needed} repeats might separate them")
+    return (lead + f"from {calls}: the {v.difference:.1%} difference is within the {v.noise:.1%} the two intervals "
+            f"reach towards each other at this N. Try a larger N, where each call does more work{more}.")
