@@ -16,7 +16,7 @@ APP = Path(__file__).resolve().parent.parent / "app.py"  # the page
 APP_TIMEOUT_S = 240  # one AppTest script run; generous because the CI machine may be shared and slow
 
 TINY = {"ns": "32,64", "impls": "naive,flash,flash2,sdpa", "reps": "1", "d": "16", "n": "128", "br": "32",
-        "bc": "32", "blocks": "16,32", "cds": "16", "cns": "32,33", "bblock": "32"}  # every heavy view in a second
+        "bc": "32", "blocks": "16,32", "cds": "16", "cns": "32,33", "bblock": "32", "sure": "0"}  # each in a second
 RUN_BUTTON = {"bench": "bench_run", "block": "block_run", "correct": "correct_run", "train": "train_run"}
 
 

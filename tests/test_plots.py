@@ -570,3 +570,14 @@ def test_speedup_figure_labels_model_and_measured_bars_and_marks_one():
     (one,) = fig.layout.shapes
     assert one.y0 == one.y1 == 1.0 and "naive" in fig.layout.annotations[0].text
     assert fig.layout.yaxis.range[1] >= 20.0  # the tallest bar and its label fit
+
+
+def test_time_figure_draws_each_medians_95_percent_interval_where_the_sweep_measured_it():
+    df = fake_sweep().assign(time_lo_s=lambda d: d.time_s * 0.9, time_hi_s=lambda d: d.time_s * 1.2, repeats=12)
+    fig = plots.time_figure(df)
+    assert "95% interval of the median" in fig.layout.title.text
+    for t in (t for t in fig.data if t.mode == "lines+markers"):
+        assert list(t.error_y.array) == pytest.approx([0.2 * y for y in t.y])  # up to time_hi_s
+        assert list(t.error_y.arrayminus) == pytest.approx([0.1 * y for y in t.y])  # down to time_lo_s
+    few = df.assign(repeats=3)  # fewer than 6 calls give no 95% interval: the bars stay the IQR, and say so
+    assert "interquartile range" in plots.time_figure(few).layout.title.text

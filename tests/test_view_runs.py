@@ -222,24 +222,36 @@ def test_benchmark_draws_each_n_as_it_finishes():
 def test_benchmark_shows_results_so_far_and_the_idle_text_counts_right(make_app):
     jobs.sweep.clear()
     at = make_app(view="bench", ns="128", impls="sdpa", reps="1", d="8")
-    assert any("about 1 measurement, 1 repeat each" in i.value for i in at.info)
+    assert any("about 1 measurement, at least 6 repeats, until its median is known to ±5% each" in i.value
+               for i in at.info)  # repeat until sure (the default): a 95% interval needs 6 calls
+    assert any("about 1 measurement, 1 repeat each" in i.value
+               for i in make_app(view="bench", ns="128", impls="sdpa", reps="1", d="8", sure="0").info)
     at.button(key="bench_run").click().run()
     assert_clean(at)
     assert "Time vs sequence length (so far)" in charts(at)
 
 
 def _scaled_sweep(monkeypatch, naive_factor: float):
-    """Make naive's measured time naive_factor times what it was, so the speedup's side of 1 is known."""
+    """Make naive's measured time naive_factor times what it was, so the speedup's side of 1 is known, and every
+    median sure (30 calls within +-0.1%), so the verdict turns on the factor alone."""
     jobs.sweep.clear()
     jobs.block_sweep.clear()
     real = jobs.run_sweep
 
+    def sure(df: pd.DataFrame) -> pd.DataFrame:
+        ok = df["status"] == OK
+        df.loc[ok, "time_lo_s"], df.loc[ok, "time_hi_s"] = df["time_s"] * 0.999, df["time_s"] * 1.001
+        df.loc[ok, "repeats"] = 30
+        return df
+
     def fake(*a, **k):
         df = real(*a, **k)
         df.loc[df["impl"] == NAIVE, "time_s"] *= naive_factor
-        return df
+        return sure(df)
 
+    real_blocks = jobs.run_block_sweep
     monkeypatch.setattr(jobs, "run_sweep", fake)
+    monkeypatch.setattr(jobs, "run_block_sweep", lambda *a, **k: sure(real_blocks(*a, **k)))
 
 
 @pytest.mark.parametrize(("factor", "shown"), [(1e-6, True), (1e6, False)])
@@ -249,7 +261,7 @@ def test_the_slower_than_naive_caption_shows_only_when_true(make_app, monkeypatc
     captions = [c.value for c in at.markdown if "slower than naive" in c.value]  # body text, not a grey caption
     assert bool(captions) == shown
     if shown:
-        assert "flash at N = 32" in captions[0] and "Python loop iteration" in captions[0]
+        assert "FA1 at N = 32" in captions[0] and "1 × 1 = 1 tile per call" in captions[0]  # N = 32, 32-wide tiles
         assert "see the modelled traffic chart below and the IO model view" in captions[0]  # the chart is below
 
 
@@ -450,3 +462,56 @@ def test_a_run_at_the_tabs_defaults_draws_and_quotes_what_it_measured(make_app, 
     _drawn_against_measured(at, view)
     for line in (m.value for m in at.markdown if "slower than naive" in m.value or "above the naive line" in m.value):
         assert ("chart below" in line) == (view == "bench")  # "the modelled traffic chart below" only where it is
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# Benchmark: a verdict only where the medians' intervals separate
+
+
+def with_times(monkeypatch, times: dict[str, tuple[float, float, float, int]]) -> None:
+    """Make the Benchmark's sweep report these (median, low, high, repeats) per implementation: a timing source whose
+    noise the test chooses, the rest of each row measured for real."""
+    real = jobs.run_sweep
+
+    def run_sweep(ns, **kwargs):
+        df = real(ns, **kwargs)
+        for impl, (median, low, high, repeats) in times.items():
+            mine = df["impl"] == impl
+            df.loc[mine, ["time_s", "time_lo_s", "time_hi_s"]] = (median, low, high)
+            df.loc[mine, "repeats"] = repeats
+        return df
+
+    monkeypatch.setattr(jobs, "run_sweep", run_sweep)
+    jobs.sweep.clear()
+
+
+def verdict_text(at) -> str:
+    return next((m.value for m in at.markdown if m.value.startswith("**Naive against the tiled kernels")), "")
+
+
+def test_benchmark_names_no_winner_when_the_intervals_overlap(make_app, monkeypatch):
+    overlapping = (1.0e-3, 0.8e-3, 1.3e-3, 20)  # the same true time, a noisy machine
+    with_times(monkeypatch, {NAIVE: overlapping, FLASH: (1.1e-3, 0.85e-3, 1.4e-3, 20),
+                             FLASH2: (0.9e-3, 0.7e-3, 1.25e-3, 20)})
+    at = run_heavy(make_app, "bench")
+    text = verdict_text(at)
+    assert text.count("too close to call here") == 2 * 2  # FA1 and FA2 at both N
+    assert "faster than" not in text
+    assert not [m for m in at.markdown if "slower than naive" in m.value]  # no cause for a difference not seen
+    jobs.sweep.clear()
+
+
+def test_benchmark_states_a_verdict_and_its_cause_from_the_runs_own_settings(make_app, monkeypatch):
+    with_times(monkeypatch, {NAIVE: (1.0e-3, 0.99e-3, 1.01e-3, 30), FLASH: (2.0e-3, 1.98e-3, 2.02e-3, 30),
+                             FLASH2: (0.5e-3, 0.495e-3, 0.505e-3, 30)})
+    at = run_heavy(make_app, "bench", heads="2")
+    text = verdict_text(at)
+    speeds = [float(x) for x in re.findall(r"FA2 is ([\d.]+)x faster than naive", text)]
+    assert speeds == pytest.approx([2.0, 2.0], rel=1e-3)  # the medians' ratio, at each N
+    assert len(re.findall(r"naive is ([\d.]+)x faster than FA1", text)) == 2
+    (why,) = [m.value for m in at.markdown if "slower than naive" in m.value]
+    n, block = 64, 32  # the largest N of the run and the Benchmark's tile size (tests/_apptest.TINY)
+    t = -(-n // block)
+    assert f"At N = {n} with {block}-wide tiles" in why and f"{t} × {t} = {t * t} tiles per call" in why
+    assert "B × H = 1 × 2 = 2 heads" in why and "single head" not in why
+    jobs.sweep.clear()

@@ -21,9 +21,18 @@ import streamlit as st
 from flashviz.app.lock import Progress, holding
 from flashviz.app.runs import not_cached_if
 from flashviz.app.state import Settings
-from flashviz.limits import LIVE_INPUT_BYTES_MAX, LIVE_TIME_BUDGET_S, WORK_FLOP_MAX, tile_problem
+from flashviz.limits import (
+    AUTO_BUDGET_S,
+    AUTO_MAX_REPEATS,
+    LIVE_INPUT_BYTES_MAX,
+    LIVE_TIME_BUDGET_S,
+    WORK_FLOP_MAX,
+    tile_problem,
+)
 from flashviz.measure.guards import calls_per_row, input_bytes, request_flops
+from flashviz.measure.stats import min_repeats
 from flashviz.measure.sweep import cut_short, run_block_sweep, run_sweep
+from flashviz.measure.timing import Adaptive
 from flashviz.units import format_bytes
 from flashviz.vocab import FORWARD, IMPLS, NAIVE, SDPA, TILED_IMPLS, TRAINING
 
@@ -77,11 +86,13 @@ def _left(budget_s: float, start: float) -> float:
 @st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
 def sweep(ns: tuple[int, ...], d: int, br: int, bc: int, causal: bool, window: Window, impls: tuple[str, ...],
           batch: int, heads: int, dtype: str, device: str, threads: int, reps: int, mode: str = FORWARD,
-          time_budget_s: float = LIVE_TIME_BUDGET_S, _progress: Progress | None = None,
+          sure: bool = False, time_budget_s: float = LIVE_TIME_BUDGET_S, _progress: Progress | None = None,
           _lock: threading.Lock | None = None) -> pd.DataFrame:
     """run_sweep over N, cached on every argument; timing runs take turns on `_lock`, all N within time_budget_s.
 
-    One run_sweep per N, so that `_progress` gets the rows measured so far (its fourth argument) after each N."""
+    One run_sweep per N, so that `_progress` gets the rows measured so far (its fourth argument) after each N. With
+    `sure`, each N is timed until its medians are known (repeats_of)."""
+    repeats = repeats_of(reps, sure, len(ns))
     frames: list[pd.DataFrame] = []
     used = 0.0  # seconds of the budget the earlier N took
     with holding(_lock or threading.Lock(), _progress):
@@ -93,7 +104,7 @@ def sweep(ns: tuple[int, ...], d: int, br: int, bc: int, causal: bool, window: W
             start = time.perf_counter()
             frames.append(run_sweep([n], d=d, block_q=br, block_k=bc, causal=causal, window=window, impls=impls,
                                     batch=batch, heads=heads, dtype=dtype, device=device, threads=threads,
-                                    repeats=reps, mode=mode, warmup=WARMUP, progress=report,
+                                    repeats=repeats, mode=mode, warmup=WARMUP, progress=report,
                                     time_budget_s=max(0.0, time_budget_s - used)))
             used += time.perf_counter() - start
             if _progress is not None:
@@ -107,18 +118,19 @@ def sweep(ns: tuple[int, ...], d: int, br: int, bc: int, causal: bool, window: W
 @_not_cached_if_cut_short
 @st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
 def block_sweep(n: int, blocks: tuple[int, ...], d: int, causal: bool, window: Window, batch: int, heads: int,
-                dtype: str, device: str, threads: int, reps: int, time_budget_s: float = LIVE_TIME_BUDGET_S,
-                _progress: Progress | None = None,
+                dtype: str, device: str, threads: int, reps: int, sure: bool = False,
+                time_budget_s: float = LIVE_TIME_BUDGET_S, _progress: Progress | None = None,
                 _lock: threading.Lock | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """run_block_sweep of the tiled kernels (both loop orders) at one N, plus naive and SDPA at that N as reference
-    lines; both share one time budget."""
+    lines; both share one time budget. With `sure`, each block size is timed until its medians are known."""
+    repeats = repeats_of(reps, sure, len(blocks) + 1)
     with holding(_lock or threading.Lock(), _progress):
         start = time.perf_counter()
         tiled = run_block_sweep(n, list(blocks), d=d, causal=causal, window=window, impls=TILED_IMPLS,
                                 batch=batch, heads=heads, dtype=dtype, device=device, threads=threads,
-                                repeats=reps, warmup=WARMUP, progress=_progress, time_budget_s=time_budget_s)
+                                repeats=repeats, warmup=WARMUP, progress=_progress, time_budget_s=time_budget_s)
         reference = run_sweep([n], d=d, causal=causal, window=window, impls=(NAIVE, SDPA), batch=batch,
-                              heads=heads, dtype=dtype, device=device, threads=threads, repeats=reps,
+                              heads=heads, dtype=dtype, device=device, threads=threads, repeats=repeats,
                               warmup=WARMUP, time_budget_s=_left(time_budget_s, start))
     return tiled, reference
 
@@ -148,9 +160,10 @@ def correctness(ds: tuple[int, ...], ns: tuple[int, ...], br: int, bc: int, caus
 @_not_cached_if_cut_short
 @st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
 def causal_pair(n: int, d: int, block: int, impls: tuple[str, ...], batch: int, heads: int, dtype: str, device: str,
-                threads: int, reps: int, time_budget_s: float = LIVE_TIME_BUDGET_S, _progress: Progress | None = None,
-                _lock: threading.Lock | None = None) -> pd.DataFrame:
+                threads: int, reps: int, sure: bool = False, time_budget_s: float = LIVE_TIME_BUDGET_S,
+                _progress: Progress | None = None, _lock: threading.Lock | None = None) -> pd.DataFrame:
     """run_sweep at one N without and with the causal mask (rows tagged by the "causal" column); one time budget."""
+    repeats = repeats_of(reps, sure, 2)
     frames = []
     with holding(_lock or threading.Lock(), _progress):
         start = time.perf_counter()
@@ -160,7 +173,7 @@ def causal_pair(n: int, d: int, block: int, impls: tuple[str, ...], batch: int, 
                     _progress(i * len(impls) + done, 2 * len(impls), f"{'causal' if i else 'no mask'}: {what}")
 
             frames.append(run_sweep([n], d=d, block_q=block, block_k=block, causal=causal, impls=impls, batch=batch,
-                                    heads=heads, dtype=dtype, device=device, threads=threads, repeats=reps,
+                                    heads=heads, dtype=dtype, device=device, threads=threads, repeats=repeats,
                                     warmup=WARMUP, progress=report, time_budget_s=_left(time_budget_s, start)))
     return pd.concat(frames, ignore_index=True)
 
@@ -169,4 +182,18 @@ def sweep_args(s: Settings, *, ns: tuple[int, ...] | None = None, impls: tuple[s
                mode: str = FORWARD) -> tuple:
     """The hashable arguments of `sweep` for settings s (the Benchmark's own tile size, not the sidebar's)."""
     return (ns or s.ns, s.d, s.bblock, s.bblock, s.causal, s.window, impls or s.impls, s.batch, s.heads, s.dtype,
-            s.device, s.threads, s.reps, mode)
+            s.device, s.threads, s.reps, mode, s.sure)
+
+
+def repeats_of(reps: int, sure: bool, configs: int) -> int | Adaptive:
+    """The repeats a run times each configuration with: `reps` calls; or, `sure`, until every median's 95% interval is
+    within +-5% of it (at least max(reps, 6) calls; the run's AUTO_BUDGET_S shared equally by its configurations).
+
+    Example:
+        >>> repeats_of(3, False, 3), repeats_of(3, True, 4).min_repeats, repeats_of(3, True, 4).budget_s
+        (3, 6, 2.5)
+    """
+    if not sure:
+        return reps
+    return Adaptive(budget_s=AUTO_BUDGET_S / max(1, configs), min_repeats=max(reps, min_repeats()),
+                    max_repeats=AUTO_MAX_REPEATS)

@@ -26,6 +26,7 @@ from plotly.subplots import make_subplots
 from flashviz.figures.palette import AXIS_TITLE_FONT_PX, BASE_FONT_PX
 from flashviz.figures.style import (
     BLOCK_FIG_HEIGHT_PX,
+    LOWER_ARM_MAX,
     MIB,
     MS_PER_S,
     add_not_run,
@@ -51,8 +52,10 @@ from flashviz.vocab import FLASH, IMPL_LABELS, LOOP_ORDER_SHORT, NAIVE, OK, SDPA
 
 
 def _sweep_lines(df: pd.DataFrame | None, *, x: str, y: str, scale: float, title: str, x_title: str, y_title: str,
-                 hover_value: str, unit: str, log_y: bool = True, error: str | None = None) -> go.Figure:
-    """One line per implementation of y * scale against x (log x); rows not run as crosses at the bottom."""
+                 hover_value: str, unit: str, log_y: bool = True, error: str | None = None,
+                 interval: tuple[str, str] | None = None) -> go.Figure:
+    """One line per implementation of y * scale against x (log x); rows not run as crosses at the bottom. Error bars:
+    the `interval` columns (low, high) where every drawn row has them, else +/- half the `error` column."""
     fig = go.Figure()
     style_figure(fig, title=title, x_title=x_title, y_title=y_title, log_x=True, log_y=log_y)
     if df is None or len(df) == 0 or x not in df or y not in df:
@@ -69,13 +72,21 @@ def _sweep_lines(df: pd.DataFrame | None, *, x: str, y: str, scale: float, title
         rows, vals = df[mine & drawn], values[mine & drawn]
         if len(rows):
             err = None
-            if error is not None and error in rows:
+            if interval is not None and has_interval(rows, interval):
+                lo, hi = (pd.to_numeric(rows[c], errors="coerce") * scale for c in interval)
+                err = iqr_bars(vals, (hi - vals).clip(lower=0).tolist())
+                err["arrayminus"] = [min(float(m), LOWER_ARM_MAX * float(v))
+                                     for v, m in zip(vals, (vals - lo).clip(lower=0), strict=True)]
+            elif error is not None and error in rows:
                 half = pd.to_numeric(rows[error], errors="coerce").fillna(0.0) * scale / 2
                 err = iqr_bars(vals, half)
             fig.add_trace(go.Scatter(
                 x=rows[x], y=vals, mode="lines+markers", name=IMPL_LABELS.get(impl, impl), legendgroup=impl,
                 line=impl_line(impl), marker=impl_marker(impl), error_y=err,
-                customdata=None if err is None else [2 * h for h in err["array"]],  # the IQR, in y's unit
+                customdata=None if err is None else (
+                    [2 * h for h in err["array"]] if not (interval and has_interval(rows, interval)) else
+                    [[float(a) * scale, float(b) * scale] for a, b in zip(rows[interval[0]], rows[interval[1]],
+                                                                           strict=True)]),
                 hovertemplate=f"<b>{impl}</b><br>{x}=%{{x}}<br>{hover_value}<extra></extra>"))
         add_not_run(fig, df[mine & ~drawn], impl, x, floor)
     fig.update_xaxes(**measured_axis(pd.to_numeric(df[x], errors="coerce").dropna().tolist()))
@@ -106,22 +117,50 @@ def memory_figure(df: pd.DataFrame | None) -> go.Figure:
                         hover_value="peak=%{y:.3g} MiB", unit="mib")
 
 
+MIN_INTERVAL_CALLS = 6  # timed calls the 95% interval of a median needs (flashviz.measure.stats.min_repeats)
+
+
+def has_interval(df: pd.DataFrame, interval: tuple[str, str] = ("time_lo_s", "time_hi_s")) -> bool:
+    """Whether every row of df carries a finite (low, high) interval in those columns."""
+    return all(c in df for c in interval) and len(df) > 0 and bool(
+        pd.to_numeric(df[interval[0]], errors="coerce").notna().all()
+        and pd.to_numeric(df[interval[1]], errors="coerce").notna().all())
+
+
+def time_bars(df: pd.DataFrame | None) -> str:
+    """What the time chart's error bars show for these rows: the medians' 95% intervals where the sweep measured them
+    (its ok rows all carry time_lo_s and time_hi_s from at least 6 timed calls, the fewest with a 95% interval), else
+    the interquartile range (fewer repeats, or an older CSV)."""
+    if df is None or not len(df) or "repeats" not in df:
+        return "interquartile range"
+    ok = df[ok_rows(df)]
+    calls = pd.to_numeric(ok["repeats"], errors="coerce")
+    if len(ok) and has_interval(ok) and bool((calls >= MIN_INTERVAL_CALLS).all()):
+        return "95% interval of the median"
+    return "interquartile range"
+
+
 def time_figure(df: pd.DataFrame | None) -> go.Figure:
-    """Median time (ms) against N, log-log, error bars spanning the interquartile range (median +/- IQR/2).
+    """Median time (ms) against N, log-log, error bars spanning each median's 95% interval (time_lo_s to time_hi_s)
+    where the sweep measured it, else the interquartile range (median +/- IQR/2).
 
     Args:
-        df: run_sweep output (columns impl, N, time_s, time_iqr_s, status).
+        df: run_sweep output (columns impl, N, time_s, time_lo_s, time_hi_s, time_iqr_s, status).
     Returns:
-        plotly Figure; y in ms, ticks labelled µs / ms / s.
+        plotly Figure; y in ms, ticks labelled µs / ms / s; the title says which bars.
 
     Example:
         >>> time_figure(pd.DataFrame()).layout.yaxis.title.text
         'median time per call (ms)'
     """
+    bars = time_bars(df)
+    interval = bars.startswith("95%")
     return _sweep_lines(df, x="N", y="time_s", scale=MS_PER_S, error="time_iqr_s",
-                        title="Time vs sequence length (bars: interquartile range)",
+                        interval=("time_lo_s", "time_hi_s") if interval else None,
+                        title=f"Time vs sequence length (bars: {bars})",
                         x_title="sequence length N (tokens)", y_title="median time per call (ms)",
-                        hover_value="median=%{y:.3g} ms, IQR=%{customdata:.2g} ms", unit="ms")
+                        hover_value=("median=%{y:.3g} ms, 95% interval %{customdata[0]:.3g}-%{customdata[1]:.3g} ms"
+                                     if interval else "median=%{y:.3g} ms, IQR=%{customdata:.2g} ms"), unit="ms")
 
 
 def gflops_figure(df: pd.DataFrame | None) -> go.Figure:

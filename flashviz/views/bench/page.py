@@ -18,27 +18,34 @@ from flashviz.app.widgets import draw
 from flashviz.core.tiling import tile_schedule
 from flashviz.figures.plots import gflops_figure, hbm_figure, memory_figure, time_figure
 from flashviz.figures.report import summary_table, summary_table_figure
-from flashviz.views.bench.sentences import causal_ratios, plural, slower_why, speedups
+from flashviz.views.bench.sentences import causal_ratios, plural, repeats_said, slower_cases, slower_why, verdicts_md
 from flashviz.vocab import FULL, NAIVE, PARTIAL, TILED_IMPLS
 
-RAN_WITH = ("d", "causal", "window", "dtype", "batch", "heads", "device", "threads", "ns", "bblock", "reps")
-CAUSAL_RAN_WITH = ("d", "dtype", "batch", "heads", "device", "threads", "bblock", "reps")  # the window is not used
+RAN_WITH = ("d", "causal", "window", "dtype", "batch", "heads", "device", "threads", "ns", "bblock", "reps", "sure")
+CAUSAL_RAN_WITH = ("d", "dtype", "batch", "heads", "device", "threads", "bblock", "reps", "sure")  # no window
 
 
 
 
 
 
-def slower_caption_ui(df: pd.DataFrame, where: str, traffic: str) -> None:
-    """Say why the tiled kernels are slower than naive, only where a measured speedup is below 1 (`traffic`: where
+def verdicts_ui(df: pd.DataFrame) -> None:
+    """Which kernel is faster at each N, said only where the medians' 95% intervals separate (else: too close to call
+    here, and what would settle it)."""
+    text = verdicts_md(df)
+    if text:
+        st.markdown("**Naive against the tiled kernels, N by N**\n\n" + text)
+
+
+def slower_caption_ui(df: pd.DataFrame, s: Settings, where: str, traffic: str) -> None:
+    """Say why the tiled kernels are slower than naive, only where they are slower beyond the noise (`traffic`: where
     the view shows the modelled HBM traffic, see slower_why)."""
-    slow = speedups(df)
-    slow = slow[slow["speedup"] < 1]
-    if len(slow) == 0:
+    slow = slower_cases(df)
+    if not slow:
         return
-    cases = ", ".join(f"{r.impl} at N = {r.N} ({r.speedup:.2f}x)" for r in slow.itertuples())
-    st.markdown(f"**Why is the tiled kernel slower than naive {where}?** Speedup below 1: {cases}. "
-                f"{slower_why(traffic)}")
+    cases = ", ".join(f"{v.slower} at N = {n} ({v.speedup[0]:.2f}x slower)" for n, _, v in slow)
+    st.markdown(f"**Why is the tiled kernel slower than naive {where}?** Slower beyond the noise: {cases}. "
+                f"{slower_why(max(n for n, _, _ in slow), s.bblock, s.heads, s.batch, traffic)}")
 
 
 def benchmark_ui(s: Settings) -> None:
@@ -48,6 +55,7 @@ def benchmark_ui(s: Settings) -> None:
     c1, c2, c3 = st.columns([3, 1, 1])  # wide enough for all four implementation chips at 1280 px
     for name, col in zip(("impls", "bblock", "reps"), (c1, c2, c3), strict=True):
         draw(name, col)
+    draw("sure", st)
     if not s.ns or not s.impls:
         st.error("Choose at least one sequence length and one implementation.")
         return
@@ -72,7 +80,7 @@ def benchmark_ui(s: Settings) -> None:
                        help="Runs the sweep now (results are cached: the same settings come back at once).",
                        idle=f"Press **Run benchmark** to measure these settings (about "
                             f"{plural(len(s.ns) * len(s.impls), 'measurement')}, "
-                            f"{plural(s.reps, 'repeat')} each).", on_partial=draw_so_far)
+                            f"{repeats_said(s)} each).", on_partial=draw_so_far)
     if df is None:
         return
     _results_ui(s, df)
@@ -84,7 +92,8 @@ def _results_ui(s: Settings, df: pd.DataFrame) -> None:
     not_run_ui(df)
     show_figure(memory_figure(df), key="bench_memory")  # full width: legible from the back of the room
     show_figure(time_figure(df), key="bench_time")
-    slower_caption_ui(df, "here", "the modelled traffic chart below")
+    verdicts_ui(df)
+    slower_caption_ui(df, s, "here", "the modelled traffic chart below")
     show_figure(gflops_figure(df), key="bench_gflops")
     show_figure(hbm_figure(df), key="bench_hbm")
     for flash in TILED_IMPLS:  # a plotly table: its 20 px font reads on a projector, st.table's does not
@@ -107,12 +116,12 @@ def _causal_ui(s: Settings) -> None:
     st.markdown(f"A causal mask hides the keys after each query, so the tiled kernels skip every tile above the "
                 f"diagonal: at N = {n} with {s.bblock}-wide tiles they compute {computed} of {total} tiles. Naive "
                 "attention computes all N² scores and then masks them, so it saves nothing.")
-    args = (n, s.d, s.bblock, s.impls, s.batch, s.heads, s.dtype, s.device, s.threads, s.reps)
+    args = (n, s.d, s.bblock, s.impls, s.batch, s.heads, s.dtype, s.device, s.threads, s.reps, s.sure)
     df = run_button_ui("causal", jobs.causal_pair, args, label="Compare causal and no mask",
                        title="Causal comparison", help=f"Times every chosen implementation at N = {n} with and "
                                                        "without the causal mask.",
                        idle=f"Press **Compare causal and no mask** to time both at N = {n} "
-                            f"({plural(2 * len(s.impls), 'measurement')}).")
+                            f"({plural(2 * len(s.impls), 'measurement')}, {repeats_said(s)} each).")
     if df is None:
         return
     ran_with_ui(s, CAUSAL_RAN_WITH)

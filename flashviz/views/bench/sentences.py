@@ -1,26 +1,101 @@
-"""What the Benchmark view says, pure functions of its measured rows: the speedups, the causal ratios, and why a
-tiled kernel can be slower than standard attention here. The Block size and Training views say the same."""
+"""What the Benchmark view says, pure functions of its measured rows and settings: which kernel is faster at each N
+(only where the medians' 95% intervals separate: flashviz.measure.verdict; otherwise "too close to call here" and
+what would settle it), the speedups, the causal ratios, and why a tiled kernel can be slower than standard attention
+here. The Block size and Training views say the same."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
-from flashviz.vocab import NAIVE, OK, TILED_IMPLS
+from flashviz.measure.stats import TARGET_REL_CI, min_repeats
+from flashviz.measure.verdict import Estimate, Verdict, compare, estimate_of, sentence
+from flashviz.units import format_bytes
+from flashviz.vocab import NAIVE, NUMERICS_KERNEL_LABELS, OK, TILED_IMPLS
+
+if TYPE_CHECKING:
+    from flashviz.app.state import Settings
 
 
-def slower_why(traffic: str) -> str:
-    """Why a tiled kernel can be slower than naive on a CPU; `traffic` says where this view shows the modelled HBM
-    traffic ("the modelled traffic chart below", ...) or is empty where it shows none.
+def slower_why(n: int, block: int, heads: int, batch: int, traffic: str) -> str:
+    """Why a tiled kernel can be slower than naive on a CPU, from the run's own settings; `traffic` says where the view
+    shows the modelled HBM traffic ("the modelled traffic chart below", ...) or is empty where it shows none.
 
     Example:
-        >>> slower_why("").endswith("HBM traffic: see the IO model view.")
+        >>> text = slower_why(1024, 256, 4, 1, "")
+        >>> "4 × 4 = 16 tiles" in text and "4 heads" in text and text.endswith("the IO model view.")
         True
     """
-    return ("This flashviz kernel is plain PyTorch: every tile is one Python loop iteration with a few small matmuls, "
-            "so small tiles and a single head pay that overhead thousands of times. And on a CPU the \"SRAM\" is the "
-            "cache while naive's N × N matrix still fits in RAM, so naive pays no slow round trip. On a GPU the gap "
-            "FlashAttention closes is HBM traffic: see " + (f"{traffic} and " if traffic else "")
-            + "the IO model view.")
+    t = -(-n // block)  # tiles per side, ceil(N / Bc)
+    scores = 4 * n * n * heads * batch  # bytes of naive's fp32 S (and again of P) per call
+    return (f"At N = {n} with {block}-wide tiles the tiled kernel runs {t} × {t} = {plural(t * t, 'tile')} per call, "
+            "each a few "
+            f"matmuls of at most {block} × {block} plus elementwise passes for the online softmax, all as separate "
+            f"PyTorch calls over B × H = {batch} × {heads} = {batch * heads} heads; naive runs two large matmuls "
+            f"over the whole {n} × {n} score matrix ({format_bytes(scores)} for S across {batch * heads} heads), "
+            "which this CPU's BLAS runs at a higher rate. And on a CPU the \"SRAM\" is the cache while naive's scores "
+            "still fit in RAM, so there is no slow HBM round trip to save. On a GPU the gap FlashAttention closes is "
+            "HBM traffic: see " + (f"{traffic} and " if traffic else "") + "the IO model view.")
+
+
+def short(impl: str) -> str:
+    """The short name charts and sentences use for an implementation: naive, FA1, FA2, SDPA."""
+    return NUMERICS_KERNEL_LABELS.get(impl, impl)
+
+
+def row_estimate(row: pd.Series) -> Estimate | None:
+    """A sweep row's median time with its interval (None where the row did not run or carries no interval)."""
+    values = [row.get(c) for c in ("time_s", "time_lo_s", "time_hi_s", "repeats")]
+    if str(row.get("status")) != OK or any(v is None or pd.isna(v) for v in values):
+        return None
+    return estimate_of(float(values[0]), float(values[1]), float(values[2]), int(values[3]))
+
+
+def speed_verdicts(df: pd.DataFrame, base: str = NAIVE) -> list[tuple[int, str, Verdict]]:
+    """For each N and each tiled implementation timed there next to `base`: the verdict base against it (a winner only
+    where the two medians' 95% intervals separate: flashviz.measure.verdict).
+
+    Example:
+        >>> rows = [dict(impl="naive", N=512, time_s=2e-3, time_lo_s=1.98e-3, time_hi_s=2.02e-3, repeats=20,
+        ...              status="ok"),
+        ...         dict(impl="flash2", N=512, time_s=1e-3, time_lo_s=0.99e-3, time_hi_s=1.01e-3, repeats=20,
+        ...              status="ok")]
+        >>> [(n, impl, v.faster) for n, impl, v in speed_verdicts(pd.DataFrame(rows))]
+        [(512, 'flash2', 'FA2')]
+    """
+    out = []
+    for n, rows in df.groupby("N", sort=True):
+        by = {str(r["impl"]): row_estimate(r) for _, r in rows.iterrows()}
+        if by.get(base) is None:
+            continue
+        for impl in TILED_IMPLS:
+            if by.get(impl) is not None:
+                out.append((int(n), impl, compare(by[base], by[impl], (short(base), short(impl)))))
+    return out
+
+
+def block_verdicts(tiled: pd.DataFrame, reference: pd.DataFrame) -> list[tuple[int, Verdict]]:
+    """The Block size view's verdicts: naive at its N against each tiled (implementation, block size) row, keyed by
+    the block size (a winner only where the 95% intervals separate)."""
+    naive = [e for _, r in reference.iterrows() if r["impl"] == NAIVE and (e := row_estimate(r)) is not None]
+    if not naive:
+        return []
+    out = []
+    for _, r in tiled.iterrows():
+        if (e := row_estimate(r)) is not None:
+            out.append((int(r["block_q"]), compare(naive[0], e, (short(NAIVE), short(str(r["impl"]))))))
+    return out
+
+
+def verdicts_md(df: pd.DataFrame) -> str:
+    """Each N's verdict, naive against each tiled kernel, as markdown bullets (empty where nothing can be compared)."""
+    return "\n".join(f"- **N = {n}**: {sentence(v)}" for n, _, v in speed_verdicts(df))
+
+
+def slower_cases(df: pd.DataFrame) -> list[tuple[int, str, Verdict]]:
+    """The (N, tiled implementation, verdict) where the tiled kernel is slower than naive beyond the noise."""
+    return [(n, impl, v) for n, impl, v in speed_verdicts(df) if v.faster == short(NAIVE)]
 
 
 def plural(n: int, word: str) -> str:
@@ -31,6 +106,19 @@ def plural(n: int, word: str) -> str:
         ('1 measurement', '3 repeats')
     """
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def repeats_said(s: Settings) -> str:
+    """How many timed calls each measurement takes, as the Run buttons announce it.
+
+    Example:
+        >>> from flashviz.app.state import Settings
+        >>> repeats_said(Settings(reps=3, sure=False)), repeats_said(Settings(reps=3, sure=True))
+        ('3 repeats', 'at least 6 repeats, until its median is known to ±5%')
+    """
+    if not s.sure:
+        return plural(s.reps, "repeat")
+    return f"at least {plural(max(s.reps, min_repeats()), 'repeat')}, until its median is known to ±{TARGET_REL_CI:.0%}"
 
 
 def speedups(df: pd.DataFrame) -> pd.DataFrame:

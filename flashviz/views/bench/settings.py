@@ -10,8 +10,9 @@ from flashviz.app.sizes import (
     N_MAX,
     N_MIN,
 )
-from flashviz.app.spec import INT, INTS, STRS, VIEW, Spec, setting
-from flashviz.limits import LIST_MAX, REPEATS_MAX
+from flashviz.app.spec import BOOL, INT, INTS, STRS, VIEW, Spec, setting
+from flashviz.limits import AUTO_BUDGET_S, LIST_MAX, REPEATS_MAX
+from flashviz.measure.stats import TARGET_REL_CI, min_repeats
 from flashviz.vocab import (
     FLASH,
     FLASH2,
@@ -24,6 +25,7 @@ from flashviz.vocab import (
 )
 
 # -- Benchmark and Training
+MIN_REPEATS = min_repeats()  # timed calls a 95% interval of a median needs
 BENCH_N_OPTIONS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 IMPL_HELP = {
     NAIVE: "standard attention: materialises S and P (N² each)",
@@ -49,6 +51,13 @@ OWN = dict(  # this view's own settings: name (its URL key) -> setting(default, 
                  "many times over.")),
         reps=setting(3, Spec(
             INT, "slider", "Repeats", lo=1, hi=REPEATS_MAX, place=VIEW, short="repeats",
-            help="Timed calls per point (after one warm-up call); the median is plotted, the interquartile range "
-                 "as error bars.")),
+            help="Timed calls per point (after one warm-up call) when *Repeat until sure* is off; with it on, at "
+                 f"least this many and at least {MIN_REPEATS} (a 95% interval of a median needs {MIN_REPEATS}). The "
+                 "median is plotted with its 95% interval as error bars.")),
+        sure=setting(True, Spec(
+            BOOL, "toggle", "Repeat until sure", place=VIEW, short="repeat until sure",
+            help=f"Times each N, the implementations interleaved, until every median is known to ±{TARGET_REL_CI:.0%} "
+                 f"(its 95% interval) or {AUTO_BUDGET_S:.0f} s pass, as pyperf and torch.utils.benchmark's "
+                 "adaptive_autorange do. A kernel is called faster only where the intervals separate; otherwise the "
+                 "view says it is too close to call here, and what would settle it.")),
 )

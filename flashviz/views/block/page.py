@@ -15,10 +15,10 @@ from flashviz.app.runs import run_button_ui
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
 from flashviz.figures.plots import block_sweep_figure
-from flashviz.views.bench.sentences import slower_why
-from flashviz.vocab import NAIVE, OK
+from flashviz.views.bench.sentences import block_verdicts, repeats_said, short, slower_why
+from flashviz.vocab import NAIVE
 
-RAN_WITH = ("n", "d", "causal", "window", "dtype", "batch", "heads", "device", "threads", "reps")
+RAN_WITH = ("n", "d", "causal", "window", "dtype", "batch", "heads", "device", "threads", "reps", "sure")
 
 
 def block_size_ui(s: Settings) -> None:
@@ -32,6 +32,7 @@ def block_size_ui(s: Settings) -> None:
     c1, c2 = st.columns([3, 1])
     draw("blocks", c1)
     draw("reps", c2)
+    draw("sure", st)
     if not s.blocks:
         st.error("Choose at least one block size.")
         return
@@ -46,9 +47,9 @@ def block_size_ui(s: Settings) -> None:
     if problem:
         st.error(problem)
         return
-    args = (s.n, s.blocks, s.d, s.causal, s.window, s.batch, s.heads, s.dtype, s.device, s.threads, s.reps)
+    args = (s.n, s.blocks, s.d, s.causal, s.window, s.batch, s.heads, s.dtype, s.device, s.threads, s.reps, s.sure)
     result = run_button_ui("block", jobs.block_sweep, args, label="Run block-size sweep", title="Block-size sweep",
-                           help=f"Times both loop orders at N = {s.n} for every block size ({s.reps} repeats each).",
+                           help=f"Times both loop orders at N = {s.n} for every block size ({repeats_said(s)} each).",
                            idle="Press **Run block-size sweep** to measure these settings.")
     if result is None:
         return
@@ -57,20 +58,21 @@ def block_size_ui(s: Settings) -> None:
     not_run_ui(tiled)
     not_run_ui(reference)
     show_figure(block_sweep_figure(tiled, reference=reference), key="block_figure")
-    _slower_caption_ui(tiled, reference)
+    _slower_caption_ui(s, tiled, reference)
     with st.expander("All measurements"):
         st.dataframe(tiled, hide_index=True)
 
 
-def _slower_caption_ui(tiled: pd.DataFrame, reference: pd.DataFrame) -> None:
-    """Say why, only where a measured tiled point is slower than naive at the same N."""
-    ok = tiled[tiled["status"].astype(str) == OK]
-    naive = reference[(reference["impl"] == NAIVE) & (reference["status"].astype(str) == OK)]["time_s"]
-    if len(naive) == 0 or len(ok) == 0:
+def _slower_caption_ui(s: Settings, tiled: pd.DataFrame, reference: pd.DataFrame) -> None:
+    """Say why, only where a tiled point is slower than naive at the same N beyond the noise (block_verdicts)."""
+    verdicts = block_verdicts(tiled, reference)
+    slow = [(b, v) for b, v in verdicts if v.faster == short(NAIVE)]
+    close = [(b, v) for b, v in verdicts if not v.separated]
+    if close:
+        st.markdown("**Too close to call here:** " + "; ".join(
+            f"{v.names[1]} at {b}: {v.ratio:.2f}x naive's time ({v.settle} would settle it)" for b, v in close) + ".")
+    if not slow:
         return
-    slow = ok[ok["time_s"] > naive.iloc[0]]
-    if len(slow) == 0:
-        return
-    cases = ", ".join(f"{r.impl} at {r.block_q}" for r in slow.itertuples())
-    st.markdown(f"**Why are some tiled points above the naive line?** Slower than naive here: {cases}. "
-                f"{slower_why('the modelled traffic panel above')}")
+    cases = ", ".join(f"{v.slower} at {b} ({v.speedup[0]:.2f}x slower)" for b, v in slow)
+    st.markdown(f"**Why are some tiled points above the naive line?** Slower than naive beyond the noise: {cases}. "
+                f"{slower_why(s.n, min(b for b, _ in slow), s.heads, s.batch, 'the modelled traffic panel above')}")

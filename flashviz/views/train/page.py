@@ -14,12 +14,12 @@ from flashviz.app.drawing import not_run_ui, ran_with_ui, show_figure
 from flashviz.app.runs import run_button_ui
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
-from flashviz.figures.plots import memory_figure, time_figure
+from flashviz.figures.plots import memory_figure, time_bars, time_figure
 from flashviz.figures.report import summary_table, summary_table_figure
 from flashviz.figures.style import set_subtitle
 from flashviz.model.training import recompute_table
 from flashviz.units import MIB, format_bytes
-from flashviz.views.bench.page import RAN_WITH, slower_caption_ui
+from flashviz.views.bench.page import RAN_WITH, slower_caption_ui, verdicts_ui
 from flashviz.vocab import DTYPE_BYTES, NAIVE, TILED_IMPLS, TRAINING
 
 GIGA = 1e9  # FLOP per GFLOP
@@ -68,13 +68,14 @@ def _run_ui(s: Settings) -> None:
     not_run_ui(df)
     show_figure(memory_figure(df).update_layout(title_text="Forward + backward: peak memory vs N"),
                 key="train_memory")
-    show_figure(time_figure(df).update_layout(title_text="Forward + backward: time vs N (bars: interquartile range)"),
+    show_figure(time_figure(df).update_layout(title_text=f"Forward + backward: time vs N (bars: {time_bars(df)})"),
                 key="train_time")
     for flash in TILED_IMPLS:
         if NAIVE in impls and flash in impls:
             show_figure(summary_table_figure(summary_table(df, flash_impl=flash),
                                              title=f"Training summary: {flash} vs naive"), key=f"train_summary_{flash}")
-    slower_caption_ui(df, "in training", "")  # this view draws no traffic chart: the IO model view has it
+    verdicts_ui(df)
+    slower_caption_ui(df, s, "in training", "")  # this view draws no traffic chart: the IO model view has it
     st.download_button("Download the measurements (CSV)", df.to_csv(index=False).encode(),
                        file_name="flashviz-training.csv", mime="text/csv", key="train_csv")
     with st.expander("All measurements"):
@@ -86,6 +87,7 @@ def _sweep_controls_ui() -> None:
     draw("ns", st)
     for name, col in zip(("impls", "bblock", "reps"), st.columns(SWEEP_WIDTHS), strict=True):
         draw(name, col)
+    draw("sure", st)
 
 
 def recompute_view(table: pd.DataFrame) -> pd.DataFrame:
