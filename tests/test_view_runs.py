@@ -515,3 +515,22 @@ def test_benchmark_states_a_verdict_and_its_cause_from_the_runs_own_settings(mak
     assert f"At N = {n} with {block}-wide tiles" in why and f"{t} × {t} = {t * t} tiles per call" in why
     assert "B × H = 1 × 2 = 2 heads" in why and "single head" not in why
     jobs.sweep.clear()
+
+
+
+def test_a_runs_csv_carries_its_repeats_interval_and_context():
+    """The rows the Benchmark and Block size views offer as CSV (app.drawing.csv_download_ui): the sweep's rows with
+    its repeats and intervals, and the run's context as columns."""
+    import torch
+
+    from flashviz.measure.context import CONTEXT_COLUMNS, with_context
+
+    jobs.sweep.clear()
+    jobs.block_sweep.clear()
+    bench = jobs.sweep((32,), 8, 16, 16, False, None, (NAIVE, FLASH2), 1, 1, "float32", "cpu", 1, 2)
+    tiled, _ = jobs.block_sweep(32, (16,), 8, False, None, 1, 1, "float32", "cpu", 1, 2)
+    for df in (bench, tiled):
+        out = with_context(df, df.attrs["context"])
+        assert {"repeats", "time_lo_s", "time_hi_s", *CONTEXT_COLUMNS} <= set(out.columns)
+        assert out["torch_version"].unique().tolist() == [torch.__version__]
+        assert out.loc[out["status"] == OK, "repeats"].tolist() == [2] * int((out["status"] == OK).sum())

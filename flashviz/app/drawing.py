@@ -83,3 +83,13 @@ def not_run_ui(df: Any) -> None:
     lines = "\n".join(f"- **{r['impl']}** at N = {r['N']}" + (f", d = {r['d']}" if "d" in r else "")
                       + f": {str(r['status']).removeprefix(NOT_RUN + ': ')}" for _, r in bad.iterrows())
     st.warning(f"**{len(bad)} configuration(s) did not run** (crosses on the plots):\n{lines}", icon="🛑")
+
+
+def csv_download_ui(df: Any, file_name: str, key: str, help: str) -> None:
+    """A CSV of a run's rows, each with the run's context (torch version, CPU model, threads, ...: the sweep's
+    df.attrs["context"], flashviz.measure.context), so a file says where its numbers come from."""
+    from flashviz.measure.context import with_context  # torch is loaded by now: a run produced df
+
+    out = with_context(df, df.attrs.get("context"))
+    st.download_button("Download the measurements (CSV)", out.to_csv(index=False).encode(), file_name=file_name,
+                       mime="text/csv", key=key, help=help)

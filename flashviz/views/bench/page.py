@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from flashviz.app import jobs
-from flashviz.app.drawing import not_run_ui, ran_with_ui, show_figure
+from flashviz.app.drawing import csv_download_ui, not_run_ui, ran_with_ui, show_figure
 from flashviz.app.runs import run_button_ui
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
@@ -100,8 +100,8 @@ def _results_ui(s: Settings, df: pd.DataFrame) -> None:
         if NAIVE in s.impls and flash in s.impls:
             show_figure(summary_table_figure(summary_table(df, flash_impl=flash), title=f"Summary: {flash} vs naive"),
                         key=f"bench_summary_{flash}")
-    st.download_button("Download the measurements (CSV)", df.to_csv(index=False).encode(), file_name="flashviz.csv",
-                       mime="text/csv", key="bench_csv", help="Every row of the sweep, one per (implementation, N).")
+    csv_download_ui(df, "flashviz.csv", "bench_csv", "Every row of the sweep, one per (implementation, N), with its "
+                    "repeats, the median's 95% interval and the run's torch version, CPU model and threads.")
     with st.expander("All measurements"):
         st.dataframe(df, hide_index=True)
 

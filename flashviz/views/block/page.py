@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from flashviz.app import jobs
-from flashviz.app.drawing import not_run_ui, ran_with_ui, show_figure
+from flashviz.app.drawing import csv_download_ui, not_run_ui, ran_with_ui, show_figure
 from flashviz.app.runs import run_button_ui
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
@@ -59,6 +59,10 @@ def block_size_ui(s: Settings) -> None:
     not_run_ui(reference)
     show_figure(block_sweep_figure(tiled, reference=reference), key="block_figure")
     _slower_caption_ui(s, tiled, reference)
+    rows = pd.concat([tiled, reference], ignore_index=True)
+    rows.attrs = tiled.attrs  # the run's context
+    csv_download_ui(rows, "flashviz-block-size.csv", "block_csv", "Every row of the block-size sweep, one per "
+                    "(implementation, block size), and the naive and SDPA reference rows, with the run's context.")
     with st.expander("All measurements"):
         st.dataframe(tiled, hide_index=True)
 

@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from flashviz.app import jobs
-from flashviz.app.drawing import not_run_ui, ran_with_ui, show_figure
+from flashviz.app.drawing import csv_download_ui, not_run_ui, ran_with_ui, show_figure
 from flashviz.app.runs import run_button_ui
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
@@ -76,8 +76,8 @@ def _run_ui(s: Settings) -> None:
                                              title=f"Training summary: {flash} vs naive"), key=f"train_summary_{flash}")
     verdicts_ui(df)
     slower_caption_ui(df, s, "in training", "")  # this view draws no traffic chart: the IO model view has it
-    st.download_button("Download the measurements (CSV)", df.to_csv(index=False).encode(),
-                       file_name="flashviz-training.csv", mime="text/csv", key="train_csv")
+    csv_download_ui(df, "flashviz-training.csv", "train_csv", "Every row of the training sweep (forward + backward), "
+                    "one per (implementation, N), with the run's context.")
     with st.expander("All measurements"):
         st.dataframe(df, hide_index=True)
 
