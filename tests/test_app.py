@@ -122,7 +122,7 @@ USES = {
     "how": "Uses from the sidebar: N, d, Br, Bc, causal, window, dtype; from the Masks view: its settings.",
     "bench": "Uses from the sidebar: d, causal, window, dtype, B, H, device, threads.",
     "train": "Uses from the sidebar: d, causal, window, dtype, B, H, device, threads; from the Benchmark view: N, "
-             "implementations, tile size, repeats.",
+             "implementations, tile size, repeats, repeat until sure.",
     "correct": "Uses from the sidebar: Br, Bc, causal, window, dtype, device, threads.",
     "decode": "Uses from the sidebar: d, dtype, device, threads; from the Benchmark view: repeats.",
 }

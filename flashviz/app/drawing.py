@@ -13,7 +13,7 @@ from flashviz.app.state import Settings, setting_fields, spec_of
 from flashviz.vocab import NOT_RUN, OK
 
 PLOTLY_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
-BORROWED_LISTED = 4  # a view that reads more of another view's settings than this says "its settings"
+BORROWED_LISTED = 5  # a view that reads more of another view's settings than this says "its settings"
 
 
 def show_figure(fig: Any, key: str) -> None:
