@@ -25,6 +25,8 @@ import math
 
 import torch
 
+from flashviz.core.softmax import LOG2_E, NEG_INF, online_softmax_step
+from flashviz.core.softmax_variants import round_p
 from flashviz.core.validate import validate_block, validate_causal, validate_qkv, validate_scale
 from flashviz.vocab import FP8_FORMATS, PRECISION_DTYPES
 
@@ -118,8 +120,9 @@ def fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, fmt: str
 
     Steps (FA3, Section 3.3): with hadamard, Q <- Q M and K <- K M (M = random_rotation(d, seed), so Q K^T is
     unchanged); Q, K, V quantised per block of block_size rows (quantize_blocks); S = scale Q K^T in fp32 on the
-    dequantised values; then, K/V block by K/V block of block_size keys, the online softmax in fp32: P~ = exp(S - m)
-    times 2^8 (FA3's offset) is added to l unrounded and rounded to FP8 (saturating) before P~ V; O = acc / l.
+    dequantised values; then, K/V block by K/V block of block_size keys, the online softmax in fp32 and base 2
+    (flashviz.core.softmax): P~ = 2^(S log2(e) - m) is added to l unrounded, and P~ 2^8 (FA3's offset) is rounded to
+    FP8 (saturating) before P~ V; O = acc / (l 2^8).
 
     Args:
         q: (B, H, N_q, d).  k, v: (B, H_kv, N_k, d), H_kv dividing H (GQA: query head h reads K/V head h // (H/H_kv)).
@@ -155,31 +158,28 @@ def fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, fmt: str
     Qd, Kd, Vd = (quantize_blocks(x, fmt, block_size) for x in (q, k, v))  # fp32, dequantised
     G = q.shape[1] // k.shape[1] if k.shape[1] else 1
     Kd, Vd = Kd.repeat_interleave(G, dim=1), Vd.repeat_interleave(G, dim=1)  # (B, H, N_k, d) per query head
-    return _fp8_softmax_pv(Qd * scale, Kd, Vd, dt, block_size, causal)
+    return _fp8_softmax_pv(Qd, Kd, Vd, scale * LOG2_E, dt, block_size, causal)
 
 
-def _fp8_softmax_pv(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, dt: torch.dtype, block: int,
-                    causal: bool) -> torch.Tensor:
-    """FA3's loop over K/V blocks in fp32 with P~ 2^8 rounded to dt before P~ V. Q pre-scaled: (B, H, N_q, d);
-    K, V: (B, H, N_k, d) dequantised fp32. Returns O (B, H, N_q, d) float32."""
+def _fp8_softmax_pv(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, scale_log2: float, dt: torch.dtype,
+                    block: int, causal: bool) -> torch.Tensor:
+    """FA3's loop over K/V blocks in fp32 and base 2, with P~ 2^8 rounded to dt before P~ V. Q: (B, H, N_q, d);
+    K, V: (B, H, N_k, d), dequantised fp32; scale_log2 = scale log2(e). Returns O (B, H, N_q, d) float32."""
     n_q, n_k = Q.shape[2], K.shape[2]
-    top = torch.finfo(dt).max
     f32 = dict(dtype=torch.float32, device=Q.device)
-    m = torch.full(Q.shape[:3], -math.inf, **f32)  # (B, H, N_q) running max, natural units
-    l = torch.zeros(Q.shape[:3], **f32)  # (B, H, N_q) running sum of P~ 2^8, unrounded
-    acc = torch.zeros(Q.shape, **f32)  # (B, H, N_q, d)
+    m = torch.full(Q.shape[:3], NEG_INF, **f32)  # (B, H, N_q) running max, log2 units
+    l = torch.zeros(Q.shape[:3], **f32)  # (B, H, N_q) running sum of P~, unrounded
+    acc = torch.zeros(Q.shape, **f32)  # (B, H, N_q, d) running sum of round(P~ 2^8) V
     i = torch.arange(n_q, device=Q.device)[:, None]  # (N_q, 1) query index
     for j0 in range(0, n_k, block):
-        S = Q @ K[:, :, j0:j0 + block].transpose(-1, -2)  # (B, H, N_q, Bc) fp32
+        # scaled after the FP8 matmul, as FA3's softmax does (not through a pre-scaled Q, which the other kernels
+        # use): one rounding fewer before an FP8 cast, where a flipped rounding moves P~ by a whole FP8 step
+        S = torch.matmul(Q, K[:, :, j0:j0 + block].transpose(-1, -2)).mul_(scale_log2)  # (B, H, N_q, Bc) log2 units
         if causal:
             j = torch.arange(j0, min(j0 + block, n_k), device=Q.device)[None, :]  # (1, Bc) key index
-            S = S.masked_fill(j > i, -math.inf)  # top-left
-        m_new = torch.maximum(m, S.amax(-1))  # (B, H, N_q)
-        m_safe = m_new.masked_fill(m_new == -math.inf, 0.0)  # rows that see nothing yet
-        P = torch.exp(S - m_safe[..., None]) * 2.0 ** P_OFFSET_LOG2  # (B, H, N_q, Bc) in [0, 256]
-        alpha = torch.exp(m - m_safe)  # (B, H, N_q)
-        l = alpha * l + P.sum(-1)  # fp32, unrounded P~, as FA3
-        P8 = P.clamp(max=top).to(dt).float()  # (B, H, N_q, Bc) what the FP8 tensor core multiplies with V
+            S = S.masked_fill(j > i, NEG_INF)  # top-left
+        P, m, l, alpha = online_softmax_step(S, m, l, partial=causal)  # l sums the unrounded P~, as FA3
+        P8 = round_p(P * 2.0 ** P_OFFSET_LOG2, dt)  # (B, H, N_q, Bc) in [0, 256]: what the FP8 tensor core reads
         acc = alpha[..., None] * acc + P8 @ V[:, :, j0:j0 + block]  # (B, H, N_q, d)
-        m = m_new
-    return acc / l.clamp(min=torch.finfo(torch.float32).tiny)[..., None]  # rows that saw nothing: 0 / tiny = 0
+    l_offset = l * 2.0 ** P_OFFSET_LOG2  # (B, H, N_q) the offset cancels in O = acc / l
+    return acc / l_offset.clamp(min=torch.finfo(torch.float32).tiny)[..., None]  # rows that saw nothing: 0 / tiny
