@@ -1,21 +1,14 @@
-"""Numerics of attention kernels: FlashAttention-3's FP8 forward emulated exactly on any device, the error measures
-against a float64 reference, and inputs with the outlier features of real language models.
+"""Numerics of attention kernels: the error measures against a float64 reference, inputs with the outlier features
+of real language models, and, for the numerics lab's callers, FlashAttention-3's FP8 forward (the kernel lives in
+flashviz.core.fp8; its names are importable from here as well: fp8_attention, quantize_blocks, hadamard_matrix,
+random_rotation, fp8_dtype, P_OFFSET_LOG2).
 
 References:
-    FlashAttention-3 (Shah et al., 2024), Section 3.3 "Low-precision with FP8" and Section 4.3 "Numerical error
-        validation": Q, K, V are quantised to FP8 e4m3 per block (one scale per block of rows) and, with incoherent
-        processing, first multiplied by a random orthogonal matrix M (a Hadamard matrix times random +-1 signs), so
-        (Q M)(K M)^T = Q K^T exactly while an outlier feature is spread over all d channels. The paper's FP8 RMSE on
-        inputs with outliers: 2.4e-2 without incoherent processing, 9.1e-3 with it. Its kernel computes P~ in fp32,
-        adds its row sum to l in fp32, and converts P~ to FP8 with an exponent offset of 8 (P~ 2^8 in [0, 256], far
-        from e4m3's subnormals; hopper/softmax.h, Max_offset), which the final division by l cancels.
-    Quantisation: x_q = round_fp8(x / s), s = amax(|x|) / fp8_max per block, saturating at fp8_max (e4m3: 448, e5m2:
-        57344), as NVIDIA's conversions with satfinite do; the matmuls run on x_q s (dequantised) in fp32, as an FP8
-        tensor core multiplies FP8 operands exactly and accumulates in fp32.
+    FlashAttention-3 (Shah et al., 2024), Section 4.3 "Numerical error validation": the error as an RMSE against a
+        float64 reference, on inputs N(0, 1) plus rare N(0, 10^2) outliers. The paper's FP8 RMSE on inputs with
+        outliers: 2.4e-2 without incoherent processing, 9.1e-3 with it.
 
-Legend: B batch, H query heads, H_kv K/V heads (dividing H), N_q / N_k query / key lengths, d head dimension, Bq the
-quantisation block (block_size rows along N, per (b, h)).
-Every value here is computed exactly as the GPU would (rounding is the same arithmetic everywhere); only speed differs.
+Legend: B batch, H query heads, H_kv K/V heads (dividing H), N_q / N_k query / key lengths, d head dimension.
 """
 
 from __future__ import annotations
@@ -26,165 +19,22 @@ from numbers import Real
 
 import torch
 
-from flashviz.core.validate import validate_block, validate_causal, validate_qkv, validate_scale
-from flashviz.vocab import FP8_FORMATS, PRECISION_DTYPES
+from flashviz.core.fp8 import (  # the FP8 kernel's public names, importable from here as before
+    P_OFFSET_LOG2,
+    fp8_attention,
+    fp8_dtype,
+    hadamard_matrix,
+    quantize_blocks,
+    random_rotation,
+)
 
-P_OFFSET_LOG2 = 8  # FA3's exponent offset for P in FP8: P~ 2^8 <= 256 < 448 (e4m3's max); cancels in O = acc / l
+__all__ = ["OUTLIER_CHANNELS", "OUTLIER_KINDS", "OUTLIER_SCALE", "P_OFFSET_LOG2", "ErrorStats", "error_stats",
+           "fp8_attention", "fp8_dtype", "hadamard_matrix", "make_inputs", "quantize_blocks", "random_rotation"]
+
 OUTLIER_CHANNELS = 4  # features of q and k scaled up in make_inputs(outliers=True), as a few LLM channels are
 OUTLIER_SCALE = 4.0  # those features of q AND of k are 4x the rest, so their products q_c k_c are 16x: the logits'
 #                      std is ~4 at d = 64, as in trained models. 20x on both (products 400x) makes the logits' std
 #                      ~100 and every softmax row one-hot, where FP8 fails with or without Hadamard.
-
-
-def fp8_dtype(fmt: object) -> torch.dtype:
-    """The torch dtype of an FP8 format name: "e4m3" (torch.float8_e4m3fn) or "e5m2" (torch.float8_e5m2).
-
-    Example:
-        >>> fp8_dtype("e4m3")
-        torch.float8_e4m3fn
-    """
-    if fmt not in FP8_FORMATS:
-        raise ValueError(f"fmt must be one of {FP8_FORMATS} (e4m3: 3 mantissa bits, max 448, what FlashAttention-3 "
-                         f"uses; e5m2: 2 mantissa bits, max 57344), got {fmt!r}.")
-    return getattr(torch, PRECISION_DTYPES[fmt])
-
-
-def quantize_blocks(x: torch.Tensor, fmt: str = "e4m3", block_size: int = 128) -> torch.Tensor:
-    """x rounded to FP8 per block of block_size rows along N (one scale per block and (b, h)), then dequantised.
-
-    Args:
-        x: (B, H, N, d) any floating dtype.
-        fmt: "e4m3" or "e5m2".
-        block_size: rows per quantisation block (>= 1); >= N gives one scale per (b, h).
-    Returns:
-        (B, H, N, d) float32: round_fp8(x / s) s with s = amax(|x_block|) / fp8_max (1 for an all-zero block).
-
-    Example:
-        >>> x = torch.tensor([0.3, 1.0, 30.0, 100.0]).view(1, 1, 4, 1)  # (B, H, N, d) = (1, 1, 4, 1)
-        >>> [round(y, 4) for y in quantize_blocks(x, "e4m3", block_size=2).flatten().tolist()]
-        [0.2857, 1.0, 28.5714, 100.0]
-
-        Each block's largest value is exact (it maps to 448); 0.3 -> 0.3 x 448 = 134.4 rounds to 128 (3 mantissa
-        bits: 16 apart between 128 and 256), i.e. 128 / 448 = 0.2857.
-    """
-    dt = fp8_dtype(fmt)
-    block_size = validate_block("block_size", block_size)
-    B, H, N, d = x.shape
-    top = torch.finfo(dt).max
-    pad = -N % block_size  # the last block may be short: pad with zeros, which change no amax
-    xb = torch.nn.functional.pad(x.float(), (0, 0, 0, pad)).view(B, H, -1, block_size, d)  # (B, H, N/Bq, Bq, d)
-    amax = xb.abs().amax(dim=(-2, -1), keepdim=True)  # (B, H, N/Bq, 1, 1)
-    s = torch.where(amax > 0, amax / top, torch.ones_like(amax))  # the block's scale
-    q8 = (xb / s).clamp(-top, top).to(dt)  # saturating round to FP8
-    return (q8.float() * s).view(B, H, -1, d)[:, :, :N]  # (B, H, N, d) dequantised
-
-
-def hadamard_matrix(d: int) -> torch.Tensor:
-    """The normalised Hadamard matrix H_d / sqrt(d) (Sylvester's construction), float64; orthogonal: H H^T = I.
-
-    Args:
-        d: a power of two (>= 1).
-    Returns:
-        (d, d) float64 with entries +-1/sqrt(d).
-
-    Example:
-        >>> (hadamard_matrix(2) * 2 ** 0.5).tolist()
-        [[1.0, 1.0], [1.0, -1.0]]
-    """
-    if isinstance(d, bool) or not isinstance(d, int) or d < 1 or d & (d - 1):
-        low = 1 << max(0, int(d).bit_length() - 1) if isinstance(d, int) and d >= 1 else 1
-        raise ValueError(f"a Hadamard matrix needs d a power of two (1, 2, 4, ..., 64, 128, 256), got d={d!r}. "
-                         f"Use hadamard=False, or pad the head dimension with zeros to {low * 2} (zero features "
-                         f"change no score).")
-    h = torch.ones(1, 1, dtype=torch.float64)
-    while h.shape[0] < d:
-        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)  # [[H, H], [H, -H]]
-    return h / math.sqrt(d)
-
-
-def random_rotation(d: int, seed: int = 0) -> torch.Tensor:
-    """FA3's incoherent-processing matrix M = diag(s) H_d / sqrt(d), s random +-1 (seeded): orthogonal, float64.
-
-    Example:
-        >>> M = random_rotation(8, seed=1)
-        >>> torch.allclose(M @ M.T, torch.eye(8, dtype=torch.float64))
-        True
-    """
-    h = hadamard_matrix(d)
-    g = torch.Generator().manual_seed(seed)
-    signs = torch.randint(0, 2, (d, 1), generator=g, dtype=torch.float64) * 2 - 1  # (d, 1) +-1
-    return signs * h  # (d, d) row r of H times s_r
-
-
-def fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, fmt: str = "e4m3", block_size: int = 128,
-                  hadamard: bool = False, causal: bool = False, scale: float | None = None,
-                  seed: int = 0) -> torch.Tensor:
-    """FlashAttention-3's FP8 forward, emulated: block-quantised Q, K, V, optional incoherent processing, P in FP8.
-
-    Steps (FA3, Section 3.3): with hadamard, Q <- Q M and K <- K M (M = random_rotation(d, seed), so Q K^T is
-    unchanged); Q, K, V quantised per block of block_size rows (quantize_blocks); S = scale Q K^T in fp32 on the
-    dequantised values; then, K/V block by K/V block of block_size keys, the online softmax in fp32: P~ = exp(S - m)
-    times 2^8 (FA3's offset) is added to l unrounded and rounded to FP8 (saturating) before P~ V; O = acc / l.
-
-    Args:
-        q: (B, H, N_q, d).  k, v: (B, H_kv, N_k, d), H_kv dividing H (GQA: query head h reads K/V head h // (H/H_kv)).
-        fmt: "e4m3" (FA3's format) or "e5m2".
-        block_size: quantisation block of Q, K, V rows, and the K/V tile of the softmax loop (>= 1).
-        hadamard: incoherent processing; needs d a power of two (else ValueError: pad d or turn it off).
-        causal: top-left causal mask (query i sees keys j <= i), as SDPA's is_causal.
-        scale: softmax scale, default 1/sqrt(d).
-        seed: the random signs of M.
-    Returns:
-        O (B, H, N_q, d) float32; rows that see no key are zeros.
-
-    Example:
-        >>> g = torch.Generator().manual_seed(0)
-        >>> q, k, v = (torch.randn(1, 2, 64, 32, generator=g) for _ in range(3))
-        >>> ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double())
-        >>> err = (fp8_attention(q, k, v, hadamard=True) - ref).abs().max().item()
-        >>> 1e-3 < err < 0.1  # FP8 keeps ~2 significant digits
-        True
-    """
-    validate_qkv(q, k, v)
-    dt = fp8_dtype(fmt)
-    block_size = validate_block("block_size", block_size)
-    causal = validate_causal(causal)
-    if not isinstance(hadamard, bool):
-        raise TypeError(f"hadamard must be True or False, got {hadamard!r}.")
-    d = q.shape[-1]
-    scale = validate_scale(scale, d, torch.float32)
-    if hadamard:
-        M = random_rotation(d, seed)  # (d, d) float64; raises for d not a power of two
-        q, k = (x.double() @ M for x in (q, k))  # (B, H, N, d): the same Q K^T, outliers spread over d channels
-    Qd, Kd, Vd = (quantize_blocks(x, fmt, block_size) for x in (q, k, v))  # fp32, dequantised
-    G = q.shape[1] // k.shape[1] if k.shape[1] else 1
-    Kd, Vd = Kd.repeat_interleave(G, dim=1), Vd.repeat_interleave(G, dim=1)  # (B, H, N_k, d) per query head
-    return _fp8_softmax_pv(Qd * scale, Kd, Vd, dt, block_size, causal)
-
-
-def _fp8_softmax_pv(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, dt: torch.dtype, block: int,
-                    causal: bool) -> torch.Tensor:
-    """FA3's loop over K/V blocks in fp32 with P~ 2^8 rounded to dt before P~ V. Q pre-scaled: (B, H, N_q, d);
-    K, V: (B, H, N_k, d) dequantised fp32. Returns O (B, H, N_q, d) float32."""
-    n_q, n_k = Q.shape[2], K.shape[2]
-    top = torch.finfo(dt).max
-    m = torch.full(Q.shape[:3], -math.inf)  # (B, H, N_q) running max, natural units
-    l = torch.zeros(Q.shape[:3])  # (B, H, N_q) running sum of P~ 2^8, unrounded
-    acc = torch.zeros(Q.shape)  # (B, H, N_q, d)
-    i = torch.arange(n_q)[:, None]  # (N_q, 1) query index
-    for j0 in range(0, n_k, block):
-        S = Q @ K[:, :, j0:j0 + block].transpose(-1, -2)  # (B, H, N_q, Bc) fp32
-        if causal:
-            S = S.masked_fill(torch.arange(j0, min(j0 + block, n_k))[None, :] > i, -math.inf)  # top-left
-        m_new = torch.maximum(m, S.amax(-1))  # (B, H, N_q)
-        m_safe = m_new.masked_fill(m_new == -math.inf, 0.0)  # rows that see nothing yet
-        P = torch.exp(S - m_safe[..., None]) * 2.0 ** P_OFFSET_LOG2  # (B, H, N_q, Bc) in [0, 256]
-        alpha = torch.exp(m - m_safe)  # (B, H, N_q)
-        l = alpha * l + P.sum(-1)  # fp32, unrounded P~, as FA3
-        P8 = P.clamp(max=top).to(dt).float()  # (B, H, N_q, Bc) what the FP8 tensor core multiplies with V
-        acc = alpha[..., None] * acc + P8 @ V[:, :, j0:j0 + block]  # (B, H, N_q, d)
-        m = m_new
-    return acc / l.clamp(min=torch.finfo(torch.float32).tiny)[..., None]  # rows that saw nothing: 0 / tiny = 0
 
 
 @dataclass(frozen=True)

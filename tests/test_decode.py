@@ -3,6 +3,7 @@ reference with the twice-plain-PyTorch error rule, and itself across every split
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -13,7 +14,7 @@ from _oracle import FLOOR, max_err
 import flashviz.core.decode_layouts as decode_layouts
 import flashviz.core.decode_paged as decode_paged
 from flashviz import flash_decode, naive_attention
-from flashviz.core.decode import MergeEvent, SplitEvent, num_splits_heuristic
+from flashviz.core.decode import MergeEvent, SplitEvent, decode_partials, merge_partials, num_splits_heuristic
 from flashviz.core.decode_paged import pool_owners
 
 
@@ -328,3 +329,83 @@ def test_pool_read_in_place_equals_contiguous(page_size, order, batch, step_byte
             paged = flash_decode(q, k_p, v_p, cache_seqlens=lens, block_table=table, num_splits=s, causal=causal)
             assert max_err(paged, contiguous) <= 1e-6
             assert max_err(paged, naive_reference(q, k, v, lens, causal)) <= 1e-5
+
+
+def _layouts():
+    """(name, q, caches, kwargs, lens, the same keys and values as a contiguous cache) for every path of the tuned
+    layouts: contiguous splits batched as one view and one by one, the page pool read in place, pages gathered (a
+    sparse pool), a shared page (gathered)."""
+    q, k, v = make_case(2, 6, 3, 2, 256, 16, seed=5)
+    full = torch.tensor([256, 256])
+    yield "contiguous_batched", q, (k, v), {"block_k": 16}, full, (k, v)
+    yield "contiguous_ragged", q, (k, v), {"block_k": 16}, torch.tensor([250, 77]), (k, v)
+    k_p, v_p = (x.view(2, 3, 16, 16, 16).transpose(1, 2).reshape(32, 3, 16, 16) for x in (k, v))
+    table = torch.arange(32).view(2, 16)  # page p of sequence b is physical page 16 b + p: every page in use
+    yield "paged_in_place", q, (k_p, v_p), {"block_table": table}, torch.tensor([256, 200]), (k, v)
+    yield "paged_gathered", q, (k_p, v_p), {"block_table": table}, torch.tensor([100, 5]), (k, v)  # 8 of 32 pages
+    shared = table.clone()
+    shared[1, 0] = 0  # sequence 1 reads sequence 0's first page
+    k2, v2 = k.clone(), v.clone()
+    k2[1, :, :16], v2[1, :, :16] = k[0, :, :16], v[0, :, :16]
+    yield "paged_shared_page", q, (k_p, v_p), {"block_table": shared}, full, (k2, v2)
+
+
+LAYOUTS = [case[0] for case in _layouts()]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("num_splits", [1, 3, 16])
+def test_plain_loop_over_splits_agrees_with_every_tuned_layout(layout, causal, num_splits):
+    """decode_partials(plain=True), one short loop over the splits, gives the tuned paths' O_s and L_s, split for
+    split, and merge_partials of them is flash_decode's output and logsumexp, and attention over the valid keys."""
+    _, q, (kc, vc), kwargs, lens, (k, v) = next(case for case in _layouts() if case[0] == layout)
+    call = dict(cache_seqlens=lens, num_splits=num_splits, causal=causal, **kwargs)
+    if layout.startswith("paged"):  # the path the name promises
+        in_place = pool_owners(kwargs["block_table"], lens, 16, kc.shape[0]) is not None
+        assert in_place == (layout == "paged_in_place")
+    plain_outs, plain_lses = decode_partials(q, kc, vc, plain=True, **call)
+    outs, lses = decode_partials(q, kc, vc, **call)
+    assert plain_outs.shape == outs.shape and plain_outs.shape[0] >= 1
+    assert torch.equal(torch.isneginf(plain_lses), torch.isneginf(lses))  # the same splits see nothing
+    assert max_err(plain_outs, outs) <= 1e-5
+    assert max_err(plain_lses.nan_to_num(neginf=0.0), lses.nan_to_num(neginf=0.0)) <= 1e-5
+    out, lse = flash_decode(q, kc, vc, return_lse=True, **call)
+    merged, merged_lse = merge_partials(plain_outs, plain_lses)
+    assert max_err(merged, out) <= 1e-5 and max_err(merged_lse, lse) <= 1e-5
+    assert max_err(merged, naive_reference(q, k, v, lens, causal)) <= 1e-5
+
+
+def test_merge_partials_is_attention_over_the_union_of_the_parts():
+    """Parts of the keys of any sizes (one empty for some rows) merge to attention over all the keys; the merge runs in
+    fp32 for half inputs and ignores an empty part's output, even NaN."""
+    q, k, v = make_case(1, 2, 2, 5, 50, 8, seed=9)
+    cuts = [0, 7, 20, 21, 50]
+    outs, lses = [], []
+    for a, b in itertools.pairwise(cuts):
+        s = (q.double() @ k[:, :, a:b].double().transpose(-1, -2)) / math.sqrt(8)  # (1, 2, 5, n)
+        if a == 20:
+            s[:, :, :3] = -math.inf  # rows 0..2 see nothing of part [20, 21)
+        lse = torch.logsumexp(s, dim=-1)
+        o = torch.softmax(s, dim=-1) @ v[:, :, a:b].double()  # NaN where the row saw nothing
+        outs.append(o)
+        lses.append(lse)
+    assert torch.isnan(outs[2][:, :, :3]).all()
+    hidden = torch.zeros(5, 50, dtype=torch.bool)
+    hidden[:3, 20] = True
+    want = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=~hidden)
+    out, L = merge_partials(torch.stack(outs), torch.stack(lses))
+    assert out.dtype == torch.float64 and max_err(out, want) <= 1e-12
+    s_all = (q.double() @ k.double().transpose(-1, -2) / math.sqrt(8)).masked_fill(hidden, -math.inf)
+    assert max_err(L, torch.logsumexp(s_all, dim=-1)) <= 1e-12
+    half, half_L = merge_partials(torch.stack(outs).half(), torch.stack(lses).half())
+    assert half.dtype == half_L.dtype == torch.float32 and max_err(half, want) <= 1e-2
+
+
+def test_merge_partials_of_nothing_is_zero_and_minus_inf_and_shapes_are_checked():
+    out, L = merge_partials(torch.full((3, 2, 4), float("nan")), torch.full((3, 2), -math.inf))
+    assert torch.equal(out, torch.zeros(2, 4)) and torch.isneginf(L).all()
+    out, L = merge_partials(torch.zeros(0, 2, 4), torch.zeros(0, 2))  # no parts at all
+    assert torch.equal(out, torch.zeros(2, 4)) and torch.isneginf(L).all()
+    with pytest.raises(ValueError, match=r"outs \(S, \.\.\., d\) and lses \(S, \.\.\.\)"):
+        merge_partials(torch.zeros(3, 2, 4), torch.zeros(2, 3))

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 from flashviz import flash_attention_forward, naive_attention
-from flashviz.core.flash import online_softmax_step
+from flashviz.core.softmax import online_softmax_step
 from flashviz.masks import alibi, document, softcap
 from tests._oracle import (
     FLOOR,

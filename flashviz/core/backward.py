@@ -34,15 +34,14 @@ from dataclasses import dataclass
 
 import torch
 
-from flashviz.core.flash import LOG2_E, build_schedule, group_rows, mask_tile, tiled_forward, ungroup_rows
+from flashviz.core.flash import build_schedule, group_rows, mask_tile, tiled_forward, ungroup_rows
+from flashviz.core.softmax import LOG2_E, NEG_INF
 from flashviz.core.tilemask import TileMasks
 from flashviz.core.tilemods import TileScoreMod
 from flashviz.core.tiling import Tile, TileSchedule
 from flashviz.core.validate import AttentionConfig, Window, tiled_config
 from flashviz.masks import MaskMod, ScoreMod
 from flashviz.vocab import PARTIAL
-
-NEG_INF = float("-inf")
 
 DOUBLE_BACKWARD_MESSAGE = (
     "flash_attention supports first-order gradients only: its backward is the hand-written tiled kernel of "
@@ -105,7 +104,7 @@ def _row_statistics(O: torch.Tensor, dO: torch.Tensor, L: torch.Tensor, Br: int,
         torch.sum(load(dO_i) * load(O_i), dim=-1, keepdim=True, out=D_i)  # (BH, Br, d) -> (BH, Br, 1)
     # -- -L_i in log2 units; rows that see no key (L_i = -inf) get -inf so that P_ij = exp2(-inf) = 0, never NaN
     neg_L2 = (L * -LOG2_E).unsqueeze(-1)  # (BH, N_q, 1)
-    neg_L2.masked_fill_(neg_L2 == float("inf"), NEG_INF)
+    neg_L2.masked_fill_(torch.isposinf(neg_L2), NEG_INF)
     return D, neg_L2
 
 
@@ -346,6 +345,7 @@ def flash_attention(
         scale: softmax scale, default 1/sqrt(d).
         loop_order: the forward's loop order, "q_outer" (FlashAttention-2, default) or "kv_outer" (FlashAttention-1);
             both save the same O and L, and the backward is FlashAttention-2's Algorithm 2 either way.
+            The default here is "q_outer"; flash_attention_forward's (the forward alone) is "kv_outer".
         mask_mod, score_mod: FlexAttention's, as in flash_attention_forward. The backward differentiates the
             score_mod by autograd on each tile's scores, so q, k and v get its gradient too.
     Returns:

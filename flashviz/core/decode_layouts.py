@@ -8,11 +8,11 @@ Paths (all exact, all zero-copy for K/V except the last):
         otherwise one bmm per split over the R groups;
     paged cache, most pages in use and none shared: the page pool read in place (flashviz.core.decode_paged);
     other paged caches: pages gathered STEP_BYTES at a time, folded into their split with FlashAttention's online
-        softmax (m_i, l_i, O_i rescaled per step).
+        softmax (m_i, l_i, O_i rescaled per step: flashviz.core.softmax's step).
 
 Legend as in flashviz.core.decode: B batch, H_kv K/V heads, G = H_q / H_kv, R = B * H_kv groups, GN = G * N_q
-stacked rows, S splits, chunk = keys per split, d head dimension; m row max of the scaled scores S_ij, l row sum of
-P_ij = exp(S_ij - m), natural log.
+stacked rows, S splits, chunk = keys per split, d head dimension; m row max of the scores S_ij, l row sum of
+P_ij = 2^(S_ij - m), in base 2 (log2 units: the queries come scaled by scale log2(e)), as flashviz.core.softmax.
 """
 
 from __future__ import annotations
@@ -24,18 +24,13 @@ import torch
 
 from flashviz.core.decode_checks import CacheLayout
 from flashviz.core.decode_paged import pool_owners, pool_partials
+from flashviz.core.softmax import NEG_INF, online_softmax_step
 
-NEG_INF = float("-inf")
 STEP_BYTES = 16 * 2**20  # bytes of K per step across all R groups: well inside a shared L3, so K/V gathered from pages
 #                         (or sliced from the cache) are still in cache when the second matmul reads them
 
 Piece = tuple[int, int, int, int, torch.Tensor, torch.Tensor]  # split0, count, key0, size, K (R*count, size, d), V
-State = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # m (R, S, GN), l (R, S, GN), unnormalised O (R, S, GN, d)
-
-
-def finite(x: torch.Tensor) -> torch.Tensor:
-    """-inf -> 0, so that exp(x - max) stays 0 (not NaN) for rows that see no key."""
-    return torch.where(x == NEG_INF, torch.zeros((), dtype=x.dtype, device=x.device), x)
+State = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # m (R, S, GN) log2, l (R, S, GN), unnormalised O (R, S, GN, d)
 
 
 def _flat(x: torch.Tensor, *shape: int) -> torch.Tensor | None:
@@ -80,34 +75,24 @@ def paged_pieces(k_cache: torch.Tensor, v_cache: torch.Tensor, table: torch.Tens
             yield s, 1, t0, n, k_p[:, idx].view(H * B, n, d), v_p[:, idx].view(H * B, n, d)
 
 
-def _partials(q3: torch.Tensor, piece: Piece, limit: torch.Tensor | None, limit_min: int, acc: torch.dtype
-              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """m, l and unnormalised O of `count` splits over `size` keys each, every split one item of the batch."""
-    _, count, key0, size, k3, v3 = piece
+def _fold(state: State, q3: torch.Tensor, piece: Piece, limit: torch.Tensor, limit_min: int) -> None:
+    """One online-softmax step (flashviz.core.softmax) per split: fold a piece's keys into splits s0 .. s0+count-1
+    of state (in place), every split one item of the batch."""
+    s0, count, key0, size, k3, v3 = piece
     R, GN, d = q3.shape
+    m, l, O = (x[:, s0 : s0 + count] for x in state)  # views (R, count, GN), (R, count, GN), (R, count, GN, d)
     q_b = q3 if count == 1 else q3[:, None].expand(R, count, GN, d).reshape(R * count, GN, d)  # q is tiny: copy ok
-    # (R*count, GN, d) x (R*count, d, size) -> (R*count, GN, size); read size * d of K per item
-    S_ij = torch.bmm(q_b, k3.transpose(1, 2)).view(R, count, GN, size).to(acc)
-    if limit is not None and key0 + count * size > limit_min:  # some key of the piece is past some row's limit
+    # (R*count, GN, d) x (R*count, d, size) -> (R*count, GN, size); read size * d of K per item; log2 units
+    S_ij = torch.bmm(q_b, k3.transpose(1, 2)).view(R, count, GN, size).to(O.dtype)
+    masked = key0 + count * size > limit_min  # some key of the piece is past some row's limit
+    if masked:
         pos = key0 + torch.arange(count * size, device=q3.device).view(count, 1, size)  # key positions
         S_ij = S_ij.masked_fill_(pos >= limit[:, None, :, None], NEG_INF)
-    m = S_ij.amax(-1)  # (R, count, GN)
-    P_ij = S_ij.sub_(finite(m)[..., None]).exp_()  # (R, count, GN, size), in place: one pass fewer over scores
-    l = P_ij.sum(-1)  # (R, count, GN)
+    P_ij, m_new, l_new, alpha = online_softmax_step(S_ij, m, l, masked)  # P_ij in S_ij's storage
     # (R*count, GN, size) x (R*count, size, d) -> (R*count, GN, d); read size * d of V per item
-    O = torch.bmm(P_ij.view(R * count, GN, size).to(v3.dtype), v3).view(R, count, GN, d).to(acc)
-    return m, l, O
-
-
-def _accumulate(state: tuple[torch.Tensor, torch.Tensor, torch.Tensor], s0: int, count: int,
-                part: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> None:
-    """Online softmax: fold a piece's (m, l, O) into splits s0 .. s0+count-1 (in place)."""
-    m, l, O = (x[:, s0 : s0 + count] for x in state)  # (R, count, GN), (R, count, GN), (R, count, GN, d)
-    m_p, l_p, O_p = part
-    m_new = torch.maximum(m, m_p)
-    alpha, beta = torch.exp(m - finite(m_new)), torch.exp(m_p - finite(m_new))  # rescale old / new; 0 if empty
-    O.mul_(alpha[..., None]).add_(beta[..., None] * O_p)
-    l.mul_(alpha).add_(beta * l_p)
+    PV = torch.bmm(P_ij.view(R * count, GN, size).to(v3.dtype), v3).view(R, count, GN, d).to(O.dtype)
+    O.mul_(alpha[..., None]).add_(PV)  # O_s <- diag(alpha) O_s + P~ V
+    l.copy_(l_new)
     m.copy_(m_new)
 
 
@@ -129,7 +114,7 @@ def _split_states(q4: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
              torch.zeros((B * H, n_splits, GN), dtype=acc, device=q4.device),
              torch.zeros((B * H, n_splits, GN, d), dtype=acc, device=q4.device))  # m, l, O of every split
     for piece in pieces:
-        _accumulate(state, piece[0], piece[1], _partials(q3, piece, limit, limit_min, acc))
+        _fold(state, q3, piece, limit, limit_min)
     if table is not None:  # back to (B, H_kv) group order
         state = tuple(x.view(H, B, *x.shape[1:]).transpose(0, 1).reshape(B * H, *x.shape[1:]) for x in state)
     return state

@@ -12,14 +12,16 @@ The small per-page row max and row sum are gathered into logical page order and 
 scatter: no write contention). Pages that no sequence uses are computed and dropped, so this path is taken only
 when most of the pool is in use and no page is shared (see pool_owners).
 
-Legend as in flashviz.core.decode: B batch, H = H_kv, GN = G * N_q stacked rows, S splits, d head dimension.
+Legend as in flashviz.core.decode: B batch, H = H_kv, GN = G * N_q stacked rows, S splits, d head dimension. Scores
+are in log2 units (the queries come scaled by scale log2(e)) and P_ij = 2^(S_ij - m), as flashviz.core.softmax's.
 """
 
 from __future__ import annotations
 
 import torch
 
-NEG_INF = float("-inf")
+from flashviz.core.softmax import NEG_INF, finite
+
 POOL_MIN_USE = 0.5  # read the whole pool only if at least half of its pages hold valid keys (else gather pages)
 STEP_ROW_BYTES = 4 * 2**20  # bytes of per-page query rows (and of per-page outputs) per step: they stay in cache
 #                             (2 MiB of L2 per core here), and a step still reads 4 MiB * page_size / (G * N_q) of K
@@ -45,8 +47,8 @@ def pool_owners(table: torch.Tensor, seqlens: torch.Tensor, page_size: int, num_
 def pool_partials(q4: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                   owners: tuple[torch.Tensor, ...], limit: torch.Tensor, chunk: int, n_splits: int,
                   acc: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
-    """m, l, unnormalised O of every split, shapes (B*H, S, GN), (B*H, S, GN), (B*H, S, GN, d); None when the cache
-    is not laid out as one batch of pages (then the caller gathers pages instead).
+    """m (log2 units), l, unnormalised O of every split, shapes (B*H, S, GN), (B*H, S, GN), (B*H, S, GN, d); None
+    when the cache is not laid out as one batch of pages (then the caller gathers pages instead).
 
     Args:
         q4: (B, H, GN, d) scaled queries, stacked per K/V group.
@@ -70,11 +72,13 @@ def pool_partials(q4: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
         S_ij = S_ij.masked_fill_(pos[:, None, None, :] >= limit[owner_b][..., None], NEG_INF)
     to_splits = _logical(table, used, chunk // page, n_splits)  # per-page rows -> (B, S, pages per split, ...)
     m = to_splits(S_ij.amax(-1), NEG_INF).amax(2)  # (B, S, H, GN) row max of each split
-    m_safe = torch.where(m == NEG_INF, torch.zeros((), dtype=acc, device=m.device), m)
+    m_safe = finite(m)  # (B, S, H, GN) the -inf guard of flashviz.core.softmax
     segment = owner_b * n_splits + split  # (n_pages,) the (sequence, split) each page belongs to
     m_page = m_safe.view(B * n_splits, H, GN)  # one segment: broadcast its row max to every page, no gather
     m_page = m_page[segment] if B * n_splits > 1 else m_page  # (n_pages or 1, H, GN)
-    P_ij = S_ij.sub_(m_page[..., None]).exp_()  # (n_pages, H, GN, page), in place over the scores
+    # not the online step: the pool is scored in one pass, so each split's max is known before any exponential and
+    # nothing is rescaled; P~_ij = 2^(S_ij - m_s), as that step's would be
+    P_ij = S_ij.sub_(m_page[..., None]).exp2_()  # (n_pages, H, GN, page), in place over the scores
     l = to_splits(P_ij.sum(-1), 0.0).sum(2)  # (B, S, H, GN)
     live = torch.zeros(n_pages, dtype=torch.bool, device=q4.device)
     live[table[used]] = True  # (n_pages,) pages some sequence uses

@@ -17,7 +17,8 @@ tile operation is one batched matmul over all groups, (BH_kv, Br G, d) x (BH_kv,
 per tile for the whole group, never copied per query head. For G = 1 the fold is a free view.
 As in the FlashAttention-2 and Triton kernels, the softmax runs in base 2: Q is pre-scaled by scale * log2(e), so
 S_ij and m_i are in log2 units and P~_ij = exp2(S_ij - m_i), which is the same number as exp(scale * q.k - m) but
-cheaper to compute. Reported m and L are converted back to natural log.
+cheaper to compute (flashviz.core.softmax: the step and its constants). Reported m and L are converted back to natural
+log.
 "Load" means slicing a tile out of the (HBM) input; only tiles that tile_schedule marks as computed are ever loaded.
 
 Steps: on the classic path (causal and window, no mask_mod) every computed tile is one loop iteration; with a
@@ -40,16 +41,15 @@ from operator import attrgetter
 import torch
 
 from flashviz.core.flash_schedule import Step, check_schedule, schedule_steps
+from flashviz.core.softmax import LN_2, LOG2_E, NEG_INF, online_softmax_step
 from flashviz.core.softmax_variants import SoftmaxStep, make_softmax_step, rescaled_rows
-from flashviz.core.tilemask import NEG_INF, TileMasks, add_tile_bias, mask_tile
+from flashviz.core.tilemask import TileMasks, add_tile_bias, mask_tile
 from flashviz.core.tilemods import TileScoreMod
 from flashviz.core.tiling import Tile, TileSchedule, tile_schedule
 from flashviz.core.validate import AttentionConfig, Window, tiled_config
 from flashviz.masks import MaskMod, ScoreMod
 from flashviz.vocab import PARTIAL
 
-LOG2_E = 1.4426950408889634  # 1/ln(2): e^x = 2^(x log2 e), and exp2 is ~3x cheaper than exp on CPU
-LN_2 = 0.6931471805599453  # ln(2): converts base-2 maxima and logsumexps back to natural log
 # Widest step (mask_mod path): consecutive tiles are merged only up to this many key columns (q_outer) or query
 # positions (kv_outer), and never less than one tile. A step's scores S_ij (BH_kv, Br G, <= 512) are then bounded
 # whatever N is, as a tile's are (the FlashAttention point: O(N) memory, no N x N block), at most 512 / d times its
@@ -128,36 +128,6 @@ def _load_kt(k: torch.Tensor, k_start: int, k_end: int, acc: torch.dtype) -> tor
     """K_j^T for keys [k_start, k_end) as a (BH, d, Bc) view: the matmul reads the transposed operand in place
     (BLAS's "T" flag), which is faster than copying it into a contiguous tile first."""
     return k[:, k_start:k_end].to(acc).transpose(1, 2)  # read Bc d
-
-
-def online_softmax_step(S_ij: torch.Tensor, m_i: torch.Tensor, l_i: torch.Tensor,
-                        partial: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """One tile of the online softmax, in base 2: fold the scores S_ij into the running row max m_i and sum l_i.
-
-    FA1 Algorithm 1 lines 9-11 and FA2 Algorithm 1 line 8, written once for both loop orders:
-        m_new = max(m_i, rowmax(S_ij));  P~_ij = 2^(S_ij - m_new);  alpha = 2^(m_i - m_new);
-        l_new = alpha l_i + rowsum(P~_ij).
-    FA1 writes the tile's part as 2^(m~_ij - m_new) rowsum(2^(S_ij - m~_ij)) with m~_ij = rowmax(S_ij); that is the
-    same number, computed here in one exponential instead of two.
-
-    Args:
-        S_ij: (BH, Br, Bc) scores in log2 units, -inf where masked; overwritten by P~_ij (no second tile buffer).
-            Rows are independent: with grouped heads they are the Br G rows of group_rows' layout.
-        m_i: (BH, Br) running row max (log2 units), -inf for rows that have seen no visible key yet.
-        l_i: (BH, Br) running row sum relative to m_i, 0 for those rows.
-        partial: whether the tile has masked elements: only then can a whole row of S_ij be -inf.
-    Returns:
-        P~_ij (BH, Br, Bc) in S_ij's storage, m_new (BH, Br), l_new (BH, Br), alpha (BH, Br) = 2^(m_i - m_new),
-        the factor that rescales state accumulated against the old max.
-    """
-    m_new = torch.maximum(m_i, S_ij.amax(dim=-1))  # (BH, Br)
-    # -inf guard: a row that has seen no visible key has m_new = -inf, and S_ij - m_new would be -inf - (-inf) = NaN.
-    # Subtracting 0 instead gives P~ = 2^-inf = 0 and alpha = 0, so the row's l and O stay 0.
-    m_safe = m_new.masked_fill(m_new == NEG_INF, 0.0) if partial else m_new  # (BH, Br)
-    P_ij = torch.exp2(S_ij.sub_(m_safe.unsqueeze(-1)), out=S_ij)  # (BH, Br, Bc) P~_ij = 2^(S_ij - m_new), in place
-    alpha = torch.exp2(m_i - m_safe)  # (BH, Br) 2^(m_i - m_new)
-    l_new = alpha * l_i + P_ij.sum(dim=-1)  # (BH, Br)
-    return P_ij, m_new, l_new, alpha
 
 
 def _mod_and_mask(S_ij: torch.Tensor, step: Step, masks: TileMasks, score: TileScoreMod | None,
@@ -335,6 +305,7 @@ def flash_attention_forward(
         window: (left, right) sliding window: query i sees keys i-left..i+right; None on a side = unbounded.
         scale: softmax scale, default 1/sqrt(d).
         loop_order: "kv_outer" (FlashAttention-1 Algorithm 1) or "q_outer" (FlashAttention-2).
+            The default here is "kv_outer"; flash_attention's (forward + backward) is "q_outer".
         return_lse: also return the logsumexp L = m + log l, shape (B, H, N_q), natural log, -inf for empty rows.
         on_tile: called once per computed tile, in schedule order, with a TileEvent (q_block, k_block, status, the
             running m and l of the tile's rows and which of them rescaled, for batch 0, head 0). With it the kernel

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from flashviz.core.maskeval import evaluate, index_grid
+from flashviz.core.softmax import NEG_INF
 from flashviz.core.tilemods import checked_call
 from flashviz.core.tiling import visible_mask
 from flashviz.core.validate import AttentionConfig, Window, naive_config
@@ -71,7 +72,7 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal
         S = checked_call(c.score_mod, S, b, h, q_idx, k_idx, SCORE_CALL).to(S.dtype).contiguous()  # (B, H, N_q, N_k)
     mask = _dense_mask(c, q.device)  # (N_q, N_k) or (B', H', N_q, N_k) bool, or None
     if mask is not None:
-        S.masked_fill_(~mask, float("-inf"))
+        S.masked_fill_(~mask, NEG_INF)
     P = torch.softmax(S, dim=-1)  # (B, H, N_q, N_k); read N^2, write N^2
     if mask is not None:
         # rows with every key masked: softmax gives NaN, the convention is zeros. In place unless autograd saved P

@@ -39,9 +39,9 @@ from numbers import Real
 
 import torch
 
-from flashviz.core.tilemask import NEG_INF
+from flashviz.core.softmax import NEG_INF, softmax_step_to
 
-# the step's signature, shared with flash.online_softmax_step: (S_ij, m_i, l_i, partial) -> (P~, m_new, l_new, alpha)
+# the step's signature, shared with softmax.online_softmax_step: (S_ij, m_i, l_i, partial) -> (P~, m_new, l_new, alpha)
 SoftmaxStep = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool],
                        tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]
 FA4_THRESHOLD = 8.0  # log2 units: FlashAttention-4's rescale threshold for 16-bit inputs (a factor 2^8 = 256)
@@ -105,12 +105,11 @@ def conditional_softmax_step(S_ij: torch.Tensor, m_i: torch.Tensor, l_i: torch.T
         (0.0, 1.0, [[[8.0, 2.0]]])
     """
     m_tile = S_ij.amax(dim=-1)  # (BH, Br) the tile's row max m~_ij
-    # the max moves only by more than tau; m_i = -inf moves (+inf > tau); -inf - (-inf) = NaN compares False: stays
+    # differs from online_softmax_step in the max alone (FA4): it moves only by more than tau; m_i = -inf moves
+    # (+inf > tau); -inf - (-inf) = NaN compares False: stays
     m_new = torch.where(m_tile - m_i > tau, m_tile, m_i)  # (BH, Br)
-    m_safe = m_new.masked_fill(m_new == NEG_INF, 0.0) if partial else m_new  # (BH, Br) -inf guard, as the classic step
-    P_ij = torch.exp2(S_ij.sub_(m_safe.unsqueeze(-1)), out=S_ij)  # (BH, Br, Bc) P~_ij = 2^(S_ij - m_new) <= 2^tau
-    alpha = torch.exp2(m_i - m_safe)  # (BH, Br) 1 where the max stayed, < 1 where it moved, 0 on the first key
-    l_new = alpha * l_i + P_ij.sum(dim=-1)  # (BH, Br)
+    # P~_ij = 2^(S_ij - m_new) <= 2^tau; alpha is 1 where the max stayed, < 1 where it moved, 0 on the first key
+    P_ij, l_new, alpha = softmax_step_to(S_ij, m_i, l_i, m_new, partial)  # (BH, Br, Bc), (BH, Br), (BH, Br)
     return P_ij, m_new, l_new, alpha
 
 
@@ -134,7 +133,7 @@ def round_p(P_ij: torch.Tensor, p_dtype: torch.dtype) -> torch.Tensor:
 
 def make_softmax_step(tau: object, p_dtype: object) -> SoftmaxStep | None:
     """The kernels' softmax step for the options, validated here: None for the defaults (tau = 0, p_dtype None), so
-    that the default path runs flash.online_softmax_step with no extra op per tile; else the conditional step, with
+    that the default path runs softmax.online_softmax_step with no extra op per tile; else the conditional step, with
     P~ rounded to p_dtype AFTER its row sum has been added to l (l sums the unrounded P~, as GPU kernels do).
 
     Args:

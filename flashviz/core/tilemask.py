@@ -16,9 +16,8 @@ from __future__ import annotations
 import torch
 
 from flashviz.core.maskeval import evaluate, index_grid
+from flashviz.core.softmax import NEG_INF
 from flashviz.core.tiling import Tile, TileSchedule, visible_mask
-
-NEG_INF = float("-inf")
 
 
 def _grouped(S_ij: torch.Tensor, mask: torch.Tensor, G: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -136,7 +135,7 @@ class TileMasks:
             cache, key = self._bias, (tile.k_start - tile.q_start, tile.rows, tile.cols)
         if key not in cache:
             hidden = self.hidden(tile)  # (rows, cols) or (B*H, rows, cols) bool
-            cache[key] = torch.zeros(hidden.shape, device=self.device).masked_fill_(hidden, float("-inf"))
+            cache[key] = torch.zeros(hidden.shape, device=self.device).masked_fill_(hidden, NEG_INF)
         return cache[key]
 
     def _hidden_mask_mod(self, tile: Tile) -> torch.Tensor:

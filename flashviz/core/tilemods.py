@@ -22,9 +22,9 @@ from collections.abc import Callable
 import torch
 
 from flashviz.core.maskeval import required_positional
+from flashviz.core.softmax import LOG2_E
 from flashviz.masks import ScoreMod
 
-LOG2_E = 1.4426950408889634  # 1/ln(2): natural-log scores -> the kernels' log2 units
 SCORE_CALL = "score (B, H_kv, Br, G, Bc), b (B,1,1,1,1), h (1,H_kv,1,G,1), q_idx (Br,1,1), kv_idx (1,1,Bc)"
 
 
