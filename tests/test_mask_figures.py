@@ -99,6 +99,9 @@ def test_element_figure_exact_and_downsampled():
     assert "visible: %{z:.0%}" in exact.data[0].hovertemplate
     coarse = element_mask_figure(np.full((4, 4), 0.5), n=16, cell=4, visible_fraction=0.5)
     assert coarse.data[0].showscale and coarse.data[0].colorbar.orientation == "h"
+    # the colour bar's title above the bar, not beside it: beside a horizontal bar it shares the row of the tick
+    # labels, and the first one ("0%", centred on the bar's end) reaches into it (the browser test checks the boxes)
+    assert coarse.data[0].colorbar.title.text == "visible" and coarse.data[0].colorbar.title.side == "top"
     assert "4 × 4 elements per pixel" in coarse.layout.title.subtitle.text
     assert list(coarse.data[0].x) == [1.5, 5.5, 9.5, 13.5]  # cell centres, in tokens
 

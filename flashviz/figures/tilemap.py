@@ -10,9 +10,17 @@ by column, "kv_outer"; FlashAttention-2 row by row, "q_outer"); frames are subsa
 
 How it animates without JavaScript: every animated element runs a CSS animation whose delay is its frame's start
 time, all paused (`animation-play-state: paused`) until the Play checkbox is checked; a paused animation's clock,
-delay included, stands still, so Pause keeps the frame. A tile turns from pale to full colour at its frame; each
-frame's overlay (the tile in progress, the Q_i row and K_j, V_j column held on chip, the counter) is visible for
-its frame only. Restart swaps every animation for an identical copy, which starts it again from the first frame.
+delay included, stands still, so Pause keeps the frame. A tile turns from pale to full colour at its frame, and the
+tile a frame computes shows in the colour of the tile in progress during that frame (a second animation of the
+tile); each frame's counter is visible for its frame only, and so are the outlines of the Q_i row and the K_j, V_j
+column held on chip, drawn once per run of frames that hold the same row or column. Restart swaps every animation
+for an identical copy, which starts it again from the first frame.
+
+The markup says each thing once, because the browser turns all of it into elements before it draws the page's first
+chart: tiles are placed in units of a tile (a scaled group), their size, gap and colours come from CSS classes,
+frame K's start time is one CSS variable of class rK that every element of that frame reads, and the counter's
+labels are drawn once per panel with only the numbers in each frame. Hover titles (about 90 bytes a tile) are given
+to small grids only.
 
 Legend: N sequence length, Br = block_q, Bc = block_k, Tr x Tc tiles.
 """
@@ -44,7 +52,8 @@ if TYPE_CHECKING:  # a plain dataclass; imported for type hints only, so this mo
 
 MAX_FRAMES = 120  # frames per animation: a 15-25 s playthrough at 120-800 ms a frame
 FRAME_S_MIN, FRAME_S_MAX, PLAY_S = 0.12, 0.8, 15.0  # seconds per frame, clamped; about PLAY_S for a whole run
-TITLED_TILES = 1024  # grids of at most this many tiles (32 x 32) get a hover title per tile
+TITLED_TILES = 100  # grids of at most this many tiles (10 x 10) get a hover title per tile: on larger ones the
+#                     titles would be most of the markup
 HOLD_S = 100000  # seconds a revealed tile's animation stays active: longer than any playthrough
 ROOT_CLASS = "fv-tilemap"  # the snippet's outer <div>; tests and the first-chart benchmark look for it
 
@@ -53,6 +62,9 @@ GRID_PX = {1: 330, 2: 300}  # the longer side of a grid, by panel count
 LEFT_PX = 64  # room left of a grid: the y tick labels and the rotated y axis title
 TOP_PX = 72  # room above a grid: the three-line counter
 COUNTER_Y = (20, 42, 64)  # the counter's lines: the tile, its HBM traffic so far, standard attention's
+COUNTER_LABELS = ("HBM traffic so far", "standard attention:")  # the second and third lines, drawn once a panel
+VALUE_X_PX = 189  # where their numbers start: "standard attention:" is 174 px wide at 18 px in DejaVu Sans, the
+#                   widest font the map falls back to (155 px in Arial)
 BOTTOM_PX = 54  # room below a grid: the x tick labels and the x axis title
 RIGHT_PX = 8
 GAP_MIN_CELL_PX = 7  # cells at least this large get a 1 px gap (grid lines); smaller ones would lose their colour
@@ -61,6 +73,7 @@ MAP_HEIGHT_PX = 492  # a panel's SVG (counters, grid, axes) at most; the browser
 FATES = vocab.TILE_STATUSES  # full, partial, skipped
 NAIVE_COUNTER_COLOR = IMPL_COLORS[vocab.NAIVE]  # standard attention's counter, in naive's colour as on every chart
 FATE_CLASS = {vocab.FULL: "f", vocab.PARTIAL: "p", vocab.SKIPPED: "s"}  # CSS class of a tile, by fate
+GRID_COLOR = "#5a5a5a"  # the grid behind the tiles: the 1 px gaps between them
 
 
 def frame_indices(n_computed: int, max_frames: int = MAX_FRAMES) -> list[int]:
@@ -173,22 +186,67 @@ def _cell_px(tr: ScheduleTrace, panels: int) -> float:
     return GRID_PX[panels] / max(tr.n_q_blocks, tr.n_k_blocks)
 
 
-def _tiles_svg(tr: ScheduleTrace, reveal: list[int], tl: _Timeline, cell: float, still: bool) -> str:
-    """One <rect> per tile, classed by fate: "done" (full colour) if reached by the start frame, else "later rK"
-    (pale, turning full colour at frame K's time, set once per frame in _reveal_css), or on a still map nothing
-    (pale). Grids of up to TITLED_TILES tiles get a hover title each (rows, keys, step), except on a still map; on
-    larger ones a tile is too small to point at."""
-    gap = 1.0 if cell >= GAP_MIN_CELL_PX else 0.0
+def _num(x: float, places: int = 3) -> str:
+    """x in its shortest form with at most `places` decimals (no trailing zeros, no leading zero), as SVG and CSS
+    read numbers.
+
+    Example:
+        >>> _num(0.625), _num(2.0), _num(20.625, 2), _num(-0.5)
+        ('.625', '2', '20.62', '-.5')
+    """
+    text = f"{x:.{places}f}".rstrip("0").rstrip(".")
+    sign, digits = ("-", text[1:]) if text.startswith("-") else ("", text)
+    digits = digits[1:] if digits.startswith("0.") else digits
+    return "0" if digits in ("", "0") else sign + digits
+
+
+@dataclass(frozen=True)
+class _Frames:
+    """What a panel shows frame by frame, from the start frame on: its tile in progress and that tile's Q_i row and
+    K_j, V_j column (outlined while held in SRAM), with runs of equal rows or columns drawn once per run."""
+
+    steps: list[int]  # per frame k >= start (index k - start): the schedule step of the tile in progress
+    row_runs: list[tuple[int, int, int]]  # (first frame, frames, Q block i) per run of frames on the same row
+    col_runs: list[tuple[int, int, int]]  # (first frame, frames, K/V block j) per run of frames on the same column
+
+
+def _runs(first: int, values: list[int]) -> list[tuple[int, int, int]]:
+    """Runs of equal consecutive values: (frame of the first, length, value); frame numbers start at `first`."""
+    out: list[tuple[int, int, int]] = []
+    for k, v in enumerate(values, start=first):
+        if out and out[-1][2] == v:
+            out[-1] = (out[-1][0], out[-1][1] + 1, v)
+        else:
+            out.append((k, 1, v))
+    return out
+
+
+def _frames(tr: ScheduleTrace, computed: list[int], tl: _Timeline, still: bool) -> _Frames:
+    """The panel's frames from the start frame on (a still map: the start frame only)."""
+    end = tl.start + 1 if still else len(tl.frames_at)
+    steps = [computed[tl.frames_at[k]] for k in range(tl.start, end)]
+    return _Frames(steps, _runs(tl.start, [tr.q_block[s] for s in steps]),
+                   _runs(tl.start, [tr.k_block[s] for s in steps]))
+
+
+def _tiles_svg(tr: ScheduleTrace, reveal: list[int], tl: _Timeline, fr: _Frames, still: bool) -> str:
+    """One <rect> per tile at its (j, i) in units of a tile (the group scales them), classed by fate and by when
+    it turns to full colour: "done" if reached by the start frame, else "rK" (pale until frame K's time, set once
+    per frame in _reveal_css) or on a still map nothing (pale). A tile some frame computes ("c", and "last" on the
+    last frame) shows in the current tile's colour during that frame, the frame before its reveal (on a still map:
+    "now"). Grids of up to TITLED_TILES tiles get a hover title each (rows, keys, step), except on a still map."""
     titled = tr.steps <= TITLED_TILES and not still
+    current, last = set(fr.steps), fr.steps[-1] if fr.steps else None
     out = []
     for step in range(tr.steps):
         i, j, fate = tr.q_block[step], tr.k_block[step], tr.status[step]
-        # a still map has no timeline: a tile not reached yet stays pale (an animation class without its delay
-        # would jump to full colour at once)
-        when = "done" if reveal[step] <= tl.start else "" if still else f"later r{reveal[step]}"
-        classes = f"t {FATE_CLASS[fate]} {when}".rstrip()
-        rect = (f'<rect class="{classes}" x="{j * cell + gap / 2:.1f}" y="{i * cell + gap / 2:.1f}" '
-                f'width="{cell - gap:.1f}" height="{cell - gap:.1f}"')
+        if reveal[step] <= tl.start:
+            when = " done"
+        elif still:  # no timeline: a tile not reached yet stays pale, the start frame's tile in progress is marked
+            when = " now" if step in current else ""
+        else:
+            when = f" r{reveal[step]}" + (" c" if step in current else "") + (" last" if step == last else "")
+        rect = f'<rect class="t {FATE_CLASS[fate]}{when}" x="{j}" y="{i}"'
         if titled:
             rows = f"{i * tr.block_q}-{min((i + 1) * tr.block_q, tr.n) - 1}"
             keys = f"{j * tr.block_k}-{min((j + 1) * tr.block_k, tr.n) - 1}"
@@ -199,9 +257,50 @@ def _tiles_svg(tr: ScheduleTrace, reveal: list[int], tl: _Timeline, cell: float,
 
 
 def _reveal_css(uid: str, tl: _Timeline) -> str:
-    """The delay of every reveal class rK: frame K's start time (tiles revealed at the end of the run included)."""
-    return "".join(f"#{uid} .r{k}{{animation-delay:{tl.at(k):.3f}s}}"
-                   for k in range(tl.start + 1, len(tl.frames_at) + 1))
+    """Frame K's start time as the variable --t of class rK (K after the start frame; tiles revealed at the end of
+    the run included): the animation delay of the tiles that turn to full colour at frame K, of frame K and of the
+    outlines' runs that start at it (_forward_css reads --t; the start frame's is 0)."""
+    return "".join(f"#{uid} .r{k}{{--t:{_num(tl.at(k))}s}}" for k in range(tl.start + 1, len(tl.frames_at) + 1))
+
+
+def _forward_css(uid: str, tr: ScheduleTrace, cell: float, tl: _Timeline, still: bool) -> str:
+    """What the forward map adds to map_css: one frame's duration (--f; --d, how long a frame or a run of outlines
+    stays, is one frame unless a run sets its own); tiles of one unit in a group scaled to the cell, a 1 px gap drawn
+    as a stroke in the grid's colour; the outlines of the Q_i row (solid) and the K_j, V_j column (dashed); the
+    counters' lines (the numbers right of their labels); and, with Play, the tiles' animations (the reveal, and one
+    frame in the colour of the tile in progress)."""
+    r = f"#{uid}"
+    gap = f";stroke:{GRID_COLOR};stroke-width:{_num(1 / cell, 4)}" if cell >= GAP_MIN_CELL_PX else ""
+    css = (f"{r}{{--d:{_num(tl.dt)}s;--f:{_num(tl.dt)}s}}{r} .fv-grid .t{{width:1px;height:1px{gap}}}"
+           f"{r} .t.now{{fill:{CURRENT_TILE_COLOR}}}"
+           f"{r} .ro{{width:{tr.n_k_blocks}px;height:1px}}{r} .co{{width:1px;height:{tr.n_q_blocks}px;"
+           f"stroke-dasharray:{_num(7 / cell, 4)} {_num(4 / cell, 4)}}}"
+           f"{r} .ro,{r} .co{{fill:none;stroke:{SRAM_OUTLINE_COLOR};stroke-width:{_num(3 / cell, 4)}}}"
+           f"{r} .fr>rect{{transform:translate(0,{TOP_PX - COUNTER_Y[0]}px) scale({_num(cell, 4)})}}"
+           f"{r} .fr text+text{{transform:translate({VALUE_X_PX}px,{COUNTER_Y[1] - COUNTER_Y[0]}px)}}"
+           f"{r} .fr text+text+text{{transform:translate({VALUE_X_PX}px,{COUNTER_Y[2] - COUNTER_Y[0]}px)}}"
+           f"{r} .fr text+text+text,{r} .fv-lbl text+text{{fill:{NAIVE_COUNTER_COLOR}}}")
+    if still:
+        return css
+    # longhands only (a shorthand would reset animation-play-state, which Play alone sets). A tile's colour jumps at
+    # the start of a long active phase (step-start); a tile in progress has a second animation, one frame long
+    # (none after it, but on the last frame), listed last so it wins while both run.
+    css += (f"{r} .t:not(.done){{animation-duration:{HOLD_S}s;animation-timing-function:step-start;"
+            f"animation-fill-mode:forwards;animation-play-state:paused}}{r} .t,{r} .fr{{animation-delay:var(--t,0s)}}"
+            f"{r} .fv-play:checked~.fv-panels .t{{animation-play-state:running}}")
+    for s in FATES:
+        c = FATE_CLASS[s]
+        css += (f"{r} .t.{c}:not(.done){{animation-name:fv-{c}a}}"
+                f"{r} .fv-restart:checked~.fv-panels .t.{c}:not(.done){{animation-name:fv-{c}b}}")
+    for s in (vocab.FULL, vocab.PARTIAL):  # the fates a tile in progress can have
+        c = FATE_CLASS[s]
+        css += (f"{r} .t.{c}.c{{animation-name:fv-{c}a,fv-ca}}"
+                f"{r} .fv-restart:checked~.fv-panels .t.{c}.c{{animation-name:fv-{c}b,fv-cb}}")
+    return (css + f"{r} .t.c{{animation-duration:{HOLD_S}s,var(--f);animation-fill-mode:forwards,none;"
+            "animation-delay:var(--t),calc(var(--t) - var(--f))}"
+            f"{r} .t.c.last{{animation-duration:{HOLD_S}s;animation-fill-mode:forwards}}"
+            f"@keyframes fv-ca{{from,to{{fill:{CURRENT_TILE_COLOR}}}}}"
+            f"@keyframes fv-cb{{from,to{{fill:{CURRENT_TILE_COLOR}}}}}")
 
 
 def counter_text(tr: ScheduleTrace, computed: list[int], f: int) -> tuple[str, str, str]:
@@ -219,37 +318,44 @@ def counter_text(tr: ScheduleTrace, computed: list[int], f: int) -> tuple[str, s
     short = LOOP_ORDER_SHORT[tr.loop_order]
     if not computed:
         return f"{short}: every tile is masked,", "nothing is computed", ""
+    first, *values = _counter_values(tr, computed, f)
+    second, third = (f"{label} {v}" if v else "" for label, v in zip(COUNTER_LABELS, values, strict=True))
+    return first, second, third
+
+
+def _counter_values(tr: ScheduleTrace, computed: list[int], f: int) -> tuple[str, str, str]:
+    """What changes from frame to frame in counter_text's lines: the first line, and the numbers after the second
+    and third lines' labels (COUNTER_LABELS; empty where the trace has no IO counters)."""
     step = computed[f]
-    second = f"HBM traffic so far {format_bytes(tr.hbm_bytes[step])}" if tr.hbm_bytes is not None else ""
-    third = f"standard attention: {format_bytes(tr.naive_bytes[step])}" if tr.naive_bytes is not None else ""
-    return f"{short} tile {f + 1}/{len(computed)}: i={tr.q_block[step]}, j={tr.k_block[step]}", second, third
+    hbm = format_bytes(tr.hbm_bytes[step]) if tr.hbm_bytes is not None else ""
+    naive = format_bytes(tr.naive_bytes[step]) if tr.naive_bytes is not None else ""
+    return (f"{LOOP_ORDER_SHORT[tr.loop_order]} tile {f + 1}/{len(computed)}: i={tr.q_block[step]}, "
+            f"j={tr.k_block[step]}", hbm, naive)
 
 
-def _overlay(tr: ScheduleTrace, computed: list[int], f: int, cell: float) -> str:
-    """What a frame adds over the grid: the tile in progress, the Q_i row and K_j, V_j column in SRAM (outlines)."""
-    step = computed[f]
-    i, j = tr.q_block[step], tr.k_block[step]
-    width, height = tr.n_k_blocks * cell, tr.n_q_blocks * cell
-    return (f'<rect class="cur" x="{j * cell:.2f}" y="{i * cell:.2f}" width="{cell:.2f}" height="{cell:.2f}" '
-            f'fill="{CURRENT_TILE_COLOR}"/>'
-            f'<rect x="0" y="{i * cell:.2f}" width="{width:.2f}" height="{cell:.2f}" fill="none" '
-            f'stroke="{SRAM_OUTLINE_COLOR}" stroke-width="3"/>'
-            f'<rect x="{j * cell:.2f}" y="0" width="{cell:.2f}" height="{height:.2f}" fill="none" '
-            f'stroke="{SRAM_OUTLINE_COLOR}" stroke-width="3" stroke-dasharray="7 4"/>')
-
-
-def _frames_svg(tr: ScheduleTrace, computed: list[int], tl: _Timeline, cell: float, grid_x: float,
-                still: bool) -> str:
-    """One <g class="fr"> per frame from the start frame on (a still map: the start frame only), visible for its
-    frame only (the last one stays): the overlay on the grid and the counter above it."""
+def _runs_svg(fr: _Frames, n_frames: int, dt: float) -> str:
+    """The row and column outlines that stay for more than one frame: one element per run, shown from its first
+    frame (class rK) for its frames (--d); one-frame runs are drawn in their frame (_frames_svg)."""
     out = []
-    for k in range(tl.start, tl.start + 1 if still else len(tl.frames_at)):
-        f = tl.frames_at[k]
-        lines = "".join(f'<text class="counter{" naive" if y == COUNTER_Y[2] else ""}" x="{grid_x:.1f}" y="{y}">'
-                        f"{escape(t)}</text>" for y, t in zip(COUNTER_Y, counter_text(tr, computed, f), strict=True))
+    for kind, attr, runs in (("ro", "y", fr.row_runs), ("co", "x", fr.col_runs)):
+        for k, length, v in runs:
+            if length > 1:
+                last = " last" if k + length == n_frames else ""
+                out.append(f'<rect class="fr {kind} r{k}{last}" {attr}="{v}" style="--d:{_num(length * dt)}s"/>')
+    return "".join(out)
+
+
+def _frames_svg(tr: ScheduleTrace, computed: list[int], tl: _Timeline, fr: _Frames) -> str:
+    """One <g class="fr rK"> per frame K from the start frame on (a still map: the start frame only), visible for
+    its frame only (the last one stays): the counter above the grid and the one-frame runs of the outlines."""
+    single = {("ro", k): v for k, n, v in fr.row_runs if n == 1} | {("co", k): v for k, n, v in fr.col_runs if n == 1}
+    out = []
+    for k in range(tl.start, tl.start + len(fr.steps)):
+        lines = "".join(f"<text>{escape(t)}</text>" for t in _counter_values(tr, computed, tl.frames_at[k]))
+        outlines = "".join(f'<rect class="{kind}" {attr}="{single[kind, k]}"/>'
+                           for kind, attr in (("ro", "y"), ("co", "x")) if (kind, k) in single)
         last = " last" if k == len(tl.frames_at) - 1 else ""
-        out.append(f'<g class="fr{last}" data-frame="{k}" style="--d:{tl.dt:.3f}s;animation-delay:{tl.at(k):.3f}s">'
-                   f'{lines}<g transform="translate({grid_x:.1f},{TOP_PX})">{_overlay(tr, computed, f, cell)}</g></g>')
+        out.append(f'<g class="fr r{k}{last}">{lines}{outlines}</g>')
     return "".join(out)
 
 
@@ -270,26 +376,38 @@ def _axes_svg(tr: ScheduleTrace, cell: float, width: float, height: float, y_tit
 
 
 def _panel_svg(tr: ScheduleTrace, p: int, panels: int, tl: _Timeline, row: int | None, still: bool) -> str:
-    """Panel p: counters over the grid, the grid, its axes, the frames' overlays and the row marker."""
+    """Panel p: the grid's background, its tiles (scaled from units of a tile), the row marker, the axes, the
+    outlines' runs and the frames (counters over the grid)."""
     computed = tr.computed_steps()
     cell = _cell_px(tr, panels)
     width, height = tr.n_k_blocks * cell, tr.n_q_blocks * cell
     reveal = _reveal_frames(tr, computed, tl.frames_at)
+    fr = _frames(tr, computed, tl, still) if computed else _Frames([], [], [])
     marker = ""
     if row is not None and 0 <= row < tr.n:
         y = row_marker_y(tr.n, tr.block_q, row) * cell
-        marker = (f'<line class="row-marker" data-row="{row}" x1="0" x2="{width:.2f}" y1="{y:.2f}" y2="{y:.2f}" '
-                  f'stroke="{ROW_MARKER_COLOR}" stroke-width="3" stroke-dasharray="6 4"/>')
+        marker = (f'<g transform="translate({LEFT_PX},{TOP_PX})"><line class="row-marker" data-row="{row}" x1="0" '
+                  f'x2="{width:.2f}" y1="{y:.2f}" y2="{y:.2f}" stroke="{ROW_MARKER_COLOR}" stroke-width="3" '
+                  'stroke-dasharray="6 4"/></g>')
     svg_w, svg_h = LEFT_PX + width + RIGHT_PX, TOP_PX + height + BOTTOM_PX
-    empty = "".join(f'<text class="counter" x="{LEFT_PX}" y="{y}">{escape(line)}</text>'
-                    for y, line in zip(COUNTER_Y, counter_text(tr, [], 0), strict=True)) if not computed else ""
+    grid = f'transform="translate({LEFT_PX},{TOP_PX}) scale({_num(cell, 4)})"'
+    runs = _runs_svg(fr, len(tl.frames_at), tl.dt)
+    if computed:  # the second and third lines' labels once, their numbers in each frame (_frames_svg)
+        labels = "".join(f'<text y="{y - COUNTER_Y[0]}">{escape(label)}</text>' for y, label, has in
+                         zip(COUNTER_Y[1:], COUNTER_LABELS, (tr.hbm_bytes, tr.naive_bytes), strict=True)
+                         if has is not None)
+        counters = f'<g class="fv-lbl">{labels}</g>{_frames_svg(tr, computed, tl, fr)}'
+    else:
+        counters = "".join(f'<text y="{y - COUNTER_Y[0]}">{escape(line)}</text>'
+                           for y, line in zip(COUNTER_Y, counter_text(tr, [], 0), strict=True))
     return (f'<svg class="fv-grid" data-loop-order="{tr.loop_order}" data-cell="{cell:.4f}" width="{svg_w:.0f}" '
             f'height="{svg_h:.0f}" viewBox="0 0 {svg_w:.0f} {svg_h:.0f}" role="img" '
             f'aria-label="tile map, {tr.loop_order}">'
-            f'<rect x="{LEFT_PX}" y="{TOP_PX}" width="{width:.2f}" height="{height:.2f}" fill="#5a5a5a"/>'
-            f'<g transform="translate({LEFT_PX},{TOP_PX})">{_tiles_svg(tr, reveal, tl, cell, still)}{marker}</g>'
-            f"{_axes_svg(tr, cell, width, height, p == 0)}{empty}"
-            f"{_frames_svg(tr, computed, tl, cell, LEFT_PX, still) if computed else ''}</svg>")
+            f'<rect x="{LEFT_PX}" y="{TOP_PX}" width="{width:.2f}" height="{height:.2f}" fill="{GRID_COLOR}"/>'
+            f"<g {grid}>{_tiles_svg(tr, reveal, tl, fr, still)}</g>{marker}"
+            f"{_axes_svg(tr, cell, width, height, p == 0)}{f'<g {grid}>{runs}</g>' if runs else ''}"
+            f'<g class="fv-cnt" transform="translate({LEFT_PX},{COUNTER_Y[0]})">{counters}</g></svg>')
+
 
 
 def _legend(row: int | None, beside: bool) -> str:
@@ -320,16 +438,16 @@ def tile_map_html(traces: Sequence[ScheduleTrace], *, row: int | None = None, ma
         start_frame: the frame drawn before Play (0 <= start_frame < frames), so a page keeps its place when a
             setting changes; Play and Restart run from it.
         uid: the root element's id (unique on a page): the CSS is scoped to it.
-        still: the start frame as a still picture, a fifth to a third of the markup: every tile's fate, that frame's
-            overlay and counters, no later frames, hover titles or Play and Restart (for a picture of one moment:
-            a slide, a printout).
+        still: the start frame as a still picture, a third to two thirds of the markup: every tile's fate, that
+            frame's tile in progress, outlines and counters, no later frames, hover titles or Play and Restart (for
+            a picture of one moment: a slide, a printout).
     Returns:
         HTML for st.markdown(..., unsafe_allow_html=True): no blank lines, no script.
 
     Example:
         >>> from flashviz.measure.trace import schedule_trace
         >>> html = tile_map_html([schedule_trace(256, 64, 64, causal=True)], start_frame=3)
-        >>> html.count('class="fr'), html.count('class="t s ')  # frames from the start frame on; skipped tiles
+        >>> html.count('<g class="fr'), html.count('class="t s ')  # frames from the start frame on; skipped tiles
         (7, 6)
     """
     if not traces:
@@ -353,10 +471,11 @@ def tile_map_html(traces: Sequence[ScheduleTrace], *, row: int | None = None, ma
         f'<span class="fv-pause">❚❚ Pause</span></label><label for="{uid}-restart">⟲ Restart</label>')
     bar = '<div class="fv-bar" style="visibility:hidden" aria-hidden="true">' if still else '<div class="fv-bar">'
     # (a still map keeps the controls' place, hidden and tied to no input, so the animated map replaces it in place)
-    reveal = "" if still else f"<style>{_reveal_css(uid, tl)}</style>"  # when each tile turns: only with Play
+    cell = _cell_px(traces[0], len(traces))
+    css = _forward_css(uid, traces[0], cell, tl, still) + ("" if still else _reveal_css(uid, tl))  # reveal: with Play
     still_attr = ' data-still="1"' if still else ""
     return (f'<div id="{uid}" class="{ROOT_CLASS}" data-frames="{len(frames_at)}" data-start="{start_frame}" '
-            f'data-frame-s="{tl.dt:.3f}"{still_attr}>{map_css(uid)}{reveal}'
+            f'data-frame-s="{tl.dt:.3f}"{still_attr}>{map_css(uid)}<style>{css}</style>'
             f'<p class="fv-title">{title}</p><p class="fv-sub">{subtitle}</p>{controls}'
             f'{bar}{play}</div><div class="fv-panels">{panels}{_legend(row, beside=len(traces) == 1)}'
             "</div></div>")

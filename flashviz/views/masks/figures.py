@@ -102,9 +102,9 @@ def element_mask_figure(fraction: np.ndarray, *, n: int, cell: int, visible_frac
     fig = go.Figure(go.Heatmap(
         z=fraction, x=centers, y=centers, zmin=0.0, zmax=1.0, colorscale=[[0, MASKED_COLOR], [1, VISIBLE_COLOR]],
         showscale=not exact, name="mask",
-        colorbar={"title": {"text": "visible", "side": "right"}, "tickformat": ".0%", "orientation": "h",
-                  "len": 0.8, "x": 0.0, "xanchor": "left", "y": -LEGEND_Y_PX / _plot_px(2), "yanchor": "top",
-                  "thickness": 16, "tickfont": {"size": TICK_FONT_PX}},
+        colorbar={"title": {"text": "visible", "side": "top", "font": {"size": LEGEND_FONT_PX}}, "tickformat": ".0%",
+                  "orientation": "h", "len": 0.8, "x": 0.0, "xanchor": "left", "y": -LEGEND_Y_PX / _plot_px(2),
+                  "yanchor": "top", "thickness": 14, "ypad": 2, "tickfont": {"size": TICK_FONT_PX}},
         hovertemplate=f"{where}<br>visible: %{{z:.0%}}<extra></extra>"))
     edge = [-0.5, n - 0.5]
     _square_axes(fig, "key position j", "query position i", edge, edge[::-1])
