@@ -3,7 +3,7 @@ browser turns into elements before it draws the page's first chart. A size, not 
 measures the time."""
 
 from flashviz.figures.tilemap import MAX_FRAMES
-from flashviz.ui.state import Settings
+from flashviz.app.state import Settings
 from tests._apptest import assert_clean
 from tests._tilemap import parse
 
