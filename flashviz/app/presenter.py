@@ -55,6 +55,7 @@ def open_from_url(params: dict[str, list[str]]) -> tuple[dict[str, object], list
     slug, k, notices = parse_lesson(params, lesson_counts())
     rest = {key: value for key, value in params.items() if key not in (LESSON_KEY, STEP_KEY)}
     st.session_state[PRESENTING_KEY] = None if slug is None else (slug, k)
+    st.session_state[EXPLORING_KEY] = False  # a link opens its step as the slide
     if slug is None:
         return rest, notices
     return {**LESSONS[slug].steps[k - 1].query, **rest}, notices
@@ -173,12 +174,12 @@ def slide_ui(env: Env, settings: Settings) -> None:
     left, right = st.columns(SLIDE_COLUMNS, gap="medium")
     left.info(f"**Step {k} of {n} · {step.title}.** {_claim(step, result)}")
     figures = step.figures(result.values)
-    cols = left.columns(2)
-    for i, (label, value) in enumerate(figures):
-        cols[i % 2].metric(label, value)
-    left.caption(f"**Try:** {step.action}")
+    for i in range(0, len(figures), 2):  # two a row, in reading order
+        for col, (label, value) in zip(left.columns(2), figures[i:i + 2], strict=False):
+            col.metric(label, value)
     with right:
         show_figure(fig, key=f"slide_{step.check}")
+        st.caption(f"**Try:** {step.action}")
 
 
 def presenter_ui(env: Env, settings: Settings) -> None:

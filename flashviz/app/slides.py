@@ -19,15 +19,18 @@ from typing import TYPE_CHECKING, Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from flashviz.figures.style import MIB, flashviz_template, impl_color, set_subtitle
+from flashviz.figures.palette import BASE_FONT_PX
+from flashviz.figures.style import MIB, SUBTITLE_LINE_PX, flashviz_template, impl_color, subtitle_lines
 from flashviz.units import format_bytes
-from flashviz.vocab import FLASH, FLASH2, IMPL_LABELS, KV_OUTER, NAIVE, Q_OUTER
+from flashviz.vocab import FLASH, FLASH2, KV_OUTER, NAIVE, Q_OUTER
 
 if TYPE_CHECKING:
     from flashviz.app.state import Settings
 
 SLIDE_FIGURE_PX = 470  # a slide's picture: under the page's header and the step's bar, inside a 720 px window
 MARGIN = {"l": 70, "r": 20, "t": 86, "b": 56}  # a slide's picture: room for the title, subtitle and axis titles
+SUBTITLE_CHARS = 56  # characters of a subtitle line that fit a slide's picture (7/12 of a 1280 px page)
+SHORT = {NAIVE: "naive", FLASH: "FA1", FLASH2: "FA2"}  # the charts' names of the implementations
 Picture = Callable[["Settings", Mapping[str, Any]], go.Figure]  # settings and the check's values -> the picture
 MEASURES = {  # the checks that measure on this machine, and what a slide says while they run
     "memory_growth": "Measuring the peak memory of naive attention, FA1 and FA2 at each N (exact, the allocator's "
@@ -36,12 +39,15 @@ MEASURES = {  # the checks that measure on this machine, and what a slide says w
 
 
 def _finish(fig: go.Figure, title: str, subtitle: str, *, legend: bool = True) -> go.Figure:
-    """The slide's size and type: one picture, SLIDE_FIGURE_PX tall, its legend inside the plot's top left."""
-    fig.update_layout(template=flashviz_template(), title={"text": title}, height=SLIDE_FIGURE_PX, margin=MARGIN,
+    """The slide's size and type: one picture, SLIDE_FIGURE_PX tall, its legend inside the plot's top left, the
+    subtitle wrapped to the slide's picture (SUBTITLE_CHARS a line)."""
+    lines = subtitle_lines(subtitle, SUBTITLE_CHARS) if subtitle else ""
+    fig.update_layout(template=flashviz_template(), title={"text": title}, height=SLIDE_FIGURE_PX,
                       showlegend=legend, legend={"orientation": "v", "x": 0.01, "y": 0.99, "xanchor": "left",
-                                                 "yanchor": "top"})
-    set_subtitle(fig, subtitle)
-    fig.update_layout(margin=MARGIN)  # set_subtitle makes room for its lines; a slide has one
+                                                 "yanchor": "top"},
+                      title_subtitle_text=lines, title_subtitle_font_size=BASE_FONT_PX,
+                      margin={**MARGIN, "t": MARGIN["t"] + SUBTITLE_LINE_PX * lines.count("<br>")})
+    fig.update_xaxes(tickangle=0)  # category labels wrap with <br> instead of turning
     return fig
 
 
@@ -70,9 +76,9 @@ def memory_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
     for impl, peaks in v["peaks"].items():
         ns = sorted(peaks)
         fig.add_trace(go.Scatter(x=ns, y=[peaks[n] / MIB for n in ns], mode="lines+markers+text",
-                                 name=IMPL_LABELS.get(impl, impl), line={"color": impl_color(impl), "width": 3},
-                                 text=["" if n != ns[-1] else format_bytes(peaks[n]) for n in ns],
-                                 textposition="middle left", textfont={"color": impl_color(impl)},
+                                 name=SHORT.get(impl, impl), line={"color": impl_color(impl), "width": 3},
+                                 text=["" if n != ns[-1] or impl == FLASH else format_bytes(peaks[n]) for n in ns],
+                                 textposition="top left", textfont={"color": impl_color(impl)},
                                  hovertemplate="N = %{x}<br>%{y:.2f} MiB<extra></extra>"))
     fig.update_xaxes(title_text="sequence length N", type="log", tickvals=sorted(v["peaks"][NAIVE]))
     fig.update_yaxes(title_text="peak memory (MiB)", type="log")
@@ -115,7 +121,9 @@ def row_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
     n_tiles = sum(1 for t in tile_schedule(s.n, s.n, s.br, s.bc, causal=s.causal, window=s.window)
                   if t.status != "skipped")
     fig = row_figure(rows, n_tiles=n_tiles)
-    fig.update_layout(height=SLIDE_FIGURE_PX, margin={"l": 70, "r": 20, "t": 40, "b": 50}, title=None)
+    fig.update_layout(height=SLIDE_FIGURE_PX, margin={"l": 70, "r": 20, "t": 30, "b": 40}, title=None,
+                      legend={"font": {"size": 13}})
+    fig.update_annotations(font_size=14)  # the panels' titles
     return fig
 
 
@@ -129,8 +137,10 @@ def io_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
     df = hbm_vs_memory(tuple(2**e for e in M_EXPONENTS), s.n, s.d, algorithms=ALGORITHMS, causal=s.causal,
                        window=s.window, batch=s.batch, heads=s.heads, dtype_bytes=DTYPE_BYTES[s.dtype])
     fig = hbm_vs_memory_figure(df, n=s.n, d=s.d)
-    fig.update_layout(height=SLIDE_FIGURE_PX, margin={"l": 80, "r": 20, "t": 60, "b": 60},
-                      legend={"orientation": "v", "x": 0.99, "y": 0.99, "xanchor": "right", "yanchor": "top"})
+    fig.update_layout(height=SLIDE_FIGURE_PX, margin={"l": 80, "r": 20, "t": 70, "b": 60},
+                      title={"text": f"HBM accesses vs on-chip memory M, N = {s.n:,}"},
+                      legend={"orientation": "v", "x": 0.01, "y": 0.01, "xanchor": "left", "yanchor": "bottom",
+                              "font": {"size": 13}})
     return fig
 
 
@@ -157,7 +167,7 @@ def roof_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
     fig.update_xaxes(title_text="FLOPs per byte moved (log)", type="log")
     fig.update_yaxes(title_text="attainable TFLOP/s (log)", type="log")
     return _finish(fig, f"Roofline of the {v['gpu']}, {s.gpu_dtype}",
-                   f"ridge at {ridge:.0f} FLOP/byte (dotted): left of it, a kernel waits for memory")
+                   f"ridge: {ridge:.0f} FLOP/byte (dotted); left of it, memory-bound")
 
 
 def masks_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
@@ -200,7 +210,7 @@ def backward_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
     c = dq_comparison(s.n, s.d, s.br, s.br, causal=s.bwcausal, window=s.window, heads=1,
                       dtype_bytes=DTYPE_BYTES["float32"])
     moved = [c.standard_bytes / MIB, c.atomic_bytes / MIB, c.deterministic_bytes / MIB]
-    return _bars(["standard attention", "tiled, atomic dQ", "tiled, deterministic dQ"], moved,
+    return _bars(["standard<br>attention", "tiled,<br>atomic dQ", "tiled,<br>deterministic dQ"], moved,
                  [format_bytes(b * MIB) for b in moved], [impl_color(NAIVE), impl_color(FLASH2), impl_color(FLASH)],
                  title=f"Backward HBM traffic per head, N = {v['n']:,}", y_title="MiB",
                  subtitle=f"d = {v['d']}, {v['block']}-wide tiles, causal: {v['saving']:.1f}× less")
@@ -213,7 +223,7 @@ def decode_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
 
     setup = decode_setup(s)
     trace, *_ = decode_trace(setup.lens, setup.page, setup.chosen_splits(units_here(s.device, s.threads)))
-    names = [f"split {k + 1}<br>keys {a:,}–{b - 1:,}" for k, (a, b) in enumerate(trace.splits)]
+    names = [f"split {k + 1}<br>keys {a:,}–{b - 1:,}" for k, (a, b) in enumerate(trace.splits)]  # its keys
     return _bars(names, list(trace.weights), [f"{w:.3f}<br>L_s = {x:.3f}" for w, x in
                                               zip(trace.weights, trace.split_lse, strict=True)],
                  [impl_color(FLASH2)] * len(names), title="The merge: split s weighs exp(L_s − L)",

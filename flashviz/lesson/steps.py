@@ -230,9 +230,8 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
          "io_passes",
          "Explore this view and switch on the causal mask: the flash curves start at half and meet the unmasked ones "
          "at 4dN.", 1.0,
-         (("At the first doubling of M", "×{fa1_ratio:.2f} FA1, ×{fa2_ratio:.2f} FA2"),
-          ("Flat from M = 4dN", "{flat:,}"),
-          ("FA1 / FA2 there, accesses", "{fa1:.2f} M / {fa2:.2f} M"), ("Standard attention", "{naive:.1f} M"))),
+         (("FA1 at the first doubling of M", "×{fa1_ratio:.2f}"), ("FA2 at the first doubling", "×{fa2_ratio:.2f}"),
+          ("Flat from M = 4dN", "{flat:,}"), ("Standard attention, millions", "{naive:.1f}"))),
     Step("Why it is fast on a GPU", "roof", {"n": "4096", "br": "128"},
          "On an {gpu} at {dtype}, naive attention does {intensity:.1f} FLOPs per byte it moves, far below the "
          "ridge point of {ridge:.0f} FLOP/byte: it is memory-bound. The tiled kernels move fewer bytes for the "
@@ -282,8 +281,7 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
          "backward_recompute",
          "Explore this view and press ▶ Play: K_j, V_j, dK_j and dV_j stay on chip for a column; switch *dQ* to see "
          "the second pass.", 1.0,
-         (("Less HBM traffic than standard", "{saving:.1f}×"), ("At N, d, tile", "{n:,}, {d}, {block}"),
-          ("Deterministic dQ: more FLOPs", "{extra:.0%}"))),
+         (("Less HBM traffic than standard", "{saving:.1f}×"), ("Deterministic dQ: more FLOPs", "{extra:.0%}"))),
     Step("Flash-Decoding's exact merge", "decode", {},
          "{keys:,} cached keys in {splits} splits, computed in parallel, each with its own logsumexp L_s. The merge "
          "weighs split s by exp(L_s − L), with L = log Σ exp(L_s) = {lse:.4g}: the weights sum to {weights:.3f} and "
@@ -311,8 +309,8 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
          {"gap": 1.0, "tau": 8.0, "lazy": 3, "classic": 98, "gain": 2.0}, "numerics_rounding",
          "Explore this view: switch *Input dtype* to fp32 or FP8 e4m3, or turn Hadamard off, and read the sentences "
          "again.", 1.0,
-         (("FA2 − SDPA in bf16", "{gap:.0f} rounding step"), ("Rescales: classic / lazy", "{classic} / {lazy}"),
-          ("Hadamard cuts FP8's error", "{gain:.1f}×"))),
+         (("FA2 − SDPA in bf16, rounding steps", "{gap:.0f}"), ("Rescales: classic / lazy", "{classic} / {lazy}"),
+          ("Hadamard cuts FP8's error", "{gain:.1f}×"), ("Lazy rescale's tau", "{tau:.0f}"))),
 ))
 LESSONS: dict[str, Lesson] = {INTRO.slug: INTRO}
 
