@@ -78,7 +78,8 @@ def memory_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
         fig.add_trace(go.Scatter(x=ns, y=[peaks[n] / MIB for n in ns], mode="lines+markers+text",
                                  name=SHORT.get(impl, impl), line={"color": impl_color(impl), "width": 3},
                                  text=["" if n != ns[-1] or impl == FLASH else format_bytes(peaks[n]) for n in ns],
-                                 textposition="top left", textfont={"color": impl_color(impl)},
+                                 textposition="middle left" if impl == NAIVE else "top left",
+                                 textfont={"color": impl_color(impl)},
                                  hovertemplate="N = %{x}<br>%{y:.2f} MiB<extra></extra>"))
     fig.update_xaxes(title_text="sequence length N", type="log", tickvals=sorted(v["peaks"][NAIVE]))
     fig.update_yaxes(title_text="peak memory (MiB)", type="log")

@@ -309,7 +309,7 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
          {"gap": 1.0, "tau": 8.0, "lazy": 3, "classic": 98, "gain": 2.0}, "numerics_rounding",
          "Explore this view: switch *Input dtype* to fp32 or FP8 e4m3, or turn Hadamard off, and read the sentences "
          "again.", 1.0,
-         (("FA2 − SDPA in bf16, rounding steps", "{gap:.0f}"), ("Rescales: classic / lazy", "{classic} / {lazy}"),
+         (("Rounding steps, FA2 vs SDPA", "{gap:.0f}"), ("Rescales: classic / lazy", "{classic} / {lazy}"),
           ("Hadamard cuts FP8's error", "{gain:.1f}×"), ("Lazy rescale's tau", "{tau:.0f}"))),
 ))
 LESSONS: dict[str, Lesson] = {INTRO.slug: INTRO}
