@@ -12,7 +12,7 @@ import streamlit as st
 from flashviz.app import sidebar
 from flashviz.app.drawing import uses_ui
 from flashviz.app.machine import machine_env
-from flashviz.app.presenter import presenter_ui, presenting, sidebar_state
+from flashviz.app.presenter import on_slide, presenter_ui, presenting, sidebar_state, slide_ui
 from flashviz.app.registry import VIEWS, view_of
 from flashviz.app.runs import running_job_ui
 
@@ -26,12 +26,17 @@ settings = sidebar.current_settings(env)
 sidebar.sync_url(settings)
 
 sidebar.notices_ui()
-presenter_ui(env, settings)  # ?lesson=...: the step's claim above its view, Previous / Next
+presenter_ui(env, settings)  # ?lesson=... after Explore this view: the step's claim above its view, Previous / Next
 running_job_ui()
+view = view_of(settings.view)
+if on_slide():  # ?lesson=...: the step as a slide (its claim, numbers and picture), no view under it
+    slide_ui(env, settings)
+    sidebar.settings_ui(env, view)
+    sidebar.page_end_ui()
+    st.stop()
 if presenting() is None:  # while presenting a lesson, its steps pick the view (Leave the lesson brings this back)
     st.segmented_control("View", [view.label for view in VIEWS], required=True, key=sidebar.VIEW_KEY, wrap=True,
                          label_visibility="collapsed", help="The view to open; the link in the address bar keeps it")
-view = view_of(settings.view)
 uses_ui(view)
 view.function()(settings)
 # The sidebar last: the open view's first element (How it works: the tile map) goes out before any widget.

@@ -1,15 +1,16 @@
 """The whole in-app lesson in a real browser at 1280 x 720, a projector's size: `streamlit run` + Debian's headless
 Chromium, one page walked from `?lesson=intro` to the last step with Next.
 
-At every step: the sidebar is collapsed, the step's callout (its number, title and claim) is on screen whole, the
-start of the step's main result is on screen without scrolling, nothing is wider than the window, and no exception
-box appears. Step 7 presses Run benchmark (its Try) and waits for the memory chart. PageDown, a presenter's clicker
-key, moves on like Next; Leave brings the sidebar back. Screenshots of every step go to artifacts/screenshots/.
+Every step opens as its slide, at the top: the sidebar collapsed, the step's callout (its number, title and claim), the
+numbers the claim states (metrics) and its one picture all inside the window without scrolling, nothing wider than
+the window, no exception box. PageDown and PageUp, a presenter's clicker keys, move steps wherever the page was
+scrolled, from a slide and from a step's full view (Explore this view); the step they open shows its claim, numbers
+and picture in the window (a slide can scroll only through Streamlit's own padding under the page, STREAMLIT_FLOOR_PX,
+and a scroll there is kept by the next step). Leave brings the sidebar back. Screenshots of every slide go to
+artifacts/screenshots/.
 """
 
 from __future__ import annotations
-
-import re
 
 import pytest
 from load import PAGE_END  # benchmarks/ is on pytest's pythonpath (pyproject.toml)
@@ -20,32 +21,11 @@ from tests._browser import LOAD_MS, SHOTS, settle
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 WIDTH, HEIGHT = 1280, 720
-MIN_VISIBLE_PX = 24  # a result "starts" on screen when at least its first line of text (24 px) is above the fold
-RESULTS = {  # the start of each step's main result, by what the page draws there (own markup, text and roles)
-    "tiles_fate": ".fv-tilemap .fv-title",
-    "online_softmax": "role=heading[name='Row inspector: the online softmax of one query row']",
-    "causal_halves": ".fv-tilemap .fv-sub",  # '... 256 tiles, 136 computed · causal'
-    "masks_tiles": ".js-plotly-plot",  # the element mask and the tile map, side by side
-    "io_passes": ".js-plotly-plot",
-    "roofline_gpu": ".js-plotly-plot",
-    "memory_growth": "role=button[name='▶ Run benchmark']",  # the results are drawn under it
-    "training_recompute": "th:has-text('saved for the backward pass')",
-    "decode_merge": "text=/^Sequence 0 holds/",  # the splits, then the animation
-    "gqa_bytes": "role=heading[name='Why decoding is memory-bound']",
-    "backward_recompute": ".fv-bw-head",  # the backward map's header, the map under it
-    "numerics_rounding": "role=heading[name='1. Every kernel errs: by how much?']",
-}
-BELOW_THE_FOLD = {  # steps whose result the page draws lower than a 720 px window shows, and what it needs
-    "online_softmax": "How it works draws the row inspector after the tile map, its controls, the HBM metrics and "
-                      "the introduction (about 1,650 px down)",
-    "training_recompute": "Training draws what each implementation keeps after the sweep's controls, its Run button "
-                          "and what the run measured (about 850 px down)",
-    "decode_merge": "Decoding draws the splits' merge weights after its controls and the 820 px animation (about "
-                    "1,500 px down)",
-    "gqa_bytes": "Decoding draws 'Why decoding is memory-bound' after the 820 px animation (about 1,900 px down)",
-}
 CALLOUT = "[data-testid='stAlert']:has-text('Step {k} of {n} ·')"  # the presenter's callout of step k of n
-CHARTS_DRAWN = {"masks_tiles", "io_passes", "roofline_gpu"}  # plotly charts: wait until plotly has drawn them
+METRICS = "[data-testid='stMetric']"  # the numbers the claim states
+PICTURE = ".js-plotly-plot"  # the slide's one picture
+STREAMLIT_FLOOR_PX = 200  # most a slide can scroll: Streamlit's own padding under a page (about 160 px in 1.67),
+# which an app cannot remove without styling Streamlit's markup; a scroll there persists into the next step
 
 
 def on_step(page, k: int) -> None:
@@ -54,22 +34,25 @@ def on_step(page, k: int) -> None:
     settle(page)
 
 
-def box_of(page, selector: str) -> dict:
-    loc = page.locator(selector).first
-    loc.wait_for(state="attached", timeout=LOAD_MS)
-    box = loc.bounding_box()
-    assert box is not None, selector
-    return box
+def boxes(page, selector: str) -> list[dict]:
+    page.locator(selector).first.wait_for(state="attached", timeout=LOAD_MS)
+    return [b for b in (loc.bounding_box() for loc in page.locator(selector).all()) if b is not None]
+
+
+def inside(box: dict) -> bool:
+    """Whole inside the window."""
+    return box["y"] >= 0 and box["y"] + box["height"] <= HEIGHT and box["x"] >= 0 and \
+        box["x"] + box["width"] <= WIDTH + 0.5
 
 
 def fits_the_width(page) -> list[str]:
-    """What is wider than the window: the page, its main area, a chart or the tile map (empty when nothing)."""
+    """What is wider than the window: the page, its main area, a chart or a callout (empty when nothing)."""
     return page.evaluate("""() => {
         const out = [];
         if (document.documentElement.scrollWidth > innerWidth) out.push('page');
         for (const m of document.querySelectorAll("[data-testid='stMain']"))
             if (m.scrollWidth > m.clientWidth) out.push('main area');
-        for (const e of document.querySelectorAll('.js-plotly-plot, .fv-tilemap svg, [data-testid=stAlert]'))
+        for (const e of document.querySelectorAll('.js-plotly-plot, [data-testid=stAlert]'))
             if (e.getBoundingClientRect().right > innerWidth + 0.5) out.push(e.className.baseVal ?? e.className);
         return out; }""")
 
@@ -79,70 +62,85 @@ def main_scroll(page) -> float:
     return page.evaluate("document.querySelector(\"[data-testid='stMain']\").scrollTop")
 
 
-def to_top(page) -> None:
-    """Scroll the main area back to the top, as a teacher does to reach Next."""
-    page.evaluate("document.querySelector(\"[data-testid='stMain']\").scrollTo(0, 0)")
-    page.wait_for_timeout(200)
+def scroll_down(page, px: int) -> float:
+    """Scroll the main area down as a student would (the mouse wheel over it); returns how far it went."""
+    page.mouse.move(WIDTH / 2, HEIGHT / 2)
+    page.mouse.wheel(0, px)
+    page.wait_for_timeout(500)
+    return main_scroll(page)
 
 
 def sidebar_collapsed(page) -> bool:
     return page.locator("[data-testid='stSidebar']").first.get_attribute("data-collapsed") == "true"
 
 
-def test_the_whole_lesson_fits_a_projector_step_by_step(browser, streamlit_server):
+def slack(page) -> float:
+    """How far the page's main area can scroll at all, px."""
+    return page.evaluate("(m => m.scrollHeight - m.clientHeight)(document.querySelector(\"[data-testid='stMain']\"))")
+
+
+def assert_slide(page, k: int, *, at_top: bool = True) -> None:
+    """Step k's slide: its callout, its numbers and its picture inside the window; at the top, or (after a scroll)
+    at most Streamlit's own padding down."""
+    step, n = INTRO.steps[k - 1], len(INTRO.steps)
+    page.wait_for_selector(f"{PICTURE} .main-svg", timeout=LOAD_MS)
+    page.wait_for_timeout(500)
+    assert sidebar_collapsed(page), k
+    assert slack(page) <= STREAMLIT_FLOOR_PX, (k, slack(page))  # the slide itself fits; the rest is padding
+    assert main_scroll(page) == 0 if at_top else main_scroll(page) <= STREAMLIT_FLOOR_PX, (k, main_scroll(page))
+    (callout,) = boxes(page, CALLOUT.format(k=k, n=n))
+    assert inside(callout), (k, callout)
+    assert page.get_by_text(step.text[:60]).count() == 1  # its claim, as the data says it
+    metrics = boxes(page, METRICS)
+    assert len(metrics) == len(step.numbers) and all(inside(b) for b in metrics), (k, metrics)
+    for label, value in step.figures(step.stated):  # the numbers it states, as the check computed them
+        assert page.locator(METRICS).filter(has_text=label).filter(has_text=value).count() == 1, (k, label, value)
+    (picture,) = boxes(page, PICTURE)
+    assert inside(picture), (k, picture)
+    assert fits_the_width(page) == [], k
+    assert page.locator("[data-testid='stException']").count() == 0, k
+
+
+def test_every_step_is_a_slide_that_fits_a_projector(browser, streamlit_server):
     page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
-    below = {}
     try:
         page.goto(f"{streamlit_server}/?lesson={INTRO.slug}")
         page.wait_for_selector(PAGE_END, state="attached", timeout=LOAD_MS)
-        for k, step in enumerate(INTRO.steps, 1):
-            name = step.check
+        for k in range(1, len(INTRO.steps) + 1):
             on_step(page, k)
-            if name in CHARTS_DRAWN:
-                page.wait_for_selector(".js-plotly-plot .main-svg", timeout=LOAD_MS)
-                page.wait_for_timeout(500)
-            assert main_scroll(page) == 0 and sidebar_collapsed(page), k
-            callout = box_of(page, CALLOUT.format(k=k, n=len(INTRO.steps)))
-            assert callout["y"] >= 0 and callout["y"] + callout["height"] <= HEIGHT, (k, callout)
-            assert page.get_by_text(step.text[:60]).count() == 1  # its claim, as the data says it
-            assert name in RESULTS, f"step {k}: add where its result starts on the page to RESULTS"
-            result = box_of(page, RESULTS[name])
-            on_screen = result["y"] >= 0 and result["y"] + MIN_VISIBLE_PX <= HEIGHT
-            if not on_screen:
-                below[name] = round(result["y"])
-            assert fits_the_width(page) == [], k
-            assert page.locator("[data-testid='stException']").count() == 0, k
+            assert_slide(page, k)
             page.screenshot(path=str(SHOTS / f"lesson-step-{k:02d}-{WIDTH}x{HEIGHT}.png"))
-            if name == "memory_growth":  # the step's Try: the run, then its memory chart
-                page.get_by_role("button", name=re.compile("Run benchmark")).click()
-                page.wait_for_selector("text=Benchmark sweep: done", timeout=LOAD_MS)
-                page.get_by_text("Peak memory vs sequence length").first.wait_for(timeout=LOAD_MS)
-                settle(page)
-                to_top(page)
             if k < len(INTRO.steps):
                 page.get_by_role("button", name="Next ▶").click()
-        assert below.keys() == BELOW_THE_FOLD.keys(), (
-            f"results below a 720 px window: {below} (BELOW_THE_FOLD lists the ones the pages still draw too low; "
-            "a step whose result came up can leave that list)")
     finally:
         page.close()
 
 
-def test_pagedown_moves_on_and_leave_brings_the_sidebar_back(browser, streamlit_server):
+def test_the_keyboard_moves_steps_wherever_the_page_was_scrolled(browser, streamlit_server):
     page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
     try:
         page.goto(f"{streamlit_server}/?lesson={INTRO.slug}&step=2")
         page.wait_for_selector(PAGE_END, state="attached", timeout=LOAD_MS)
         on_step(page, 2)
+        scroll_down(page, 400)  # whatever a slide leaves to scroll (Streamlit's padding under the page)
         page.keyboard.press("PageDown")  # a presenter's clicker
         on_step(page, 3)
+        assert_slide(page, 3, at_top=False)  # a slide is not taller than the window: only the padding scrolled
+        scroll_down(page, -400)
+        page.get_by_role("button", name="Explore this view").click()  # How it works: a long page
+        settle(page)
+        assert page.locator(CALLOUT.format(k=3, n=len(INTRO.steps))).count() == 1
+        assert scroll_down(page, 1500) > 300  # the student scrolled down the full view
+        page.keyboard.press("PageDown")
+        on_step(page, 4)
+        assert_slide(page, 4, at_top=False)  # the next step opens as its slide, its claim and picture on screen
         page.keyboard.press("PageUp")
-        on_step(page, 2)
-        assert sidebar_collapsed(page)
+        on_step(page, 3)
+        assert_slide(page, 3, at_top=False)
         page.get_by_role("button", name="✕ Leave the lesson").click()
         page.wait_for_function("!new URLSearchParams(location.search).has('lesson')", timeout=LOAD_MS)
         settle(page)
         assert not sidebar_collapsed(page) and "step=" not in page.url and "n=16" in page.url
-        assert page.locator(CALLOUT.format(k=2, n=len(INTRO.steps))).count() == 0
+        assert page.locator(CALLOUT.format(k=3, n=len(INTRO.steps))).count() == 0
     finally:
         page.close()

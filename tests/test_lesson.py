@@ -25,8 +25,9 @@ import numpy as np
 import pytest
 import torch
 
-from flashviz.app.presenter import PRESENTING_KEY
+from flashviz.app.presenter import EXPLORE_KEY, EXPLORING_KEY, PRESENTING_KEY
 from flashviz.app.query import parse_query
+from flashviz.app.slides import PICTURES
 from flashviz.app.state import PRESET_KEEPS, PRESETS, Settings, apply_preset, spec_of
 from flashviz.core.backward import flash_attention
 from flashviz.core.reference import naive_attention
@@ -57,10 +58,20 @@ def checked(name: str) -> Result:
     return STEPS[name][1].run_check()
 
 
-def open_step(make_app, name: str):
-    """The dashboard at `?lesson=intro&step=k` for the step whose check is `name`: its settings, its view, its claim."""
-    k, step = STEPS[name]
+def open_slide(make_app, name: str):
+    """The dashboard at `?lesson=intro&step=k` for the step whose check is `name`: its slide."""
+    k, _ = STEPS[name]
     at = make_app(lesson=INTRO.slug, step=str(k))
+    assert_clean(at)
+    assert not at.session_state[EXPLORING_KEY]
+    return at
+
+
+def open_step(make_app, name: str):
+    """The step whose check is `name`, its view explored from its slide: its settings, its view, its claim."""
+    k, step = STEPS[name]
+    at = open_slide(make_app, name)
+    at.button(key=EXPLORE_KEY).click().run()
     assert_clean(at)
     assert at.session_state[PRESENTING_KEY] == (INTRO.slug, k)
     assert {key: at.query_params[key] for key in step.query} == step.query  # the step's own link, as loaded
@@ -116,11 +127,74 @@ def test_the_whiteboard_steps_are_the_tiny_grid_preset():
 
 
 def test_the_lesson_covers_every_idea_and_takes_ten_to_fifteen_minutes():
-    ideas = {"tiles_fate", "online_softmax", "causal_halves", "masks_tiles", "io_passes", "roofline_gpu",
+    ideas = {"scores_softmax", "tiles_fate",
+             "online_softmax", "causal_halves", "masks_tiles", "io_passes", "roofline_gpu",
              "memory_growth", "training_recompute", "decode_merge", "gqa_bytes"}
     assert ideas <= set(STEPS)  # later steps may add ideas (the backward pass, numerics)
     assert 10 <= sum(step.minutes for step in INTRO.steps) <= 15
     assert len({step.title for step in INTRO.steps}) == len(INTRO.steps)
+
+
+def test_the_problem_comes_before_the_cure():
+    order = [step.check for step in INTRO.steps]
+    assert order[:3] == ["scores_softmax", "memory_growth", "tiles_fate"]  # S and P, their N² memory, then tiles
+    assert order.index("memory_growth") < min(order.index(c) for c in ("tiles_fate", "online_softmax", "io_passes"))
+
+
+def test_the_readme_and_the_lesson_give_the_same_minutes():
+    minutes = sum(step.minutes for step in INTRO.steps)
+    readme = (ROOT / "README.md").read_text()
+    stated = {int(m) for m in re.findall(r"(\d+)-minute lesson", readme)}
+    assert stated == {round(minutes)}, f"README says {stated}-minute, the lesson takes {minutes}"
+    assert f"{len(INTRO.steps)} steps, {round(minutes)}:00." in LESSON_DOC
+
+
+@pytest.mark.parametrize("name", list(STEPS))
+def test_every_slide_shows_the_numbers_its_claim_states_and_one_picture(make_app, name):
+    k, step = STEPS[name]
+    at = open_slide(make_app, name)
+    assert step.numbers, f"step {k}: a slide shows the numbers its claim states"
+    shown = [(m.label, m.value) for m in at.metric]
+    assert shown == step.figures(checked(name).values) == step.figures(step.stated)  # the check's, as stated
+    (callout,) = [box.value for box in at.info if box.value.startswith(f"**Step {k} of")]
+    assert callout.endswith(step.text)
+    assert len(at.get("plotly_chart")) == 1 and name in PICTURES  # its one picture, and no view under it
+    assert tiles_computed(at) == [] and not any('class="fv-tilemap"' in m.value for m in at.markdown)
+
+
+def test_the_tile_slides_picture_counts_every_fate_once(make_app):
+    """The tile maps of the tiling and causal steps: a tile's colour is its fate (no tile in progress drawn over one),
+    so each count the slide states is the number of tiles of that colour."""
+    v = checked("tiles_fate").values
+    z = decode(chart(open_slide(make_app, "tiles_fate"), "Tiles of S")["data"][0]["z"])
+    assert [int((z == STATUS_CODE[s]).sum()) for s in (FULL, PARTIAL, SKIPPED)] == \
+        [v["full"], v["partial"], v["skipped"]]
+    v = checked("causal_halves").values
+    z = decode(chart(open_slide(make_app, "causal_halves"), "Tiles of S")["data"][0]["z"])
+    tr = 1024 // 64
+    assert [int((z == STATUS_CODE[s]).sum()) for s in (FULL, PARTIAL, SKIPPED)] == \
+        [v["computed"] - tr, tr, v["skipped"]]  # the oracle: the diagonal is partial, below it full
+
+
+def test_the_memory_slide_measures_as_it_opens_and_draws_the_peaks_it_measured(make_app):
+    v = checked("memory_growth").values
+    at = open_slide(make_app, "memory_growth")  # no Run button: the slide ran the check
+    spec = chart(at, "Peak memory vs sequence length")
+    drawn = {trace["name"]: [round(y * MIB) for y in decode(trace["y"])] for trace in spec["data"]}
+    assert drawn["naive"][-1] == v["peaks"]["naive"][v["n"]]
+    assert (at.metric[0].label, at.metric[0].value) == (f"Standard attention at N = {v['n']:,}", v["naive_peak"])
+
+
+def test_the_first_slide_draws_s_and_p_whose_rows_sum_to_1(make_app):
+    v = checked("scores_softmax").values
+    at = open_slide(make_app, "scores_softmax")
+    spec = chart(at, "Standard attention at N = 16")
+    s, p = (decode(trace["z"]).astype(float) for trace in spec["data"])
+    q, k, _ = _row_inputs()  # the oracle: S from the same seeded Q and K, P its softmax, in float64
+    oracle = (q[0, 0].double() @ k[0, 0].double().T) / math.sqrt(8)
+    assert np.allclose(s, oracle.numpy(), atol=1e-5)
+    assert np.allclose(p, torch.softmax(oracle, -1).numpy(), atol=1e-6)
+    assert np.allclose(p.sum(1), 1, atol=1e-6) and v["scores"] == s.size == 256
 
 
 def test_the_lesson_data_imports_neither_torch_nor_streamlit():

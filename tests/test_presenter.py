@@ -1,17 +1,29 @@
-"""Presenter mode (flashviz.app.presenter) in AppTest: `?lesson=intro` opens the lesson's first step with its claim
-above its view and asks for the sidebar collapsed; Next / Previous move, load each step's settings and open its view;
-the URL keeps the step, so a link reopens it; the class may change settings meanwhile; a hostile `lesson` or `step` is
-repaired with the dashboard's notice; Leave drops the lesson from the URL and keeps the settings on screen."""
+"""Presenter mode (flashviz.app.presenter) in AppTest: `?lesson=intro` opens the lesson's first step as a slide (its
+claim, its numbers, its picture; no view under it) and asks for the sidebar collapsed; Next / Previous move, load each
+step's settings and open its view; Explore this view opens the step's full view under its claim and Back to the slide
+returns; the URL keeps the step, so a link reopens it; the class may change settings meanwhile (the slide then says
+its numbers are not the claim's); a hostile `lesson` or `step` is repaired with the dashboard's notice; Leave drops the
+lesson from the URL and keeps the settings on screen. That each slide's numbers are its check's is in
+tests/test_lesson.py; that a slide fits 1280 x 720, in tests/test_browser_lesson.py."""
 
 from __future__ import annotations
 
 import pytest
 import streamlit
 
-from flashviz.app.presenter import LEAVE_KEY, NEXT_KEY, PRESENTING_KEY, PREV_KEY, RESET_KEY
+from flashviz.app.presenter import (
+    EXPLORE_KEY,
+    EXPLORING_KEY,
+    LEAVE_KEY,
+    NEXT_KEY,
+    PRESENTING_KEY,
+    PREV_KEY,
+    RESET_KEY,
+    SLIDE_KEY,
+)
 from flashviz.app.registry import LABELS
 from flashviz.lesson.steps import INTRO, step_settings
-from tests._apptest import assert_clean
+from tests._apptest import assert_clean, tiles_computed
 
 STEPS = INTRO.steps
 NOTICE = "**Some settings in this link were adjusted:**"
@@ -22,8 +34,9 @@ def callouts(at) -> list[str]:
     return [box.value for box in at.info if box.value.startswith("**Step ")]
 
 
-def assert_presents(at, k: int) -> None:
-    """The page presents step k: its claim, the URL's step, its view and its settings in the widgets."""
+def assert_presents(at, k: int, *, slide: bool = True, changed: frozenset[str] = frozenset()) -> None:
+    """The page presents step k: its claim, the URL's step, its view and its settings in the widgets; as its slide
+    (the step's numbers as metrics and one picture, no view), or its full view."""
     step = STEPS[k - 1]
     assert_clean(at)
     (callout,) = callouts(at)
@@ -32,8 +45,13 @@ def assert_presents(at, k: int) -> None:
     assert at.session_state["view"] == LABELS[step.view]  # the open view
     want = step_settings(step).to_query()
     assert {key: at.query_params[key] for key in step.settings} == dict(step.settings)
-    assert {key: at.query_params[key] for key in want if key != "threads"} == \
-        {key: value for key, value in want.items() if key != "threads"}  # every other setting at its default
+    kept = {"threads", *changed} | ({"row"} if not slide else set())  # the view's automatic row writes its pick
+    assert {key: at.query_params[key] for key in want if key not in kept} == \
+        {key: value for key, value in want.items() if key not in kept}  # every other setting at its default
+    assert bool(at.session_state[EXPLORING_KEY]) is not slide
+    if slide:
+        assert [(m.label, m.value) for m in at.metric] == step.figures(step.stated)
+        assert len(at.get("plotly_chart")) == 1 and not at.button(key=EXPLORE_KEY).disabled
 
 
 def notices(at) -> str:
@@ -105,8 +123,38 @@ def test_a_step_keeps_the_machines_threads(make_app):
     assert at.session_state["threads"] == 1 and at.query_params["threads"] == "1"
 
 
+def test_explore_opens_the_steps_full_view_and_back_returns_to_its_slide(make_app):
+    k = next(k for k, step in enumerate(STEPS, 1) if step.check == "causal_halves")
+    at = make_app(lesson="intro", step=str(k))
+    assert_presents(at, k)
+    assert tiles_computed(at) == []  # the slide draws no view under it
+    at.button(key=EXPLORE_KEY).click().run()
+    assert_presents(at, k, slide=False)
+    assert tiles_computed(at) == [STEPS[k - 1].stated["computed"]]  # How it works, under the step's claim
+    assert {m.value for m in at.metric} >= {STEPS[k - 1].stated["traffic"]}
+    at.button(key=SLIDE_KEY).click().run()
+    assert_presents(at, k, changed=frozenset({"row"}))  # the row the full view picked stays
+    at.button(key=EXPLORE_KEY).click().run()
+    at.button(key=NEXT_KEY).click().run()  # from the full view, the next step opens as its slide
+    assert_presents(at, k + 1)
+
+
+def test_a_slide_at_changed_settings_says_its_numbers_are_not_the_claims(make_app):
+    k = next(k for k, step in enumerate(STEPS, 1) if step.check == "causal_halves")
+    at = make_app(lesson="intro", step=str(k))
+    at.toggle(key="causal").set_value(False).run()  # the sidebar's toggle, as a student asks
+    assert_clean(at)
+    (callout,) = callouts(at)
+    assert "At the settings on screen: the mask is not causal alone" in callout
+    assert [m.value for m in at.metric][:2] == ["256 of 256", "0"]  # the check's numbers there, not the claim's
+    at.button(key=RESET_KEY).click().run()
+    assert_presents(at, k)
+
+
 def test_the_steps_view_is_named_when_another_view_is_open(make_app):
     at = make_app(lesson="intro", step="3", view="io")  # a link's own view wins over the step's
+    assert_clean(at)
+    at.button(key=EXPLORE_KEY).click().run()  # the slide is the step's; its full view is the link's
     assert_clean(at)
     assert at.session_state["view"] == LABELS["io"]
     (caption,) = [c.value for c in at.caption if c.value.startswith("**Try:**")]

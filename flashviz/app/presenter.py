@@ -1,11 +1,17 @@
 """Presenter mode: the dashboard plays a lesson (flashviz.lesson.steps) step by step, for a class watching a projector.
 
-`?lesson=intro` opens its first step, `?lesson=intro&step=k` step k. While presenting, the sidebar starts collapsed
-(the view gets the width) and the row of views is hidden (the steps pick the view), the step's claim stands in a
-callout above the view with the step's number and title, and Previous / Next move through the steps. Opening a step
-loads its settings into every widget, as a classroom preset does (every setting at the step's link, the rest at their
-defaults; the machine's device and threads kept), and opens its view; the class may change anything afterwards, and
-"This step's settings" brings the step back. The URL keeps `lesson` and `step` next to the settings
+`?lesson=intro` opens its first step, `?lesson=intro&step=k` step k. Each step opens as a slide (flashviz.app.slides):
+the step's number, title and claim, the numbers the claim states (metrics, computed by the step's check at the
+settings on screen: a check that measures runs as the slide opens, with a spinner that counts the seconds) and the one
+picture that proves them, together in a 1280 x 720 window with no scrolling. "Explore this view" leaves the slide for
+the step's full view at the step's settings (the claim stays above it), and "Back to the slide" returns. While
+presenting, the sidebar starts collapsed and the row of views is hidden (the steps pick the view); Previous / Next
+(PageUp / PageDown, a clicker's keys) move through the steps, and a step always opens as its slide, at the top.
+
+Opening a step loads its settings into every widget, as a classroom preset does (every setting at the step's link,
+the rest at their defaults; the machine's device and threads kept), and opens its view; the class may change
+anything afterwards (the slide then shows the check's numbers at those settings, and says when they are not the
+claim's), and "This step's settings" brings the step back. The URL keeps `lesson` and `step` next to the settings
 (flashviz.app.sidebar.sync_url), so a copied link reopens the same step; a hostile `lesson` or `step` is repaired with
 the dashboard's usual notice (flashviz.app.query.parse_lesson). "Leave the lesson" drops both from the URL and keeps
 the settings on screen.
@@ -14,17 +20,25 @@ the settings on screen.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
+from flashviz.app.drawing import show_figure
 from flashviz.app.query import parse_lesson
 from flashviz.app.registry import LABELS
 from flashviz.app.state import Env, Settings
 from flashviz.app.widgets import read_state, write_state
-from flashviz.lesson.steps import LESSON_KEY, LESSONS, STEP_KEY, Lesson, step_settings
+from flashviz.lesson.steps import LESSON_KEY, LESSONS, STEP_KEY, Lesson, Result, Step, step_settings
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 PRESENTING_KEY = "_fv_presenting"  # session state: (lesson slug, step k) while presenting, else None
+EXPLORING_KEY = "_fv_exploring"  # session state: True while the step's full view is open instead of its slide
 PREV_KEY, NEXT_KEY, RESET_KEY, LEAVE_KEY = "lesson_prev", "lesson_next", "lesson_reset", "lesson_leave"  # buttons
+EXPLORE_KEY, SLIDE_KEY = "lesson_explore", "lesson_slide"  # Explore this view / Back to the slide
+SLIDE_COLUMNS = (5, 7)  # the slide's claim and numbers | its picture
 STEP_KEEPS = ("device", "threads")  # what opening a step leaves alone: what this machine has
 NEXT_SHORTCUT, PREV_SHORTCUT = "PageDown", "PageUp"  # what a presenter's clicker sends
 
@@ -41,6 +55,7 @@ def open_from_url(params: dict[str, list[str]]) -> tuple[dict[str, object], list
     slug, k, notices = parse_lesson(params, lesson_counts())
     rest = {key: value for key, value in params.items() if key not in (LESSON_KEY, STEP_KEY)}
     st.session_state[PRESENTING_KEY] = None if slug is None else (slug, k)
+    st.session_state[EXPLORING_KEY] = False  # a link opens its step as the slide
     if slug is None:
         return rest, notices
     return {**LESSONS[slug].steps[k - 1].query, **rest}, notices
@@ -64,11 +79,28 @@ def _open_step(env: Env, slug: str, k: int) -> None:
     write_state(replace(step_settings(LESSONS[slug].steps[k - 1], env), **{key: getattr(kept, key)
                                                                           for key in STEP_KEEPS}))
     st.session_state[PRESENTING_KEY] = (slug, k)
+    st.session_state[EXPLORING_KEY] = False  # a step opens as its slide
 
 
 def _leave() -> None:
     """Button callback: stop presenting; the settings on screen stay."""
     st.session_state[PRESENTING_KEY] = None
+    st.session_state[EXPLORING_KEY] = False
+
+
+def _explore(on: bool) -> None:
+    """Button callback: open the step's full view (on) or go back to its slide."""
+    st.session_state[EXPLORING_KEY] = on
+
+
+def exploring() -> bool:
+    """Whether the step's full view is open (Explore this view) rather than its slide."""
+    return presenting() is not None and bool(st.session_state.get(EXPLORING_KEY))
+
+
+def on_slide() -> bool:
+    """Whether the page shows a step's slide (presenting, not exploring): then the page draws no view."""
+    return presenting() is not None and not exploring()
 
 
 def sidebar_state() -> str:
@@ -80,23 +112,86 @@ def sidebar_state() -> str:
     return "expanded" if slug is None else "collapsed"
 
 
-def presenter_ui(env: Env, settings: Settings) -> None:
-    """While presenting, above the view: the step's claim as a callout with its number and title, then Previous /
-    Next and what to do there."""
+def _buttons(env: Env, lesson: Lesson, k: int, *, slide: bool) -> Any:
+    """One row: Previous / Next (PageUp / PageDown wherever the page is scrolled), Explore this view or Back to the
+    slide, This step's settings (on the full view), Leave."""
+    n = len(lesson.steps)
+    row = st.container(horizontal=True, vertical_alignment="center", wrap=False)  # no tooltips: they would cover it
+    go_ = {"on_click": _open_step, "width": "content"}
+    row.button("◀ Previous", key=PREV_KEY, disabled=k == 1, shortcut=PREV_SHORTCUT, args=(env, lesson.slug, k - 1),
+               **go_)
+    row.button("Next ▶", key=NEXT_KEY, type="primary", disabled=k == n, shortcut=NEXT_SHORTCUT,
+               args=(env, lesson.slug, k + 1), **go_)
+    if slide:
+        row.button("Explore this view", key=EXPLORE_KEY, on_click=_explore, args=(True,), icon=":material/zoom_in:")
+    else:
+        row.button("Back to the slide", key=SLIDE_KEY, on_click=_explore, args=(False,), icon=":material/slideshow:")
+        row.button("↺ This step's settings", key=RESET_KEY, args=(env, lesson.slug, k), **go_)
+    row.button("✕ Leave the lesson", key=LEAVE_KEY, on_click=_leave)
+    return row
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def slide_of(slug: str, k: int, s: Settings) -> tuple[Result, go.Figure]:
+    """Step k's check at settings s and its picture (cached: a class moving back and forth gets it at once)."""
+    from flashviz.app.slides import picture  # plotly figures and the checks' modules: when a slide is drawn
+
+    step = LESSONS[slug].steps[k - 1]
+    result = step.check_at(s)
+    return result, picture(step.check, s, result.values)
+
+
+def _claim(step: Step, result: Result) -> str:
+    """The claim as the class reads it, or, where the settings on screen give other numbers, what the check says
+    there (and what is not true there)."""
+    if step.confirmed(result):
+        return step.text
+    said = step.said_by(result) if result.values.keys() >= step.stated.keys() else step.text
+    why = result.why or "other numbers than the step's"
+    return f"{said}\n\n*At the settings on screen: {why}. ↺ This step's settings brings the step back.*"
+
+
+def slide_ui(env: Env, settings: Settings) -> None:
+    """The step's slide: the buttons, then its claim with its numbers beside the one picture that proves them."""
     at = presenting()
     if at is None:
         return
     lesson, k = at
     step, n = lesson.steps[k - 1], len(lesson.steps)
+    row = _buttons(env, lesson, k, slide=True)
+    s = replace(settings, view=step.view)
+    from flashviz.app.slides import MEASURES
+
+    try:
+        with st.spinner(MEASURES.get(step.check, "Computing this step's numbers ..."), show_time=True):
+            result, fig = slide_of(lesson.slug, k, s)
+    except (ValueError, TypeError) as e:  # settings the class changed may be refused by the check's layers
+        st.error(f"This step cannot be computed at the settings on screen: {e} ↺ This step's settings brings it back.")
+        row.button("↺ This step's settings", key=RESET_KEY, args=(env, lesson.slug, k), on_click=_open_step)
+        return
+    if not step.confirmed(result):
+        row.button("↺ This step's settings", key=RESET_KEY, args=(env, lesson.slug, k), on_click=_open_step)
+    left, right = st.columns(SLIDE_COLUMNS, gap="medium")
+    left.info(f"**Step {k} of {n} · {step.title}.** {_claim(step, result)}")
+    figures = step.figures(result.values)
+    for i in range(0, len(figures), 2):  # two a row, in reading order
+        for col, (label, value) in zip(left.columns(2), figures[i:i + 2], strict=False):
+            col.metric(label, value)
+    with right:
+        show_figure(fig, key=f"slide_{step.check}")
+        st.caption(f"**Try:** {step.action}")
+
+
+def presenter_ui(env: Env, settings: Settings) -> None:
+    """While exploring a step's full view, above the view: the step's claim as a callout with its number and title,
+    then Previous / Next, Back to the slide and what to do there."""
+    at = presenting()
+    if at is None or not exploring():
+        return
+    lesson, k = at
+    step, n = lesson.steps[k - 1], len(lesson.steps)
     st.info(f"**Step {k} of {n} · {step.title}.** {step.text}")  # one block: the view starts higher at 720 px
-    row = st.container(horizontal=True, vertical_alignment="center", wrap=False)  # no tooltips: they would cover it
-    go = {"on_click": _open_step, "width": "content"}
-    row.button("◀ Previous", key=PREV_KEY, disabled=k == 1, shortcut=PREV_SHORTCUT, args=(env, lesson.slug, k - 1),
-               **go)
-    row.button("Next ▶", key=NEXT_KEY, type="primary", disabled=k == n, shortcut=NEXT_SHORTCUT,
-               args=(env, lesson.slug, k + 1), **go)
-    row.button("↺ This step's settings", key=RESET_KEY, args=(env, lesson.slug, k), **go)
-    row.button("✕ Leave the lesson", key=LEAVE_KEY, on_click=_leave)
+    row = _buttons(env, lesson, k, slide=False)
     where = ("" if settings.view == step.view else  # a link with its own `view` opened another one
              f" This step is on **{LABELS[step.view]}**: ↺ This step's settings opens it.")
     row.caption(f"**Try:** {step.action}{where}")

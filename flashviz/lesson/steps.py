@@ -43,7 +43,7 @@ class Step:
     """One step of a lesson: a view at some settings, the one thing the class sees there, and its proof.
 
     Example:
-        >>> step = INTRO.steps[2]
+        >>> step = INTRO.step("causal_halves")
         >>> step.link, step.text.startswith("With the causal mask only 136 of the 256 tiles")
         ('?view=how&causal=1', True)
         >>> step.confirmed(Result({**step.stated, "computed": 137}, True))  # true, but not what the class reads
@@ -58,6 +58,8 @@ class Step:
     check: str  # the claim function in the view's claims module (flashviz.views.<view>.claims), settings -> Result
     action: str  # what the presenter does on the page at this step
     minutes: float  # time the step takes in class
+    numbers: tuple[tuple[str, str], ...] = ()  # the slide's figures: (label, value), templates over the check's values
+    claims: str = ""  # the module of its check where it is not the view's claims (flashviz.views.<view>.claims)
 
     def __post_init__(self) -> None:
         if self.view not in SLUGS:
@@ -67,6 +69,12 @@ class Step:
         missing = {f for _, f, _, _ in string.Formatter().parse(self.claim) if f} - set(self.stated)
         if missing:
             raise ValueError(f"Step {self.title!r}: the claim names {sorted(missing)} but `stated` lacks them.")
+        named = {f for label, value in self.numbers for text in (label, value)
+                 for _, f, _, _ in string.Formatter().parse(text) if f}
+        if named - set(self.stated):
+            raise ValueError(f"Step {self.title!r}: its numbers name {sorted(named - set(self.stated))} but the claim "
+                             "does not state them: a slide shows the numbers its claim states.")
+        object.__setattr__(self, "numbers", tuple(tuple(pair) for pair in self.numbers))
         object.__setattr__(self, "settings", MappingProxyType(dict(self.settings)))
         object.__setattr__(self, "stated", MappingProxyType(dict(self.stated)))
 
@@ -89,18 +97,31 @@ class Step:
         """The claim written with a check's numbers."""
         return self.claim.format(**result.values)
 
+    def figures(self, values: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """The slide's numbers, (label, value), written with a check's values.
+
+        Example:
+            >>> INTRO.step("causal_halves").figures(INTRO.step("causal_halves").stated)[2:]
+            [('FA1 HBM traffic, no mask', '13.0 MiB'), ('FA1 HBM traffic, causal', '7.3 MiB')]
+        """
+        return [(label.format(**values), value.format(**values)) for label, value in self.numbers]
+
     def confirmed(self, result: Result) -> bool:
         """Whether a check confirms the claim: it holds, and its numbers give the text the class reads."""
         return result.holds and self.said_by(result) == self.text
 
     def run_check(self, env: Env | None = None) -> Result:
         """Run the step's check at its settings (this imports the check's module, and with it torch)."""
-        return getattr(importlib.import_module(self.claims_module), self.check)(step_settings(self, env))
+        return self.check_at(step_settings(self, env))
+
+    def check_at(self, settings: Settings) -> Result:
+        """Run the step's check at other settings (the class changed some): its numbers there."""
+        return getattr(importlib.import_module(self.claims_module), self.check)(settings)
 
     @property
     def claims_module(self) -> str:
-        """The module of the step's check: the claims of the view the step opens."""
-        return f"flashviz.views.{self.view}.claims"
+        """The module of the step's check: the claims of the view the step opens, unless the step names another."""
+        return self.claims or f"flashviz.views.{self.view}.claims"
 
 
 def step_settings(step: Step, env: Env | None = None) -> Settings:
@@ -108,7 +129,7 @@ def step_settings(step: Step, env: Env | None = None) -> Settings:
     default (this machine's threads with `env`).
 
     Example:
-        >>> s = step_settings(INTRO.steps[0])
+        >>> s = step_settings(INTRO.step("tiles_fate"))
         >>> s.view, s.n, s.causal
         ('how', 16, True)
     """
@@ -124,6 +145,19 @@ class Lesson:
     title: str  # shown above each step
     steps: tuple[Step, ...] = field(default_factory=tuple)  # in order; step k of the link is steps[k - 1]
 
+    def step(self, check: str) -> Step:
+        """The step whose check is `check`, wherever it stands in the lesson.
+
+        Example:
+            >>> INTRO.step("io_passes").link
+            '?view=io&n=4096&heads=1'
+        """
+        for step in self.steps:
+            if step.check == check:
+                return step
+        raise ValueError(f"Lesson {self.slug!r} has no step checked by {check!r}; its checks are "
+                         f"{', '.join(s.check for s in self.steps)}.")
+
     def link(self, k: int) -> str:
         """Step k's presenter link, e.g. '?lesson=intro&step=3'."""
         return f"?{LESSON_KEY}={self.slug}&{STEP_KEY}={k}"
@@ -132,8 +166,8 @@ class Lesson:
         """Each step's start and end in class, 'm:ss'.
 
         Example:
-            >>> INTRO.clock()[0]
-            ('0:00', '1:30')
+            >>> INTRO.clock()[:2]
+            [('0:00', '1:00'), ('1:00', '2:30')]
         """
         out, t = [], 0.0
         for step in self.steps:
@@ -148,36 +182,45 @@ def _mmss(minutes: float) -> str:
 
 
 
-# In the claims, "×\u00a0" (a no-break space) keeps a factor on the same line as its ×.
+# In the claims, "×\u00a0" (a no-break space) keeps a factor on the same line as its ×. The problem comes first (what
+# S and P are, and what keeping them costs), then the cure (tiles, the online softmax, fewer bytes), then its uses.
+TINY = {"n": "16", "d": "8", "br": "4", "causal": "1", "order": "both", "row": "15"}  # the whiteboard's grid
 INTRO = Lesson("intro", "FlashAttention, tile by tile", (
-    Step("Every tile's fate, before Play", "how",
-         {"n": "16", "d": "8", "br": "4", "causal": "1", "order": "both", "row": "15"},
-         "Before Play, the map already shows every tile's fate: {computed} of the {tiles} tiles are computed "
-         "({full} full, {partial} partial on the diagonal) and {skipped} are skipped: never loaded, never computed.",
+    Step("What S = QKᵀ and the softmax are", "how", {"n": "16", "d": "8", "br": "4", "order": "both"},
+         "Attention scores every query against every key: S = QKᵀ/√d holds N × N = {scores} scores per head at "
+         "N = {n}. The softmax turns each row of S into weights P = exp(S − m) / l, with m the row's max and l its "
+         "sum of exponentials: every row of P sums to {rowsum:.3f}, and the output is O = PV. Standard attention "
+         "writes S and P to memory whole, N² numbers each.",
+         {"scores": 256, "n": 16, "rowsum": 1.0}, "scores_softmax",
+         "Point at one row of S, then the same row of P: the largest score gets the largest weight.", 1.0,
+         (("Scores per head, N × N", "{scores}"), ("Every row of P sums to", "{rowsum:.3f}")),
+         claims="flashviz.lesson.claims"),
+    Step("The problem: memory grows with N²", "bench", {},
+         "Naive attention's peak memory grows {naive_growth:.1f}× per doubling of N, to {naive_peak} at N = {n:,}: "
+         "S and P are N² each. FA1's grows {fa1_growth:.1f}× and FA2's {fa2_growth:.1f}× (only the output grows "
+         "with N), so at N = {n:,} they need {saving:.0f}× less.",
+         {"naive_growth": 3.9, "naive_peak": "130.0 MiB", "n": 2048, "fa1_growth": 1.4, "fa2_growth": 1.3,
+          "saving": 36}, "memory_growth",
+         "The slide measured the peaks as it opened; Explore this view to time the kernels too.", 1.5,
+         (("Standard attention at N = {n:,}", "{naive_peak}"), ("Standard, per doubling of N", "{naive_growth:.1f}×"),
+          ("FA1 / FA2, per doubling", "{fa1_growth:.1f}× / {fa2_growth:.1f}×"),
+          ("Less memory at N = {n:,}", "{saving:.0f}×"))),
+    Step("The cure: tiles, each one's fate known", "how", TINY,
+         "FlashAttention cuts S into tiles and never writes S or P whole: {computed} of the {tiles} tiles are "
+         "computed ({full} full, {partial} partial on the diagonal) and {skipped} are skipped: never loaded, never "
+         "computed.",
          {"computed": 10, "tiles": 16, "full": 6, "partial": 4, "skipped": 6}, "tiles_fate",
-         "Press ▶ Play: FA1 walks down each column of tiles, FA2 along each row; each tile is computed on chip and "
-         "thrown away.", 1.5),
-    Step("Online softmax: rescale, then exact", "how",
-         {"n": "16", "d": "8", "br": "4", "causal": "1", "order": "both", "row": "15"},
+         "Explore this view and press ▶ Play: FA1 walks down each column of tiles, FA2 along each row; each tile is "
+         "computed on chip and thrown away.", 1.5,
+         (("Tiles computed", "{computed} of {tiles}"), ("Full", "{full}"), ("Partial, on the diagonal", "{partial}"),
+          ("Skipped", "{skipped}"))),
+    Step("Online softmax: rescale, then exact", "how", TINY,
          "Row {row}'s running max m grows on {rescales} of its {tiles} tiles, and each time its sum l is first scaled "
          "by e^(m_old − m_new) < 1, then the tile's own terms are added. After the last tile the kernel's "
          "L = m + log l = {lse:.4f}: the exact logsumexp of the whole row.",
          {"row": 15, "rescales": 3, "tiles": 4, "lse": 2.96528}, "online_softmax",
-         "Scroll down to the row inspector; the dotted line on the map marks its row.", 1.5),
-    Step("Causal halves the work", "how", {"causal": "1"},
-         "With the causal mask only {computed} of the {tiles} tiles are computed ({share:.0%}): the {skipped} above "
-         "the diagonal are skipped, never loaded. {order}'s HBM traffic per head falls from {unmasked} without the "
-         "mask to {traffic} (×\u00a0{ratio:.2f}).",
-         {"computed": 136, "tiles": 256, "share": 0.53125, "skipped": 120, "order": "FA1", "unmasked": "13.0 MiB",
-          "traffic": "7.3 MiB", "ratio": 0.5586}, "causal_halves",
-         "Open the sidebar (» at the top left) and switch the causal mask off and on.", 1.0),
-    Step("Programmable masks skip whole tiles", "masks", {},
-         "{docs} packed documents AND causal at N = {n:,}: a query sees only earlier keys of its own document, so "
-         "only {computed} of the {tiles} tiles are computed ({share:.1%}). The BlockMask of these tiles equals "
-         "torch's create_block_mask: {equal}.",
-         {"docs": 4, "n": 1024, "computed": 55, "tiles": 256, "share": 0.21484, "equal": "yes"},
-         "masks_tiles",
-         "Change *Documents* or the second mask; the code under the BlockMask builds the same mask.", 1.5),
+         "Follow m and l across the tiles: each rise of m scales l down before the tile's terms join it.", 1.5,
+         (("Row", "{row}"), ("Tiles where m grew", "{rescales} of {tiles}"), ("Kernel's L = m + log l", "{lse:.4f}"))),
     Step("Bigger tiles, fewer passes over HBM", "io", {"n": "4096", "heads": "1"},
          "Each doubling of the on-chip memory M halves FA1's and FA2's HBM accesses (×\u00a0{fa1_ratio:.2f} and "
          "×\u00a0{fa2_ratio:.2f} at the first doubling): bigger tiles, fewer passes. From M = 4dN = {flat:,} one block "
@@ -185,28 +228,48 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
          "attention stays at {naive:.1f} million whatever M is.",
          {"fa1_ratio": 0.5, "fa2_ratio": 0.5, "flat": 1048576, "fa1": 1.6, "fa2": 1.05, "naive": 68.2},
          "io_passes",
-         "Switch on the causal mask: the flash curves start at half and meet the unmasked ones at 4dN.", 1.5),
+         "Explore this view and switch on the causal mask: the flash curves start at half and meet the unmasked ones "
+         "at 4dN.", 1.0,
+         (("FA1 at the first doubling of M", "×{fa1_ratio:.2f}"), ("FA2 at the first doubling", "×{fa2_ratio:.2f}"),
+          ("Flat from M = 4dN", "{flat:,}"), ("Standard attention, millions", "{naive:.1f}"))),
     Step("Why it is fast on a GPU", "roof", {"n": "4096", "br": "128"},
          "On an {gpu} at {dtype}, naive attention does {intensity:.1f} FLOPs per byte it moves, far below the "
          "ridge point of {ridge:.0f} FLOP/byte: it is memory-bound. The tiled kernels move fewer bytes for the "
          "same FLOPs, so the roofline model predicts FA2 {fa2:.2f}× and FA1 {fa1:.2f}× faster than naive.",
          {"gpu": "H100", "dtype": "float16", "intensity": 31.5, "ridge": 295, "fa2": 3.94, "fa1": 2.57},
          "roofline_gpu",
-         "Press *Time naive, FA1 and FA2 here* to put this CPU's measured speedup next to the model's.", 1.5),
-    Step("Memory: N² against N", "bench", {},
-         "Naive attention's peak memory grows {naive_growth:.1f}× per doubling of N, to {naive_peak} at N = {n:,}: "
-         "S and P are N² each. FA1's grows {fa1_growth:.1f}× and FA2's {fa2_growth:.1f}× (only the output grows "
-         "with N), so at N = {n:,} they need {saving:.0f}× less.",
-         {"naive_growth": 3.9, "naive_peak": "130.0 MiB", "n": 2048, "fa1_growth": 1.4, "fa2_growth": 1.3,
-          "saving": 36}, "memory_growth",
-         "Press ▶ Run benchmark; where a tiled kernel is slower here, the caption under the time chart says why.", 1.5),
+         "Explore this view and press *Time naive, FA1 and FA2 here* to put this CPU's measured speedup next to the "
+         "model's.", 1.5,
+         (("Naive's FLOPs per byte", "{intensity:.1f}"), ("{gpu}'s ridge, {dtype}", "{ridge:.0f}"),
+          ("Predicted: FA2", "{fa2:.2f}×"), ("Predicted: FA1", "{fa1:.2f}×"))),
+    Step("Causal halves the work", "how", {"causal": "1"},
+         "With the causal mask only {computed} of the {tiles} tiles are computed ({share:.0%}): the {skipped} above "
+         "the diagonal are skipped, never loaded. {order}'s HBM traffic per head falls from {unmasked} without the "
+         "mask to {traffic} (×\u00a0{ratio:.2f}).",
+         {"computed": 136, "tiles": 256, "share": 0.53125, "skipped": 120, "order": "FA1", "unmasked": "13.0 MiB",
+          "traffic": "7.3 MiB", "ratio": 0.5586}, "causal_halves",
+         "Explore this view, open the sidebar (» at the top left) and switch the causal mask off and on.", 1.0,
+         (("Tiles computed", "{computed} of {tiles}"), ("Skipped", "{skipped}"),
+          ("{order} HBM traffic, no mask", "{unmasked}"), ("{order} HBM traffic, causal", "{traffic}"))),
+    Step("Programmable masks skip whole tiles", "masks", {},
+         "{docs} packed documents AND causal at N = {n:,}: a query sees only earlier keys of its own document, so "
+         "only {computed} of the {tiles} tiles are computed ({share:.1%}). The BlockMask of these tiles equals "
+         "torch's create_block_mask: {equal}.",
+         {"docs": 4, "n": 1024, "computed": 55, "tiles": 256, "share": 0.21484, "equal": "yes"},
+         "masks_tiles",
+         "Explore this view and change *Documents* or the second mask; the code under the BlockMask builds the same "
+         "mask.", 1.0,
+         (("Tiles computed", "{computed} of {tiles}"), ("Share", "{share:.1%}"), ("Documents", "{docs}"),
+          ("Equal to create_block_mask", "{equal}"))),
     Step("Training: recompute P instead of keeping it", "train", {},
          "For the backward pass naive attention keeps P, {batch} × {heads} × {n}² {dtype} values: {p} at N = "
          "{n:,}. FlashAttention keeps only O and the logsumexp L ({lse}) and recomputes P tile by tile: five "
          "matmuls instead of four, {extra:.0%} more backward FLOPs ({gflop:.2f} GFLOP).",
          {"batch": 1, "heads": 4, "n": 2048, "dtype": "float32", "p": "64.0 MiB", "lse": "32.0 KiB", "extra": 0.25,
           "gflop": 2.15}, "training_recompute",
-         "Scroll to *The price of recomputation*; ▶ Run training benchmark measures forward + backward.", 1.0),
+         "Explore this view: ▶ Run training benchmark measures forward + backward.", 1.0,
+         (("Naive keeps P", "{p}"), ("FlashAttention keeps L", "{lse}"), ("More backward FLOPs", "{extra:.0%}"),
+          ("Added", "{gflop:.2f} GFLOP"))),
     Step("The backward pass, tile by tile", "backward",
          {"bwn": "32", "bwd": "16", "bwblock": "8", "bwcausal": "1", "dq": "atomic", "n": "4096", "br": "128"},
          "The forward saved only O and the logsumexp L: the backward recomputes P = exp(S − L) tile by tile, and every "
@@ -216,29 +279,38 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
          "in its last bits; a deterministic second pass costs {extra:.0%} more FLOPs.",
          {"n": 4096, "d": 64, "block": 128, "saving": 6.2, "extra": 0.4},
          "backward_recompute",
-         "Press ▶ Play: K_j, V_j, dK_j and dV_j stay on chip for a column; switch *dQ* to see the second pass.", 1.0),
+         "Explore this view and press ▶ Play: K_j, V_j, dK_j and dV_j stay on chip for a column; switch *dQ* to see "
+         "the second pass.", 1.0,
+         (("Less HBM traffic than standard", "{saving:.1f}×"), ("Deterministic dQ: more FLOPs", "{extra:.0%}"))),
     Step("Flash-Decoding's exact merge", "decode", {},
          "{keys:,} cached keys in {splits} splits, computed in parallel, each with its own logsumexp L_s. The merge "
          "weighs split s by exp(L_s − L), with L = log Σ exp(L_s) = {lse:.4g}: the weights sum to {weights:.3f} and "
          "the output is exact attention over the whole cache.",
          {"keys": 16384, "splits": 4, "lse": 10.5006, "weights": 1.0}, "decode_merge",
-         "Press ▶ Play on the animation: the splits read their blocks in parallel, the last frame merges them.",
-         1.0),
+         "Explore this view and press ▶ Play on the animation: the splits read their blocks in parallel, the last "
+         "frame merges them.", 1.0,
+         (("Cached keys", "{keys:,}"), ("Splits", "{splits}"), ("L = log Σ exp(L_s)", "{lse:.4g}"),
+          ("The weights sum to", "{weights:.3f}"))),
     Step("Grouped-query attention reads g-fold fewer bytes", "decode", {},
          "Each decode step reads the whole K/V cache. With {hq} query heads sharing {hkv} K/V heads (GQA, g = {g}), "
          "a step reads {gqa} of K/V against multi-head attention's {mha}: {ratio:g}× fewer bytes for the same "
          "{flops:,} FLOPs, and a memory-bound step takes the time of its bytes.",
          {"hq": 8, "hkv": 2, "g": 4, "gqa": "21.3 MiB", "mha": "85.3 MiB", "ratio": 4.0, "flops": 44738560},
          "gqa_bytes",
-         "Scroll to *Why decoding is memory-bound*; set *K/V heads H_kv* to 8 (MHA) or 1 (MQA).",
-         1.0),
+         "Explore this view, scroll to *Why decoding is memory-bound* and set *K/V heads H_kv* to 8 (MHA) or 1 (MQA).",
+         1.0,
+         (("MHA reads", "{mha}"), ("GQA reads, g = {g}", "{gqa}"), ("Fewer bytes", "{ratio:g}×"),
+          ("FLOPs, both", "{flops:,}"))),
     Step("Why outputs differ from SDPA", "numerics", {},
          "In bf16 FA2 and SDPA differ by {gap:.0f} rounding step and both pass flash-attn's test rule: neither is "
          "wrong, they add in different orders. FlashAttention-4's lazy rescale (tau = {tau:.0f}) rescales {lazy} "
          "times where the classic rule rescales {classic}, for the same output, and on inputs with outlier features "
          "FlashAttention-3's Hadamard rotation cuts FP8's error {gain:.1f}×.",
          {"gap": 1.0, "tau": 8.0, "lazy": 3, "classic": 98, "gain": 2.0}, "numerics_rounding",
-         "Switch *Input dtype* to fp32 or FP8 e4m3, or turn Hadamard off, and read the sentences again.", 1.0),
+         "Explore this view: switch *Input dtype* to fp32 or FP8 e4m3, or turn Hadamard off, and read the sentences "
+         "again.", 1.0,
+         (("Rounding steps, FA2 vs SDPA", "{gap:.0f}"), ("Rescales: classic / lazy", "{classic} / {lazy}"),
+          ("Hadamard cuts FP8's error", "{gain:.1f}×"), ("Lazy rescale's tau", "{tau:.0f}"))),
 ))
 LESSONS: dict[str, Lesson] = {INTRO.slug: INTRO}
 
@@ -270,7 +342,7 @@ def lesson_markdown(lesson: Lesson) -> str:
     Example:
         >>> text = lesson_markdown(INTRO)
         >>> text.splitlines()[0], text.count("\\n### ")
-        ('<!-- lesson intro: begin -->', 12)
+        ('<!-- lesson intro: begin -->', 13)
     """
     total = _mmss(sum(step.minutes for step in lesson.steps))
     head = (f"{BEGIN.format(slug=lesson.slug)}\n"

@@ -79,7 +79,7 @@ def decode_merge(s: Settings) -> Result:
 
     Example:
         >>> from flashviz.lesson.steps import INTRO, step_settings
-        >>> r = decode_merge(step_settings(INTRO.steps[8]))
+        >>> r = decode_merge(step_settings(INTRO.step("decode_merge")))
         >>> r.holds, r.values["splits"]
         (True, 4)
     """
@@ -109,7 +109,7 @@ def gqa_bytes(s: Settings) -> Result:
 
     Example:
         >>> from flashviz.lesson.steps import INTRO, step_settings
-        >>> gqa_bytes(step_settings(INTRO.steps[9])).values["ratio"]
+        >>> gqa_bytes(step_settings(INTRO.step("gqa_bytes"))).values["ratio"]
         4.0
     """
     setup = decode_setup(s)

@@ -49,7 +49,7 @@ def tiles_fate(s: Settings) -> Result:
 
     Example:
         >>> from flashviz.lesson.steps import INTRO, step_settings
-        >>> tiles_fate(step_settings(INTRO.steps[0])).values["computed"]
+        >>> tiles_fate(step_settings(INTRO.step("tiles_fate"))).values["computed"]
         10
     """
     sched = tile_schedule(s.n, s.n, s.br, s.bc, causal=s.causal, window=s.window)
@@ -74,7 +74,7 @@ def online_softmax(s: Settings) -> Result:
 
     Example:
         >>> from flashviz.lesson.steps import INTRO, step_settings
-        >>> r = online_softmax(step_settings(INTRO.steps[1]))
+        >>> r = online_softmax(step_settings(INTRO.step("online_softmax")))
         >>> r.holds, r.values["row"], r.values["rescales"]
         (True, 15, 3)
     """
@@ -112,7 +112,7 @@ def causal_halves(s: Settings) -> Result:
 
     Example:
         >>> from flashviz.lesson.steps import INTRO, step_settings
-        >>> r = causal_halves(step_settings(INTRO.steps[2]))
+        >>> r = causal_halves(step_settings(INTRO.step("causal_halves")))
         >>> r.holds, r.values["computed"], r.values["traffic"]
         (True, 136, '7.3 MiB')
     """

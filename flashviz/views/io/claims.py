@@ -43,7 +43,7 @@ def io_passes(s: Settings) -> Result:
 
     Example:
         >>> from flashviz.lesson.steps import INTRO, step_settings
-        >>> r = io_passes(step_settings(INTRO.steps[4]))
+        >>> r = io_passes(step_settings(INTRO.step("io_passes")))
         >>> r.holds, r.values["flat"], round(r.values["naive"], 1)
         (True, 1048576, 68.2)
     """

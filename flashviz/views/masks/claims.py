@@ -40,7 +40,7 @@ def masks_tiles(s: Settings) -> Result:
 
     Example:
         >>> from flashviz.lesson.steps import INTRO, step_settings
-        >>> masks_tiles(step_settings(INTRO.steps[3])).values["computed"]
+        >>> masks_tiles(step_settings(INTRO.step("masks_tiles"))).values["computed"]
         55
     """
     spec = mask_spec(s)

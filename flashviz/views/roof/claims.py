@@ -32,7 +32,7 @@ def roofline_gpu(s: Settings) -> Result:
 
     Example:
         >>> from flashviz.lesson.steps import INTRO, step_settings
-        >>> r = roofline_gpu(step_settings(INTRO.steps[5]))
+        >>> r = roofline_gpu(step_settings(INTRO.step("roofline_gpu")))
         >>> r.holds, round(r.values["fa2"], 2)
         (True, 3.94)
     """

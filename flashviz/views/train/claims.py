@@ -30,7 +30,7 @@ def training_recompute(s: Settings) -> Result:
 
     Example:
         >>> from flashviz.lesson.steps import INTRO, step_settings
-        >>> training_recompute(step_settings(INTRO.steps[7])).values["p"]
+        >>> training_recompute(step_settings(INTRO.step("training_recompute"))).values["p"]
         '64.0 MiB'
     """
     table = recompute_table(s.ns, s.d, batch=s.batch, heads=s.heads, block_q=s.bblock, block_k=s.bblock,
