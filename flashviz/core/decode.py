@@ -101,12 +101,44 @@ def num_splits_heuristic(work_tiles: int, units: int, n_blocks: int, max_splits:
     return next(s for s, e in enumerate(efficiency, start=1) if e >= NEAR_BEST * best)
 
 
+def merge_partials(L_s: torch.Tensor, O_s: torch.Tensor,
+                   log_scale: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The exact logsumexp merge of S partial attention results of the same query rows over disjoint sets of keys.
+
+    Each partial s saw its own keys: its logsumexp L_s = log sum_j exp(S_ij) over them and its output O_s. Over all
+    the keys, L = log sum_s exp(L_s) and O = sum_s exp(L_s - L) O_s (Flash-Decoding's merge; ring attention merges
+    the steps of its ring the same way). A partial that saw no key of a row has L_s = -inf and weighs 0; a row no
+    partial saw gets O = 0 and L = -inf, never NaN.
+
+    Args:
+        L_s: (R, S, rows) each partial's logsumexp, natural log, -inf where it saw no key of the row.
+        O_s: (R, S, rows, d) each partial's output in L_s's dtype: normalised (O_s = sum_j exp(S_ij - L_s) v_j) when
+            log_scale is None; else unnormalised against exp(log_scale), O_s = sum_j exp(S_ij - log_scale) v_j
+            (flash_decode's O_s against its row max m_s: one division fewer).
+        log_scale: (R, S, rows) the log of what O_s is scaled against, or None for normalised partials.
+    Returns:
+        out (R, rows, d), L (R, rows) and the weights exp(L_s - L) (R, S, rows): each partial's share of a row
+        (they sum to 1 over s, 0 for a row that sees nothing).
+
+    Example:
+        >>> L_s = torch.tensor([[[0.0], [0.0]]])  # two partials of equal mass for one row
+        >>> out, L, w = merge_partials(L_s, torch.tensor([[[[1.0]], [[3.0]]]]))
+        >>> out.item(), round(L.item(), 4), w.flatten().tolist()
+        (2.0, 0.6931, [0.5, 0.5])
+    """
+    L = torch.logsumexp(L_s, dim=1)  # (R, rows); -inf for rows that see nothing
+    L_fin = finite(L)[:, None]  # (R, 1, rows): exp(x - L) stays 0, not NaN, where L = -inf
+    scale = L_s if log_scale is None else log_scale  # (R, S, rows)
+    out = (torch.exp(scale - L_fin)[..., None] * O_s).sum(1)  # (R, rows, d) sum_s exp(L_s - L) O_s
+    return out, L, torch.exp(L_s - L_fin)
+
+
 def _merge(m: torch.Tensor, l: torch.Tensor, O: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """Exact logsumexp merge of S partials -> out (R, GN, d), L (R, GN), L_s and weights (R, S, GN)."""
     L_s = finite(m) + torch.log(l)  # (R, S, GN); log 0 = -inf for splits a row does not see
-    L = torch.logsumexp(L_s, dim=1)  # (R, GN); -inf for rows that see nothing
-    out = (torch.exp(m - finite(L)[:, None])[..., None] * O).sum(1)  # sum_s exp(L_s - L) O_s / l_s = exp(m_s - L) O_s
-    return out, L, L_s, torch.exp(L_s - finite(L)[:, None])
+    # O is unnormalised against the split's max m_s: sum_s exp(L_s - L) O_s / l_s = sum_s exp(m_s - L) O_s
+    out, L, weights = merge_partials(L_s, O, log_scale=m)
+    return out, L, L_s, weights
 
 
 def _row_limits(layout: CacheLayout, causal: bool) -> torch.Tensor:
