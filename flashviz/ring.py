@@ -32,13 +32,13 @@ from __future__ import annotations
 import io
 import math
 import os
-import queue
 import socket
 import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from multiprocessing import connection as mp_connection
 
 import torch
 import torch.distributed as dist
@@ -62,8 +62,8 @@ FAIL_EXIT_CODE = 3  # the exit code of a rank made to die with fail_rank=(rank, 
 # per head dimension; the backward's five (S recomputed, dV, dP, dQ, dK), 2.5x the forward (FA2, Section 4)
 FORWARD_FLOPS_PER_ELEMENT = 2 * 2
 BACKWARD_FLOPS_PER_ELEMENT = 5 * 2
-FAILURE_GRACE_S = 0.5  # after a rank fails, how long the others' reports are still read (to name the first cause)
-EXIT_GRACE_S = 1.0  # how long an exited rank's last messages may still be in flight before it counts as dead
+FAILURE_GRACE_S = 1.0  # after a rank fails, how long the others' reports are still read (to name the first cause)
+POLL_S = 0.1  # the longest the parent waits for a message before it looks at the clock again
 STOP_GRACE_S = 5.0  # how long a terminated rank has to exit before it is killed
 TAG_KV, TAG_KV_OWNER, TAG_DKV, TAG_DKV_OWNER = 0, 1, 2, 3  # message tags: the two transfers may be in flight at once
 
@@ -791,7 +791,11 @@ def _run_job(job: dict, rank: int, group, device: torch.device, report: Callable
 
 def _rank_main(rank: int, world: int, port: int, backend: str, payload: bytes, timeout_s: float, fail_rank,
                messages) -> None:
-    """One rank's process: join the group, run every job it is part of, report each result, then leave."""
+    """One rank's process: join the group, run every job it is part of, report each result, then leave.
+
+    messages: this rank's end of a one-way pipe to the parent. A send is written before it returns, so what a rank
+    reported is there even if its process dies the next instant, and the pipe's end tells the parent it has ended.
+    """
     try:
         device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
         if device.type == "cuda":
@@ -803,7 +807,7 @@ def _rank_main(rank: int, world: int, port: int, backend: str, payload: bytes, t
         # every rank creates every subgroup, in the same order (new_group is collective)
         groups = {w: None if w == world else dist.new_group(list(range(w)))
                   for w in sorted({j["world"] for j in jobs})}
-        messages.put(("ready", rank))
+        messages.send(("ready", rank))
         if fail_rank is not None and fail_rank[0] == rank:
             mode = fail_rank[1]
             if mode == "raise":
@@ -815,18 +819,16 @@ def _rank_main(rank: int, world: int, port: int, backend: str, payload: bytes, t
         for i, job in enumerate(jobs):
             if rank >= job["world"]:
                 continue
-            messages.put(("enter", rank, i))
+            messages.send(("enter", rank, i))
             shards, events = _run_job(job, rank, groups[job["world"]], device,
-                                      lambda e, i=i: messages.put(("step", rank, i, e.phase, e.step)))
-            messages.put(("result", rank, i, _to_bytes(shards), events))
+                                      lambda e, i=i: messages.send(("step", rank, i, e.phase, e.step)))
+            messages.send(("result", rank, i, _to_bytes(shards), events))
         dist.barrier()  # no rank leaves while a neighbour still reads from it
         dist.destroy_process_group()
-        messages.put(("done", rank))
+        messages.send(("done", rank))
     except Exception as e:  # reported to the parent, which names this rank and ends the run
-        messages.put(("error", rank, time.time(), f"{type(e).__name__}: {e}",
+        messages.send(("error", rank, time.time(), f"{type(e).__name__}: {e}",
                       "".join(traceback.format_exception(e)[-6:])))
-        messages.close()
-        messages.join_thread()  # the report is in the pipe before the process ends
         os._exit(1)  # no interpreter shutdown: a broken process group may block it
 
 
@@ -835,12 +837,12 @@ class _Supervisor:
 
     def __init__(self, jobs: Sequence[RingJob], world: int):
         self.job_worlds = [j.world for j in jobs]
+        self.job_name = (lambda i: "the ring") if len(jobs) == 1 else (lambda i: f"the ring of job {i}")
         self.world = world
         self.results: dict[tuple[int, int], tuple[dict, list]] = {}  # (job, rank) -> (shards, events)
         self.done: set[int] = set()
         self.errors: dict[int, tuple[float, str, str]] = {}  # rank -> (time, what it raised, traceback tail)
         self.dead: dict[int, int] = {}  # rank -> exit code of a rank that ended without a word
-        self.exit_seen: dict[int, float] = {}
         self.where = dict.fromkeys(range(world), "starting (importing torch, joining the process group)")
         self.position = {r: (-1, 0) for r in range(world)}  # (job it is in or waits for, steps done + entered)
 
@@ -851,17 +853,17 @@ class _Supervisor:
     def handle(self, msg: tuple) -> None:
         kind, rank = msg[0], msg[1]
         if kind == "ready":
-            self.where[rank] = "joined the process group, not in a ring yet"
+            self.where[rank] = "in the process group, not in a ring yet"
             self.position[rank] = (self._next_job(rank, 0), 0)
         elif kind == "enter":
-            self.where[rank] = f"in the ring of job {msg[2]}, no step done"
+            self.where[rank] = f"in {self.job_name(msg[2])}, no step done"
             self.position[rank] = (msg[2], 1)
         elif kind == "step":
-            self.where[rank] = f"in the ring of job {msg[2]}, {msg[3]} step {msg[4]} done"
+            self.where[rank] = f"in {self.job_name(msg[2])}, after {msg[3]} step {msg[4]}"
             self.position[rank] = (msg[2], self.position[rank][1] + 1)
         elif kind == "result":
             self.results[(msg[2], rank)] = (_from_bytes(msg[3]), msg[4])
-            self.where[rank] = f"finished job {msg[2]}"
+            self.where[rank] = f"done with {self.job_name(msg[2])}"
             self.position[rank] = (self._next_job(rank, msg[2] + 1), 0)
         elif kind == "done":
             self.done.add(rank)
@@ -869,12 +871,12 @@ class _Supervisor:
         elif kind == "error":
             self.errors[rank] = msg[2:]
 
-    def check_exits(self, procs: Sequence, now: float) -> None:
-        """A rank whose process ended without 'done' or an error counts as dead once its last messages had time."""
-        for r, p in enumerate(procs):
-            silent = p.exitcode is not None and r not in self.done and r not in self.errors and r not in self.dead
-            if silent and now - self.exit_seen.setdefault(r, now) >= EXIT_GRACE_S:
-                self.dead[r] = p.exitcode
+    def ended(self, rank: int, process) -> None:
+        """The rank's pipe closed: its process ended, and everything it sent has been read. Without 'done' or an
+        error before, it died without a word."""
+        process.join(STOP_GRACE_S)  # the pipe closes as the process exits: its exit code follows at once
+        if rank not in self.done and rank not in self.errors:
+            self.dead[rank] = process.exitcode if process.exitcode is not None else 0
 
     def failure_message(self) -> str:
         """The first cause first: a rank that died without a word, else the earliest error; then the others."""
@@ -971,37 +973,42 @@ def run_ring_jobs(jobs: Sequence[RingJob], *, backend: str = "gloo", timeout_s: 
                           "causal": bool(j.causal), "layout": j.layout, "block_size": j.block_size,
                           "scale": j.scale} for j in jobs])
     context = mp.get_context("spawn")  # a fresh interpreter per rank: no forked threads or CUDA state
-    messages = context.Queue()
+    pipes = [context.Pipe(duplex=False) for _ in range(world)]  # (parent's reading end, rank's writing end)
     port = free_port()
     procs = [context.Process(target=_rank_main, name=f"flashviz-ring-rank{r}", daemon=True,
-                             args=(r, world, port, backend, payload, timeout_s, fail_rank, messages))
+                             args=(r, world, port, backend, payload, timeout_s, fail_rank, pipes[r][1]))
              for r in range(world)]
     supervisor = _Supervisor(jobs, world)
     finished = False
     try:
-        for p in procs:
+        for p, (_, writer) in zip(procs, pipes, strict=True):
             p.start()
+            writer.close()  # the rank holds the only writing end: its pipe closes when its process ends
+        reading = {reader: r for r, (reader, _) in enumerate(pipes)}
         deadline = time.monotonic() + timeout_s
         failed_at = None
         while True:
             now = time.monotonic()
-            if failed_at is not None and now - failed_at >= FAILURE_GRACE_S:
+            if failed_at is not None and (now - failed_at >= FAILURE_GRACE_S or not reading):
                 raise RuntimeError(supervisor.failure_message())
             if failed_at is None and len(supervisor.done) == world:
                 break
             if failed_at is None and now >= deadline:
                 raise RuntimeError(supervisor.timeout_message(timeout_s))
-            try:
-                supervisor.handle(messages.get(timeout=max(0.01, min(0.1, deadline - now))))
-            except queue.Empty:
-                supervisor.check_exits(procs, time.monotonic())
+            for reader in mp_connection.wait(list(reading), timeout=max(0.01, min(POLL_S, deadline - now))):
+                try:
+                    supervisor.handle(reader.recv())
+                except (EOFError, OSError):  # the rank's process has ended
+                    rank = reading.pop(reader)
+                    supervisor.ended(rank, procs[rank])
             if failed_at is None and (supervisor.errors or supervisor.dead):
                 failed_at = time.monotonic()
         finished = True
     finally:
         _stop(procs, graceful=finished)
-        messages.close()
-        messages.cancel_join_thread()
+        for reader, writer in pipes:
+            reader.close()
+            writer.close()
     return [_assemble(job, supervisor.results, i) for i, job in enumerate(jobs)]
 
 
