@@ -90,8 +90,8 @@ def check_layout(n: int, world: int, layout: str) -> int:
     if n % unit:
         why = f"2W = {unit}: zigzag cuts the sequence into 2W equal chunks" if layout == ZIGZAG else f"W = {unit}"
         raise ValueError(f"N = {n} is not divisible by {why}, so the ranks cannot hold equal shards. Pad the sequence "
-                         f"to N = {math.ceil(n / unit) * unit} (or {n // unit * unit} by dropping the last "
-                         f"{n % unit} positions), or pick a world size that divides N"
+                         f"to N = {math.ceil(n / unit) * unit} (or drop the last {n % unit} position"
+                         f"{'s' if n % unit > 1 else ''}: N = {n // unit * unit}), or pick a world size that divides N"
                          f"{' / 2' if layout == ZIGZAG else ''}.")
     return n // world
 
