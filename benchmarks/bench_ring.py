@@ -8,8 +8,9 @@ For each W, one set of W processes runs every configuration (flashviz.ring.run_r
   2. the bytes each rank sent in the forward against the model (W - 1) x 2 B H_kv (N / W) d x element size,
   3. the error of the output against attention in float64 in one process, with fp32 and with bf16 inputs (bf16
      partial outputs, merged in fp32), not causal, so that every row merges the partials of all W steps.
-The W ranks share this machine's cores (each gets cores / W threads): what carries over to a cluster is the work per
-rank (the imbalance) and the bytes; the times are those of W processes sharing one machine.
+Each rank runs one intra-op thread (as torchrun's default), and the W ranks share this machine's cores: what carries
+over to a cluster is the work per rank (the imbalance) and the bytes; the times are those of W processes on one
+machine, which a machine with fewer than W free cores serialises.
 Run:  python benchmarks/bench_ring.py                  (N = 2048, d = 64, H = 4, B = 1, block 128, 3 repeats)
       python benchmarks/bench_ring.py --seq-len 1024 --worlds 2 4 --repeats 5
 """

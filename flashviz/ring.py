@@ -65,6 +65,9 @@ BACKWARD_FLOPS_PER_ELEMENT = 5 * 2
 FAILURE_GRACE_S = 1.0  # after a rank fails, how long the others' reports are still read (to name the first cause)
 POLL_S = 0.1  # the longest the parent waits for a message before it looks at the clock again
 STOP_GRACE_S = 5.0  # how long a terminated rank has to exit before it is killed
+# intra-op threads of each rank, as torchrun sets OMP_NUM_THREADS=1: W ranks on W cores. On a shared machine more
+# threads per process than cores free made one rank's forward + backward 15x slower (N = 2048, 2 threads, 2 cores)
+THREADS_PER_RANK = 1
 TAG_KV, TAG_KV_OWNER, TAG_DKV, TAG_DKV_OWNER = 0, 1, 2, 3  # message tags: the two transfers may be in flight at once
 
 
@@ -396,12 +399,13 @@ class _Ring:
     group: object  # the process group (None: the default one)
     rank: int  # r in the group
     world: int  # W
-    layout: str
-    causal: bool
-    block_size: int
-    scale: float
-    on_step: StepCallback | None
-    plans: dict  # kv_rank -> (AttentionConfig, TileSchedule) of that step, or None when skipped whole
+    layout: str  # how the sequence was sharded, one of LAYOUTS
+    causal: bool  # top-left causal over the global positions
+    block_size: int  # Br = Bc of the tiled kernel
+    scale: float  # softmax scale
+    on_step: StepCallback | None  # called with each step's RingStepEvent
+    plans: dict[int, tuple[AttentionConfig, TileSchedule] | None]  # kv_rank -> the forward's kernel plan of that
+    #                                                                step (None: skipped whole), reused backward
 
     def peer(self, offset: int) -> int:
         """The group rank r + offset (mod W)."""
@@ -748,11 +752,6 @@ def _check_fail_rank(fail_rank, world: int):
     return fail_rank
 
 
-def _threads_per_rank(world: int) -> int:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, cores // world)
-
-
 def _to_bytes(obj) -> bytes:
     buffer = io.BytesIO()
     torch.save(obj, buffer)
@@ -800,7 +799,7 @@ def _rank_main(rank: int, world: int, port: int, backend: str, payload: bytes, t
         device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
         if device.type == "cuda":
             torch.cuda.set_device(device)
-        torch.set_num_threads(_threads_per_rank(world))
+        torch.set_num_threads(THREADS_PER_RANK)
         dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                                 timeout=timedelta(seconds=timeout_s))
         jobs = _from_bytes(payload)
@@ -1018,10 +1017,11 @@ def run_ring(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, world: int, c
              fail_rank: tuple[int, str] | None = None) -> RingRun:
     """Ring attention on this machine in `world` real processes: shard, run the ring, gather everything back.
 
-    Each rank is a process of its own (torch.multiprocessing, spawn), joined into a process group by a TCP store on
-    127.0.0.1 at a port the operating system reports free (so concurrent runs do not collide), with the group's
-    timeout set to timeout_s. The ranks shard the inputs, run ring_attention (and its backward with dO) and send
-    their shards of the results and their step events to this process, which unshards them.
+    Each rank is a process of its own (torch.multiprocessing, spawn) with one intra-op thread (THREADS_PER_RANK, as
+    torchrun's default), joined into a process group by a TCP store on 127.0.0.1 at a port the operating system
+    reports free (so concurrent runs do not collide), with the group's timeout set to timeout_s. The ranks shard the
+    inputs, run ring_attention (and its backward with dO) and send their shards of the results and their step events
+    to this process, which unshards them.
 
     Failures end the run within timeout_s with a RuntimeError that names the rank and the cause: a rank that raises
     (its exception and traceback), a rank whose process dies without a word (its exit code), a rank that hangs (the
