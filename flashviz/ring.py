@@ -24,7 +24,7 @@ a step the kernel's tile schedule skips the tiles no query sees.
 Two halves: the pure model (`positions`, `ring_schedule`: which tiles each rank computes at each step and the bytes
 it sends, without torch.distributed or a process), and the runtime (`shard` / `unshard`, `ring_attention` on an
 initialised process group, `run_ring` which starts the W processes on this machine). The step events of a real run
-agree with the schedule tile for tile and byte for byte (tests/test_ring.py).
+agree with the schedule tile for tile and byte for byte (tests/test_ring_processes.py).
 """
 
 from __future__ import annotations
@@ -143,6 +143,17 @@ def owner_rank(position: int, n: int, world: int, layout: str) -> int:
         return position % world
     chunk = position // (n_local // 2)
     return chunk if chunk < world else 2 * world - 1 - chunk
+
+
+def ring_step(query_position: int, key_position: int, n: int, world: int, layout: str) -> int:
+    """The ring step at which the score of (query, key) is computed: its query's rank holds its key's shard at step
+    (rank of the query - rank of the key) mod W. Colours the N x N score map by step.
+
+    Example:
+        >>> [[ring_step(i, j, 4, 2, "contiguous") for j in range(4)] for i in range(4)]
+        [[0, 0, 1, 1], [0, 0, 1, 1], [1, 1, 0, 0], [1, 1, 0, 0]]
+    """
+    return (owner_rank(query_position, n, world, layout) - owner_rank(key_position, n, world, layout)) % world
 
 
 # ----------------------------------------------------------------------------------------------------------------------

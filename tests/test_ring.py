@@ -24,6 +24,7 @@ from flashviz.ring import (
     positions,
     ring_attention,
     ring_schedule,
+    ring_step,
     shard,
     shard_bytes,
     step_statuses,
@@ -127,6 +128,17 @@ def test_rank_r_holds_the_kv_of_rank_r_minus_t_at_step_t(layout, world):
         steps = s.of(phase)
         assert [(p.rank, p.step) for p in steps] == [(r, t) for r in range(world) for t in range(world)]
         assert all(p.kv_rank == (p.rank - p.step) % world for p in steps)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+def test_each_score_is_met_at_the_step_its_query_rank_holds_its_key_rank(layout, world):
+    n = 4 * world
+    steps = {(p.rank, p.kv_rank): p.step for p in ring_schedule(n, world, layout, 2).of()}
+    for i in range(n):
+        for j in range(n):
+            assert ring_step(i, j, n, world, layout) == steps[owner_rank(i, n, world, layout),
+                                                             owner_rank(j, n, world, layout)]
 
 
 @pytest.mark.parametrize("world", [1, 2, 3, 4])
