@@ -105,6 +105,10 @@ def global_position(i, rank: int, n_local: int, world: int, layout: str):
     contiguous: rank r holds r n .. r n + n - 1.  striped: r + W i.  zigzag (chunks of c = n / 2): the first half of
     the shard is chunk r, the second chunk 2W-1-r. Positions increase along every shard, so a block of local positions
     spans [its first position, its last position]. Plain arithmetic, so it works on index tensors (as a mask_mod's).
+
+    Example:
+        >>> global_position(torch.arange(4), 0, 4, 2, "zigzag").tolist(), global_position(3, 1, 4, 2, "striped")
+        ([0, 1, 6, 7], 7)
     """
     if layout == CONTIGUOUS:
         return rank * n_local + i
@@ -202,7 +206,12 @@ class RingSchedule:
 
 
 def tiles_per_rank(steps: Sequence[RingStepPlan | RingStepEvent], world: int) -> tuple[int, ...]:
-    """Computed tiles per rank summed over the given steps (plans or events)."""
+    """Computed tiles per rank summed over the given steps (plans or events).
+
+    Example:
+        >>> tiles_per_rank(ring_schedule(16, 2, "contiguous", 4, causal=True).steps, 2)
+        (3, 7)
+    """
     work = [0] * world
     for s in steps:
         work[s.rank] += s.tiles_computed
@@ -231,7 +240,12 @@ def shard_bytes(batch: int, heads_kv: int, n: int, world: int, head_dim: int, dt
 
 
 def accumulator_name(dtype: str) -> str:
-    """The dtype the kernels accumulate in (float64 for float64, else float32): the dK, dV that travel the ring."""
+    """The dtype the kernels accumulate in (float64 for float64, else float32): the dK, dV that travel the ring.
+
+    Example:
+        >>> accumulator_name("bfloat16"), accumulator_name("float64")
+        ('float32', 'float64')
+    """
     return "float64" if dtype == "float64" else "float32"
 
 
@@ -243,6 +257,10 @@ def step_statuses(n: int, world: int, layout: str, block_size: int, causal: bool
     (positions increase along a shard), so under causal it is skipped when its first key comes after its last query,
     full when its last key comes no later than its first query, partial otherwise: the corner rule of
     core/tiling.py on global positions. Without causal every tile is full.
+
+    Example:
+        >>> step_statuses(8, 2, "zigzag", 2, True, rank=0, kv_rank=1)  # rank 0 holds 0 1 6 7, rank 1 holds 2 3 4 5
+        (('skipped', 'skipped'), ('full', 'full'))
     """
     n_local = check_layout(n, world, layout)
     T = -(-n_local // block_size)  # Tr = Tc tiles per side of the local n x n
@@ -724,7 +742,12 @@ class RingRun:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on this machine now: the operating system's pick for a socket bound to port 0."""
+    """A TCP port free on this machine now: the operating system's pick for a socket bound to port 0.
+
+    Example:
+        >>> 0 < free_port() < 65536
+        True
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
