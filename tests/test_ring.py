@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 import torch.distributed as dist
-from _oracle import FLOOR, make_qkv, max_err, reference, reference_grads
+from _oracle import make_qkv, max_err, reference, reference_grads
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -31,6 +31,10 @@ from flashviz.ring import (
     unshard,
 )
 from flashviz.vocab import FULL, PARTIAL, SKIPPED
+
+# absolute floor of the gradients' 2x rule, as tests/test_backward.py's for fp32: the tiled backward recomputes P from
+# L, whose rounding a plain autograd run (which keeps P) never sees
+GRAD_FLOOR = 5e-6
 
 # ----------------------------------------------------------------------------------------------------------------------
 # layouts, shard and unshard
@@ -232,7 +236,7 @@ def test_ring_attention_without_a_process_group_says_how_to_get_one():
 @pytest.mark.parametrize(("H", "H_kv"), [(2, 2), (4, 2), (3, 1)])
 def test_one_rank_is_attention_forward_and_backward(one_rank_group, layout, causal, H, H_kv):
     q, k, v = make_qkv(2, H, 38, 38, 8, h_kv=H_kv, seed=H)  # ragged: 38 rows in tiles of 8
-    dO = torch.randn_like(q)
+    dO = torch.randn(q.shape, generator=torch.Generator().manual_seed(7))
     events = []
     qg, kg, vg = (t.clone().requires_grad_() for t in (q, k, v))
     out, lse = ring_attention(qg, kg, vg, causal=causal, layout=layout, block_size=8, return_lse=True,
@@ -246,7 +250,7 @@ def test_one_rank_is_attention_forward_and_backward(one_rank_group, layout, caus
     ref = reference_grads(q, k, v, dO, causal=causal)
     plain = torch.autograd.grad(naive_attention(qg, kg, vg, causal=causal), (qg, kg, vg), dO)
     for name, g, p, r in zip(("dq", "dk", "dv"), got, plain, ref, strict=True):
-        assert max_err(g, r) <= 2 * max_err(p, r) + FLOOR[torch.float32], name
+        assert max_err(g, r) <= 2 * max_err(p, r) + GRAD_FLOOR, name
     plan = ring_schedule(38, 1, layout, 8, causal, batch=2, heads=H, heads_kv=H_kv, head_dim=8, backward=True)
     fields = ("rank", "step", "kv_rank", "phase", "tiles_computed", "tiles_partial", "tiles_skipped", "flops",
               "bytes_sent")
