@@ -62,6 +62,10 @@ BENCHES: tuple[Bench, ...] = (
     Bench("masks", "bench_mask_kernels.py", ("--repeats", "3"), "Masked kernels: against FlexAttention and SDPA",
           "The tiled kernel with a document AND causal mask_mod, its tile schedule built once as FlexAttention builds "
           "its BlockMask once, against torch.compile(flex_attention) and against SDPA with the dense boolean mask."),
+    Bench("ring", "bench_ring.py", ("--repeats", "3"), "Ring attention: W ranks in processes on gloo",
+          "flashviz.ring's forward + backward at W = 1, 2, 4 for the three layouts, causal: time, the busiest "
+          "rank's tiles over the mean, the bytes a rank sends against the model, and the error against float64 "
+          "with fp32 and bf16 partials."),
 )
 BY_NAME = {b.name: b for b in BENCHES}
 

@@ -1,12 +1,20 @@
-"""Command line: `python -m flashviz bench ...` measures and reports, `python -m flashviz check` verifies.
+"""Command line: `python -m flashviz bench ...` measures and reports, `python -m flashviz check` verifies,
+`python -m flashviz ring ...` runs ring attention across processes.
 
     python -m flashviz bench --n 256 512 1024 2048 4096 --d 64 --block-size 128 --out results.csv --html report.html
     python -m flashviz check
+    python -m flashviz ring --seq-len 1024 --causal --layout zigzag --world 4
+    torchrun --nproc-per-node 4 -m flashviz ring --seq-len 1024 --causal --layout zigzag
 
 `bench` runs run_sweep with a progress bar on stderr, prints the measurements and the summary table (speedup and
 memory saving of flash over naive at each N), writes the tidy CSV and, with --html, a standalone report whose
 figures carry plotly.js inline (it opens offline). `check` runs a correctness matrix of the tiled kernels against
-PyTorch's SDPA in float64 and exits 1 if any error exceeds the bar. Bad arguments print a usage message and exit 2.
+PyTorch's SDPA in float64 and exits 1 if any error exceeds the bar. `ring` shards one sequence over W ranks
+(flashviz.ring), runs the ring forward and backward and prints the error against one process in float64, the time of
+every ring step and each rank's work; under torchrun (RANK and WORLD_SIZE in the environment) the ranks are torchrun's
+and rank 0 prints, otherwise --world processes are started here. torchrun reads any option that is a prefix of one of
+its own as its own (--n would be --nnodes), hence --seq-len, --head-dim. Bad arguments print a usage message and
+exit 2.
 
 Resource guards (flashviz.limits, shared with the dashboard): at most LIST_MAX sequence lengths, REPEATS_MAX repeats
 and warm-up calls, BATCH_MAX x HEADS_MAX, TILES_MAX tiles per tiled call and BENCH_FLOP_MAX FLOPs per run, each
@@ -19,8 +27,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import TextIO
 
@@ -43,7 +53,22 @@ from flashviz.limits import (
 from flashviz.measure.guards import calls_per_row, request_flops
 from flashviz.measure.sweep import MAX_D, MAX_N, cut_short, run_sweep
 from flashviz.model.iomodel import hbm_vs_memory
-from flashviz.vocab import FLASH, FORWARD, IMPLS, LOOP_ORDERS, NAIVE, OK, SDPA, TILED_IMPLS, TRAINING
+from flashviz.ring import (
+    BACKENDS,
+    LAYOUTS,
+    PHASES,
+    check_layout,
+    imbalance,
+    ring_attention,
+    ring_schedule,
+    run_ring,
+    shard,
+    shard_bytes,
+    tiles_per_rank,
+    unshard,
+)
+from flashviz.units import format_bytes, format_flops
+from flashviz.vocab import DTYPE_BYTES, FLASH, FORWARD, IMPLS, LOOP_ORDERS, NAIVE, OK, SDPA, TILED_IMPLS, TRAINING
 
 GRAD = "grad"  # the check's kernel id for the backward (dQ, dK, dV), next to the two loop orders
 
@@ -55,6 +80,7 @@ CHECK_TOL = 1e-5  # max |O - O_sdpa_fp64| an fp32 kernel must stay under
 CHECK_BLOCK = 64
 CHECK_HEADS = 2
 CHECK_WINDOWS = ((32, 0), (16, 16))  # sliding windows checked at the largest N (with and without causal)
+RING_WORLD_MAX = 16  # processes `ring` starts on one machine
 M_SWEEP = tuple(2 ** k for k in range(10, 19))  # on-chip memory sizes (elements) for the Theorem 2 figure
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -116,7 +142,7 @@ def _window_side(text: str) -> int | None:
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="flashviz", description="Measure and verify FlashAttention.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{bench,check}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{bench,check,ring}")
 
     bench = sub.add_parser("bench", help="time and measure memory of attention implementations over N",
                            description="Sweep N; print the summary table; write a CSV and an HTML report.")
@@ -165,6 +191,34 @@ def _build_parser() -> argparse.ArgumentParser:
     check.add_argument("--tol", type=_positive_float("--tol"), default=CHECK_TOL,
                        help=f"error bar, a finite number > 0 (default {CHECK_TOL:g})")
     check.set_defaults(subparser=check)
+
+    ring = sub.add_parser("ring", help="ring attention (context parallelism) across processes, rank by rank",
+                          description="Shard one sequence over W ranks, run ring attention forward and backward, and "
+                                      "print the error against one process (float64), the time of every ring step "
+                                      "and each rank's work. Under torchrun the ranks are torchrun's; otherwise "
+                                      "--world processes are started on this machine.")
+    ring.add_argument("--seq-len", type=_int_in(1, MAX_N, "--seq-len"), default=256,
+                      help="N, the whole sequence (divisible by W, by 2W for zigzag; default 256)")
+    ring.add_argument("--head-dim", type=_int_in(1, MAX_D, "--head-dim"), default=32, help="d (default 32)")
+    ring.add_argument("--heads", type=_int_in(1, HEADS_MAX, "--heads"), default=2, help="query heads H (default 2)")
+    ring.add_argument("--kv-heads", type=_int_in(1, HEADS_MAX, "--kv-heads"), default=None,
+                      help="K/V heads H_kv dividing --heads (grouped-query attention; default: --heads)")
+    ring.add_argument("--batch", type=_int_in(1, BATCH_MAX, "--batch"), default=1, help="batch B (default 1)")
+    ring.add_argument("--causal", action="store_true", help="top-left causal over the global positions")
+    ring.add_argument("--layout", choices=LAYOUTS, default=LAYOUTS[0],
+                      help="how the positions are dealt to the ranks (default contiguous)")
+    ring.add_argument("--block-size", type=_int_in(1, None, "--block-size"), default=64,
+                      help="tile size Br = Bc of the kernel on each rank (default 64)")
+    ring.add_argument("--dtype", choices=("float32", "float64", "bfloat16", "float16"), default="float32")
+    ring.add_argument("--world", type=_int_in(1, RING_WORLD_MAX, "--world"), default=2,
+                      help=f"ranks started here when not under torchrun (1..{RING_WORLD_MAX}; default 2)")
+    ring.add_argument("--backend", choices=BACKENDS, default="gloo",
+                      help="gloo (CPU) or nccl (rank r on cuda:r)")
+    ring.add_argument("--forward-only", action="store_true", help="skip the backward ring")
+    ring.add_argument("--timeout", type=_positive_float("--timeout"), default=120.0,
+                      help="seconds the whole run may take (default 120)")
+    ring.add_argument("--seed", type=_int_in(0, None, "--seed"), default=0, help="seed of the random inputs")
+    ring.set_defaults(subparser=ring)
     return parser
 
 
@@ -305,6 +359,131 @@ def _check(args: argparse.Namespace) -> int:
     return EXIT_OK if failures == 0 else EXIT_FAIL
 
 
+# ----------------------------------------------------------------------------------------------------------------------
+# ring
+
+
+def _ring_inputs(args: argparse.Namespace, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """q, k, v, dO for the whole sequence, the same on every rank (seeded), in --dtype on `device`."""
+    gen = torch.Generator().manual_seed(args.seed)
+    h_kv = args.kv_heads or args.heads
+    shapes = [(args.batch, args.heads), (args.batch, h_kv), (args.batch, h_kv), (args.batch, args.heads)]
+    dtype = getattr(torch, args.dtype)
+    return tuple(torch.randn(*bh, args.seq_len, args.head_dim, generator=gen).to(device=device, dtype=dtype)
+                 for bh in shapes)
+
+
+def _ring_reference(q, k, v, dO, causal: bool) -> dict[str, torch.Tensor]:
+    """out, lse and (with dO) dq, dk, dv of attention in one process, in float64."""
+    q, k, v = (t.detach().double().requires_grad_(dO is not None) for t in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    S = (q @ k.repeat_interleave(group, 1).transpose(-1, -2)) / math.sqrt(q.shape[-1])  # (B, H, N, N)
+    if causal:
+        S = S.masked_fill(torch.ones(S.shape[-2:], dtype=torch.bool, device=S.device).triu(1), -math.inf)
+    out = torch.softmax(S, dim=-1) @ v.repeat_interleave(group, 1)  # (B, H, N, d)
+    ref = {"out": out.detach(), "lse": torch.logsumexp(S, dim=-1).detach()}
+    if dO is not None:
+        ref.update(zip(("dq", "dk", "dv"), torch.autograd.grad(out, (q, k, v), dO.double()), strict=True))
+    return ref
+
+
+def _ring_report(args: argparse.Namespace, world: int, how: str, got: dict, events, ref: dict) -> str:
+    """The error against one process, every step's time and bytes, each rank's work against the model."""
+    h_kv = args.kv_heads or args.heads
+    lines = [f"flashviz ring: N={args.seq_len}, d={args.head_dim}, B={args.batch}, H={args.heads} (H_kv={h_kv}), "
+             f"{args.dtype}, {'causal' if args.causal else 'not causal'}, {args.layout}, block {args.block_size}, "
+             f"W={world} ({how}, {args.backend})", ""]
+    errors = ", ".join(f"{name} {float((got[name].double() - ref[name]).abs().max()):.2e}"
+                       for name in ("out", "lse", "dq", "dk", "dv") if got.get(name) is not None)
+    lines += [f"max |error| against one process in float64: {errors}", ""]
+    lines.append(f"{'phase':>8} {'step':>4} {'rank':>4} {'K/V of':>6} {'computed':>8} {'skipped':>7} "
+                 f"{'compute ms':>10} {'wait ms':>8} {'sent':>10}")
+    phases = PHASES[:1] if args.forward_only else PHASES  # forward, then backward
+    for e in sorted(events, key=lambda e: (phases.index(e.phase), e.step, e.rank)):
+        lines.append(f"{e.phase:>8} {e.step:>4} {e.rank:>4} {e.kv_rank:>6} {e.tiles_computed:>8} "
+                     f"{e.tiles_skipped:>7} {e.compute_s * 1e3:>10.2f} {e.comm_s * 1e3:>8.2f} "
+                     f"{format_bytes(e.bytes_sent):>10}")
+    model = ring_schedule(args.seq_len, world, args.layout, args.block_size, args.causal, batch=args.batch,
+                          heads=args.heads, heads_kv=h_kv, head_dim=args.head_dim, dtype=args.dtype,
+                          backward=not args.forward_only)
+    for phase in phases:
+        steps = [e for e in events if e.phase == phase]
+        per_step = [max(e.compute_s + e.comm_s for e in steps if e.step == t) * 1e3 for t in range(world)]
+        lines += ["", f"{phase}: time per step (slowest rank) " + ", ".join(f"{t:.2f} ms" for t in per_step)]
+        work = tiles_per_rank(steps, world)
+        for r in range(world):
+            mine = [e for e in steps if e.rank == r]
+            flops, sent = sum(e.flops for e in mine), sum(e.bytes_sent for e in mine)
+            lines.append(f"  rank {r}: {work[r]} tiles computed, {sum(e.tiles_skipped for e in mine)} skipped, "
+                         f"{format_flops(flops)}, sent {format_bytes(sent)}")
+        lines.append(f"  busiest rank / mean: {imbalance(work):.3f} (model {model.imbalance(phase):.3f})")
+    kv = shard_bytes(args.batch, h_kv, args.seq_len, world, args.head_dim, args.dtype)
+    sent = sum(e.bytes_sent for e in events if e.phase == PHASES[0] and e.rank == 0)
+    lines.append(f"\nforward bytes sent per rank: {format_bytes(sent)}; model (W - 1) x 2 B H_kv (N / W) d x "
+                 f"{DTYPE_BYTES[args.dtype]} bytes = {format_bytes((world - 1) * kv)}")
+    return "\n".join(lines)
+
+
+def _ring_settings_problem(args: argparse.Namespace, world: int) -> str | None:
+    if args.kv_heads is not None and args.heads % args.kv_heads:
+        return f"--kv-heads {args.kv_heads} must divide --heads {args.heads} (each K/V head serves H / H_kv heads)."
+    try:
+        check_layout(args.seq_len, world, args.layout)
+    except ValueError as e:
+        return str(e).replace("N = ", "--seq-len ", 1)
+    return None
+
+
+def _ring_torchrun(args: argparse.Namespace) -> int:
+    """One rank of a torchrun job: torchrun's rendezvous, this rank's shards; rank 0 gathers and prints."""
+    import torch.distributed as dist
+
+    world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
+    if problem := _ring_settings_problem(args, world):
+        args.subparser.error(problem)
+    device = torch.device("cpu")
+    if args.backend == "nccl":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+        torch.cuda.set_device(device)
+    dist.init_process_group(args.backend, timeout=timedelta(seconds=args.timeout))  # env://, torchrun's
+    try:
+        q, k, v, dO = _ring_inputs(args, device)
+        mine = [shard(t, world, rank, args.layout).clone(memory_format=torch.contiguous_format) for t in (q, k, v)]
+        for t in mine:
+            t.requires_grad_(not args.forward_only)
+        events = []
+        out, lse = ring_attention(*mine, causal=args.causal, layout=args.layout, block_size=args.block_size,
+                                  return_lse=True, on_step=events.append)
+        if not args.forward_only:
+            out.backward(shard(dO, world, rank, args.layout))
+        part = {"out": out.detach().cpu(), "lse": lse.cpu(), "events": events}
+        if not args.forward_only:
+            part.update({name: t.grad.cpu() for name, t in zip(("dq", "dk", "dv"), mine, strict=True)})
+        parts = [None] * world if rank == 0 else None
+        dist.gather_object(part, parts, dst=0)
+        if rank == 0:
+            got = {name: unshard([p[name] for p in parts], args.layout) for name in parts[0] if name != "events"}
+            ref = _ring_reference(q.cpu(), k.cpu(), v.cpu(), None if args.forward_only else dO.cpu(), args.causal)
+            print(_ring_report(args, world, "torchrun", got, [e for p in parts for e in p["events"]], ref))
+    finally:
+        dist.destroy_process_group()
+    return EXIT_OK
+
+
+def _ring(args: argparse.Namespace) -> int:
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        return _ring_torchrun(args)
+    if problem := _ring_settings_problem(args, args.world):
+        args.subparser.error(problem)
+    q, k, v, dO = _ring_inputs(args, torch.device("cpu"))
+    run = run_ring(q, k, v, world=args.world, causal=args.causal, layout=args.layout, block_size=args.block_size,
+                   backend=args.backend, dO=None if args.forward_only else dO, timeout_s=args.timeout)
+    got = {"out": run.out, "lse": run.lse, "dq": run.dq, "dk": run.dk, "dv": run.dv}
+    ref = _ring_reference(q, k, v, None if args.forward_only else dO, args.causal)
+    print(_ring_report(args, args.world, "processes started here", got, run.events, ref))
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `python -m flashviz` and the `flashviz` console script.
 
@@ -322,6 +501,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         if args.command == "bench":
             return _bench(args)
+        if args.command == "ring":
+            return _ring(args)
         return _check(args)
     except SystemExit as e:  # argparse's usage errors (2) and --help (0): return the code, no traceback
         return e.code if isinstance(e.code, int) else EXIT_USAGE

@@ -199,3 +199,58 @@ def test_the_time_budget_reaches_the_sweep(tmp_path, capsys, monkeypatch):
     assert main([*SMALL_BENCH, "--impls", "flash", "--time-budget", "none", "--out", str(tmp_path / "b.csv")]) == 0
     assert seen["time_budget_s"] is None
     capsys.readouterr()
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# ring
+
+RING = ["ring", "--seq-len", "24", "--head-dim", "4", "--heads", "2", "--kv-heads", "1", "--causal", "--block-size",
+        "4"]
+
+
+def _ring_figures(out: str) -> tuple[list[float], list[tuple[str, str]], int]:
+    """The printed errors against float64, the (measured, model) imbalance lines and the number of step lines."""
+    import re
+
+    errors = re.search(r"float64: out (\S+), lse (\S+), dq (\S+), dk (\S+), dv (\S+)", out).groups()
+    balance = re.findall(r"busiest rank / mean: (\S+) \(model (\S+)\)", out)
+    steps = len(re.findall(r"^\s*(?:forward|backward)\s+\d", out, re.M))
+    return [float(e.rstrip(",")) for e in errors], balance, steps
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--world", "4", "--layout", "zigzag", "--seq-len", "30"], "--seq-len 30 is not divisible by 2W = 8"),
+    (["--world", "4", "--seq-len", "30"], "Pad the sequence to N = 32"),
+    (["--kv-heads", "3", "--heads", "4"], "--kv-heads 3 must divide --heads 4"),
+    (["--world", "0"], "--world must be between 1 and"),
+    (["--layout", "spiral"], "invalid choice: 'spiral'"),
+])
+def test_ring_refuses_bad_settings_with_usage_and_exit_2(args, says, capsys):
+    assert main(["ring", *args]) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_ring_under_torchrun_uses_its_rendezvous_and_rank_0_prints(monkeypatch, capsys):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for name, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                        "MASTER_PORT": str(port)}.items():
+        monkeypatch.setenv(name, value)  # what torchrun sets for each rank: a world of one here, no process started
+    assert main([*RING, "--layout", "zigzag"]) == 0
+    out = capsys.readouterr().out
+    errors, balance, steps = _ring_figures(out)
+    assert "W=1 (torchrun, gloo)" in out
+    assert max(errors) <= 1e-5 and steps == 2 and balance == [("1.000", "1.000")] * 2
+
+
+def test_ring_without_torchrun_starts_world_processes(capsys):
+    assert main([*RING, "--world", "2", "--layout", "contiguous"]) == 0
+    out = capsys.readouterr().out
+    errors, balance, steps = _ring_figures(out)
+    assert "W=2 (processes started here, gloo)" in out
+    assert max(errors) <= 1e-5 and steps == 2 * 2 * 2
+    # contiguous causal, 3 x 3 tiles per step: rank 0 computes 6 tiles, rank 1 6 + 9, so 15 / 10.5 = 1.429
+    assert balance == [("1.429", "1.429")] * 2

@@ -2,8 +2,8 @@
 browser turns into elements before it draws the page's first chart. A size, not a time: benchmarks/first_chart.py
 measures the time."""
 
-from flashviz.figures.tilemap import MAX_FRAMES
 from flashviz.app.state import Settings
+from flashviz.figures.tilemap import MAX_FRAMES
 from tests._apptest import assert_clean
 from tests._tilemap import parse
 
