@@ -25,6 +25,7 @@ import torch
 from _oracle import FLOOR, make_qkv, max_err, reference, reference_grads
 
 import flashviz.ring as ring_module
+import flashviz.ring.runner as ring_runner
 from flashviz import naive_attention
 from flashviz.ring import BACKWARD, FORWARD, LAYOUTS, RingJob, ring_schedule, run_ring, run_ring_jobs, shard_bytes
 
@@ -178,13 +179,13 @@ def _port_is_free(port: int) -> bool:
 @pytest.fixture
 def ports(monkeypatch):
     """The ports run_ring picks."""
-    picked, free_port = [], ring_module.free_port
+    picked, free_port = [], ring_runner.free_port
 
     def recording_free_port(*args):
         picked.append(free_port(*args))
         return picked[-1]
 
-    monkeypatch.setattr(ring_module, "free_port", recording_free_port)
+    monkeypatch.setattr(ring_runner, "free_port", recording_free_port)
     return picked
 
 
@@ -200,7 +201,7 @@ def test_a_rank_that_fails_ends_the_run_naming_it_and_leaves_nothing_behind(mode
     with pytest.raises(RuntimeError, match=says) as e:
         run_ring(q, q, q, world=2, causal=True, layout="zigzag", block_size=4, dO=q, timeout_s=timeout_s,
                  fail_rank=(1, mode))
-    assert time.monotonic() - t0 < timeout_s + 2 * ring_module.STOP_GRACE_S
+    assert time.monotonic() - t0 < timeout_s + 2 * ring_runner.STOP_GRACE_S
     print(f"{mode}: {e.value}")
     assert multiprocessing.active_children() == []
     assert _spawned_children() == set()
