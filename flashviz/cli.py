@@ -37,11 +37,13 @@ from typing import TextIO
 import torch
 import torch.nn.functional as F
 
+from flashviz.app.state import Settings
 from flashviz.core.backward import flash_attention
 from flashviz.core.flash import flash_attention_forward
 from flashviz.core.tiling import visible_mask
 from flashviz.figures import plots, report
 from flashviz.limits import (
+    AUTO_BUDGET_S,
     BATCH_MAX,
     BENCH_FLOP_MAX,
     BENCH_TIME_BUDGET_S,
@@ -50,8 +52,12 @@ from flashviz.limits import (
     REPEATS_MAX,
     tile_problem,
 )
+from flashviz.measure.context import with_context
 from flashviz.measure.guards import calls_per_row, request_flops
+from flashviz.measure.stats import TARGET_REL_CI, min_repeats
 from flashviz.measure.sweep import MAX_D, MAX_N, cut_short, run_sweep
+from flashviz.measure.timing import AUTO
+from flashviz.measure.verdict import sentence
 from flashviz.model.iomodel import hbm_vs_memory
 from flashviz.ring import (
     BACKENDS,
@@ -68,11 +74,13 @@ from flashviz.ring import (
     unshard,
 )
 from flashviz.units import format_bytes, format_flops
-from flashviz.vocab import DTYPE_BYTES, FLASH, FORWARD, IMPLS, LOOP_ORDERS, NAIVE, OK, SDPA, TILED_IMPLS, TRAINING
+from flashviz.views.bench.sentences import speed_verdicts
+from flashviz.vocab import DTYPE_BYTES, FLASH, FORWARD, IMPLS, LOOP_ORDERS, OK, TILED_IMPLS, TRAINING
 
 GRAD = "grad"  # the check's kernel id for the backward (dQ, dK, dV), next to the two loop orders
 
-DEFAULT_NS = (256, 512, 1024, 2048, 4096)
+DASHBOARD = Settings()  # the dashboard's defaults: `bench` defaults to the Benchmark view's settings
+DEFAULT_NS = DASHBOARD.ns
 CHECK_N_MAX = 1 << 14  # longest N `check` accepts: (2^14 / 64)^2 = 65,536 default tiles per call, limits.TILES_MAX
 CHECK_NS = (1, 97, 128, 257)  # a single row, ragged (97, 257) and exact multiples of the 64-wide tiles
 CHECK_DS = (64, 128)
@@ -134,6 +142,13 @@ def _positive_float(what: str, unbounded: tuple[str, ...] = ()):
     return parse
 
 
+def _repeats(text: str) -> int | str:
+    """--repeats: an integer in 1..REPEATS_MAX, or "auto" (time until each median is known)."""
+    if text.strip().lower() == AUTO:
+        return AUTO
+    return _int_in(1, REPEATS_MAX, f"repeats (or '{AUTO}')")(text)
+
+
 def _window_side(text: str) -> int | None:
     if text.lower() in ("none", "inf", "-"):
         return None
@@ -150,21 +165,25 @@ def _build_parser() -> argparse.ArgumentParser:
                        help=f"sequence lengths, at most {LIST_MAX} (1..{MAX_N}; default: "
                             f"{' '.join(map(str, DEFAULT_NS))})")
     bench.add_argument("--d", type=_int_in(1, MAX_D, "d"), default=64, help="head dimension (default 64)")
-    bench.add_argument("--block-size", type=_int_in(1, None, "block size"), default=128,
-                       help="tile size Br = Bc of the tiled kernels (default 128)")
+    bench.add_argument("--block-size", type=_int_in(1, None, "block size"), default=DASHBOARD.bblock,
+                       help=f"tile size Br = Bc of the tiled kernels (default {DASHBOARD.bblock}, as the dashboard)")
     bench.add_argument("--block-q", type=_int_in(1, None, "block_q"), default=None, help="Br, overrides --block-size")
     bench.add_argument("--block-k", type=_int_in(1, None, "block_k"), default=None, help="Bc, overrides --block-size")
     bench.add_argument("--causal", action="store_true", help="top-left causal mask")
     bench.add_argument("--window", nargs=2, type=_window_side, metavar=("LEFT", "RIGHT"), default=None,
                        help="sliding window: query i sees keys i-LEFT..i+RIGHT ('none' = unbounded side)")
-    bench.add_argument("--impls", nargs="+", choices=IMPLS, default=[NAIVE, FLASH, SDPA],
-                       help="implementations to measure (default: naive flash sdpa)")
-    bench.add_argument("--repeats", type=_int_in(1, REPEATS_MAX, "repeats"), default=5,
-                       help=f"timed calls per row (1..{REPEATS_MAX})")
+    bench.add_argument("--impls", nargs="+", choices=IMPLS, default=list(DASHBOARD.impls),
+                       help=f"implementations to measure (default: {' '.join(DASHBOARD.impls)}; flash and flash2 are "
+                            "the FA1 and FA2 loop orders)")
+    bench.add_argument("--repeats", type=_repeats, default=AUTO,
+                       help=f"timed calls per row (1..{REPEATS_MAX}), or '{AUTO}' (default, as the dashboard's Repeat "
+                            f"until sure): until each median's 95%% interval is within ±{TARGET_REL_CI * 100:g}%% or "
+                            f"{AUTO_BUDGET_S:g} s pass, at least {min_repeats()} calls")
     bench.add_argument("--warmup", type=_int_in(0, REPEATS_MAX, "warmup"), default=1,
                        help=f"untimed calls per row (0..{REPEATS_MAX})")
     bench.add_argument("--batch", type=_int_in(1, BATCH_MAX, "batch"), default=1, help=f"batch size B (1..{BATCH_MAX})")
-    bench.add_argument("--heads", type=_int_in(1, HEADS_MAX, "heads"), default=1, help=f"heads H (1..{HEADS_MAX})")
+    bench.add_argument("--heads", type=_int_in(1, HEADS_MAX, "heads"), default=DASHBOARD.heads,
+                       help=f"heads H (1..{HEADS_MAX}; default {DASHBOARD.heads}, as the dashboard)")
     bench.add_argument("--threads", type=_int_in(1, None, "threads"), default=None,
                        help="torch intra-op threads (default: torch's current count)")
     bench.add_argument("--dtype", choices=("float32", "float64", "float16", "bfloat16"), default="float32")
@@ -229,9 +248,11 @@ def _build_parser() -> argparse.ArgumentParser:
 def _measurements_text(df) -> str:
     """The tidy rows, in readable units, as a text table."""
     view = df.assign(**{
-        "time (ms)": df["time_s"] * 1e3, "IQR (ms)": df["time_iqr_s"] * 1e3, "peak (MiB)": df["peak_bytes"] / 2**20,
-        "GFLOP/s": df["gflops"], "HBM model (MiB)": df["hbm_bytes"] / 2**20, "max err": df["max_abs_err"]})
-    cols = ["impl", "N", "time (ms)", "IQR (ms)", "peak (MiB)", "GFLOP/s", "HBM model (MiB)", "max err", "status"]
+        "time (ms)": df["time_s"] * 1e3, "95% CI low": df["time_lo_s"] * 1e3, "high (ms)": df["time_hi_s"] * 1e3,
+        "calls": df["repeats"], "peak (MiB)": df["peak_bytes"] / 2**20, "GFLOP/s": df["gflops"],
+        "HBM model (MiB)": df["hbm_bytes"] / 2**20, "max err": df["max_abs_err"]})
+    cols = ["impl", "N", "time (ms)", "95% CI low", "high (ms)", "calls", "peak (MiB)", "GFLOP/s", "HBM model (MiB)",
+            "max err", "status"]
     return view[cols].to_string(index=False, na_rep="-", float_format=lambda x: f"{x:.4g}")
 
 
@@ -251,7 +272,8 @@ def _bench_problem(args: argparse.Namespace) -> str | None:
     if any(i in TILED_IMPLS for i in args.impls) and (problem := tile_problem(args.n, block_q, block_k)):
         return problem.replace("Raise the block size", "Raise --block-size (or --block-q / --block-k)")
     flops = request_flops(set(args.n), d=args.d, batch=args.batch, heads=args.heads, n_impls=len(set(args.impls)),
-                          calls=calls_per_row(args.repeats, args.warmup), training=args.training)
+                          calls=calls_per_row(min_repeats() if args.repeats == AUTO else args.repeats, args.warmup),
+                          training=args.training)
     if flops > BENCH_FLOP_MAX:
         return (f"this run would compute about {flops:.2g} FLOPs (dense attention at every N, for every "
                 f"implementation and call); the cap is {BENCH_FLOP_MAX:.0e} FLOPs, hours on a CPU. Lower the "
@@ -283,13 +305,17 @@ def _bench(args: argparse.Namespace) -> int:
     print(f"\nSummary: {flash_impl} vs naive (speedup = naive time / {flash_impl} time; "
           f"memory saving = naive peak / {flash_impl} peak)\n")
     print(table.to_string(index=False, na_rep="not run", float_format=lambda x: f"{x:.4g}"))
+    if verdicts := speed_verdicts(df):  # a winner only where the medians' 95% intervals separate
+        print("\nNaive against the tiled kernels, N by N:")
+        for n, _, v in verdicts:
+            print(f"  N = {n}: {sentence(v)}")
     if cut_short(df):
         print(f"\nnote: the time budget of {args.time_budget:g} s ran out; {int((df['status'] != 'ok').sum())} "
               "row(s) were not measured. Raise --time-budget, or measure fewer or smaller configurations.",
               file=sys.stderr)
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    df.to_csv(args.out, index=False)
+    with_context(df, df.attrs.get("context")).to_csv(args.out, index=False)  # torch version, CPU model, ...
     print(f"\nwrote {args.out}")
     if args.html is not None:
         n_max = max(args.n)

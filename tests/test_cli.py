@@ -7,9 +7,11 @@ import sys
 
 import pandas as pd
 import pytest
+import torch
 
 from flashviz.cli import ProgressBar, main
 from flashviz.limits import BENCH_TIME_BUDGET_S
+from flashviz.measure.context import CONTEXT_COLUMNS
 from flashviz.measure.sweep import COLUMNS
 
 SMALL_BENCH = ["bench", "--n", "32", "64", "--d", "8", "--block-size", "16", "--repeats", "1", "--warmup", "0",
@@ -22,13 +24,26 @@ def test_bench_writes_csv_and_html_and_prints_the_summary(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert rc == 0
     df = pd.read_csv(csv)
-    assert tuple(df.columns) == COLUMNS
+    assert tuple(df.columns) == (*COLUMNS, *CONTEXT_COLUMNS)  # each row says where it was measured
+    assert df["torch_version"].unique().tolist() == [torch.__version__] and (df["repeats"] == 1).all()
     assert len(df) == 2 * 4 and (df["status"] == "ok").all()
     assert "speedup (x)" in out and "memory saving (x)" in out
     assert "8/8" in err and "done" in err  # the progress bar went to stderr
     page = report.read_text()
     assert "plotly" in page.lower() and "Plotly.newPlot" in page and "<table" in page
     assert 'src="http' not in page  # offline: plotly.js inline
+
+
+def test_bench_defaults_are_the_dashboards_benchmark_defaults():
+    from flashviz.app.state import Settings
+    from flashviz.cli import _build_parser
+    from flashviz.measure.timing import AUTO
+
+    args = _build_parser().parse_args(["bench", "--out", "x.csv"])
+    s = Settings()  # the Benchmark view's defaults
+    assert (tuple(args.n), args.block_size, tuple(args.impls), args.heads, args.d) == (
+        s.ns, s.bblock, s.impls, s.heads, s.d)
+    assert (args.repeats == AUTO) == s.sure  # repeat until sure, as the view
 
 
 def test_bench_with_mask_heads_and_training(tmp_path, capsys):
@@ -119,7 +134,7 @@ def test_the_console_script_is_installed(tmp_path):
 
 @pytest.mark.parametrize("argv,says", [
     (["bench", "--n", *map(str, range(1, 10)), "--out", "x.csv"], "at most 8 (sweep size cap)"),
-    (["bench", "--n", "128", "--repeats", "21", "--out", "x.csv"], "repeats must be between 1 and 20"),
+    (["bench", "--n", "128", "--repeats", "21", "--out", "x.csv"], "repeats (or 'auto') must be between 1 and 20"),
     (["bench", "--n", "128", "--warmup", "21", "--out", "x.csv"], "warmup must be between 0 and 20"),
     (["bench", "--n", "1024", "--batch", "100000", "--heads", "64", "--impls", "flash", "--out", "x.csv"],
      "batch must be between 1 and 64"),
