@@ -230,6 +230,21 @@ MUTANTS = [
            "Flash-Decoding's running sums are made on the CPU whatever the cache's device (a kernel that reads its "
            "cache lengths, which the meta device cannot run)",
            ("tests/test_device.py",)),
+    Mutant("verdict_inside_the_noise", "flashviz/measure/verdict.py",
+           "    separated = disjoint and real and ea.converged and eb.converged",
+           "    separated = real and ea.converged and eb.converged",
+           "a timing verdict names a faster kernel though the two medians' 95% intervals overlap",
+           ("tests/test_noise.py",)),
+    Mutant("zigzag_second_chunk", "flashviz/ring/layouts.py",
+           "    return rank * c + i + (i >= c) * (2 * (world - 1 - rank) * c)  # chunk r, then chunk 2W-1-r",
+           "    return rank * c + i + (i >= c) * (2 * (world - 1) * c)  # chunk r, then chunk 2W-1-r",
+           "zigzag deals every rank's second half the last chunk instead of chunk 2W-1-r (shards overlap)",
+           ("tests/test_ring.py",)),
+    Mutant("ring_merge_keeps_last_step", "flashviz/ring/attention.py",
+           "                O, L = merge_partials(torch.stack((O, O_t[:, 0])), torch.stack((L, L_flat[:, 0])))",
+           "                O, L = O_t[:, 0], L_flat[:, 0]",
+           "ring attention keeps the last step's partial instead of merging every step by logsumexp",
+           ("tests/test_ring_processes.py",)),
 ]
 
 
