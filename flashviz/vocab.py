@@ -30,8 +30,8 @@ IMPL_LOOP_ORDER = {FLASH: KV_OUTER, FLASH2: Q_OUTER}  # the tiled implementation
 TILED_IMPLS = tuple(IMPL_LOOP_ORDER)
 IMPL_LABELS = {
     NAIVE: "naive (standard attention)",
-    FLASH: "flash (FA1 loop order)",
-    FLASH2: "flash2 (FA2 loop order)",
+    FLASH: "FA1 (flash)",  # the charts' and the controls' one name: the loop order, then the sweep's name for it
+    FLASH2: "FA2 (flash2)",
     SDPA: "PyTorch SDPA",
     KV_OUTER: "FlashAttention-1 (kv_outer)",  # the IO model's names for the same two kernels
     Q_OUTER: "FlashAttention-2 (q_outer)",

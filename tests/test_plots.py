@@ -324,7 +324,7 @@ def test_correctness_figure_draws_each_impl_and_d_under_the_bar():
     assert "%{customdata[0]}" in flash64.hovertemplate and flash64.customdata[0][0] == "4.00e-07"
     assert flash64.line.color == palette.IMPL_COLORS["flash"]
     legend = [t.name for t in fig.data if t.showlegend is not False]
-    assert "flash (FA1 loop order)" in legend and len(legend) == len(set(legend))  # each implementation once
+    assert "FA1 (flash)" in legend and len(legend) == len(set(legend))  # each implementation once
     # one panel per head dimension, each with its implementations' lines: 4 lines a panel, not 16 in one
     assert [a.text for a in fig.layout.annotations][:2] == ["d = 16", "d = 64"]
     assert {t.xaxis for t in lines if t.name.endswith("d=16")} == {"x"} and {

@@ -110,7 +110,8 @@ def _number_input(name: str, spec: Spec, where: Any) -> None:
 
 def _multiselect(name: str, spec: Spec, where: Any) -> None:
     options = sorted({*spec.options, *st.session_state.get(name, [])}) if spec.kind == INTS else list(spec.options)
-    where.multiselect(spec.label, options, key=name, max_selections=LIST_MAX, help=spec.help)
+    format_func = spec.labels.get if spec.labels else str  # the values stay the URL's; the chips show the labels
+    where.multiselect(spec.label, options, format_func=format_func, key=name, max_selections=LIST_MAX, help=spec.help)
 
 
 def _choice(name: str, spec: Spec, where: Any) -> None:

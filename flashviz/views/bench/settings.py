@@ -16,6 +16,7 @@ from flashviz.measure.stats import TARGET_REL_CI, min_repeats
 from flashviz.vocab import (
     FLASH,
     FLASH2,
+    IMPL_LABELS,
     IMPLS,
     KV_OUTER,
     LOOP_ORDER_LABELS,
@@ -41,6 +42,7 @@ OWN = dict(  # this view's own settings: name (its URL key) -> setting(default, 
                             "that would not fit in memory are refused and listed with the memory they would need.")),
         impls=setting(IMPLS, Spec(
             STRS, "multiselect", "Implementations", options=IMPLS, place=VIEW, short="implementations",
+            labels={i: IMPL_LABELS[i] for i in IMPLS},  # the charts' names: FA1 (flash), FA2 (flash2)
             help="Which attention implementations to time: "
                  + "; ".join(f"**{i}**: {what}" for i, what in IMPL_HELP.items()) + ".")),
         bblock=setting(256, Spec(
