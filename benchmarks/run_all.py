@@ -9,6 +9,8 @@ No other file quotes a benchmark figure: docs link here, and this page is only e
 Usage:
     python benchmarks/run_all.py                       # every benchmark, 3 runs each (about 40 min on 2 cores)
     python benchmarks/run_all.py --only forward decode --runs 5
+    python benchmarks/run_all.py --only ring --update  # rerun one benchmark: its section replaced in place, the others
+                                                       # kept as they were, each refreshed section dated
     python benchmarks/run_all.py --list                # the benchmarks and their commands
 """
 
@@ -180,13 +182,35 @@ def page(benches: Sequence[Bench], results: dict[str, tuple[list[Row], list[str]
     return "\n".join(head) + "\n" + "\n".join(body)
 
 
+def updated(old: str, benches: Sequence[Bench], results: dict[str, tuple[list[Row], list[str]]], runs: int,
+            started: str, load_start: str, load_end: str) -> str:
+    """The page `old` with the sections of `benches` replaced (or added, in BENCHES' order), each saying when, where
+    and under what load it was measured, since the page's header speaks for the other sections only."""
+    head, *parts = old.split("\n## ")
+    sections = {part.split("\n", 1)[0]: "## " + part for part in parts}  # title -> section text
+    for b in benches:
+        note = (f"Measured by `python benchmarks/run_all.py --only {b.name} --update` on {started}, apart from the "
+                f"rest of this page: {machine()}; load average {load_start} at the start, {load_end} at the end.")
+        text = section(b, *results[b.name], runs)
+        title_line, rest = text.split("\n", 1)
+        sections[b.title] = f"{title_line}\n\n{note}\n{rest}"
+    known = [b.title for b in BENCHES]
+    order = [t for t in known if t in sections] + [t for t in sections if t not in known]
+    return head.rstrip("\n") + "\n\n" + "\n".join(sections[t].rstrip("\n") + "\n" for t in order)
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", type=int, default=RUNS_MIN, help=f"runs of each benchmark (at least {RUNS_MIN})")
     p.add_argument("--only", nargs="+", choices=list(BY_NAME), help="run only these benchmarks")
     p.add_argument("--out", type=Path, default=OUT, help="the page to write (default docs/benchmarks.md)")
     p.add_argument("--list", action="store_true", help="print the benchmarks and their commands, run nothing")
+    p.add_argument("--update", action="store_true",
+                   help="with --only: replace (or add) just those sections of the existing page, each with the date, "
+                        "machine and load of its own run; every other section stays as it was")
     args = p.parse_args(argv)
+    if args.update and not args.only:
+        p.error("--update refreshes the sections --only names: name them, e.g. --only ring --update")
     if args.runs < RUNS_MIN:
         p.error(f"--runs must be at least {RUNS_MIN}: the page gives a median and a range, got {args.runs}")
     return args
@@ -212,7 +236,10 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 figures[b.name].append(figs)
     results = {b.name: (collect(figures[b.name]), failures[b.name]) for b in benches}
-    args.out.write_text(page(benches, results, args.runs, started, load_start, load()))
+    if args.update and args.out.exists():
+        args.out.write_text(updated(args.out.read_text(), benches, results, args.runs, started, load_start, load()))
+    else:
+        args.out.write_text(page(benches, results, args.runs, started, load_start, load()))
     print(f"wrote {args.out}", file=sys.stderr)
     return 1 if any(failures.values()) else 0
 

@@ -72,3 +72,22 @@ def test_every_listed_benchmark_takes_its_arguments_and_json(bench):
     assert "--json" in proc.stdout
     for flag in (a for a in bench.args if a.startswith("--")):
         assert flag in proc.stdout, f"{bench.script} has no {flag}"
+
+
+def test_update_replaces_only_the_named_section_and_dates_it(benches):
+    out = benches / "benchmarks.md"
+    assert run_all.main(["--runs", "3", "--out", str(out)]) == 1  # the whole page: fake 1, 2, 3 and broken
+    before = out.read_text()
+    broken = before[before.index("## A broken benchmark"):]
+    assert run_all.main(["--only", "fake", "--runs", "3", "--update", "--out", str(out)]) == 0  # fake: 4, 5, 6
+    page = out.read_text()
+    assert "| fake time / reference time | **5.00x** | 4.00x to 6.00x | 3 |" in page and "**2.00x**" not in page
+    assert page.count("## A fake benchmark") == 1 and page.endswith(broken)  # the other section as it was
+    assert "Measured by `python benchmarks/run_all.py --only fake --update` on" in page
+    assert page.startswith(before[:before.index("## ")])  # the header, for the sections it measured
+
+
+def test_update_needs_only(benches, capsys):
+    with pytest.raises(SystemExit):
+        run_all.main(["--runs", "3", "--update"])
+    assert "--only" in capsys.readouterr().err
