@@ -109,6 +109,18 @@ def test_animation_colours_blocks_by_split_and_ends_with_the_merge_weights():
     assert all(fig.layout[f"yaxis{i}"].range is not None for i in (1, 2, 3, 4))  # fixed across frames
 
 
+def test_the_slider_reads_as_a_sentence_at_every_frame_the_merge_included():
+    trace = small_trace()
+    fig = decode_animation(trace)
+    slider = fig.layout.sliders[0]
+    most = max(len(b) for b in split_blocks(trace))
+    shown = [(slider.currentvalue.prefix or "") + step.label for step in slider.steps]  # what the slider writes
+    for frame, text in zip(fig.frames[:-1], shown[:-1], strict=True):
+        read = len(frame.data[1].x)  # split 0's m lane: one point per block it has read at this frame
+        assert text == f"each split has read {read} of its {most} blocks"
+    assert shown[-1].startswith("merge") and "read merge" not in shown[-1]
+
+
 def readable(fig) -> None:
     assert fig.layout.title.text
     t = fig.layout.template.layout
