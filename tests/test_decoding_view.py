@@ -23,7 +23,19 @@ from flashviz.units import format_bytes
 from flashviz.views.decode.animation import decode_animation, running_stats, split_blocks, split_color
 from flashviz.views.decode.data import SPARE_PAGES, DecodeSetup, DecodeTrace, seq_lens
 from flashviz.views.decode.figures import bandwidth_figure, block_table_figure, decode_roofline_figure
-from flashviz.views.decode.page import animation_data, decode_timing, measured_md, splits_md
+from flashviz.views.decode.page import animation_data, decode_timing
+from flashviz.views.decode.sentences import (
+    CLOSE,
+    FASTER,
+    FOLLOWS,
+    NOT_FOLLOWS,
+    SLOWER,
+    bytes_time_md,
+    bytes_vs_time,
+    measured_md,
+    split_verdicts,
+    splits_md,
+)
 from flashviz.vocab import DTYPE_BYTES
 from tests._apptest import assert_clean, charts
 
@@ -107,6 +119,18 @@ def test_animation_colours_blocks_by_split_and_ends_with_the_merge_weights():
     assert len(fig.layout.sliders[0].steps) == len(names)
     assert fig.layout.xaxis4.title.text and "tokens" in fig.layout.xaxis4.title.text
     assert all(fig.layout[f"yaxis{i}"].range is not None for i in (1, 2, 3, 4))  # fixed across frames
+
+
+def test_the_slider_reads_as_a_sentence_at_every_frame_the_merge_included():
+    trace = small_trace()
+    fig = decode_animation(trace)
+    slider = fig.layout.sliders[0]
+    most = max(len(b) for b in split_blocks(trace))
+    shown = [(slider.currentvalue.prefix or "") + step.label for step in slider.steps]  # what the slider writes
+    for frame, text in zip(fig.frames[:-1], shown[:-1], strict=True):
+        read = len(frame.data[1].x)  # split 0's m lane: one point per block it has read at this frame
+        assert text == f"each split has read {read} of its {most} blocks"
+    assert shown[-1].startswith("merge") and "read merge" not in shown[-1]
 
 
 def readable(fig) -> None:
@@ -197,8 +221,9 @@ def test_defaults_draw_the_step_the_story_and_a_run_button(make_app):
     assert at.query_params["view"] == "decode" and at.query_params["dechkv"] == "2"
     kv = 2 * 2 * 64 * 4 * sum(setup.lens)  # K and V x H_kv x d x fp32 bytes x keys
     (idle,) = [i.value for i in at.info if i.value.startswith("Press **Run decode timing**")]
-    assert idle == (f"Press **Run decode timing** to time 5 implementations × 3 repeat(s) on {format_bytes(kv)} "
-                    "of K/V cache.")  # flash_decode at S = 1, 2 and the chosen 4, SDPA and naive
+    assert idle == (f"Press **Run decode timing** to time 6 implementations × 3 repeat(s) on {format_bytes(kv)} "
+                    f"of K/V cache (and flash_decode on MHA's {format_bytes(4 * kv)}, to set bytes against time).")
+    # flash_decode at S = 1, 2 and the chosen 4, at 4 on MHA's K/V, SDPA and naive
     assert "Decode step: K/V cache read rate, measured" not in charts(at)  # nothing timed before the press
 
 
@@ -271,16 +296,74 @@ def test_the_page_says_why_one_splits_and_what_the_merge_weights_mean(make_app, 
     assert "each split has read k of its" in text
 
 
+def split_rows(times_ms, spread_ms, repeats=5):
+    """Timed flash_decode rows at S = 1, 2, 4 and SDPA: medians with quartiles median -/+ spread (ms)."""
+    labels = ["flash_decode S=1", "flash_decode S=2", "flash_decode S=4", "SDPA (enable_gqa)"]
+    t, w = np.array(times_ms) / 1e3, np.array(spread_ms) / 1e3
+    return pd.DataFrame({"label": labels, "time_s": t, "q1_s": t - w, "q3_s": t + w, "repeats": repeats})
+
+
 def test_the_split_timings_are_told_against_s_equals_one_in_both_directions():
     setup = DecodeSetup((1024, 341), 8, 2, 64, 0, 4, "float32", 2)  # 4 work tiles
-    df = pd.DataFrame({"label": ["flash_decode S=1", "flash_decode S=2", "flash_decode S=4", "SDPA (enable_gqa)"],
-                       "time_s": [0.010, 0.012, 0.013, 0.005]})
+    df = split_rows([10, 12, 13, 5], [0.2] * 4)
+    assert split_verdicts(df) == {2: SLOWER, 4: SLOWER}
     slower = splits_md(df, setup, 2, "cpu")
-    assert slower.startswith("**Splits, measured.** S = 1: 10 ms; S = 2: 12 ms (1.20× S = 1's), S = 4: 13 ms (1.30×")
-    assert "4 work tile(s) for 2 threads, so none is idle" in slower and "every split count took longer" in slower
-    faster = splits_md(df.assign(time_s=[0.010, 0.006, 0.004, 0.005]), setup, 16, "cpu")
-    assert "4 work tile(s) for 16 threads, leaving 12 idle" in faster and "at least as fast as S = 1" in faster
+    assert "4 work tile(s) for 2 threads, so none is idle" in slower and "every split count was slower" in slower
+    faster = df.assign(time_s=[0.010, 0.006, 0.004, 0.005], q1_s=[0.0098, 0.0058, 0.0038, 0.0048],
+                       q3_s=[0.0102, 0.0062, 0.0042, 0.0052])
+    assert split_verdicts(faster) == {2: FASTER, 4: FASTER}
+    assert "4 work tile(s) for 16 threads, leaving 12 idle" in splits_md(faster, setup, 16, "cpu")
     assert splits_md(df[df["label"] != "flash_decode S=1"], setup, 2, "cpu") == ""
+
+
+@pytest.mark.parametrize("spread_ms, repeats, wanted", [
+    (0.2, 5, {2: CLOSE, 4: FASTER}),  # S = 4 took 0.53x S = 1's time and the IQRs separate; S = 2's overlap
+    (3.0, 5, {2: CLOSE, 4: CLOSE}),  # the same medians in noise: nothing separates
+    (0.2, 2, {2: CLOSE, 4: CLOSE}),  # two repeats: no spread to judge by
+])
+def test_a_split_count_is_called_faster_only_where_the_measurements_separate(spread_ms, repeats, wanted):
+    df = split_rows([10, 10.1, 5.3, 4], [spread_ms] * 4, repeats)  # H_kv = 1's case: S = 4 at 0.53x S = 1
+    found = split_verdicts(df)
+    assert found == wanted
+    by_s = {int(r.label.split("S=")[1]): r for r in df.iloc[:3].itertuples()}
+    for s, v in found.items():  # the verdict is the quartiles' order, nothing else
+        separated = by_s[s].q3_s < by_s[1].q1_s and repeats >= 3
+        assert (v == FASTER) == separated
+    text = splits_md(df, DecodeSetup((1024,), 1, 1, 64, 0, 4, "float32", 2), 2, "cpu")
+    assert "at least as fast" not in text
+    assert ("S = 4 was faster than S = 1" in text) == (found[4] == FASTER)
+    assert ("too close to call here" in text) == (CLOSE in found.values())
+
+
+def gqa_rows(bytes_ratio, time_ratio, spread, repeats=5, small_bytes=2**22):
+    """flash_decode at S = 2 on this GQA's K/V and on MHA's: quartiles median x (1 -/+ spread)."""
+    t = np.array([1e-3, 1e-3 * time_ratio])
+    kv = np.array([small_bytes, small_bytes * bytes_ratio])
+    return pd.DataFrame({"label": ["flash_decode S=2", "MHA K/V: flash_decode S=2"], "time_s": t,
+                         "q1_s": t * (1 - spread), "q3_s": t * (1 + spread), "kv_bytes": kv,
+                         "GB_per_s": kv / t / 1e9, "repeats": repeats})
+
+
+@pytest.mark.parametrize("time_ratio, spread, repeats, wanted", [
+    (1.8, 0.02, 5, NOT_FOLLOWS),  # what was measured here: 4x fewer bytes gave 1.8x
+    (3.9, 0.02, 5, FOLLOWS),
+    (2.8, 0.5, 5, CLOSE),  # its range reaches into the band around 4x
+    (3.9, 0.02, 2, CLOSE),  # two repeats: no verdict
+])
+def test_time_follows_bytes_only_where_the_measured_ratios_show_it(time_ratio, spread, repeats, wanted):
+    setup = DecodeSetup((4096,), 8, 2, 64, 0, 2, "float32", 2)
+    df = gqa_rows(4.0, time_ratio, spread, repeats)
+    r = bytes_vs_time(df, 20e9, setup, 2)
+    assert r.bytes_ratio == 4.0 and r.time_ratio == pytest.approx(time_ratio)
+    assert r.lo == pytest.approx(time_ratio * (1 - spread) / (1 + spread))
+    assert r.follows == wanted
+    rates = df["GB_per_s"] * 1e9 / 20e9  # the share of the probe's bandwidth each run reached
+    assert r.shares == pytest.approx((rates[1], rates[0]))
+    text = bytes_time_md(df, 20e9, setup, 2)
+    assert ("Time follows bytes here" in text) == (wanted == FOLLOWS)
+    assert f"{min(r.shares):.0%}–{max(r.shares):.0%}" in text
+    assert bytes_vs_time(df.iloc[:1], 20e9, setup, 2) is None  # no reference run: nothing to say
+    assert bytes_vs_time(df, None, setup, 2).shares is None
 
 
 def test_asking_for_more_splits_than_blocks_says_how_many_were_used(make_app):
@@ -327,8 +410,9 @@ def test_changing_h_q_repairs_h_kv_and_offers_only_divisors(make_app):
 
 def test_a_cache_too_large_to_time_live_is_refused_with_a_fix(make_app):
     at = make_app(view="decode", declen="65536", dechq="64", dechkv="64", declens="four", d="128")
-    need = 2 * 4 * 64 * 65536 * 128 * 4  # K and V of 4 sequences, 64 heads, fp32; MHA: nothing repeated
-    assert any(f"needs {format_bytes(need)} of K/V tensors (the cache); the live cap" in e.value
+    need = 2 * 4 * 65 * 65536 * 128 * 4  # K and V of 4 sequences, 64 heads and MQA's 1, fp32; nothing repeated
+    assert any(f"needs {format_bytes(need)} of K/V tensors (the cache, the MQA cache it is compared with); the "
+               "live cap" in e.value
                and "Lower the cache length" in e.value for e in at.error)
 
 
@@ -338,14 +422,16 @@ def test_the_timing_run_measures_every_implementation_and_says_what_it_saw(make_
     assert_clean(at)
     fig = charts(at)["Decode step: K/V cache read rate, measured"]
     df = at.dataframe[-1].value
-    assert list(df["label"]) == ["flash_decode S=1", "flash_decode S=2", "flash_decode S=4", "SDPA (enable_gqa)",
-                                 "naive (K/V repeated)"]  # the chosen S = 4 is timed once
-    kv = 2 * 1 * 16 * 4 * sum(seq_lens(1024, "pair"))
-    assert (df["kv_bytes"] == kv).all() and (df["repeats"] == 2).all()
+    assert list(df["label"]) == ["flash_decode S=1", "flash_decode S=2", "flash_decode S=4",
+                                 "MHA K/V: flash_decode S=4", "SDPA (enable_gqa)", "naive (K/V repeated)"]
+    kv = 2 * 1 * 16 * 4 * sum(seq_lens(1024, "pair"))  # the chosen S = 4 is timed once; MQA against MHA's 4 heads
+    assert list(df["kv_bytes"]) == [kv] * 3 + [4 * kv] + [kv] * 2 and (df["repeats"] == 2).all()
     kv_text = f"on {format_bytes(kv)} of K/V cache"
-    assert any("to time 5 implementations × 2 repeat(s)" in i.value and kv_text in i.value for i in open_view(
+    assert any("to time 6 implementations × 2 repeat(s)" in i.value and kv_text in i.value for i in open_view(
         make_app, dechq="4", dechkv="1", declens="pair", reps="2", decpage="64").info)
-    assert list(array(fig["data"][0]["y"])) == pytest.approx(list(kv / df["time_s"] / 1e9))
+    r = bytes_vs_time(df, None, DecodeSetup(seq_lens(1024, "pair"), 4, 1, 16, 64, 4, "float32", 2), 2)
+    assert r.bytes_ratio == 4.0 and r.follows == CLOSE  # two repeats: no verdict
+    assert list(array(fig["data"][0]["y"])) == pytest.approx(list(df["kv_bytes"] / df["time_s"] / 1e9))
     best = df[df["label"].str.startswith("flash")].sort_values("time_s").iloc[0]
     assert f"Fastest flash_decode here: **{best['label']}**" in text_of(at)
     sdpa = df[df["label"].str.startswith("SDPA")].iloc[0]
@@ -367,8 +453,8 @@ def test_the_timing_run_waits_for_the_lock_holds_it_and_reports_progress():
     setup = DecodeSetup((300, 100), 2, 1, 8, 0, 2, "float32", 1)
     df, bandwidth, _ = decode_timing.__wrapped__(setup, "cpu", 2, _progress=progress, _lock=lock)
     assert seen and all(held for *_, held in seen) and not lock.locked()
-    assert [d for d, *_ in seen] == list(range(len(seen))) and seen[-1][:2] == (12, 12)  # 4 runs x (1 + 2) calls
-    assert [label for *_, label, _ in seen][4] == "repeat 1 of 2: flash_decode S=1"  # after the 4 warm-up calls
+    assert [d for d, *_ in seen] == list(range(len(seen))) and seen[-1][:2] == (15, 15)  # 5 runs x (1 + 2) calls
+    assert [label for *_, label, _ in seen][5] == "repeat 1 of 2: flash_decode S=1"  # after the 5 warm-up calls
     assert bandwidth > 0 and set(df["label"]) >= {"flash_decode S=2", "SDPA (enable_gqa)"}
 
 

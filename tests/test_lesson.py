@@ -331,7 +331,8 @@ def test_roofline_gpu_the_bound_table_and_the_speedup_bars_say_the_checks_number
     assert v["intensity"] == pytest.approx(n * d / (2 * (d + n)))  # 4N²d FLOPs over (4Nd + 4N²) fp16 elements
     text = markdown(at)
     (row,) = [line for line in text.splitlines() if line.startswith(f"| {v['gpu']} (SXM) | {v['dtype']} |")]
-    assert f"| {v['ridge']:.3g} FLOP/byte | memory-bound (I = {v['intensity']:.3g}) |" in row
+    assert f"| {v['ridge']:.3g} · " in row and f"FLOP/byte | HBM-bound (I = {v['intensity']:.3g}, L2 I = " in row
+    assert v["naive_bound"] == "memory" and v["fa2_bound"] == v["fa1_bound"] == "L2"  # the claim's regimes
     assert f"- **{v['gpu']} (SXM)**: FA1 {v['fa1']:.2f}×, FA2 {v['fa2']:.2f}×." in text
     bars = {t["name"]: dict(zip(t["x"], decode(t["y"]).astype(float), strict=True))
             for t in chart(at, "Speedup over naive")["data"] if t.get("type") == "bar"}

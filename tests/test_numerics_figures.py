@@ -163,12 +163,24 @@ def test_kernel_errors_figure_draws_each_error_every_row_eps_and_the_bound(resul
         assert all(lo <= math.log10(v) <= hi for v in [*bars.y, r.eps])  # everything inside the axis
 
 
-def test_tile_spread_figure(results):
-    r = results["spread"]
+def test_tile_spread_figure_draws_what_differs_between_tile_sizes(results):
+    r = tile_spread(replace(SMALL, precision="float16"))
+    assert r.max_spread > 0  # fp16 at these sizes: the tile size changes the output
     f = fig.tile_spread_figure(r)
     check_readable(f)
-    assert list(f.data[0].x) == [str(b) for b in r.blocks] and list(f.data[0].y) == list(r.errors)
-    assert r.max_spread in [s.y0 for s in f.layout.shapes] or r.max_spread == 0
+    (heat,) = f.data
+    assert list(heat.x) == list(heat.y) == [str(b) for b in r.blocks]
+    assert [list(row) for row in heat.z] == [list(row) for row in r.pairwise]  # every pair's max |O_a - O_b|
+    assert max(max(row) for row in heat.z) == r.max_spread and all(heat.z[i][i] == 0 for i in range(len(r.blocks)))
+    subtitle = f.layout.title.subtitle.text
+    assert fmt_num(r.max_spread) in subtitle and fmt_num(max(r.errors)) in subtitle
+
+
+def test_tile_sizes_that_give_one_output_are_said_in_words_not_drawn(results):
+    r = results["spread"]  # bf16 at these sizes: every tile size rounds to the same output
+    assert r.max_spread == 0 and len(set(r.errors)) == 1
+    assert fig.tile_spread_figure(r) is None  # four equal bars would show nothing
+    assert "bit for bit the same" in text.tile_spread_sentence(r)
 
 
 def test_rescale_figure_draws_both_runs_per_tile(results):

@@ -42,6 +42,36 @@ def test_row_figure_shows_m_factor_and_the_three_l_values_per_tile():
     assert "factor e^(m_old − m_new)" in by_name["FA1: rescale factor"].text[1]
 
 
+def test_fa1_and_fa2_stay_visible_side_by_side_where_their_values_are_equal():
+    pick = pick_row(64, 8, 16, 16, causal=True)
+    rows = [row_trace(64, 8, 16, 16, row=pick.row, causal=True, loop_order=o) for o in ("kv_outer", "q_outer")]
+    fig = row_figure(rows, n_tiles=10, note=pick.reason)
+    by_name = {t.name: t for t in fig.data}
+    for what in ("m before the tile", "m after each tile", "l before the rescale", "l after the rescale",
+                 "l after each tile"):
+        fa1, fa2 = by_name[f"FA1: {what}"], by_name[f"FA2: {what}"]
+        points1 = {(x, y) for x, y in zip(fa1.x, fa1.y, strict=True) if y is not None}
+        points2 = {(x, y) for x, y in zip(fa2.x, fa2.y, strict=True) if y is not None}
+        assert not points1 & points2, what  # no FA1 marker drawn exactly under an FA2 one
+        shifts = {round(b - a, 9) for a, b in zip(fa1.x, fa2.x, strict=True)}
+        if list(rows[0].tile) == list(rows[1].tile):  # the same tiles: FA2 drawn beside FA1 by the same step
+            assert shifts == {round(rowplots.ORDER_GAP, 9)}
+    bars = by_name["FA1: rescale factor"], by_name["FA2: rescale factor"]
+    assert bars[0].offset + bars[0].width <= bars[1].offset  # the two bars of a tile side by side
+    lines = {by_name[f"{o}: m after each tile"].line.dash for o in ("FA1", "FA2")}
+    assert len(lines) == 2  # and told apart by their dash, not only their colour
+    assert {t.line.dash for t in fig.data if t.name in ("FA1 (kv_outer)", "FA2 (q_outer)")} == lines  # the legend
+
+
+def test_the_row_inspector_fits_a_1280_by_720_window():
+    rows = [row_trace(64, 8, 16, 16, row=40, causal=True, loop_order=o) for o in ("kv_outer", "q_outer")]
+    fig = row_figure(rows, n_tiles=10, note="picked")
+    assert fig.layout.height <= 720 - 110  # under the subheader and the row controls above it
+    plot_px = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    legend_top_px = -fig.layout.legend.y * plot_px  # below the plot's bottom edge
+    assert legend_top_px + 2 * 36 <= fig.layout.margin.b  # two legend rows inside the figure
+
+
 def test_row_figure_marks_the_tiles_where_m_grew_and_says_how_many():
     rows = [row_trace(16, 8, 4, 4, row=15, causal=True, loop_order=o) for o in ("kv_outer", "q_outer")]
     assert rows[0].rescales >= 1

@@ -211,13 +211,14 @@ def _label_splits(fig: go.Figure, trace: DecodeTrace) -> None:
 
 
 def _step_label(done: int | None, most: int) -> str:
-    """The slider's words for a frame: how many of its own blocks each split has read.
+    """The slider's words for a frame, whole: how many of its own blocks each split has read, or the merge.
 
     Example:
         >>> _step_label(3, 16), _step_label(None, 16)
-        ('3 of its 16 blocks', 'merge')
+        ('each split has read 3 of its 16 blocks', 'merge: every block read, the splits combined')
     """
-    return "merge" if done is None else f"{done} of its {most} blocks"
+    return ("merge: every block read, the splits combined" if done is None else
+            f"each split has read {done} of its {most} blocks")
 
 
 def _fix_axes(fig: go.Figure, trace: DecodeTrace, per_split: list[range]) -> None:
@@ -249,7 +250,7 @@ def _controls(names: list[str], labels: list[str]) -> dict:
                          "buttons": [{"label": "▶ Play", "method": "animate", "args": [None, play]},
                                      {"label": "❚❚ Pause", "method": "animate", "args": [[None], pause]}]}],
         "sliders": [{"active": 0, "x": SLIDER_X, "len": 1 - SLIDER_X, "y": -SLIDER_TOP_PX / plot_h, "yanchor": "top",
-                     "currentvalue": {"prefix": "each split has read ",
+                     "currentvalue": {"prefix": "",
                                       "font": {"size": BASE_FONT_PX, "color": "#111111"}},
                      "font": {"size": 2, "color": "rgba(0,0,0,0)"}, "ticklen": 0, "minorticklen": 0,
                      "steps": [{"method": "animate", "label": label, "args": [[name], {

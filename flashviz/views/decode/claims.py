@@ -13,6 +13,7 @@ import torch
 from flashviz.core.decode import flash_decode
 from flashviz.measure import impls as runs
 from flashviz.model.decode_batch import variant_costs
+from flashviz.model.roofline import H100, MEMORY, bound, predict_time
 from flashviz.units import format_bytes
 from flashviz.views.claim import Result
 from flashviz.views.decode.data import DecodeSetup, decode_trace, naive_decode, seq_lens, units_here
@@ -99,26 +100,35 @@ def decode_merge(s: Settings) -> Result:
 
 
 def gqa_bytes(s: Settings) -> Result:
-    """The Decoding view's bytes per step of this GQA against MHA (the decode model, summed over the batch).
+    """The Decoding view's bytes per step of this GQA against MHA (the decode model, summed over the batch), and the
+    time the roofline model predicts for each on an H100, where a decode step is bound by HBM. A prediction for a GPU,
+    not a measurement: on this machine the view's *Run decode timing* sets the measured time ratio against the bytes
+    ratio (flashviz.views.decode.sentences.bytes_vs_time), and says "time follows bytes" only where it does.
 
     Args:
         s: the step's settings (the Decoding view's own, the sidebar's d and dtype).
     Returns:
-        Result: hq, hkv, g, gqa and mha (formatted K/V bytes per step), ratio, flops; holds when it is GQA, the bytes
-        fall g-fold and the FLOPs do not change.
+        Result: hq, hkv, g, gqa and mha (formatted K/V bytes per step), ratio, flops, gpu, predicted (MHA's predicted
+        time over this GQA's on the gpu); holds when it is GQA, the bytes fall g-fold, the FLOPs do not change and the
+        model bounds both steps by HBM on the gpu (so the predicted time ratio is about the bytes ratio).
 
     Example:
         >>> from flashviz.lesson.steps import INTRO, step_settings
-        >>> gqa_bytes(step_settings(INTRO.step("gqa_bytes"))).values["ratio"]
-        4.0
+        >>> r = gqa_bytes(step_settings(INTRO.step("gqa_bytes")))
+        >>> r.values["ratio"], round(r.values["predicted"], 2), r.holds
+        (4.0, 4.0, True)
     """
     setup = decode_setup(s)
     costs = variant_costs(setup.lens, setup.d, setup.heads_q, setup.heads_kv, setup.dtype).set_index("variant")
     this, mha = costs[costs["this"]].iloc[0], costs.loc["MHA"]
+    dtype = setup.dtype if setup.dtype in H100.peak_flops else "float16"
+    times = {k: predict_time(r["flops"], r["hbm_bytes"], H100, dtype) for k, r in (("this", this), ("mha", mha))}
     values = {"hq": setup.heads_q, "hkv": setup.heads_kv, "g": setup.group, "gqa": format_bytes(this["kv_bytes"]),
               "mha": format_bytes(mha["kv_bytes"]), "ratio": float(mha["kv_bytes"] / this["kv_bytes"]),
-              "flops": int(this["flops"])}
+              "flops": int(this["flops"]), "gpu": H100.name.split(" (")[0],
+              "predicted": float(times["mha"] / times["this"])}
+    hbm_bound = all(bound(r["intensity"], H100, dtype) == MEMORY for r in (this, mha))
     return Result.of(values, {"not grouped-query attention": not 1 < setup.heads_kv < setup.heads_q,
                             "the bytes do not fall g-fold": values["ratio"] != setup.group,
-                            "the FLOPs differ": costs["flops"].nunique() != 1})
-
+                            "the FLOPs differ": costs["flops"].nunique() != 1,
+                            "the model does not bound the step by HBM on the GPU": not hbm_bound})

@@ -51,6 +51,7 @@ NEEDLE_SHIFT = 6.0  # their scaled scores q.k/sqrt(d) are raised by this much (n
 WARMUP = 1  # untimed calls per implementation before the interleaved repeats
 SDPA_LABEL, NAIVE_LABEL = "SDPA (enable_gqa)", "naive (K/V repeated)"
 FLASH_LABEL = "flash_decode"  # the timed flash_decode runs are labelled "flash_decode S=<splits>"
+REFERENCE_PREFIX = "{variant} K/V: "  # the reference variant's run: "MHA K/V: flash_decode S=<splits>"
 CPU = "cpu"
 
 
@@ -93,6 +94,19 @@ class DecodeSetup:
     def cache_intensity(self) -> float:
         """FLOP per cache byte: 4 N d FLOPs per query head over 2 N d b bytes per K/V head, 2 g / b."""
         return 2 * self.group / DTYPE_BYTES[self.dtype]
+
+    @property
+    def reference_heads_kv(self) -> int | None:
+        """H_kv of the variant timed beside this one to set bytes against time: MHA's H_q under GQA or MQA, MQA's 1
+        under MHA, None with one query head (nothing to compare).
+
+        Example:
+            >>> [DecodeSetup((64,), 8, h, 8, 0, 1, "float32", 1).reference_heads_kv for h in (2, 8)]
+            [8, 1]
+        """
+        if self.heads_q == 1:
+            return None
+        return self.heads_q if self.heads_kv < self.heads_q else 1
 
     def work_tiles(self) -> int:
         """Tiles before splitting, as flash-attn counts them: B * H_kv * ceil(G * N_q / 64)."""
@@ -310,47 +324,88 @@ def timed_splits(setup: DecodeSetup, units: int) -> dict[str, int | None]:
     return dict(runs.values())
 
 
+def variant_name(heads_q: int, heads_kv: int) -> str:
+    """'MHA', 'MQA' or 'GQA' for H_q query heads sharing H_kv K/V heads.
+
+    Example:
+        >>> variant_name(8, 8), variant_name(8, 1), variant_name(8, 2)
+        ('MHA', 'MQA', 'GQA')
+    """
+    return "MHA" if heads_kv == heads_q else "MQA" if heads_kv == 1 else "GQA"
+
+
+def reference_label(setup: DecodeSetup, units: int) -> str | None:
+    """The label of the reference variant's run (flash_decode at the chosen S on MHA's, or MQA's, K/V), or None.
+
+    Example:
+        >>> reference_label(DecodeSetup((1024,), 8, 2, 64, 0, 2, "float32", 2), 2)
+        'MHA K/V: flash_decode S=2'
+    """
+    ref = setup.reference_heads_kv
+    if ref is None:
+        return None
+    chosen = setup.used_splits(setup.chosen_splits(units))
+    return REFERENCE_PREFIX.format(variant=variant_name(setup.heads_q, ref)) + f"{FLASH_LABEL} S={chosen}"
+
+
 def timed_count(setup: DecodeSetup, device: str) -> int:
-    """How many implementations decode_timing times: the flash_decode runs, SDPA and naive.
+    """How many implementations decode_timing times: the flash_decode runs, the reference variant's, SDPA and naive.
 
     Example:
         >>> timed_count(DecodeSetup((1024,), 8, 2, 64, 0, 3, "float32", 2), "cpu")
-        5
+        6
     """
-    return len(timed_splits(setup, units_here(device, setup.threads))) + 2
+    units = units_here(device, setup.threads)
+    return len(timed_splits(setup, units)) + 2 + (reference_label(setup, units) is not None)
 
 
 def live_bytes(setup: DecodeSetup) -> int:
-    """Bytes of K/V a timing run allocates: the contiguous cache, the paged copy, and naive's K/V of one sequence
-    repeated for each of the g query heads of a group.
+    """Bytes of K/V a timing run allocates: the contiguous cache, the paged copy, naive's K/V of one sequence
+    repeated for each of the g query heads of a group, and the reference variant's cache (and its paged copy).
 
     Example:
-        >>> live_bytes(DecodeSetup((1000, 500), 8, 2, 64, 256, None, "float32", 2))  # 2 MiB twice + 2 x 8 x 1000 x 256
-        8290304
+        >>> live_bytes(DecodeSetup((1000, 500), 8, 2, 64, 256, None, "float32", 2))  # + MHA's 8 MiB twice
+        25067520
     """
     b = DTYPE_BYTES[setup.dtype]
     n_max = math.ceil(max(setup.lens) / setup.page) * setup.page if setup.page else max(setup.lens)
-    cache = 2 * len(setup.lens) * setup.heads_kv * n_max * setup.d * b  # K and V
+    per_head = 2 * len(setup.lens) * n_max * setup.d * b  # K and V of one K/V head
+    heads = setup.heads_kv + (setup.reference_heads_kv or 0)
     repeated = 2 * setup.heads_q * max(setup.lens) * setup.d * b if setup.group > 1 else 0  # naive, one sequence
-    return cache * (2 if setup.page else 1) + repeated
+    return per_head * heads * (2 if setup.page else 1) + repeated
+
+
+def _caches(setup: DecodeSetup, heads_kv: int, dev: torch.device, g: torch.Generator
+            ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor], torch.Tensor | None]:
+    """Random contiguous K, V (B, H_kv, N, d) and what flash_decode reads: the paged copy and its table when paged."""
+    dt = resolve_dtype(setup.dtype)
+    B, n = len(setup.lens), max(setup.lens)
+    k, v = (torch.randn(B, heads_kv, n, setup.d, generator=g).to(dev, dt) for _ in range(2))  # (B, H_kv, N, d)
+    if not setup.page:
+        return k, v, (k, v), None
+    k_p, v_p, table = paged_copy(k.cpu(), v.cpu(), setup.lens, setup.page)
+    return k, v, (k_p.to(dev), v_p.to(dev)), table.to(dev)
 
 
 def _decode_calls(setup: DecodeSetup, dev: torch.device) -> dict[str, object]:
-    """The timed calls on random data: flash_decode at each timed split count (on the paged copy when paged), SDPA
-    with enable_gqa and a boolean mask of the valid keys, and naive with K/V repeated (both on the contiguous cache)."""
+    """The timed calls on random data: flash_decode at each timed split count (on the paged copy when paged), the
+    same at the chosen S on the reference variant's K/V, SDPA with enable_gqa and a boolean mask of the valid keys,
+    and naive with K/V repeated (both on the contiguous cache)."""
     dt = resolve_dtype(setup.dtype)
     g = torch.Generator().manual_seed(0)
     B, n = len(setup.lens), max(setup.lens)
     q = torch.randn(B, setup.heads_q, 1, setup.d, generator=g).to(dev, dt)  # (B, H_q, 1, d)
-    k, v = (torch.randn(B, setup.heads_kv, n, setup.d, generator=g).to(dev, dt) for _ in range(2))  # (B, H_kv, N, d)
+    k, v, caches, table = _caches(setup, setup.heads_kv, dev, g)
     lens = torch.tensor(setup.lens, device=dev)
-    caches, table = (k, v), None
-    if setup.page:
-        k_p, v_p, table = paged_copy(k.cpu(), v.cpu(), setup.lens, setup.page)
-        caches, table = (k_p.to(dev), v_p.to(dev)), table.to(dev)
     mask = (torch.arange(n, device=dev) < lens[:, None])[:, None, None, :]  # (B, 1, 1, N) bool
+    units = parallel_units(dev)
     fns = {name: (lambda s=s: flash_decode(q, *caches, cache_seqlens=lens, block_table=table, num_splits=s))
-           for name, s in timed_splits(setup, parallel_units(dev)).items()}
+           for name, s in timed_splits(setup, units).items()}
+    ref = reference_label(setup, units)
+    if ref is not None:
+        _, _, ref_caches, ref_table = _caches(setup, setup.reference_heads_kv, dev, g)
+        chosen = setup.chosen_splits(units)
+        fns[ref] = lambda: flash_decode(q, *ref_caches, cache_seqlens=lens, block_table=ref_table, num_splits=chosen)
     fns[SDPA_LABEL] = lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
     fns[NAIVE_LABEL] = lambda: naive_decode(q, k, v, setup.lens)
     return fns
@@ -358,29 +413,34 @@ def _decode_calls(setup: DecodeSetup, dev: torch.device) -> dict[str, object]:
 
 def decode_timing(setup: DecodeSetup, device: str, reps: int, *, progress: Progress | None = None
                   ) -> tuple[pd.DataFrame, float | None, str]:
-    """Median time per decode step of flash_decode (TIMED_SPLITS and the chosen S), SDPA (enable_gqa, boolean mask)
-    and naive, interleaved call by call (WARMUP untimed calls each, then `reps` repeats), at setup.threads threads.
+    """Median time per decode step of flash_decode (TIMED_SPLITS and the chosen S; and at the chosen S on the reference
+    variant's K/V, to set bytes against time), SDPA (enable_gqa, boolean mask) and naive, interleaved call by call
+    (WARMUP untimed calls each, then `reps` repeats), at setup.threads threads.
 
     Returns:
         (one row per implementation: label, time_s (median), q1_s, q3_s (quartiles), kv_bytes, GB_per_s (K/V bytes /
-        median), threads, repeats; this machine's measured RAM read bandwidth in bytes/s (None on a GPU: the probe
-        reads the CPU's RAM); this machine's name).
+        median), heads_kv (of the cache it read), threads, repeats; this machine's measured RAM read bandwidth in
+        bytes/s (None on a GPU: the probe reads the CPU's RAM); this machine's name).
 
     Example:
         >>> df, bandwidth, _ = decode_timing(DecodeSetup((300, 100), 2, 1, 8, 0, 2, "float32", 1), "cpu", 1)
-        >>> list(df["label"]), bandwidth > 0  # two KV blocks: S = 4 runs as S = 2, timed once
-        (['flash_decode S=1', 'flash_decode S=2', 'SDPA (enable_gqa)', 'naive (K/V repeated)'], True)
+        >>> list(df["label"]), bandwidth > 0  # two KV blocks: S = 4 runs as S = 2, timed once; then on MHA's K/V
+        (['flash_decode S=1', 'flash_decode S=2', 'MHA K/V: flash_decode S=2', 'SDPA (enable_gqa)', 'naive (K/V \
+repeated)'], True)
     """
     dev = torch.device(device)
     with threads_set_to(setup.threads), torch.no_grad():
         t = time_calls(_decode_calls(setup, dev), warmup=WARMUP, repeats=reps, progress=progress, sync_device=dev)
         machine = machine_roof(setup.threads)
-    kv_bytes = sum(decode_cost(x, setup.d, heads=setup.heads_q, heads_kv=setup.heads_kv, dtype=setup.dtype).kv_bytes
-                   for x in setup.lens)
+    ref = reference_label(setup, parallel_units(dev))
     rows = []
     for name, timing in t.items():
+        heads_kv = setup.reference_heads_kv if name == ref else setup.heads_kv
+        kv_bytes = sum(decode_cost(x, setup.d, heads=setup.heads_q, heads_kv=heads_kv, dtype=setup.dtype).kv_bytes
+                       for x in setup.lens)
         ts = timing.samples
         q1, q3 = statistics.quantiles(ts, n=4, method="inclusive")[::2] if len(ts) > 1 else (timing.median,) * 2
         rows.append({"label": name, "time_s": timing.median, "q1_s": q1, "q3_s": q3, "kv_bytes": kv_bytes,
-                     "GB_per_s": kv_bytes / timing.median / 1e9, "threads": timing.threads, "repeats": len(ts)})
+                     "GB_per_s": kv_bytes / timing.median / 1e9, "heads_kv": heads_kv, "threads": timing.threads,
+                     "repeats": len(ts)})
     return pd.DataFrame(rows), (machine.bandwidth if dev.type == CPU else None), machine.name

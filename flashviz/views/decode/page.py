@@ -39,9 +39,7 @@ from flashviz.views.decode.animation import decode_animation
 from flashviz.views.decode.data import (
     ANIM_D,
     CPU,
-    FLASH_LABEL,
     NEEDLE_SHIFT,
-    SDPA_LABEL,
     SPARE_PAGES,
     DecodeSetup,
     DecodeTrace,
@@ -52,6 +50,7 @@ from flashviz.views.decode.data import (
     units_here,
 )
 from flashviz.views.decode.figures import bandwidth_figure, block_table_figure, decode_roofline_figure
+from flashviz.views.decode.sentences import bytes_time_md, measured_md, splits_md
 from flashviz.vocab import DTYPE_BYTES
 
 # -- cached calls: the animation's small run and the timing run under the timing lock
@@ -263,50 +262,6 @@ def _story_ui(setup: DecodeSetup) -> None:
                                 "intensity (FLOP/byte)": st.column_config.NumberColumn(format="%.3g")})
 
 
-def measured_md(df: pd.DataFrame, bandwidth: float | None, machine: str) -> str:
-    """What the measurement shows: the fastest flash_decode against SDPA and, on a CPU, the machine's bandwidth."""
-    flash = df[df["label"].str.startswith(FLASH_LABEL)]
-    best = flash.loc[flash["time_s"].idxmin()]
-    sdpa = df[df["label"] == SDPA_LABEL].iloc[0]
-    text = (f"Fastest flash_decode here: **{best['label']}**, {best['time_s'] * 1e3:.3g} ms per step, reading the "
-            f"cache at **{best['GB_per_s']:.3g} GB/s**")
-    if bandwidth:
-        text += (f": {best['GB_per_s'] * 1e9 / bandwidth:.0%} of the **{bandwidth / 1e9:.3g} GB/s** read bandwidth "
-                 f"measured here ({machine})")
-    text += (f". SDPA: {sdpa['time_s'] * 1e3:.3g} ms ({sdpa['GB_per_s']:.3g} GB/s), so flash_decode took "
-             f"{best['time_s'] / sdpa['time_s']:.2f}× SDPA's time.")
-    above = df[df["GB_per_s"] * 1e9 > bandwidth] if bandwidth else df.iloc[:0]
-    if len(above):
-        text += (f" {', '.join(above['label'])} read faster than the x.sum() probe measured: part of the "
-                 f"{format_bytes(float(df['kv_bytes'].iloc[0]))} cache came from the CPU's own caches, or these "
-                 "reads use the memory better than that probe.")
-    return text
-
-
-def splits_md(df: pd.DataFrame, setup: DecodeSetup, units: int, device: str) -> str:
-    """The split counts timed against S = 1, and why splitting helps or not here: the work tiles against the
-    parallel units (a split fills idle ones, and always adds the merge)."""
-    flash = df[df["label"].str.startswith(FLASH_LABEL)]
-    by_s = {int(str(label).split("S=")[1].split()[0]): float(t) for label, t in zip(flash["label"], flash["time_s"],
-                                                                                   strict=True)}
-    if 1 not in by_s or len(by_s) < 2:
-        return ""
-    t1, tiles = by_s[1], setup.work_tiles()
-    what = "threads" if device == CPU else "units"
-    timed = ", ".join(f"S = {s}: {by_s[s] * 1e3:.3g} ms ({by_s[s] / t1:.2f}× S = 1's)" for s in sorted(by_s) if s > 1)
-    text = f"**Splits, measured.** S = 1: {t1 * 1e3:.3g} ms; {timed}. "
-    if tiles >= units:
-        text += (f"Here S = 1 already has {tiles} work tile(s) for {units} {what}, so none is idle: a split adds the "
-                 "merge (S partial outputs and logsumexps written, then combined) and fills nothing")
-    else:
-        text += (f"Here S = 1 has {tiles} work tile(s) for {units} {what}, leaving {units - tiles} idle: splits can "
-                 "fill them, at the price of the merge")
-    slower = [s for s in by_s if s > 1 and by_s[s] > t1]
-    text += (f"; {'every split count' if len(slower) == len(by_s) - 1 else 'S = ' + ', '.join(map(str, slower))} "
-             "took longer than S = 1." if slower else "; every split count was at least as fast as S = 1.")
-    return text
-
-
 def _measure_ui(setup: DecodeSetup, s: Settings) -> None:
     st.subheader("Measured here")
     st.markdown("Time per decode step on this machine, the implementations interleaved call by call, as the rate "
@@ -314,9 +269,11 @@ def _measure_ui(setup: DecodeSetup, s: Settings) -> None:
     draw("reps", st)
     need = live_bytes(setup)
     if need > LIVE_KV_BYTES_MAX:
+        ref = setup.reference_heads_kv
         st.error(f"A timing run at these settings needs {format_bytes(need)} of K/V tensors (the cache"
-                 + (", its paged copy" if setup.page else "") + (" and naive's K/V repeated for every query head"
-                                                                 if setup.group > 1 else "")
+                 + (", its paged copy" if setup.page else "")
+                 + (f", the {decoding.variant_name(setup.heads_q, ref)} cache it is compared with" if ref else "")
+                 + (" and naive's K/V repeated for every query head" if setup.group > 1 else "")
                  + f"); the live cap is {format_bytes(LIVE_KV_BYTES_MAX)}. Lower the cache length, the heads, "
                  "d (sidebar) or the batch.")
         return
@@ -325,14 +282,18 @@ def _measure_ui(setup: DecodeSetup, s: Settings) -> None:
         "decode", decode_timing, (setup, s.device, s.reps), label="Run decode timing", title="Decode timing",
         help="Times flash_decode at a few split counts, SDPA and naive on these settings (cached per setting).",
         idle=f"Press **Run decode timing** to time {n_fns} implementations × {s.reps} repeat(s) on "
-             f"{format_bytes(setup.kv_bytes)} "
-             "of K/V cache.")
+             f"{format_bytes(setup.kv_bytes)} of K/V cache" + (
+                 f" (and flash_decode on {decoding.variant_name(setup.heads_q, ref)}'s "
+                 f"{format_bytes(replace(setup, heads_kv=ref).kv_bytes)}, to set bytes against time)"
+                 if (ref := setup.reference_heads_kv) else "") + ".")
     if result is None:
         return
     df, bandwidth, machine = result
     show_figure(bandwidth_figure(df, bandwidth), key="decode_bandwidth")
     st.markdown(measured_md(df, bandwidth, machine))
-    st.markdown(splits_md(df, setup, units_here(s.device, s.threads), s.device))
+    units = units_here(s.device, s.threads)
+    st.markdown(splits_md(df, setup, units, s.device))
+    st.markdown(bytes_time_md(df, bandwidth, setup, units))
     if setup.page:
         st.markdown(f"flash_decode reads the paged cache ({setup.page} keys per page); SDPA and naive read the same "
                     "keys stored contiguously.")

@@ -37,9 +37,14 @@ from flashviz.vocab import LOOP_ORDER_SHORT
 if TYPE_CHECKING:  # a plain dataclass; imported for type hints only, so this module never loads torch
     from flashviz.measure.trace import RowTrace
 
-ROW_FIG_HEIGHT_PX = 820  # three panels and a three-line legend
-TOP_PX, BOTTOM_PX = 140, 190  # title and two subtitle lines; axis title and the legend
+ROW_FIG_HEIGHT_PX = 600  # three panels and a two-line legend: the whole figure fits a 1280 x 720 window
+TOP_PX, BOTTOM_PX = 118, 140  # title and two subtitle lines; axis title and the legend
+LEGEND_GAP_PX = 62  # from the bottom panel's edge to the legend's top: below the tick labels and the x title
 OFFSET = 0.22  # x offset (steps) of "before" and "after" markers around a tile's step, so all three l values show
+ORDER_GAP = 0.1  # x offset (steps) between loop orders: on a row both visit in the same key order, so FA1's and
+# FA2's values are equal and, drawn at one x, one order's markers would hide the other's
+ORDER_DASH = {"kv_outer": "solid", "q_outer": "dash"}  # each loop order's connecting lines
+BAR_WIDTH = 0.5  # the rescale factor bars of all loop orders together, in steps
 GREW_SHADE = "rgba(197, 27, 125, 0.16)"  # pale magenta band behind the tiles where m grew
 EXACT_COLOR = "#000000"
 MARKER_BEFORE, MARKER_RESCALED, MARKER_AFTER = "circle-open", "x-thin-open", "circle"
@@ -79,34 +84,52 @@ def _pairs(xs: Sequence[float], lo: Sequence[float | None], hi: Sequence[float |
     return px, py
 
 
-def _add_order(fig: go.Figure, tr: RowTrace) -> None:
-    """One loop order's markers and connecting lines on all three panels, in the order's colour."""
+def order_shift(k: int, n: int) -> float:
+    """The x shift (steps) of the k-th of n loop orders drawn: side by side around the tile, 0 for one order.
+
+    Example:
+        >>> order_shift(0, 2), order_shift(1, 2), order_shift(0, 1)
+        (-0.05, 0.05, 0.0)
+    """
+    return (k - (n - 1) / 2) * ORDER_GAP
+
+
+def _add_order(fig: go.Figure, tr: RowTrace, k: int = 0, n_orders: int = 1) -> None:
+    """The k-th of n loop orders: its markers and connecting lines on all three panels, in the order's colour and
+    dash, shifted by order_shift(k, n) steps so that another order's equal values stay visible beside them."""
+    shift = order_shift(k, n_orders)
     short, color = LOOP_ORDER_SHORT[tr.loop_order], LOOP_ORDER_COLORS[tr.loop_order]
+    dash = ORDER_DASH.get(tr.loop_order, "solid")
     x = list(tr.tile)
     hover = _hover(tr)
     common = dict(legendgroup=short, hovertemplate="%{text}<extra></extra>", text=hover, showlegend=False)
     m0, m1 = _finite(tr.m_before), _finite(tr.m)
-    px, py = _pairs(x, m0, m1, OFFSET)
-    fig.add_trace(go.Scatter(x=px, y=py, mode="lines", line=dict(color=color, width=LINE_PX), hoverinfo="skip",
-                             name=f"{short}: m jump", legendgroup=short, showlegend=False), row=1, col=1)
-    fig.add_trace(go.Scatter(x=[v - OFFSET for v in x], y=m0, mode="markers", name=f"{short}: m before the tile",
+    px, py = _pairs([v + shift for v in x], m0, m1, OFFSET)
+    fig.add_trace(go.Scatter(x=px, y=py, mode="lines", line=dict(color=color, width=LINE_PX, dash=dash),
+                             hoverinfo="skip", name=f"{short}: m jump", legendgroup=short, showlegend=False),
+                  row=1, col=1)
+    fig.add_trace(go.Scatter(x=[v - OFFSET + shift for v in x], y=m0, mode="markers",
+                             name=f"{short}: m before the tile",
                              marker=dict(symbol=MARKER_BEFORE, size=MARKER_PX + 2, color=color,
                                          line=dict(width=2.5, color=color)), **common), row=1, col=1)
-    fig.add_trace(go.Scatter(x=[v + OFFSET for v in x], y=m1, mode="lines+markers", line_shape="hv",
-                             line=dict(color=color, width=1.5, dash="dot"), name=f"{short}: m after each tile",
+    fig.add_trace(go.Scatter(x=[v + OFFSET + shift for v in x], y=m1, mode="lines+markers", line_shape="hv",
+                             line=dict(color=color, width=1.5, dash=dash), name=f"{short}: m after each tile",
                              marker=dict(symbol=MARKER_AFTER, size=MARKER_PX + 2, color=color), **common), row=1, col=1)
     factor = [None if not math.isfinite(a) else f for a, f in zip(tr.m_before, tr.factor, strict=True)]
-    fig.add_trace(go.Bar(x=x, y=factor, name=f"{short}: rescale factor", marker=dict(color=color), width=0.5,
+    width = BAR_WIDTH / n_orders
+    fig.add_trace(go.Bar(x=x, y=factor, name=f"{short}: rescale factor", marker=dict(color=color), width=width,
+                         offset=-BAR_WIDTH / 2 + k * width,
                          textposition="none", **common), row=2, col=1)
-    lx = [v - OFFSET for v in x] + [v for v in x] + [v + OFFSET for v in x]
+    lx = [v - OFFSET + shift for v in x] + [v + shift for v in x] + [v + OFFSET + shift for v in x]
     ly = list(tr.l_before) + list(tr.l_rescaled) + list(tr.l)
     order = sorted(range(len(lx)), key=lambda i: lx[i])
     fig.add_trace(go.Scatter(x=[lx[i] for i in order], y=[ly[i] for i in order], mode="lines",
-                             line=dict(color=color, width=LINE_PX), hoverinfo="skip", name=f"{short}: l path",
-                             legendgroup=short, showlegend=False), row=3, col=1)
-    for name, xs, ys, symbol in (("l before the rescale", [v - OFFSET for v in x], tr.l_before, MARKER_BEFORE),
-                                 ("l after the rescale", x, tr.l_rescaled, MARKER_RESCALED),
-                                 ("l after each tile", [v + OFFSET for v in x], tr.l, MARKER_AFTER)):
+                             line=dict(color=color, width=LINE_PX, dash=dash), hoverinfo="skip",
+                             name=f"{short}: l path", legendgroup=short, showlegend=False), row=3, col=1)
+    for name, xs, ys, symbol in (("l before the rescale", [v - OFFSET + shift for v in x], tr.l_before,
+                                  MARKER_BEFORE),
+                                 ("l after the rescale", [v + shift for v in x], tr.l_rescaled, MARKER_RESCALED),
+                                 ("l after each tile", [v + OFFSET + shift for v in x], tr.l, MARKER_AFTER)):
         fig.add_trace(go.Scatter(x=xs, y=list(ys), mode="markers", name=f"{short}: {name}",
                                  marker=dict(symbol=symbol, size=MARKER_PX + 2, color=color,
                                              line=dict(width=2.5, color=color)), **common), row=3, col=1)
@@ -117,7 +140,8 @@ def _add_key(fig: go.Figure, rows: Sequence[RowTrace]) -> None:
     for tr in rows:
         short = LOOP_ORDER_SHORT[tr.loop_order]
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines+markers", name=f"{short} ({tr.loop_order})",
-                                 legendgroup=short, line=dict(color=LOOP_ORDER_COLORS[tr.loop_order], width=LINE_PX),
+                                 legendgroup=short, line=dict(color=LOOP_ORDER_COLORS[tr.loop_order], width=LINE_PX,
+                                                              dash=ORDER_DASH.get(tr.loop_order, "solid")),
                                  marker=dict(size=MARKER_PX, color=LOOP_ORDER_COLORS[tr.loop_order])))
     for name, symbol in (("before the tile", MARKER_BEFORE), ("l after the rescale", MARKER_RESCALED),
                          ("after the tile", MARKER_AFTER)):
@@ -172,8 +196,8 @@ def row_figure(rows: Sequence[RowTrace], *, n_tiles: int, note: str | None = Non
     fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.09, subplot_titles=PANELS,
                         row_heights=[0.36, 0.24, 0.40])
     _shade_growth(fig, rows)
-    for tr in rows:
-        _add_order(fig, tr)
+    for k, tr in enumerate(rows):
+        _add_order(fig, tr, k, len(rows))
     _add_exact(fig, r, n_tiles)
     _add_key(fig, rows)
     _style(fig, rows, n_tiles, note)
@@ -205,7 +229,7 @@ def _style(fig: go.Figure, rows: Sequence[RowTrace], n_tiles: int, note: str | N
                    subtitle=dict(text=subtitle, font=dict(size=BASE_FONT_PX, color="#333333")), x=0.01, y=0.99,
                    yanchor="top"),
         margin=dict(t=TOP_PX, b=BOTTOM_PX, l=90, r=20),
-        legend=dict(orientation="h", x=0.0, y=-84 / (ROW_FIG_HEIGHT_PX - TOP_PX - BOTTOM_PX), xanchor="left",
+        legend=dict(orientation="h", x=0.0, y=-LEGEND_GAP_PX / (ROW_FIG_HEIGHT_PX - TOP_PX - BOTTOM_PX), xanchor="left",
                     yanchor="top", font=dict(size=LEGEND_FONT_PX)),
         hoverlabel=dict(font=dict(size=BASE_FONT_PX)),
     )

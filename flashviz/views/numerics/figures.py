@@ -18,7 +18,6 @@ from plotly.subplots import make_subplots
 
 from flashviz.figures.palette import IMPL_COLORS, REFERENCE_COLOR, TILE_COLORS
 from flashviz.figures.style import (
-    add_note,
     impl_color,
     impl_line,
     log_axis,
@@ -26,7 +25,7 @@ from flashviz.figures.style import (
     style_figure,
 )
 from flashviz.views.numerics.sentences import fmt_num
-from flashviz.vocab import PRECISION_LABELS, SDPA, SKIPPED
+from flashviz.vocab import FP8_FORMATS, PRECISION_LABELS, SDPA, SKIPPED
 
 if TYPE_CHECKING:
     from flashviz.views.numerics.data import CausalAlignment, Fp8Table, KernelErrors, LazyRescale, TileSpread
@@ -44,6 +43,7 @@ LEGEND_LOW_Y = -0.3  # paper y of a legend under an x title and its tick labels 
 MARGIN_LOW_PX = 170  # bottom margin that holds that legend (up to three rows of 18 px entries)
 BAR_PANEL_PER_KERNEL = 0.09  # fraction of the two-panel error figure's width per kernel bar (5 bars: 45 %)
 ERRORS_HEIGHT_PX = 620  # the two-panel error figure: the plot, two subtitle lines, three legend rows
+SPREAD_HEIGHT_PX = 480  # the tile sizes' difference map: four tile sizes, a subtitle line
 
 
 def _categorical(fig: go.Figure) -> None:
@@ -128,31 +128,41 @@ def kernel_errors_figure(r: KernelErrors) -> go.Figure:
     return fig
 
 
-def tile_spread_figure(r: TileSpread) -> go.Figure:
-    """FA2's error against float64 per tile size (bars), and the largest difference between two tile sizes (line).
+def tile_spread_figure(r: TileSpread) -> go.Figure | None:
+    """What differs between tile sizes: the largest difference between FA2's outputs with tiles a and b, for every
+    pair (a heatmap, the zero diagonal included), not each one's error against float64, which is about equal for every
+    tile size (the sentence states it). None when every tile size gives the same output: then nothing differs, and the
+    sentence says so in words.
 
     Example:
         >>> from types import SimpleNamespace as NS
         >>> fig = tile_spread_figure(NS(precision="bfloat16", blocks=(16, 32), errors=(7.8e-3, 7.8e-3),
         ...                             max_spread=9.8e-4, eps=2 ** -7, pairwise=((0, 9.8e-4), (9.8e-4, 0))))
-        >>> list(fig.data[0].x), fig.layout.shapes[0].y0
+        >>> list(fig.data[0].x), fig.data[0].z[0][1]
         (['16', '32'], 0.00098)
+        >>> tile_spread_figure(NS(precision="float32", blocks=(16, 32), errors=(1e-7, 1e-7), max_spread=0.0,
+        ...                       eps=2 ** -23, pairwise=((0, 0), (0, 0)))) is None
+        True
     """
+    if r.max_spread == 0:
+        return None
     fig = go.Figure()
     label = PRECISION_LABELS.get(r.precision, r.precision)
-    style_figure(fig, title=f"FA2 over tile sizes ({label}): error vs spread", x_title="tile size Br = Bc (rows)",
-                 y_title="max |difference| (absolute)", log_y=True)
-    shown, floor = _floored([*r.errors, r.max_spread])
-    fig.add_trace(go.Bar(x=[str(b) for b in r.blocks], y=shown[:-1], name="error against float64",
-                         marker={"color": IMPL_COLORS["flash2"]},
-                         hovertemplate="Br = Bc = %{x}: max |error| %{y:.2e}<extra></extra>"))
-    spread = shown[-1]
-    _hline(fig, spread, f"largest difference between two tile sizes = {fmt_num(r.max_spread)}", TAU_COLORS[0])
-    _hline(fig, r.eps, f"eps of {label} = {fmt_num(r.eps)}", EPS_COLOR, "dot")
-    fig.update_yaxes(**log_axis([*shown, r.eps], "sci"))
-    _categorical(fig)
-    if r.max_spread == 0:
-        add_note(fig, f"every tile size gives the same output (the line sits on the floor, {fmt_num(floor)})", y=1.04)
+    sizes = [str(b) for b in r.blocks]
+    style_figure(fig, title=f"FA2 over tile sizes ({label}): how far apart the outputs are",
+                 x_title="tile size a (Br = Bc)", y_title="tile size b (Br = Bc)", log_y=False)
+    z = [list(row) for row in r.pairwise]
+    fig.add_trace(go.Heatmap(
+        x=sizes, y=sizes, z=z, zmin=0, zmax=r.max_spread, colorscale="Blues", xgap=3, ygap=3,
+        text=[[fmt_num(v) if v else "0" for v in row] for row in z], texttemplate="%{text}",
+        textfont={"size": 18}, colorbar={"title": {"text": "max |O_a − O_b|"}, "thickness": 18},
+        hovertemplate="tiles %{x} vs %{y}: max |O_a − O_b| = %{text}<extra></extra>"))
+    fig.update_xaxes(type="category", showgrid=False)
+    fig.update_yaxes(type="category", showgrid=False, autorange="reversed")
+    ulps = "" if r.precision in FP8_FORMATS else f" = {r.max_spread / r.eps:.2g} eps"
+    set_subtitle(fig, f"largest difference {fmt_num(r.max_spread)}{ulps}; each output is within "
+                      f"{fmt_num(max(r.errors))} of float64")
+    fig.update_layout(height=SPREAD_HEIGHT_PX)
     return fig
 
 

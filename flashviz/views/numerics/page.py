@@ -92,7 +92,9 @@ def _orders_ui(r: LabResult) -> None:
     st.markdown("#### 2. Two correct kernels, two answers")
     st.markdown(text.flash_sdpa_sentence(r.vs_sdpa, r.errors))
     st.markdown(text.tile_spread_sentence(r.spread, r.errors))
-    show_figure(figs.tile_spread_figure(r.spread), key="numerics_spread")
+    spread = figs.tile_spread_figure(r.spread)
+    if spread is not None:  # every tile size gave the same output: the sentence says so, and no chart of equal bars
+        show_figure(spread, key="numerics_spread")
 
 
 def _rescale_ui(r: LabResult) -> None:

@@ -100,10 +100,14 @@ def model_points(n: int, d: int, br: int, bc: int, causal: bool, window: Window,
 
 
 def device_rates(gpu_dtype: str, cpu: Device, cpu_dtype: str) -> pd.DataFrame:
-    """One row per device: device, peak_flops (FLOP/s), bandwidth (bytes/s), ridge (FLOP/byte), dtype."""
+    """One row per device: device, peak_flops (FLOP/s), bandwidth (bytes/s), ridge (FLOP/byte), l2_bandwidth
+    (bytes/s), l2_ridge (FLOP/byte; both NaN without L2), l2_bytes (NaN without L2), dtype."""
     roofs = pd.concat([roof_lines(GPUS, dtype=gpu_dtype).assign(dtype=gpu_dtype),
                        roof_lines([cpu], dtype=cpu_dtype).assign(dtype=cpu_dtype)], ignore_index=True)
-    return roofs.drop_duplicates("device")[["device", "peak_flops", "bandwidth", "ridge", "dtype"]]
+    l2 = {d.name: float(d.l2_bytes) if d.l2_bytes else float("nan") for d in (*GPUS, cpu)}
+    rates = roofs.drop_duplicates("device")[["device", "peak_flops", "bandwidth", "ridge", "l2_bandwidth", "l2_ridge",
+                                             "dtype"]]
+    return rates.assign(l2_bytes=rates["device"].map(l2))
 
 
 def computed_tiles(n: int, br: int, bc: int, causal: bool, window: Window) -> int:

@@ -38,6 +38,7 @@ ROOF_DASHES = ("solid", "dash", "dot", "dashdot", "longdash")  # one per device,
 RIDGE_RANK = 1001  # legend order: the roofs (plotly's default rank 1000), then the ridge entry, then the points
 POINT_RANK = 1002
 ROOF_COLOR = "#333333"  # roofs are neutral: colour belongs to the algorithms
+L2_ROOF_COLOR = "#8C8C8C"  # the L2 roofs: lighter, thinner, the same dash as their device's HBM roof
 RIDGE_SYMBOL = "diamond-open"
 MEASURED_SYMBOL = "star"
 ROOF_HEADROOM = 2.5  # the y axis reaches this factor above the highest peak: room for a ridge's label
@@ -68,7 +69,10 @@ def _rates(points: pd.DataFrame, roofs: pd.DataFrame | None) -> pd.DataFrame:
         raise ValueError(f"roofline_figure needs each device's peak_flops and bandwidth; missing {sorted(missing)}. "
                          "Pass roofs=roof_lines(...) or add the columns to the points.")
     rates = source.drop_duplicates("device")[["device", "peak_flops", "bandwidth"]].reset_index(drop=True)
-    return rates.assign(ridge=rates["peak_flops"] / rates["bandwidth"])
+    l2 = (source.drop_duplicates("device").set_index("device")["l2_bandwidth"] if "l2_bandwidth" in source
+          else pd.Series(dtype=float))
+    return rates.assign(ridge=rates["peak_flops"] / rates["bandwidth"],
+                        l2_bandwidth=rates["device"].map(l2).astype(float))
 
 
 def roofline_figure(points: pd.DataFrame | None, roofs: pd.DataFrame | None = None, *, title: str | None = None,
@@ -138,6 +142,18 @@ def _panel(fig: go.Figure, df: pd.DataFrame, rates: pd.DataFrame, col: int | Non
         for trace in _roof(r, x_lo, x_hi, ROOF_DASHES[k % len(ROOF_DASHES)], first="ridge" not in shown):
             fig.add_trace(trace, **where)
         shown.add("ridge")
+        if math.isfinite(float(r["l2_bandwidth"])):
+            fig.add_trace(_l2_roof(r, x_lo, ROOF_DASHES[k % len(ROOF_DASHES)], first="L2 roof" not in shown), **where)
+            shown.add("L2 roof")
+    if "l2_intensity" in df:
+        for algorithm in [a for a in ALGORITHMS if a in set(df["algorithm"])]:
+            trace = _l2_points(df[df["algorithm"].eq(algorithm) & ~df["measured"]
+                                  & df["device"].isin(rates.loc[rates["l2_bandwidth"].notna(), "device"])],
+                               algorithm)
+            if trace is not None:
+                trace.showlegend = "L2 point" not in shown
+                shown.add("L2 point")
+                fig.add_trace(trace, **where)
     for algorithm in [a for a in ALGORITHMS if a in set(df["algorithm"])]:
         for measured in (False, True):
             trace = _points(df[df["algorithm"].eq(algorithm) & df["measured"].eq(measured)], algorithm, measured)
@@ -145,6 +161,8 @@ def _panel(fig: go.Figure, df: pd.DataFrame, rates: pd.DataFrame, col: int | Non
                 trace.showlegend = trace.name not in shown
                 shown.add(trace.name)
                 fig.add_trace(trace, **where)
+    if "l2_intensity" in df:
+        x_lo = min(x_lo, *(df.loc[~df["measured"], "l2_intensity"].astype(float).dropna() / ROOF_PAD), x_lo)
     fig.update_xaxes(**log_axis([x_lo, x_hi], "si", LOG_TICKS_MAX if col is None else PANEL_TICKS_MAX), **where)
     fig.update_yaxes(**log_axis([*(rates["bandwidth"] * x_lo), *(rates["peak_flops"] * ROOF_HEADROOM),
                                  *df["attainable_flops"].astype(float)], "si"), **where)
@@ -179,6 +197,38 @@ def _roof(r: pd.Series, x_lo: float, x_hi: float, dash: str, first: bool) -> lis
     return [roof, mark]
 
 
+def _l2_roof(r: pd.Series, x_lo: float, dash: str, first: bool) -> go.Scatter:
+    """A device's L2 roof, min(peak, I_L2 x L2 bandwidth), thin and grey in its device's dash: the ceiling of the
+    dotted points (FLOP per L2 byte); it meets the compute roof at the L2 ridge. One legend entry for all (`first`);
+    the hover names the device and its bandwidth."""
+    peak, bw = float(r["peak_flops"]), float(r["l2_bandwidth"])
+    ridge = peak / bw
+    xs = [x_lo, ridge] if x_lo < ridge else [x_lo]
+    return go.Scatter(
+        x=xs, y=[min(peak, bw * x) for x in xs], mode="lines", name="L2 roofs (thin)", showlegend=first,
+        legendgroup="l2 roof", line={"color": L2_ROOF_COLOR, "width": 1.5, "dash": dash},
+        cliponaxis=False, legendrank=RIDGE_RANK,
+        hovertemplate=(f"<b>{r['device']} L2</b><br>{bw / 1e12:.3g} TB/s, ridge {ridge:.3g} FLOP per L2 byte<br>"
+                       "I_L2=%{x:.3g}: at most %{y:.3s}FLOP/s<extra></extra>"))
+
+
+def _l2_points(rows: pd.DataFrame, algorithm: str) -> go.Scatter | None:
+    """One algorithm's hollow points at its L2 intensity (FLOP per byte through L2), at the same FLOP/s as its HBM
+    point: the one of the two that touches its roof names the level that bounds it."""
+    if not len(rows):
+        return None
+    own = impl_marker(algorithm)
+    marker = {**own, "symbol": f"{own['symbol'].removesuffix('-open')}-open-dot",  # hollow with a dot: never the
+              "line": {"width": 2.5, "color": impl_color(algorithm)}}  # HBM point's own marker, filled or open
+    return go.Scatter(
+        x=rows["l2_intensity"], y=rows["attainable_flops"], mode="markers", name="per L2 byte (dotted)",
+        legendgroup=f"{algorithm} L2", legendrank=POINT_RANK + 1, marker=marker,
+        customdata=list(zip(rows["device"].astype(str), rows["l2_bytes"], rows["bound"].astype(str), strict=True)),
+        hovertemplate=(f"<b>{SHORT.get(algorithm, algorithm)}</b> on %{{customdata[0]}}: %{{customdata[1]:.3s}}B "
+                       "through L2<br>intensity %{x:.3g} FLOP per L2 byte<br>bound: %{customdata[2]}"
+                       "<extra></extra>"))
+
+
 def _points(rows: pd.DataFrame, algorithm: str, measured: bool) -> go.Scatter | None:
     """One algorithm's points on every device's roof of a panel (predicted), or its measured points (stars)."""
     if not len(rows):
@@ -189,7 +239,8 @@ def _points(rows: pd.DataFrame, algorithm: str, measured: bool) -> go.Scatter | 
         marker = {**marker, "symbol": MEASURED_SYMBOL, "size": MARKER_PX + 8, "line": {"width": 1.5, "color": "#000"}}
     time_col = rows["time_s"] if "time_s" in rows else pd.Series(math.nan, index=rows.index)
     bytes_col = rows["hbm_bytes"] if "hbm_bytes" in rows else pd.Series(math.nan, index=rows.index)
-    custom = list(zip(rows["device"].astype(str), rows.get("flops", math.nan), bytes_col, time_col * 1e3,
+    bound_col = rows["bound"].astype(str) if "bound" in rows else pd.Series("", index=rows.index)
+    custom = list(zip(rows["device"].astype(str), rows.get("flops", math.nan), bytes_col, time_col * 1e3, bound_col,
                       strict=True))
     return go.Scatter(
         x=rows["intensity"], y=rows["attainable_flops"], mode="markers", name=name, legendgroup=algorithm,

@@ -1,9 +1,12 @@
 """The "Roofline" view: why FlashAttention is fast on a GPU, with numbers.
 
 A kernel that does F FLOPs and moves B bytes between main memory and the chip needs at least
-max(F / peak, B / bandwidth) seconds (the roofline model). The chart places naive attention, FA1 (kv_outer) and FA2
-(q_outer) at the sidebar's settings on the published roofs of A100, H100 and H200 (at a tensor-core dtype: what
-FlashAttention runs on) and on this CPU's roof, measured (flashviz.measure.roof_probe). A Run button times
+max(F / peak, B / bandwidth) seconds (the roofline model); on a GPU, with its L2 level, max(F / peak, HBM bytes / HBM
+bandwidth, L2 bytes / L2 bandwidth) (flashviz.model.roofline), and the largest term is the regime (HBM, L2, compute)
+that bounds the kernel and makes the GPUs' predictions differ, or not. The chart places naive attention, FA1
+(kv_outer) and FA2 (q_outer) at the sidebar's settings on the published roofs of A100, H100 and H200 (at a
+tensor-core dtype: what FlashAttention runs on), each at its FLOPs per HBM byte and (dotted) per L2 byte, and on this
+CPU's roof, measured (flashviz.measure.roof_probe). A Run button times
 the three kernels here, so the predicted GPU speedup stands next to a measured one; where PyTorch sees a CUDA GPU
 they are timed there too and join the chart as stars. Every sentence under the chart is computed from the same
 DataFrames the chart draws (flashviz.views.roof.sentences), and every point timed here is on or under this CPU's roof:
@@ -55,6 +58,7 @@ from flashviz.views.roof.sentences import (
     cpu_model_md,
     gap_md,
     gpu_speedups_md,
+    gpus_differ_md,
     roof_md,
     settings_text,
     timed_md,
@@ -84,9 +88,13 @@ def points_of(s: Settings, cpu: Device) -> pd.DataFrame:
 INTRO = (
     "A kernel that does F FLOPs and moves B bytes to and from memory needs at least **max(F / peak, B / bandwidth)** "
     "seconds. Its arithmetic intensity I = F / B places it on a device's roof: left of the ridge point (peak / "
-    "bandwidth) the bandwidth bounds it, right of it the compute. The GPUs' roofs are their published peaks (a "
-    "model); this CPU's roof is its measured fp32 matmul rate and read bandwidth, and the points on it are placed by "
-    "the same model. Stars are kernels timed here."
+    "bandwidth) the bandwidth bounds it, right of it the compute. A GPU has a second level, its L2 cache: everything "
+    "a kernel moves passes through L2, and a re-read reaches HBM only when what is re-read does not fit in L2, so "
+    "the GPU model takes **max(F / peak, HBM bytes / HBM bandwidth, L2 bytes / L2 bandwidth)**: filled points sit at "
+    "F per HBM byte under the HBM roofs, hollow ones at F per L2 byte under the thin L2 roofs, and the one that "
+    "touches its roof names the level that bounds the kernel. The GPUs' roofs are published peaks (the L2 bandwidth "
+    "of Hopper a measured estimate): a model; this CPU's roof is its measured fp32 matmul rate and read bandwidth, "
+    "and the points on it are placed by the two-level model. Stars are kernels timed here."
 )
 CHART_HEIGHT_PX = 700  # two panels side by side, the legend under them
 CHART_BOTTOM_PX = 230  # bottom margin: tick labels, the x titles, then four rows of legend at 1280 px
@@ -119,7 +127,8 @@ def roofline_ui(s: Settings) -> None:
     st.markdown(traffic_md(settings_text(s.n, s.d, s.br, s.bc, s.batch, s.heads, s.causal, s.window), s.gpu_dtype,
                            costs(s.n, s.d, s.br, s.bc, s.causal, s.window, s.batch, s.heads)))
     st.markdown(bound_table_md(points, rates))
-    st.markdown(gpu_speedups_md(points, s.gpu_dtype))
+    st.markdown(gpu_speedups_md(points, s.gpu_dtype, rates))
+    st.markdown(gpus_differ_md(points, rates))
     st.markdown(cpu_model_md(points, cpu, s.dtype))
 
 

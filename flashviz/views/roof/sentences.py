@@ -12,7 +12,7 @@ import pandas as pd
 
 from flashviz.measure.roof_probe import COPY_BYTES, MATMUL_N, PROBE_REPEATS, RoofCheck
 from flashviz.model.iomodel import IOCost
-from flashviz.model.roofline import MEMORY, Device
+from flashviz.model.roofline import COMPUTE, MEMORY, Device
 from flashviz.units import MIB, format_bytes
 from flashviz.views.roof.data import CPU_NAME, CPU_TIMED, REPEATS, TIMED
 from flashviz.views.roof.figures import SHORT
@@ -47,6 +47,16 @@ def settings_text(n: int, d: int, br: int, bc: int, batch: int, heads: int, caus
     return f"N = {n}, d = {d}, Br = {br}, Bc = {bc}, B = {batch}, H = {heads}, {' + '.join(mask) or 'no mask'}"
 
 
+def regime_word(bound: str, gpu: bool = True) -> str:
+    """The regime in the view's words: "HBM" for a GPU's memory ("memory" for this CPU's RAM), "L2", "compute".
+
+    Example:
+        >>> regime_word("memory"), regime_word("memory", gpu=False), regime_word("L2")
+        ('HBM', 'memory', 'L2')
+    """
+    return ("HBM" if gpu else "memory") if bound == MEMORY else bound
+
+
 def traffic_md(phrase: str, gpu_dtype: str, cost: dict[str, IOCost]) -> str:
     """Bytes and FLOPs of the three algorithms, and why FA2 moves fewer (or more) bytes than FA1."""
     size = DTYPE_BYTES[gpu_dtype]
@@ -57,8 +67,8 @@ def traffic_md(phrase: str, gpu_dtype: str, cost: dict[str, IOCost]) -> str:
     moved = ", ".join(f"{SHORT[a]} {format_bytes(cost[a].accesses * size)}" for a in ALGORITHMS)
     fewer = "fewer" if fa2.accesses < fa1.accesses else "more"
     return (f"**Work and traffic.** At {phrase}, {work}; in {gpu_dtype} they move: {moved} "
-            f"to and from HBM. Naive writes S and P to HBM and reads them back; the tiled kernels keep each tile of S "
-            f"and P on chip.\n\n"
+            f"to and from the chip (through L2; what of it reaches HBM is in the table below). Naive writes S and P "
+            f"and reads them back; the tiled kernels keep each tile of S and P on chip.\n\n"
             f"**Why FA2 moves {fewer} bytes than FA1 here.** FA1's outer loop runs over K/V blocks: it reads Q, O, l, "
             f"m again on every pass and writes O, l, m back ({fa1.reads - fa1.kv_reads:,} elements read besides K and "
             f"V, {fa1.writes:,} written). FA2's outer loop runs over Q blocks and keeps O_i, l_i, m_i on chip until "
@@ -68,39 +78,99 @@ def traffic_md(phrase: str, gpu_dtype: str, cost: dict[str, IOCost]) -> str:
 
 
 def bound_table_md(points: pd.DataFrame, rates: pd.DataFrame) -> str:
-    """Markdown table: per device its ridge point and, per algorithm, memory- or compute-bound at intensity I."""
-    ridge = rates.set_index("device")["ridge"]
-    lines = ["| device | dtype | ridge point | naive | FA1 | FA2 |", "|---|---|---|---|---|---|"]
+    """Markdown table: per device its ridge points (HBM, and L2 where the model has one) and, per algorithm, the
+    regime that bounds it with its intensity per HBM byte (and per L2 byte)."""
+    by_device = rates.set_index("device")
+    lines = ["| device | dtype | ridge: HBM · L2 | naive | FA1 | FA2 |", "|---|---|---|---|---|---|"]
     for device, mine in points.groupby("device", sort=False):
         by = mine.set_index("algorithm")
-        cells = [f"{by.at[a, 'bound']}-bound (I = {g3(by.at[a, 'intensity'])})" for a in ALGORITHMS]
-        lines.append(f"| {device} | {mine['dtype'].iloc[0]} | {g3(ridge[device])} FLOP/byte | {' | '.join(cells)} |")
-    return "\n".join(lines)
+        gpu = device != CPU_NAME
+        l2_ridge = by_device.at[device, "l2_ridge"] if "l2_ridge" in by_device else float("nan")
+        has_l2 = pd.notna(l2_ridge)
+        cells = [f"{regime_word(by.at[a, 'bound'], gpu)}-bound (I = {g3(by.at[a, 'intensity'])}"
+                 + (f", L2 I = {g3(by.at[a, 'l2_intensity'])})" if has_l2 else ")") for a in ALGORITHMS]
+        ridges = f"{g3(by_device.at[device, 'ridge'])}" + (f" · {g3(l2_ridge)}" if has_l2 else "")
+        lines.append(f"| {device} | {mine['dtype'].iloc[0]} | {ridges} FLOP/byte | {' | '.join(cells)} |")
+    return "\n".join(lines) + ("\n\nI: FLOPs per byte of HBM traffic (RAM on this CPU); L2 I: per byte through L2. "
+                               "A kernel is bound by the level whose time, bytes / bandwidth or FLOPs / peak, is "
+                               "the longest.")
 
 
-def why_md(by: pd.DataFrame, dtype: str, gpu: bool = True) -> str:
-    """Which roof sets the predicted speedups on one device (rows: algorithms of roofline_points)."""
-    if by.at[NAIVE, "bound"] != MEMORY:
+def why_md(by: pd.DataFrame, dtype: str, gpu: bool = True, l2_bytes: float | None = None) -> str:
+    """Which regime sets the predicted speedups on one device (rows: algorithms of roofline_points)."""
+    if by.at[NAIVE, "bound"] == COMPUTE:
         tensor_cores = " FlashAttention runs fp16/bf16 on tensor cores: choose float16 above." if gpu else ""
         gain = ("with the same FLOPs they gain nothing" if by["flops"].nunique() == 1 else
                 "the tiled kernels gain only the FLOPs they skip")
         return f"Naive is already compute-bound here at {dtype}: the FLOPs set its time, so {gain}.{tensor_cores}"
-    capped = [a for a in (KV_OUTER, Q_OUTER) if by.at[a, "bound"] != MEMORY]
-    if not capped:
-        return "All three are memory-bound, so each speedup is the ratio of bytes moved."
-    ratio = ", ".join(f"{SHORT[a]} {x(by.at[NAIVE, 'hbm_bytes'] / by.at[a, 'hbm_bytes'])}" for a in capped)
-    return (f"{' and '.join(SHORT[a] for a in capped)} reach{'es' if len(capped) == 1 else ''} the compute roof, so "
-            f"FLOPs cap the gain below the ratio of bytes ({ratio}).")
+    regimes = {a: str(by.at[a, "bound"]) for a in ALGORITHMS}
+    if set(regimes.values()) == {MEMORY}:
+        return (f"All three are {regime_word(MEMORY, gpu)}-bound, so each speedup is the ratio of "
+                f"{'HBM ' if gpu else ''}bytes moved.")
+    said = ", ".join(f"{SHORT[a]} {regime_word(r, gpu)}-bound" for a, r in regimes.items())
+    text = said[0].upper() + said[1:] + "."
+    if l2_bytes is not None and pd.notna(l2_bytes) and "l2_hit" in by:
+        fits = bool(by.at[NAIVE, "l2_hit"])
+        text += (f" Naive's S and P {'fit' if fits else 'do not fit'} in the {format_bytes(float(l2_bytes))} L2"
+                 + (", so it reads them back from L2." if fits else ", so it reads them back from HBM."))
+    capped = [a for a in (KV_OUTER, Q_OUTER) if regimes[a] == COMPUTE]
+    if capped:
+        ratio = ", ".join(f"{SHORT[a]} {x(by.at[NAIVE, 'hbm_bytes'] / by.at[a, 'hbm_bytes'])}" for a in capped)
+        text += (f" {' and '.join(SHORT[a] for a in capped)} reach{'es' if len(capped) == 1 else ''} the compute "
+                 f"roof, so FLOPs cap the gain below the ratio of HBM bytes ({ratio}).")
+    return text
 
 
-def gpu_speedups_md(points: pd.DataFrame, gpu_dtype: str) -> str:
-    """The predicted speedup over naive on each GPU, and which roof sets it."""
+def gpu_speedups_md(points: pd.DataFrame, gpu_dtype: str, rates: pd.DataFrame | None = None) -> str:
+    """The predicted speedup over naive on each GPU, and which regime sets it."""
+    l2 = rates.set_index("device")["l2_bytes"] if rates is not None and "l2_bytes" in rates else pd.Series(dtype=float)
     lines = [f"**Predicted speedup over naive (a model)**, naive's time / the kernel's, each "
-             f"max(FLOPs / peak, bytes / bandwidth), at {gpu_dtype}:"]
+             f"max(FLOPs / peak, HBM bytes / HBM bandwidth, L2 bytes / L2 bandwidth), at {gpu_dtype}:"]
     for device, mine in points[~points["device"].eq(CPU_NAME)].groupby("device", sort=False):
         by = mine.set_index("algorithm")
         parts = [f"{SHORT[a]} {x(by.at[a, 'speedup_vs_naive'])}" for a in (KV_OUTER, Q_OUTER)]
-        lines.append(f"- **{device}**: {', '.join(parts)}. {why_md(by, gpu_dtype)}")
+        lines.append(f"- **{device}**: {', '.join(parts)}. {why_md(by, gpu_dtype, l2_bytes=l2.get(device))}")
+    return "\n".join(lines)
+
+
+def _rate(rates: pd.Series, regime: str) -> str:
+    """The rate of a regime on a device: its peak, HBM bandwidth or L2 bandwidth."""
+    if regime == COMPUTE:
+        return f"{rates['peak_flops'] / 1e12:.3g} TFLOP/s"
+    if regime == MEMORY:
+        return f"HBM {rates['bandwidth'] / 1e12:.3g} TB/s"
+    return f"L2 {rates['l2_bandwidth'] / 1e12:.3g} TB/s"
+
+
+def _names(names: list[str]) -> str:
+    """'A', 'A and B', 'A, B and C'."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def gpus_differ_md(points: pd.DataFrame, rates: pd.DataFrame) -> str:
+    """Where the GPUs' predictions differ and which regime makes them differ: per kernel, the GPUs grouped by the
+    regime that bounds it and that regime's rate, with the predicted time. GPUs bound by the same regime at the same
+    rate predict the same time; the regime whose rate differs is what separates them."""
+    gpus = points[~points["device"].eq(CPU_NAME)]
+    if gpus["device"].nunique() < 2:
+        return ""
+    by_rate = rates.set_index("device")
+    lines = ["**Why the GPUs differ, or not.** Each kernel takes the time of its slowest level:"]
+    for a in ALGORITHMS:
+        mine = gpus[gpus["algorithm"].eq(a)]
+        groups: dict[tuple[str, str], list[tuple[str, float]]] = {}
+        for r in mine.itertuples():
+            key = (str(r.bound), _rate(by_rate.loc[r.device], str(r.bound)))
+            groups.setdefault(key, []).append((str(r.device).split(" (")[0], float(r.time_s)))
+        parts = []
+        for (regime, rate), members in groups.items():
+            names = _names([n for n, _ in members])
+            times = list(dict.fromkeys(f"{g3(t * 1e6)} µs" for _, t in sorted(members, key=lambda m: m[1])))
+            when = " / ".join(times)
+            parts.append(f"{names} {regime_word(regime)}-bound ({rate}): {when}")
+        same = mine["time_s"].max() <= mine["time_s"].min() * (1 + 1e-9)
+        verdict = "the same on every GPU" if same else "the GPUs differ"
+        lines.append(f"- **{SHORT[a]}**, {verdict}: {'; '.join(parts)}.")
     return "\n".join(lines)
 
 
@@ -109,7 +179,8 @@ def cpu_model_md(points: pd.DataFrame, cpu: Device, dtype: str) -> str:
     by = points[points["device"].eq(CPU_NAME)].set_index("algorithm")
     model = ", ".join(f"{SHORT[a]} {x(by.at[a, 'speedup_vs_naive'])}" for a in (KV_OUTER, Q_OUTER))
     return (f"**This CPU** (measured: {cpu.peak(dtype) / GIGA:.3g} GFLOP/s fp32 matmul, {cpu.bandwidth / GIGA:.3g} "
-            f"GB/s read; ridge {g3(cpu.ridge(dtype))} FLOP/byte): naive is {by.at[NAIVE, 'bound']}-bound at {dtype} "
+            f"GB/s read; ridge {g3(cpu.ridge(dtype))} FLOP/byte): naive is "
+            f"{regime_word(by.at[NAIVE, 'bound'], gpu=False)}-bound at {dtype} "
             f"(I = {g3(by.at[NAIVE, 'intensity'])}), and the model predicts {model}. {why_md(by, dtype, gpu=False)}")
 
 
@@ -198,7 +269,8 @@ def gap_md(timed: pd.DataFrame, points: pd.DataFrame, cpu: Device, dtype: str, t
         first = gpu["device"].iloc[0]
         g = gpu[gpu["device"].eq(first)].set_index("algorithm")
         text += (f" The GPU bars are the model on published roofs ({first.split(' (')[0]}: naive "
-                 f"{g.at[NAIVE, 'bound']}-bound at I = {g3(g.at[NAIVE, 'intensity'])}); on this CPU naive is "
-                 f"{model.at[NAIVE, 'bound']}-bound at I = {g3(model.at[NAIVE, 'intensity'])} (ridge "
+                 f"{regime_word(g.at[NAIVE, 'bound'])}-bound at I = {g3(g.at[NAIVE, 'intensity'])}); on this CPU "
+                 f"naive is {regime_word(model.at[NAIVE, 'bound'], gpu=False)}-bound at I = "
+                 f"{g3(model.at[NAIVE, 'intensity'])} (ridge "
                  f"{g3(cpu.ridge(dtype))}), so even the model predicts less here.")
     return text

@@ -7,6 +7,7 @@ Widgets -> jobs.sweep(mode=TRAINING) (cached run_sweep under the timing lock) ->
 from __future__ import annotations
 
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from flashviz.app import jobs
@@ -15,7 +16,13 @@ from flashviz.app.runs import run_button_ui
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
 from flashviz.figures.plots import memory_figure, time_bars, time_figure
-from flashviz.figures.report import summary_table, summary_table_figure
+from flashviz.figures.report import (
+    TABLE_HEADER_PX,
+    TABLE_ROW_PX,
+    TABLE_SLACK_PX,
+    summary_table,
+    summary_table_figure,
+)
 from flashviz.figures.style import set_subtitle
 from flashviz.model.training import recompute_table
 from flashviz.units import MIB, format_bytes
@@ -128,6 +135,22 @@ def _recompute_ui(s: Settings) -> None:
         f"values of {DTYPE_BYTES[s.dtype]} bytes, {format_bytes(last['stored_p_bytes'])}) replaced by the logsumexp L "
         f"({format_bytes(last['stored_lse_bytes'])}): {format_bytes(last['memory_saved_bytes'])} less kept between "
         "forward and backward.")
-    fig = summary_table_figure(recompute_view(table), title="Backward: FLOPs added, memory saved")
+    show_figure(recompute_figure(table), key="train_recompute")
+
+
+def recompute_figure(table: pd.DataFrame) -> go.Figure:
+    """The table of recompute_table as a plotly table, tall enough for every row under its two-line subtitle: the
+    subtitle grows the top margin, so the height grows with it (else the last rows are cut off).
+
+    Example:
+        >>> from flashviz.model.training import recompute_table
+        >>> fig = recompute_figure(recompute_table([256, 512, 1024, 2048], 64))
+        >>> fig.layout.height - fig.layout.margin.t - fig.layout.margin.b >= TABLE_HEADER_PX + 4 * TABLE_ROW_PX
+        True
+    """
+    rows = recompute_view(table)
+    fig = summary_table_figure(rows, title="Backward: FLOPs added, memory saved")
     set_subtitle(fig, "modelled: naive keeps P (4 matmuls), flash recomputes it (5); saved = P − L")
-    show_figure(fig, key="train_recompute")
+    fig.update_layout(height=fig.layout.margin.t + TABLE_HEADER_PX + TABLE_ROW_PX * max(len(rows), 1)
+                      + TABLE_SLACK_PX + fig.layout.margin.b)
+    return fig

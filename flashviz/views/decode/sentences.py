@@ -1,0 +1,255 @@
+"""What the Decoding view says about its measurements, in words: each sentence a pure function of the timed rows of
+flashviz.views.decode.data.decode_timing (median and quartiles of the repeats) and of this machine's measured read
+bandwidth, so that a verdict stands only where the measurements separate. Torch-free and Streamlit-free.
+
+A time is the median of the repeats with its interquartile range (q1_s, q3_s). One run is faster than another when
+its upper quartile lies below the other's lower quartile, at MIN_REPEATS repeats or more; where the ranges overlap,
+or too few repeats ran, the sentence says it is too close to call here and what would settle it.
+
+Legend: B sequences, H_q / H_kv query / K/V heads, g = H_q / H_kv, S splits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from flashviz.units import format_bytes
+from flashviz.views.decode.data import CPU, FLASH_LABEL, SDPA_LABEL, DecodeSetup, reference_label, variant_name
+
+MIN_REPEATS = 3  # fewer repeats give no verdict: two samples' quartiles say nothing of the spread
+FOLLOWS_TOL = 0.2  # "time follows bytes" when the time ratio is within 20% of the bytes ratio
+FAR_BELOW_ROOF = 0.5  # a read rate under this share of the probe's bandwidth is "far below its roof"
+FASTER, SLOWER, CLOSE = "faster", "slower", "too close to call"  # what `verdict` finds
+
+
+def verdict(a: pd.Series, b: pd.Series) -> str:
+    """Whether run a is faster or slower than run b, from their medians' interquartile ranges: FASTER when a's upper
+    quartile is below b's lower one, SLOWER the other way round, CLOSE when they overlap or either has fewer than
+    MIN_REPEATS repeats.
+
+    Args:
+        a, b: timed rows with q1_s, q3_s (quartiles of the repeats, s) and repeats.
+    Returns:
+        FASTER, SLOWER or CLOSE.
+
+    Example:
+        >>> row = lambda q1, q3, n=5: pd.Series({"q1_s": q1, "q3_s": q3, "repeats": n})
+        >>> verdict(row(1.0, 1.1), row(1.2, 1.4)), verdict(row(1.0, 1.3), row(1.2, 1.4)), verdict(row(3, 4), row(1, 2))
+        ('faster', 'too close to call', 'slower')
+        >>> verdict(row(1.0, 1.1, 2), row(1.2, 1.4))  # two repeats: no verdict
+        'too close to call'
+    """
+    if min(int(a["repeats"]), int(b["repeats"])) < MIN_REPEATS:
+        return CLOSE
+    if a["q3_s"] < b["q1_s"]:
+        return FASTER
+    if a["q1_s"] > b["q3_s"]:
+        return SLOWER
+    return CLOSE
+
+
+def _settle(rows: pd.DataFrame) -> str:
+    """What would settle a comparison too close to call: more repeats (or, past MIN_REPEATS, a longer cache)."""
+    n = int(rows["repeats"].min())
+    if n < MIN_REPEATS:
+        return f"{n} repeat(s) give no spread to judge by; {MIN_REPEATS} or more would settle it"
+    return f"their interquartile ranges overlap at {n} repeats; more repeats or a longer cache would settle it"
+
+
+def split_count(label: str) -> int:
+    """S of a "flash_decode S=<splits>[ (auto)]" label.
+
+    Example:
+        >>> split_count("flash_decode S=4 (auto)")
+        4
+    """
+    return int(label.split("S=")[1].split()[0])
+
+
+def split_verdicts(df: pd.DataFrame) -> dict[int, str]:
+    """Each timed split count S > 1 against S = 1: FASTER, SLOWER or CLOSE (`verdict`); {} without S = 1.
+
+    Example:
+        >>> df = pd.DataFrame({"label": ["flash_decode S=1", "flash_decode S=2", "flash_decode S=4"],
+        ...                    "q1_s": [9.5, 9.0, 5.1], "q3_s": [10.5, 11.0, 5.5], "repeats": [5] * 3})
+        >>> split_verdicts(df)  # S = 4 took about half S = 1's time, and the ranges separate
+        {2: 'too close to call', 4: 'faster'}
+    """
+    flash = df[df["label"].str.startswith(FLASH_LABEL)]
+    by_s = {split_count(str(r["label"])): r for _, r in flash.iterrows()}
+    if 1 not in by_s:
+        return {}
+    return {s: verdict(by_s[s], by_s[1]) for s in sorted(by_s) if s > 1}
+
+
+def _ms(row: pd.Series) -> str:
+    return f"{row['time_s'] * 1e3:.3g} ms (IQR {row['q1_s'] * 1e3:.3g}–{row['q3_s'] * 1e3:.3g})"
+
+
+def splits_md(df: pd.DataFrame, setup: DecodeSetup, units: int, device: str) -> str:
+    """The split counts timed against S = 1, each with its median and IQR, a verdict per split count only where the
+    measurements separate, and why splitting can help or not here: the work tiles against the parallel units (a split
+    fills idle ones, and always adds the merge).
+
+    Args:
+        df: decode_timing's rows (label, time_s, q1_s, q3_s, repeats).  setup: the decode step.
+        units: the parallel units flash_decode's heuristic sees.  device: "cpu" or a CUDA device.
+    Returns:
+        A markdown paragraph; "" without S = 1 or another split count.
+    """
+    flash = df[df["label"].str.startswith(FLASH_LABEL)]
+    by_s = {split_count(str(r["label"])): r for _, r in flash.iterrows()}
+    if 1 not in by_s or len(by_s) < 2:
+        return ""
+    one, tiles = by_s[1], setup.work_tiles()
+    what = "threads" if device == CPU else "units"
+    others = sorted(s for s in by_s if s > 1)
+    timed = ", ".join(f"S = {s}: {_ms(by_s[s])}, {by_s[s]['time_s'] / one['time_s']:.2f}× S = 1's" for s in others)
+    text = f"**Splits, measured** (median of the repeats, IQR in brackets). S = 1: {_ms(one)}; {timed}. "
+    if tiles >= units:
+        text += (f"Here S = 1 already has {tiles} work tile(s) for {units} {what}, so none is idle: a split adds the "
+                 "merge (S partial outputs and logsumexps written, then combined) and fills nothing")
+    else:
+        text += (f"Here S = 1 has {tiles} work tile(s) for {units} {what}, leaving {units - tiles} idle: splits can "
+                 "fill them, at the price of the merge")
+    found = split_verdicts(df)
+    parts = []
+    for kind, words in ((FASTER, "faster than S = 1"), (SLOWER, "slower than S = 1")):
+        mine = [s for s in others if found[s] == kind]
+        if mine:
+            every = len(mine) == len(others) and len(others) > 1
+            parts.append(f"{'every split count' if every else 'S = ' + ', '.join(map(str, mine))} "
+                         f"{'was' if every or len(mine) == 1 else 'were'} {words}")
+    close = [s for s in others if found[s] == CLOSE]
+    if close:
+        rows = pd.DataFrame([one, *(by_s[s] for s in close)])
+        parts.append(f"S = {', '.join(map(str, close))} against S = 1 is too close to call here: {_settle(rows)}")
+    return text + "; " + "; ".join(parts) + "."
+
+
+def measured_md(df: pd.DataFrame, bandwidth: float | None, machine: str) -> str:
+    """What the measurement shows: the fastest flash_decode against SDPA and, on a CPU, the share of the machine's
+    measured read bandwidth each flash_decode run reached."""
+    flash = df[df["label"].str.startswith(FLASH_LABEL)]
+    best = flash.loc[flash["time_s"].idxmin()]
+    sdpa = df[df["label"] == SDPA_LABEL].iloc[0]
+    text = (f"Fastest flash_decode here: **{best['label']}**, {best['time_s'] * 1e3:.3g} ms per step, reading the "
+            f"cache at **{best['GB_per_s']:.3g} GB/s**")
+    if bandwidth:
+        shares = flash["GB_per_s"] * 1e9 / bandwidth
+        text += (f": {best['GB_per_s'] * 1e9 / bandwidth:.0%} of the **{bandwidth / 1e9:.3g} GB/s** read bandwidth "
+                 f"measured here ({machine}); the flash_decode runs reached {shares.min():.0%}–{shares.max():.0%} "
+                 "of it")
+    text += (f". SDPA: {sdpa['time_s'] * 1e3:.3g} ms ({sdpa['GB_per_s']:.3g} GB/s), so flash_decode took "
+             f"{best['time_s'] / sdpa['time_s']:.2f}× SDPA's time.")
+    above = df[df["GB_per_s"] * 1e9 > bandwidth] if bandwidth else df.iloc[:0]
+    if len(above):
+        text += (f" {', '.join(above['label'])} read faster than the x.sum() probe measured: part of the "
+                 f"{format_bytes(float(df['kv_bytes'].iloc[0]))} cache came from the CPU's own caches, or these "
+                 "reads use the memory better than that probe.")
+    return text
+
+
+@dataclass(frozen=True)
+class BytesTime:
+    """The same flash_decode run on two caches of different size: bytes ratio against time ratio."""
+
+    split: int  # S both runs used
+    big: str  # the larger cache's variant, e.g. "MHA (H_kv = 8)"
+    small: str  # the smaller one's, e.g. "this GQA (H_kv = 2)"
+    big_bytes: float  # K/V bytes per step of the larger cache
+    small_bytes: float  # of the smaller
+    bytes_ratio: float  # big_bytes / small_bytes
+    time_ratio: float  # the larger cache's median time / the smaller's
+    lo: float  # the time ratio's range from the quartiles: big q1 / small q3
+    hi: float  # big q3 / small q1
+    shares: tuple[float, float] | None  # (larger, smaller) read rate / the probe's bandwidth; None without one
+    follows: str  # FOLLOWS, NOT_FOLLOWS or CLOSE
+    repeats: int  # the fewer repeats of the two runs
+
+
+FOLLOWS, NOT_FOLLOWS = "time follows bytes", "time does not follow bytes"  # BytesTime.follows, besides CLOSE
+
+
+def bytes_vs_time(df: pd.DataFrame, bandwidth: float | None, setup: DecodeSetup, units: int) -> BytesTime | None:
+    """flash_decode at the chosen S on this step's K/V and on the reference variant's (MHA's under GQA or MQA, MQA's
+    under MHA): FOLLOWS when the time ratio is within FOLLOWS_TOL of the bytes ratio (at MIN_REPEATS repeats or more),
+    NOT_FOLLOWS when the time ratio's whole range from the quartiles lies outside that band, CLOSE otherwise.
+
+    Args:
+        df: decode_timing's rows (label, time_s, q1_s, q3_s, kv_bytes, GB_per_s, repeats).
+        bandwidth: this machine's measured read bandwidth (bytes/s), or None.  setup: the step.
+        units: the parallel units flash_decode's heuristic sees (which S the runs used).
+    Returns:
+        BytesTime, or None when the reference variant was not timed.
+
+    Example:
+        >>> setup = DecodeSetup((4096,), 8, 2, 64, 0, 2, "float32", 2)
+        >>> df = pd.DataFrame({"label": ["flash_decode S=2", "MHA K/V: flash_decode S=2"], "time_s": [1.0, 1.8],
+        ...                    "q1_s": [0.95, 1.7], "q3_s": [1.05, 1.9], "kv_bytes": [4e6, 16e6], "repeats": [5, 5]})
+        >>> df["GB_per_s"] = df["kv_bytes"] / df["time_s"] / 1e9
+        >>> r = bytes_vs_time(df, 1e9, setup, 2)
+        >>> r.bytes_ratio, round(r.time_ratio, 2), r.follows  # 4x the bytes took 1.8x the time
+        (4.0, 1.8, 'time does not follow bytes')
+    """
+    ref_label = reference_label(setup, units)
+    rows = df.set_index("label")
+    split = setup.used_splits(setup.chosen_splits(units))
+    mine_label = next((x for x in rows.index if str(x).startswith(f"{FLASH_LABEL} S={split}")), None)
+    if ref_label is None or ref_label not in rows.index or mine_label is None:
+        return None
+    mine = (rows.loc[mine_label], f"this {variant_name(setup.heads_q, setup.heads_kv)} (H_kv = {setup.heads_kv})")
+    ref = (rows.loc[ref_label],
+           f"{variant_name(setup.heads_q, setup.reference_heads_kv)} (H_kv = {setup.reference_heads_kv})")
+    (big, big_name), (small, small_name) = (ref, mine) if ref[0]["kv_bytes"] > mine[0]["kv_bytes"] else (mine, ref)
+    bytes_ratio = float(big["kv_bytes"] / small["kv_bytes"])
+    time_ratio = float(big["time_s"] / small["time_s"])
+    lo, hi = float(big["q1_s"] / small["q3_s"]), float(big["q3_s"] / small["q1_s"])
+    band = (bytes_ratio / (1 + FOLLOWS_TOL), bytes_ratio * (1 + FOLLOWS_TOL))
+    repeats = min(int(big["repeats"]), int(small["repeats"]))
+    if repeats < MIN_REPEATS:
+        follows = CLOSE
+    elif band[0] <= time_ratio <= band[1]:
+        follows = FOLLOWS
+    elif hi < band[0] or lo > band[1]:
+        follows = NOT_FOLLOWS
+    else:
+        follows = CLOSE
+    shares = ((float(big["GB_per_s"]) * 1e9 / bandwidth, float(small["GB_per_s"]) * 1e9 / bandwidth)
+              if bandwidth else None)
+    return BytesTime(split, big_name, small_name, float(big["kv_bytes"]), float(small["kv_bytes"]), bytes_ratio,
+                     time_ratio, lo, hi, shares, follows, repeats)
+
+
+def bytes_time_md(df: pd.DataFrame, bandwidth: float | None, setup: DecodeSetup, units: int) -> str:
+    """Bytes against time, measured (`bytes_vs_time`) in words: the bytes ratio, the time ratio with its range, and
+    "time follows bytes" only where the numbers show it; the share of the probe's bandwidth the two runs reached.
+    "" when no reference variant was timed."""
+    r = bytes_vs_time(df, bandwidth, setup, units)
+    if r is None:
+        return ""
+    text = (f"**Bytes against time, measured.** flash_decode at S = {r.split} read {format_bytes(r.big_bytes)} of K/V "
+            f"for {r.big} and {format_bytes(r.small_bytes)} for {r.small}: **{r.bytes_ratio:.3g}× the bytes took "
+            f"{r.time_ratio:.2f}× the time** (from the quartiles, {r.lo:.2f}–{r.hi:.2f}×).")
+    if r.follows == FOLLOWS:
+        text += f" Time follows bytes here: the time ratio is within {FOLLOWS_TOL:.0%} of the bytes ratio."
+    elif r.follows == NOT_FOLLOWS:
+        text += (" Time does not follow bytes here: the bytes cost less than their share of the time, and the rest "
+                 "(the Python loop over splits and blocks, the merge, each call's fixed work) does not shrink with "
+                 "the cache." if r.hi < r.bytes_ratio else
+                 " Time does not follow bytes here: the larger cache cost more than its bytes (it falls out of the "
+                 "CPU's caches).")
+    elif r.repeats < MIN_REPEATS:
+        text += (f" Whether time follows bytes is too close to call here: {r.repeats} repeat(s) give no spread to "
+                 f"judge by; {MIN_REPEATS} or more would settle it.")
+    else:
+        text += (f" Whether time follows bytes is too close to call here: the time ratio's range overlaps the band "
+                 f"within {FOLLOWS_TOL:.0%} of the bytes ratio; more repeats would settle it.")
+    if r.shares is not None:
+        text += (f" The two read the cache at {min(r.shares):.0%}–{max(r.shares):.0%} of the "
+                 f"{bandwidth / 1e9:.3g} GB/s this machine's probe measured"
+                 + (": far below its roof, so the bytes are not what sets the time" if max(r.shares) < FAR_BELOW_ROOF
+                    else "") + ".")
+    return text
