@@ -40,7 +40,7 @@ from flashviz.views.bench.sentences import slower_cases
 from flashviz.views.how.claims import tiles_fate
 from flashviz.views.masks.data import doc_lengths
 from flashviz.views.masks.figures import STATUS_CODE
-from flashviz.vocab import FULL, PARTIAL, SKIPPED
+from flashviz.vocab import FULL, IMPL_LABELS, PARTIAL, SKIPPED
 from tests._apptest import assert_clean, chart, decode, done_grid, subtitle, tile_map, tiles_computed
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -345,11 +345,10 @@ def test_memory_growth_the_benchmarks_memory_chart_has_the_checks_peaks(make_app
     at.button(key="bench_run").click().run()
     assert_clean(at)
     v = checked("memory_growth").values
-    shown = {t["name"].split(" ")[0]: dict(zip(decode(t["x"]).astype(int).tolist(), decode(t["y"]).astype(float),
-                                               strict=True))
+    shown = {t["name"]: dict(zip(decode(t["x"]).astype(int).tolist(), decode(t["y"]).astype(float), strict=True))
              for t in chart(at, "Peak memory vs sequence length")["data"] if "not run" not in t["name"]}
     for impl, peaks in v["peaks"].items():  # MiB on the chart, bytes from the check: the same allocator events
-        assert shown[impl] == {n: pytest.approx(b / MIB, rel=1e-9) for n, b in peaks.items()}, impl
+        assert shown[IMPL_LABELS[impl]] == {n: pytest.approx(b / MIB, rel=1e-9) for n, b in peaks.items()}, impl
     for n, peak in v["peaks"]["naive"].items():  # the oracle: naive holds S and P (B H N² fp32 each), the tiled
         assert 2 * 4 * n * n * 4 <= peak < 2.2 * 4 * n * n * 4  # kernels less than one of them
         assert all(v["peaks"][impl][n] < 4 * n * n * 4 for impl in ("flash", "flash2"))
