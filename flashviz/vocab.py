@@ -94,8 +94,7 @@ BOTTOM_RIGHT = "bottom_right"  # flash-attn's and flash_decode's: query i sees k
 CAUSAL_ALIGNMENTS = (TOP_LEFT, BOTTOM_RIGHT)
 CAUSAL_ALIGNMENT_LABELS = {TOP_LEFT: "top-left (SDPA is_causal)", BOTTOM_RIGHT: "bottom-right (flash-attn)"}
 
-# -- the Masks view's timed runs (flashviz.views.masks.data, drawn and told by flashviz.views.masks.figures and
-# mask_text)
+# -- the Masks view's timed runs (flashviz.views.masks.data, drawn and told by its figures and sentences)
 MASKED = "masked"  # the tiled kernel with the mask, on its schedule built once
 DENSE = "dense"  # SDPA with the dense N x N boolean mask: every pair computed
 UNMASKED = "unmasked"  # the tiled kernel with no mask: every tile computed

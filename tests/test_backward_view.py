@@ -50,7 +50,7 @@ def open_view(make_app, **query):
 
 
 def parse_map(at) -> dict:
-    """The Backward view's tile map (figures/backward_map.py's markup), read back: per panel its tiles' fates, its
+    """The Backward view's tile map (views/backward/tilemap.py's markup), read back: per panel its tiles' fates, its
     frames' tile in progress, pass and counters."""
     (html,) = [m.value for m in at.markdown if "fv-backward" in m.value and "<svg" in m.value]
     root = ET.fromstring(html.replace("<svg ", f'<svg xmlns="{SVG[1:-1]}" '))

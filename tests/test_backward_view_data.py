@@ -1,5 +1,5 @@
-"""The Backward view's data and figures: measure/backward_trace.py, measure/backward_price.py,
-figures/backward_map.py and figures/backward.py, checked by value.
+"""The Backward view's data and figures: views/backward/data.py, views/backward/data.py,
+views/backward/tilemap.py and views/backward/figures.py, checked by value.
 
 Oracles written here: a float64 softmax for the recomputed row sums; the tile schedule's kv_outer and q_outer orders
 for what the map plays; hand formulas for the bytes kept for the backward, the five matmuls' shapes and the second

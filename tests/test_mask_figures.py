@@ -143,7 +143,7 @@ def test_score_mod_figures():
     assert list(ali.layout.xaxis.range) == [-63, 0]
 
 
-RUNS = [  # maskruns.masked_runs rows: 64 of 256 tiles computed with the mask, in 8 steps of 8 tiles; 32 unmasked
+RUNS = [  # data.masked_runs rows: 64 of 256 tiles computed with the mask, in 8 steps of 8 tiles; 32 unmasked
     {"kind": "masked", "label": "tiled, this mask", "time_s": 0.02, "iqr_s": 0.002, "peak_bytes": 3 << 20,
      "tiles_computed": 64, "tiles": 256, "tiles_partial": 16, "steps": 8, "build_s": 0.01},
     {"kind": "dense", "label": "SDPA, dense mask", "time_s": 0.05, "iqr_s": 0.004, "peak_bytes": 9 << 20,

@@ -1,6 +1,6 @@
 """The numerics lab's sentences and figures: every sentence quotes its own numbers, every figure draws them.
 
-Oracles: the experiments' numbers themselves (flashviz.views.numerics.data / numerics_ideas on small settings),
+Oracles: the experiments' numbers themselves (flashviz.views.numerics.data on small settings),
 formatted here with fmt_num, and the cell codes of the causal map recomputed from N_q and N_k here. The figure and
 sentence modules import no torch (checked in a fresh interpreter).
 """

@@ -2,7 +2,7 @@
 the numerics lab's value at the settings shown, every chart draws the lab's numbers, and bad settings are repaired
 or refused with a message.
 
-Oracles: the lab's functions (flashviz.views.numerics.data / numerics_ideas) called here on the same LabSettings
+Oracles: the lab's functions (flashviz.views.numerics.data) called here on the same LabSettings
 (they are checked against SDPA, float64 formulas and explicit masks in tests/test_numerics_view_data.py), and,
 independently of them, torch.finfo's eps, PyTorch SDPA against float64 SDPA on inputs rebuilt here, and which keys
 each query sees under the two causal alignments, computed here from N_q and N_k.

@@ -1,4 +1,4 @@
-"""The numerics lab's plain data (flashviz.views.numerics.data, numerics_ideas): every number against an oracle
+"""The numerics lab's plain data (flashviz.views.numerics.data): every number against an oracle
 computed in this file.
 
 Oracles: PyTorch SDPA in float64 (is_causal; an explicit bottom-right boolean mask) and in the inputs' dtype; the

@@ -1,4 +1,4 @@
-"""figures/rows.py: the row inspector, from plain traces (the tile map: test_tilemap.py)."""
+"""views/how/figures.py: the row inspector, from plain traces (the tile map: test_tilemap.py)."""
 
 import ast
 from pathlib import Path

@@ -15,7 +15,7 @@ from flashviz.app.state import PRESETS, Settings, apply_preset
 from flashviz.core.tiling import tile_schedule
 from flashviz.model.iomodel import hbm_vs_memory, io_cost
 from flashviz.units import MIB, format_bytes
-from flashviz.views.how.page import x_standard_md
+from flashviz.views.how.sentences import x_standard_md
 from flashviz.vocab import (
     DTYPE_BYTES,
     FLASH,

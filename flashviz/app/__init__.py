@@ -1,7 +1,7 @@
 """The Streamlit dashboard: app.py (`streamlit run app.py`) is the page, and the modules here are its parts.
 
     registry       the views, each declared once: slug, label, the function that draws it, the shared settings it
-                   reads, its own settings. A new tab is one entry there plus its own module.
+                   reads, its own settings. A new view is its folder plus one line there.
     spec, state    how a setting is declared (spec); the shared settings, `Settings` (all of them), the presets
     query          the URL parser: any link becomes valid settings plus notices saying what it repaired
     widgets        settings <-> widgets and session state, derived from the declarations
@@ -13,5 +13,5 @@
     jobs           the cached sweeps behind the Benchmark, Block size, Correctness and Training views
     drawing        figures, the tile map, the rows not run, and the lines that say which settings were used
 
-Every other module draws one view (the registry names which). Nothing here runs on import.
+The views draw themselves (flashviz/views/<slug>/page.py, named in the registry). Nothing here runs on import.
 """

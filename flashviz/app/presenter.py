@@ -29,7 +29,8 @@ from flashviz.app.query import parse_lesson
 from flashviz.app.registry import LABELS
 from flashviz.app.state import Env, Settings
 from flashviz.app.widgets import read_state, write_state
-from flashviz.lesson.steps import LESSON_KEY, LESSONS, STEP_KEY, Lesson, Result, Step, step_settings
+from flashviz.lesson.steps import LESSON_KEY, LESSONS, STEP_KEY, Lesson, Step, step_settings
+from flashviz.views.claim import Result
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

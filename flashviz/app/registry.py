@@ -1,10 +1,11 @@
 """The dashboard's views, each declared once: its link slug (`?view=<slug>`), its label, the function that draws it, the
 sidebar's shared settings it reads, the settings of other views it reads, and its own settings.
 
-A new tab is one `View` entry here plus its module. The page (app.py) draws the views in this order and runs only the
-open one, importing its module then (torch takes 2 to 3 s to import, pandas most of a second); the sidebar shows the
-shared settings the open view reads; the URL parser, the widgets and `Settings` (flashviz.app.state) take every view's
-own settings from here. Pure: imports neither streamlit nor torch, so the URL parser can read it in milliseconds.
+A new view is its folder (flashviz/views/<slug>/) plus one `View` line here. The page (app.py) draws the views in this
+order and runs only the open one, importing its module then (torch takes 2 to 3 s to import, pandas most of a second);
+the sidebar shows the shared settings the open view reads; the URL parser, the widgets and `Settings`
+(flashviz.app.state) take every view's own settings from here. Pure: imports neither streamlit nor torch, so the URL
+parser can read it in milliseconds.
 
 Legend: N sequence length, d head dimension, Br = block_q, Bc = block_k, B batch, H heads, H_q / H_kv query / K/V
 heads.

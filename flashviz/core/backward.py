@@ -34,9 +34,9 @@ from dataclasses import dataclass
 
 import torch
 
-from flashviz.core.flash import build_schedule, group_rows, mask_tile, tiled_forward, ungroup_rows
+from flashviz.core.flash import build_schedule, group_rows, tiled_forward, ungroup_rows
 from flashviz.core.softmax import LOG2_E, NEG_INF
-from flashviz.core.tilemask import TileMasks
+from flashviz.core.tilemask import TileMasks, mask_tile
 from flashviz.core.tilemods import TileScoreMod
 from flashviz.core.tiling import Tile, TileSchedule
 from flashviz.core.validate import AttentionConfig, Window, tiled_config

@@ -48,7 +48,7 @@ TICK_FONT_PX = 18
 LINE_PX = 3
 MARKER_PX = 11
 OPEN_MARKER_PX = 16  # open markers are drawn larger, around the filled ones
-# -- the backward's tile map (figures/backward_map.py)
+# -- the backward's tile map (views/backward/tilemap.py)
 ON_CHIP_BAND_COLOR = "#0072B2"  # blue tint: the K/V column (pass 1) or Q row (second pass) held on chip
 DQ_MARKER_COLOR = "#D55E00"  # vermillion: dQ_i read and written back in HBM (the atomic add)
 SECOND_PASS_COLOR = "#5E3C99"  # dark purple: a tile visited again by the deterministic second pass

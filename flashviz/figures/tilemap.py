@@ -140,7 +140,7 @@ def _reveal_frames(tr: ScheduleTrace, computed: list[int], frames_at: list[int])
 
 def map_css(uid: str) -> str:
     """The snippet's CSS, scoped to its root id. Each animation has two identical names (a, b): Restart switches.
-    Shared by figures/backward_map.py, whose snippet has the same structure (root, Play and Restart inputs, .fv-bar,
+    Shared by views/backward/tilemap.py, whose snippet has the same structure (root, Play and Restart inputs, .fv-bar,
     .fv-panels of SVGs whose tiles are .t rects and frames .fr groups)."""
     r = f"#{uid}"
     fates = "".join(f"{r} .t.{FATE_CLASS[s]}{{fill:{TILE_AHEAD_COLORS[s]}}}{r} .t.{FATE_CLASS[s]}.done"

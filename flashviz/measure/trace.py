@@ -1,7 +1,7 @@
 """Record what the tiled kernel does, as plain data for the "How it works" animation.
 
-Two recordings, both plain Python (tuples of ints, floats and strings) so the figure builders in tileplots.py need
-neither torch nor the kernel:
+Two recordings, both plain Python (tuples of ints, floats and strings) so the figure builders (figures/tilemap.py,
+views/how/figures.py) need neither torch nor the kernel:
 
     schedule_trace  the tile schedule in visiting order (tiling.tile_schedule: the one source of tile truth),
                     optionally with the IO model's cumulative HBM traffic and FLOPs after every step;

@@ -5,7 +5,7 @@ live, and what the backward costs next to standard attention's.
                         each step, for atomic dQ (FA2 Algorithm 2) or deterministic dQ (a second pass over Q blocks);
                         integer arithmetic, no torch: the tile map draws from it.
     backward_trace      the real kernel (core/backward.py) on small random inputs, tile by tile through its on_tile
-                        events: block indices, ranges, the seven operations of the tile (measure/backward_ops.py),
+                        events: block indices, ranges, the seven operations of the tile (views/backward/data.py),
                         the recomputed P_ij's row sums, the norms of dV_j, dK_j and dQ_i.
     saved_for_backward  why O and L are enough: the bytes the tiled forward keeps against standard attention's P, and
                         how far the recomputed rows of P are from summing to 1 (saved_bytes: the bytes alone).

@@ -1,8 +1,8 @@
-"""The Backward view's panels besides the tile map (figures/backward_map.py): the operations of one backward tile
+"""The Backward view's panels besides the tile map (views/backward/tilemap.py): the operations of one backward tile
 with their shapes and where each operand lives (HTML), and the measured price of recomputation (plotly).
 
-Inputs are flashviz.measure's plain data: TileOp tuples (measure/backward_trace.py) and a RecomputePrice
-(measure/backward_price.py). No torch, no streamlit.
+Inputs are flashviz.measure's plain data: TileOp tuples (views/backward/data.py) and a RecomputePrice
+(views/backward/data.py). No torch, no streamlit.
 
 References: Dao, FlashAttention-2 (2023), Algorithm 2 (lines 10-16: the tile's work) and Section 4 (the backward's
 FLOPs); Dao et al., FlashAttention (2022), Section 3.1 (recomputation instead of storing P).

@@ -1,10 +1,10 @@
 """The "Backward" view: the tiled backward pass (FlashAttention-2, Algorithm 2) tile by tile, on the real kernel.
 
-Widgets -> cached plain data (flashviz.views.backward.data: the backward's schedule with the IO model's counters,
-the real kernel's tiles through on_tile, the bytes kept for the backward, atomic against deterministic dQ;
-flashviz.views.backward.claims: two runs of the kernel compared bit for bit; flashviz.views.backward.data: the
-measured price, on a button) -> figures (figures/backward_map.py: SVG + CSS, no torch; figures/backward.py; every
-sentence from figures/backward_text.py). Nothing is computed here. The map comes first and needs no torch; the
+Widgets -> cached plain data (flashviz.views.backward.data: the backward's schedule with the IO model's counters, the
+real kernel's tiles through on_tile, the bytes kept for the backward, atomic against deterministic dQ;
+flashviz.views.backward.claims: two runs of the kernel compared bit for bit; flashviz.views.backward.data: the measured
+price, on a button) -> figures (views/backward/tilemap.py: SVG + CSS, no torch; views/backward/figures.py; every
+sentence from views/backward/sentences.py). Nothing is computed here. The map comes first and needs no torch; the
 kernel's runs follow it.
 
 Two problem sizes, said on the page: the map's own small one (its N, d, tile size: every tile can be narrated) and
@@ -77,7 +77,7 @@ def cached_schedule(n: int, d: int, block: int, causal: bool, window: tuple[int,
 @st.cache_data(show_spinner=False, max_entries=32)
 def cached_map(n: int, d: int, block: int, causal: bool, window: tuple[int, int] | None, modes: tuple[str, ...],
                dtype_bytes: int, start: int) -> str:
-    """The backward map's HTML (figures/backward_map.py), built once per configuration."""
+    """The backward map's HTML (views/backward/tilemap.py), built once per configuration."""
     return backward_map_html([cached_schedule(n, d, block, causal, window, m, dtype_bytes) for m in modes],
                              start_frame=start, uid="fv-bw-map", header=False)
 

@@ -3,7 +3,7 @@ every claim on the page is true at the settings it is shown with, and says the o
 (the tiled backward moving more bytes than standard attention's at a tiny N, a dQ_i with a single contribution).
 
 Inputs are flashviz.measure's plain data: BackwardSchedule, BackwardTrace, SavedForBackward, DqComparison
-(measure/backward_trace.py), DqRuns (measure/backward_claims.py), RecomputePrice (measure/backward_price.py).
+(views/backward/data.py), DqRuns (views/backward/claims.py), RecomputePrice (views/backward/data.py).
 Torch-free and streamlit-free.
 
 References: Dao, FlashAttention-2 (2023), Algorithm 2; Dao et al., FlashAttention (2022), Algorithm 3 (standard

@@ -1,8 +1,8 @@
 """The "Correctness" view: the largest error of every implementation against SDPA computed in float64, across
 head dimensions d and sequence lengths N (odd sizes hit ragged tiles), against a bar that suits the dtype
-(correctness.tolerance_for: 1e-5 for float32 / float64, 2 machine epsilons for float16 / bfloat16).
+(figures.tolerance_for: 1e-5 for float32 / float64, 2 machine epsilons for float16 / bfloat16).
 
-Widgets -> jobs.correctness (cached run_sweep, one repeat, under the timing lock) -> plots.correctness_figure
+Widgets -> jobs.correctness (cached run_sweep, one repeat, under the timing lock) -> figures.correctness_figure
 (error vs N against the bar) and a table.
 """
 

@@ -23,12 +23,8 @@ from flashviz.app.lock import Progress, holding
 from flashviz.app.runs import run_button_ui
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
-from flashviz.core.decode import BLOCK_M, FILLED, num_splits_heuristic
 from flashviz.model.decode_batch import (
-    DECODE,
-    PREFILL,
     PREFILL_BLOCK,
-    bounds_by_device,
     decode_roofline_rows,
     variant_costs,
 )
@@ -38,8 +34,6 @@ from flashviz.views.decode import data as decoding
 from flashviz.views.decode.animation import decode_animation
 from flashviz.views.decode.data import (
     ANIM_D,
-    CPU,
-    NEEDLE_SHIFT,
     SPARE_PAGES,
     DecodeSetup,
     DecodeTrace,
@@ -50,8 +44,7 @@ from flashviz.views.decode.data import (
     units_here,
 )
 from flashviz.views.decode.figures import bandwidth_figure, block_table_figure, decode_roofline_figure
-from flashviz.views.decode.sentences import bytes_time_md, measured_md, splits_md
-from flashviz.vocab import DTYPE_BYTES
+from flashviz.views.decode.sentences import bytes_time_md, measured_md, merge_md, schedule_md, splits_md, story_md
 
 # -- cached calls: the animation's small run and the timing run under the timing lock
 BLOCKS_DRAWN_MAX = 4096  # KV blocks the animation draws; more need a larger page size
@@ -106,65 +99,10 @@ def _controls_ui(s: Settings) -> Settings:
     return s
 
 
-H100_SMS = 132  # streaming multiprocessors of an H100 SXM5 (NVIDIA H100 datasheet)
-GPU_UNITS = 2 * H100_SMS  # flash-attn's heuristic counts 2 work tiles per SM (flashviz.core.decode.parallel_units)
 
 
-def schedule_md(setup: DecodeSetup, trace: DecodeTrace, units: int, device: str) -> str:
-    """What the animation shows and why one splits at all: the work tiles of a decode step against the parallel
-    units that run them (here, and on an H100), and what flash-attn's rule chooses on each."""
-    used = len(trace.splits)
-    chunk = trace.splits[0][1] - trace.splits[0][0] if used > 1 else trace.seq_len
-    per_split = -(-setup.n_blocks // used)
-    text = (f"Sequence 0 holds **{trace.seq_len} keys in {setup.n_blocks} KV block(s)** of {setup.block_k} keys, "
-            f"cut into **S = {used} split(s)**" + (f" of {chunk} keys ({per_split} blocks each, the last one "
-                                                   "shorter)" if used > 1 and trace.seq_len % chunk else
-                                                   f" of {chunk} keys ({per_split} blocks each)" if used > 1 else "")
-            + f'. The slider\'s "each split has read k of its {per_split} blocks" counts the blocks every split has '
-            "folded in so far; all splits advance together, each with its own m, l and logsumexp L_s.")
-    tiles = setup.work_tiles()
-    what = "threads" if device == CPU else "units (2 per SM)"
-    here = setup.chosen_splits(units) if setup.splits is None else num_splits_heuristic(tiles, units, setup.n_blocks)
-    gpu = num_splits_heuristic(tiles, GPU_UNITS, setup.n_blocks)
-    text += (f"\n\n**Why split at all.** A decode step has only {tiles} work tile(s), B·H_kv·⌈g/64⌉ = "
-             f"{len(setup.lens)}·{setup.heads_kv}·{math.ceil(setup.group / BLOCK_M)}: one new query row per sequence "
-             "and K/V head, each reading its whole cache block after block. A GPU runs hundreds of tiles at once: an "
-             f"H100 has {H100_SMS} SMs, {GPU_UNITS} units, so without splits {max(GPU_UNITS - tiles, 0)} of them "
-             f"would idle; cutting the cache into S splits makes S × {tiles} tiles, and flash-attn's rule picks S = "
-             f"{gpu} there. This machine has {units} {what}: ")
-    if setup.n_blocks <= 1:
-        text += "one KV block only, nothing to split."
-    elif tiles >= FILLED * units:
-        text += (f"{tiles} tile(s) already keep at least {FILLED:.0%} of them busy, so the rule does not split "
-                 f"(S = {here}): a split would add merge work and fill no idle one.")
-    else:
-        text += (f"{tiles} tile(s) leave {what} idle, so the rule splits: S = {here}, the fewest splits within 85% of "
-                 "the best wave efficiency.")
-    if setup.splits is None:
-        text += f" **Auto** chose S = {used}: {tiles} work tile(s) on {units} {what}."
-    elif setup.splits > used:
-        text += (f" You asked for {setup.splits}, but every split holds whole blocks: {setup.n_blocks} block(s) "
-                 f"give at most {used}.")
-    return text
 
 
-def merge_md(trace: DecodeTrace) -> str:
-    """The merge in words: each split's weight exp(L_s - L) against its share of the keys, and why they differ."""
-    if len(trace.splits) == 1:
-        return "**The merge.** One split: its partial output is the output (weight 1)."
-    shares = [(b - a) / trace.seq_len for a, b in trace.splits]
-    top = max(range(len(trace.weights)), key=trace.weights.__getitem__)
-    weights = ", ".join(f"split {s} {w:.2f}" for s, w in enumerate(trace.weights))
-    text = (f"**The merge.** Split s contributes exp(L_s − L) of the output: {weights} (the bars at the end). By "
-            f"their share of the keys alone they would get {', '.join(f'{x:.2f}' for x in shares)}.")
-    if trace.needle is not None:
-        a, b = trace.needle
-        owner = next((s for s, (lo, hi) in enumerate(trace.splits) if lo <= a < hi), top)
-        text += (f" Keys {a}–{b - 1} are the ones this query matches (in this demo their scores are raised by "
-                 f"{NEEDLE_SHIFT:g}; the rest are random): split {owner}, which holds them, has the largest L_s and "
-                 f"gets {trace.weights[owner]:.0%} of the output. A plain average of the splits would give it "
-                 f"{1 / len(trace.splits):.0%}: the logsumexps are what makes the merge exact.")
-    return text
 
 
 def _animation_ui(setup: DecodeSetup, s: Settings) -> None:
@@ -194,53 +132,8 @@ def _animation_ui(setup: DecodeSetup, s: Settings) -> None:
                     f"output differs from the same cache stored contiguously by at most {paged_err:.1e}.")
 
 
-def bound_sentence(rows: pd.DataFrame, dtype: str) -> str:
-    """'**memory-bound** on A100 (ridge 153), H100 ... and H200 ...' (or split by bound): bounds_by_device in words."""
-    parts = []
-    for kind, devices in bounds_by_device(rows, GPUS, dtype).items():
-        names = [f"{name.split(' (')[0]} (ridge {ridge:.3g})" for name, ridge in devices]
-        if names:
-            parts.append(f"**{kind}-bound** on {', '.join(names)}")
-    return "; ".join(parts)
 
 
-def story_md(setup: DecodeSetup, rows: pd.DataFrame, costs: pd.DataFrame) -> list[str]:
-    """The memory-bound story at these settings, one claim per paragraph, each computed from the model."""
-    this = costs[costs["this"]].iloc[0]
-    b, g, B = DTYPE_BYTES[setup.dtype], setup.group, len(setup.lens)
-    per_key, rough = setup.bytes_per_key, setup.cache_intensity
-    decode = rows[rows["kind"] == DECODE]
-    mine = decode[decode["label"] == this["variant"]]
-    prefill = rows[rows["kind"] == PREFILL]
-    paras = [
-        f"**Bytes per token.** One decode step reads the whole K/V cache: {per_key:,} bytes per cached key "
-        f"(K and V × H_kv = {setup.heads_kv} heads × d = {setup.d} × {b} bytes of {setup.dtype}), so "
-        f"**{format_bytes(this['kv_bytes'])} per step** for the {sum(setup.lens):,} keys of {B} sequence(s): "
-        f"{format_bytes(this['kv_bytes'] / B)} per generated token on average.",
-        f"**Arithmetic intensity {this['intensity']:.3g} FLOP/byte**: {this['flops']:,} FLOPs (4·N·d per query "
-        f"head) over {this['hbm_bytes']:,} bytes moved, all but {this['hbm_bytes'] - this['kv_bytes']:,} of them "
-        f"the cache (the rest: the query, the output and its logsumexp). The cache alone gives 2·g / {b} bytes "
-        f"= 2·{g}/{b} = {rough:.3g} FLOP/byte: "
-        + ("each K/V byte serves every query head of its group, so GQA multiplies the intensity by g."
-           if g > 1 else "with MHA every K/V head serves a single query head."),
-        f"This step is {bound_sentence(mine, setup.dtype)} (ridge = peak / bandwidth in FLOP/byte, at "
-        f"{setup.dtype}): below the ridge the roofline model's time is the bytes over the bandwidth, whatever the "
-        "kernel. "
-        f"Prefill of the same {max(setup.lens)} tokens runs at {prefill['intensity'].iloc[0]:.3g} FLOP/byte: "
-        f"{bound_sentence(prefill, setup.dtype)}.",
-    ]
-    mha = costs[costs["variant"] == "MHA"].iloc[0]
-    if g > 1:
-        paras.append(f"**GQA reads fewer bytes.** Against MHA (H_kv = H_q = {setup.heads_q}: "
-                     f"{format_bytes(mha['kv_bytes'])}), these {setup.heads_kv} K/V head(s) read "
-                     f"**{mha['kv_bytes'] / this['kv_bytes']:.3g}× fewer K/V bytes** for the same "
-                     f"{this['flops']:,} FLOPs.")
-    elif setup.heads_q > 1:
-        mqa = costs[costs["variant"] == "MQA"].iloc[0]
-        paras.append(f"**This is MHA.** With MQA (one K/V head) the step would read "
-                     f"{this['kv_bytes'] / mqa['kv_bytes']:.3g}× fewer K/V bytes ({format_bytes(mqa['kv_bytes'])}) "
-                     "for the same FLOPs.")
-    return paras
 
 
 def _story_ui(setup: DecodeSetup) -> None:

@@ -68,17 +68,17 @@ class MaskSpec:
     names are the keys of flashviz.views.masks.presets' PICKERS and PARAMS, and the defaults theirs (one preset
     alone)."""
 
-    preset: str = PICKERS["preset"].default  # a key of mask_presets.PRESETS
-    combine: str = NO_COMBINE  # a key of mask_presets.COMBINE: "none", "and" (and_masks) or "or" (or_masks)
+    preset: str = PICKERS["preset"].default  # a key of presets.PRESETS
+    combine: str = NO_COMBINE  # a key of presets.COMBINE: "none", "and" (and_masks) or "or" (or_masks)
     preset2: str = PICKERS["preset2"].default  # the second preset, used when combine is not "none"
-    docs: str = PARAMS["docs"].default  # document: a key of mask_presets.DOC_PATTERNS
+    docs: str = PARAMS["docs"].default  # document: a key of presets.DOC_PATTERNS
     prefix: int = PARAMS["prefix"].default  # prefix_lm: keys every query sees (tokens)
     sinks: int = PARAMS["sinks"].default  # attention_sink: leading keys every query keeps (tokens)
     window: int = PARAMS["window"].default  # sliding_window left reach, attention_sink and dilated window (tokens)
     right: int = PARAMS["right"].default  # sliding_window right reach (tokens)
     chunk: int = PARAMS["chunk"].default  # chunked: tokens per chunk
     dilation: int = PARAMS["dilation"].default  # dilated: stride between visible keys
-    score: str = NO_SCORE  # a key of mask_presets.SCORE_MODS: "none", "alibi" or "softcap"
+    score: str = NO_SCORE  # a key of presets.SCORE_MODS: "none", "alibi" or "softcap"
     cap: int = PARAMS["cap"].default  # softcap: scores are squashed into (-cap, cap)
 
     @property
@@ -127,7 +127,7 @@ def _argument(spec: MaskSpec, key: str, n: int) -> object:
 
 
 def _preset(spec: MaskSpec, name: str, n: int) -> tuple[MaskMod, str]:
-    """One preset's mask_mod at N and the code that builds it: its factory (mask_presets.PRESETS) called with its
+    """One preset's mask_mod at N and the code that builds it: its factory (presets.PRESETS) called with its
     parameters in order, or the factory itself when it takes none."""
     if name not in PRESETS:
         raise ValueError(f"mask preset must be one of {', '.join(PRESETS)}, got {name!r}.")
@@ -664,7 +664,7 @@ def masked_runs(spec: MaskSpec, n: int, d: int, heads: int, br: int, bc: int, dt
 
 
 def preset_mods(spec: MaskSpec, n: int) -> dict[str, MaskMod]:
-    """Every preset of mask_presets.PRESETS alone, at the spec's parameters (no score mod), then NO_MASK: noop_mask."""
+    """Every preset of presets.PRESETS alone, at the spec's parameters (no score mod), then NO_MASK: noop_mask."""
     mods = {name: build_mask(replace(spec, preset=name, combine=NO_COMBINE, score=NO_SCORE), n).mask_mod
             for name in PRESETS}
     return {**mods, NO_MASK: noop_mask}

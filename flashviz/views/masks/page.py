@@ -26,7 +26,7 @@ from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
 from flashviz.figures.tilemap import tile_map_html
 from flashviz.measure.timing import threads_set_to
-from flashviz.views.masks import data as maskruns
+from flashviz.views.masks import data as masks_data
 from flashviz.views.masks.data import (
     BUILD_REPEATS,
     MASK_RUN_LABELS,
@@ -66,7 +66,8 @@ RUN_ENTRIES = 16  # timing runs kept per cached function
 
 
 def mask_spec(s: Settings) -> MaskSpec:
-    """The mask the view's settings describe (names and numbers only): each setting of mask_presets' table fills its
+    """The mask the view's settings describe (names and numbers only): each setting of the presets' table (presets.py)
+    fills its
     MaskSpec field."""
     return MaskSpec(**{p.key: getattr(s, url_key) for url_key, p in mask_settings().items()})
 
@@ -225,9 +226,9 @@ def _score_mod_ui(s: Settings, spec: MaskSpec) -> None:
 @st.cache_data(show_spinner=False, max_entries=RUN_ENTRIES)
 def masked_runs(spec: MaskSpec, n: int, d: int, heads: int, br: int, bc: int, dtype: str, threads: int,
                 _progress: Progress | None = None, _lock: threading.Lock | None = None) -> list[dict[str, object]]:
-    """maskruns.masked_runs under the timing lock: the masked tiled kernel, dense SDPA and the unmasked kernel."""
+    """data.masked_runs under the timing lock: the masked tiled kernel, dense SDPA and the unmasked kernel."""
     with holding(_lock or threading.Lock(), _progress):
-        return maskruns.masked_runs(spec, n, d, heads, br, bc, dtype, threads, progress=_progress)
+        return masks_data.masked_runs(spec, n, d, heads, br, bc, dtype, threads, progress=_progress)
 
 
 def _run_ui(s: Settings, spec: MaskSpec) -> None:
@@ -264,9 +265,9 @@ def _run_ui(s: Settings, spec: MaskSpec) -> None:
 @st.cache_data(show_spinner=False, max_entries=RUN_ENTRIES)
 def sparsity_runs(spec: MaskSpec, n: int, d: int, heads: int, br: int, bc: int, dtype: str, threads: int,
                   _progress: Progress | None = None, _lock: threading.Lock | None = None) -> list[dict[str, object]]:
-    """maskruns.sparsity_runs under the timing lock: every preset alone and no mask (the last row)."""
+    """data.sparsity_runs under the timing lock: every preset alone and no mask (the last row)."""
     with holding(_lock or threading.Lock(), _progress):
-        return maskruns.sparsity_runs(spec, n, d, heads, br, bc, dtype, threads, progress=_progress)
+        return masks_data.sparsity_runs(spec, n, d, heads, br, bc, dtype, threads, progress=_progress)
 
 
 def _sweep_ui(s: Settings, spec: MaskSpec) -> None:

@@ -125,7 +125,7 @@ def run_md(runs: Sequence[Row]) -> str:
     computes, why where it is not in proportion, dense SDPA, peak memory and the builds (masked_run_figure's numbers).
 
     Args:
-        runs: maskruns.masked_runs rows (kind, time_s, iqr_s, peak_bytes, build_s, tiles_computed, tiles,
+        runs: data.masked_runs rows (kind, time_s, iqr_s, peak_bytes, build_s, tiles_computed, tiles,
             tiles_partial, steps).
     Returns:
         Markdown: two or three paragraphs.
@@ -159,7 +159,7 @@ def sweep_md(rows: Sequence[Row]) -> str:
     the fewest tiles (the first in preset order on a tie).
 
     Args:
-        rows: maskruns.sparsity_runs rows, the unmasked kernel last (label, computed, tiles_computed, tiles,
+        rows: data.sparsity_runs rows, the unmasked kernel last (label, computed, tiles_computed, tiles,
             tiles_partial, steps, time_s, iqr_s, build_s).
     Returns:
         Markdown.

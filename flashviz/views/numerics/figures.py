@@ -1,4 +1,4 @@
-"""The numerics lab's figures: the plain data of flashviz.views.numerics.data / numerics_ideas in, go.Figure out.
+"""The numerics lab's figures: the plain data of flashviz.views.numerics.data in, go.Figure out.
 No torch, no streamlit (the result types are imported for type checking only).
 
 Error bars per kernel (log axis, the dtype's eps and flash-attn's bound marked), the error of every query row, FA2's

@@ -1,7 +1,7 @@
 """The "Numerics" view: why correct kernels give different outputs, and the precision ideas after FlashAttention-2
 (FA3's FP8 with incoherent processing, FA4's lazy rescale), on the numerics lab's seeded inputs.
 
-Widgets -> LabSettings (validated, its caps from flashviz.limits) -> cached numerics_runs.run_lab -> the figures of
+Widgets -> LabSettings (validated, its caps from flashviz.limits) -> cached data.run_lab -> the figures of
 flashviz.views.numerics.figures and the sentences of flashviz.views.numerics.sentences, each a function of the numbers
 it quotes, so every claim is true at the settings shown. Small settings run as soon as the view opens (a progress bar
 while they do); settings estimated to take longer wait for a button, run under the timing lock with a progress bar and

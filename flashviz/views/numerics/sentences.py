@@ -1,7 +1,7 @@
 """The numerics lab's sentences: each one a pure function of an experiment's numbers (no torch, no plotly), so the
 view can say what a figure shows and a test can check every number it quotes.
 
-The numbers come from flashviz.views.numerics.data and numerics_ideas (frozen dataclasses of floats, ints and
+The numbers come from flashviz.views.numerics.data (frozen dataclasses of floats, ints and
 tuples); their types are imported for type checking only. Numbers are quoted with fmt_num: three significant digits
 from 1 to 1e4, else two in e-notation ("5.1e-2").
 """

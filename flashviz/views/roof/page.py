@@ -13,7 +13,7 @@ DataFrames the chart draws (flashviz.views.roof.sentences), and every point time
 a roof a kernel beat is measured again, and raised to what the kernel reached if it still is beaten, saying so.
 
 Widgets -> flashviz.views.roof.data (the model's points: instant, no button) -> flashviz.views.roof.figures
-figures; Run -> `measure` (roofline_runs.measure_roofline, cached, under the timing lock, on the CPU and on CUDA
+figures; Run -> `measure` (data.measure_roofline, cached, under the timing lock, on the CPU and on CUDA
 when present).
 Legend: N sequence length (N_q = N_k), d head dimension, Br = block_q, Bc = block_k, B batch, H heads,
 I arithmetic intensity (FLOP/byte).
@@ -37,7 +37,7 @@ from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.measure.roof_probe import RoofCheck
 from flashviz.measure.sweep import cut_short
 from flashviz.model.roofline import Device
-from flashviz.views.roof import data as roofline_runs
+from flashviz.views.roof import data
 from flashviz.views.roof.data import (
     CPU_NAME,
     CPU_TIMED,
@@ -72,12 +72,12 @@ def measure(n: int, d: int, br: int, bc: int, causal: bool, window: tuple[int, i
             cpu_dtype: str, gpu_dtype: str, devices: tuple[str, ...], threads: int,
             time_budget_s: float = LIVE_TIME_BUDGET_S, _progress: Progress | None = None,
             _lock: threading.Lock | None = None) -> tuple[pd.DataFrame, RoofCheck]:
-    """roofline_runs.measure_roofline under the timing lock (naive, flash and flash2 here, and on CUDA), then the CPU
-    roof that bounds what it measured (roofline_runs.timed_roof: measured again if a kernel beat it)."""
+    """data.measure_roofline under the timing lock (naive, flash and flash2 here, and on CUDA), then the CPU
+    roof that bounds what it measured (data.timed_roof: measured again if a kernel beat it)."""
     with holding(_lock or threading.Lock(), _progress):
-        df = roofline_runs.measure_roofline(n, d, br, bc, causal, window, batch, heads, cpu_dtype, gpu_dtype,
+        df = data.measure_roofline(n, d, br, bc, causal, window, batch, heads, cpu_dtype, gpu_dtype,
                                             devices, threads, time_budget_s, progress=_progress)
-        return df, roofline_runs.timed_roof(df, threads)
+        return df, data.timed_roof(df, threads)
 
 
 def points_of(s: Settings, cpu: Device) -> pd.DataFrame:
