@@ -147,3 +147,22 @@ def test_the_cycle_check_sees_every_form_of_import(tmp_path, source):
     path = tmp_path / "probe.py"
     path.write_text(source)
     assert imports("flashviz.app.probe", path, set(modules())) >= {"flashviz.app.jobs"}
+
+
+def test_figures_import_no_torch_even_through_what_they_import():
+    """The figures (flashviz/figures/ and each view's figures, animation and tile map) draw plain data: importing them
+    in a fresh interpreter loads no torch, directly or through another module."""
+    import subprocess
+    import sys
+
+    names = sorted(n for n, p in modules().items() if (n.startswith("flashviz.figures.") or (
+        n.startswith("flashviz.views.") and p.stem in ("figures", "animation", "tilemap"))))
+    code = ("import importlib, sys\n"
+            f"for name in {names!r}:\n"
+            "    importlib.import_module(name)\n"
+            "    if 'torch' in sys.modules:\n"
+            "        print(name)\n"
+            "        break\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=PACKAGE.parent, timeout=120)
+    assert len(names) >= 10 and out.stdout.strip() == "", f"{out.stdout.strip()} imports torch"

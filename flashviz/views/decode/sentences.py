@@ -1,7 +1,7 @@
 """What the Decoding view says, in words: the animation's schedule and merge, why decoding is memory-bound, and its
 measurements, each sentence a pure function of its numbers (the traces and costs of flashviz.views.decode.data, the
 timed rows of flashviz.views.decode.data.decode_timing (median and quartiles of the repeats) and of this machine's
-measured read bandwidth, so that a verdict stands only where the measurements separate. Torch-free and Streamlit-free.
+measured read bandwidth, so that a verdict stands only where the measurements separate. Streamlit-free.
 
 A time is the median of the repeats with its interquartile range (q1_s, q3_s). One run is faster than another when
 its upper quartile lies below the other's lower quartile, at MIN_REPEATS repeats or more; where the ranges overlap,
