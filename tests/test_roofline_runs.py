@@ -124,3 +124,27 @@ def test_the_gap_sentence_tells_the_per_tile_overhead_and_the_benchmarks_tiles()
             "4× fewer") in text
     same = roofline_text.gap_md(timed, points, FAKE, "float32", 16, 32, 32, 32, 16)
     assert "Benchmark" not in same
+
+
+def test_a_measured_roof_carries_its_probe_spread_on_the_chart_and_in_words():
+    """The CPU roof is the best probe call; the middle half of the calls is shaded under it and said in words."""
+    from flashviz.measure.roof_probe import RoofCheck, RoofSpread, Spread
+    from flashviz.model.roofline import roof_lines
+    from flashviz.views.roof.data import CPU_NAME, with_band
+    from flashviz.views.roof.figures import roofline_figure
+    from flashviz.views.roof.sentences import spread_md
+
+    cpu = Device(CPU_NAME, {"float32": 60e9}, 28e9, None, "fake CPU", measured=True)
+    spread = RoofSpread(Spread(60e9, 50e9, 45e9, 55e9, 30e9, 7), Spread(28e9, 20e9, 12.7e9, 25e9, 10e9, 7), 2)
+    check = RoofCheck(cpu, 60e9, 28e9, (), False, None, None, spread)
+    rates = with_band(roof_lines([cpu], dtype="float32"), check)
+    points = pd.DataFrame({"device": [CPU_NAME], "algorithm": ["naive"], "flops": [1e9], "hbm_bytes": [1e8],
+                           "intensity": [10.0], "attainable_flops": [28e10], "time_s": [1e-3]})
+    fig = roofline_figure(points, rates)
+    (band,) = [t for t in fig.data if t.name == "middle half of the probe's calls"]
+    assert max(band.y) == pytest.approx(55e9) and min(band.y) == pytest.approx(25e9 * min(band.x))  # q3 roof
+    low = fig.data[list(fig.data).index(band) - 1]
+    assert max(low.y) == pytest.approx(45e9) and band.fill == "tonexty"  # filled down to the q1 roof
+    words = spread_md(check)
+    assert "45-55 GFLOP/s" in words and "12.7-25 GB/s" in words and "7 calls" in words
+    assert spread_md(RoofCheck(cpu, 60e9, 28e9, (), False, None, None)) == ""  # no spread measured: nothing said

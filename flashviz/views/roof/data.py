@@ -18,7 +18,7 @@ from flashviz.core.validate import Window
 from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.measure.guards import TimeBudget
 from flashviz.measure.progress import Progress
-from flashviz.measure.roof_probe import RoofCheck, bounded, machine_roof, measure_again
+from flashviz.measure.roof_probe import RoofCheck, bounded, machine_roof, measure_again, with_spread
 from flashviz.measure.sweep import run_sweep
 from flashviz.model.iomodel import IOCost, io_cost
 from flashviz.model.roofline import GPUS, Device, roof_lines, roofline_points
@@ -44,6 +44,19 @@ def cpu_device(threads: int) -> Device:
     return replace(machine_roof(threads), name=CPU_NAME)
 
 
+def with_band(rates: pd.DataFrame, check: RoofCheck | None) -> pd.DataFrame:
+    """The devices' rates with this CPU's spread over its probe calls (peak_q1, peak_q3, bandwidth_q1, bandwidth_q3),
+    which the chart shades under its roof; unchanged without a measured spread."""
+    if check is None or check.spread is None:
+        return rates
+    s, out = check.spread, rates.copy()
+    for column, value in (("peak_q1", s.flops.q1), ("peak_q3", s.flops.q3), ("bandwidth_q1", s.bandwidth.q1),
+                          ("bandwidth_q3", s.bandwidth.q3)):
+        out[column] = float("nan")
+        out.loc[out["device"].eq(CPU_NAME), column] = value
+    return out
+
+
 def timed_roof(df: pd.DataFrame, threads: int) -> RoofCheck:
     """The CPU roof that bounds every kernel `measure_roofline` timed on the CPU: measured again if one beat it, and
     raised to what it reached if it still does (flashviz.measure.roof_probe.bounded; the RoofCheck says which).
@@ -58,8 +71,8 @@ def timed_roof(df: pd.DataFrame, threads: int) -> RoofCheck:
     """
     cpu = timed_points(df[df["device_name"].eq(CPU_TIMED)])
     reached = {str(r.algorithm): (float(r.intensity), float(r.attainable_flops)) for r in cpu.itertuples()}
-    check = bounded(cpu_device(threads), reached, lambda: measure_again(threads))
-    return replace(check, roof=replace(check.roof, name=CPU_NAME))
+    check = with_spread(bounded(cpu_device(threads), reached, lambda: measure_again(threads)), threads)
+    return replace(check, roof=replace(check.roof, name=CPU_NAME))  # with the probe calls' spread (RoofCheck.spread)
 
 
 def gpu_name() -> str:

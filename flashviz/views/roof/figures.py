@@ -61,6 +61,9 @@ def _tidy(points: pd.DataFrame) -> pd.DataFrame:
     return df.assign(measured=measured)
 
 
+BAND_FILL = "rgba(0, 0, 0, 0.12)"  # the measured roof's spread: light grey under the roof
+
+
 def _rates(points: pd.DataFrame, roofs: pd.DataFrame | None) -> pd.DataFrame:
     """One row per device: peak_flops (FLOP/s), bandwidth (bytes/s), ridge (FLOP/byte), in order of appearance."""
     source = roofs if roofs is not None else points
@@ -71,8 +74,34 @@ def _rates(points: pd.DataFrame, roofs: pd.DataFrame | None) -> pd.DataFrame:
     rates = source.drop_duplicates("device")[["device", "peak_flops", "bandwidth"]].reset_index(drop=True)
     l2 = (source.drop_duplicates("device").set_index("device")["l2_bandwidth"] if "l2_bandwidth" in source
           else pd.Series(dtype=float))
-    return rates.assign(ridge=rates["peak_flops"] / rates["bandwidth"],
-                        l2_bandwidth=rates["device"].map(l2).astype(float))
+    rates = rates.assign(ridge=rates["peak_flops"] / rates["bandwidth"],
+                         l2_bandwidth=rates["device"].map(l2).astype(float))
+    first = source.drop_duplicates("device").set_index("device")
+    for c in BAND_COLUMNS:  # a measured roof's spread over its probe calls, where the roofs carry it
+        rates[c] = rates["device"].map(first[c]).astype(float) if c in first else float("nan")
+    return rates
+
+
+BAND_COLUMNS = ("peak_q1", "peak_q3", "bandwidth_q1", "bandwidth_q3")  # a measured roof's probe calls: quartiles
+
+
+def _band(r: pd.Series, x_lo: float, x_hi: float) -> list[go.Scatter]:
+    """The middle half of a measured roof's probe calls, shaded under its roof: the roof at the calls' first and third
+    quartiles (compute and bandwidth each), filled between."""
+    edges = []
+    for peak, bw in ((r["peak_q1"], r["bandwidth_q1"]), (r["peak_q3"], r["bandwidth_q3"])):
+        xs = sorted({x_lo, x_hi, *([peak / bw] if x_lo < peak / bw < x_hi else [])})
+        edges.append((xs, [min(peak, bw * x) for x in xs]))
+    (x1, y1), (x3, y3) = edges
+    low = go.Scatter(x=x1, y=y1, mode="lines", line={"width": 0}, hoverinfo="skip", showlegend=False,
+                     legendgroup=f"band {r['device']}")
+    high = go.Scatter(x=x3, y=y3, mode="lines", line={"width": 0}, fill="tonexty", fillcolor=BAND_FILL,
+                      name="middle half of the probe's calls", legendgroup=f"band {r['device']}",
+                      hovertemplate=(f"<b>{r['device']}: the probe's calls</b><br>middle half: "
+                                     f"{r['peak_q1'] / 1e9:.3g}-{r['peak_q3'] / 1e9:.3g} GFLOP/s, "
+                                     f"{r['bandwidth_q1'] / 1e9:.3g}-{r['bandwidth_q3'] / 1e9:.3g} GB/s"
+                                     "<extra></extra>"))
+    return [low, high]
 
 
 def roofline_figure(points: pd.DataFrame | None, roofs: pd.DataFrame | None = None, *, title: str | None = None,
@@ -139,6 +168,9 @@ def _panel(fig: go.Figure, df: pd.DataFrame, rates: pd.DataFrame, col: int | Non
     xs = [*df["intensity"].astype(float), *rates["ridge"]]
     x_lo, x_hi = min(x for x in xs if x > 0) / ROOF_PAD, max(xs) * ROOF_PAD
     for k, r in rates.iterrows():
+        if all(math.isfinite(float(r[c])) for c in BAND_COLUMNS):
+            for trace in _band(r, x_lo, x_hi):
+                fig.add_trace(trace, **where)
         for trace in _roof(r, x_lo, x_hi, ROOF_DASHES[k % len(ROOF_DASHES)], first="ridge" not in shown):
             fig.add_trace(trace, **where)
         shown.add("ridge")

@@ -51,6 +51,7 @@ from flashviz.views.roof.data import (
     device_rates,
     model_points,
     timed_points,
+    with_band,
 )
 from flashviz.views.roof.figures import roofline_figure, speedup_figure, speedup_table
 from flashviz.views.roof.sentences import (
@@ -144,7 +145,7 @@ def _chart_ui(slot, s: Settings, result: tuple[pd.DataFrame, RoofCheck] | None, 
     cpu = check.roof if check is not None else cpu_device(s.threads)
     timed = timed_points(df)
     fig = roofline_figure(pd.concat([points_of(s, cpu), timed], ignore_index=True),
-                          device_rates(s.gpu_dtype, cpu, s.dtype), here=HERE,
+                          with_band(device_rates(s.gpu_dtype, cpu, s.dtype), check), here=HERE,
                           titles=(f"GPUs, {s.gpu_dtype}: published", f"this CPU, {s.dtype}: measured"),
                           subtitle="points: the model at the sidebar's settings"
                                    + (" · stars: timed here" if len(timed) else " · Time (below) adds stars"))

@@ -189,11 +189,30 @@ def probe_text(threads: int) -> str:
             f"{COPY_BYTES // MIB} MiB, at {threads_text(threads)}")
 
 
+def spread_md(check: RoofCheck) -> str:
+    """How far the probe's calls spread under the best call the roof is drawn at (empty without a spread).
+
+    Example:
+        >>> from flashviz.measure.roof_probe import Spread, RoofSpread
+        >>> s = RoofSpread(Spread(60e9, 50e9, 45e9, 55e9, 30e9, 7), Spread(28e9, 20e9, 12.7e9, 25e9, 10e9, 7), 2)
+        >>> spread_md(RoofCheck(None, 60e9, 28e9, (), False, None, None, s)).split(": ")[1][:42]
+        'the middle half of its 7 calls reached 45-'
+    """
+    s = check.spread
+    if s is None:
+        return ""
+    return (f" The roof is each probe's best call: the middle half of its {s.flops.calls} calls reached "
+            f"{s.flops.q1 / GIGA:.3g}-{s.flops.q3 / GIGA:.3g} GFLOP/s and {s.bandwidth.q1 / GIGA:.3g}-"
+            f"{s.bandwidth.q3 / GIGA:.3g} GB/s (the slowest {s.bandwidth.lowest / GIGA:.3g} GB/s): the shaded band "
+            "under the roof, how much a busy machine pulls a measurement down.")
+
+
 def roof_md(check: RoofCheck, timed: pd.DataFrame, threads: int) -> str:
     """How this CPU's roof was measured, and what happened when a timed kernel beat it (measured again; raised)."""
     roof = check.roof
     text = (f"**This CPU's roof** is measured: {probe_text(threads)}, {check.probe_flops / GIGA:.3g} GFLOP/s and "
             f"{check.probe_bandwidth / GIGA:.3g} GB/s.")
+    text += spread_md(check)
     if not check.beaten_by:
         return text + " Every kernel timed here is on or under it."
     by = timed.set_index("algorithm")
