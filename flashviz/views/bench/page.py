@@ -21,6 +21,8 @@ from flashviz.figures.report import summary_table, summary_table_figure
 from flashviz.views.bench.sentences import causal_ratios, plural, repeats_said, slower_cases, slower_why, verdicts_md
 from flashviz.vocab import FULL, NAIVE, PARTIAL, TILED_IMPLS
 
+HOOK = "Naive attention stores S and P: its memory grows with **N²**, the tiled kernels' with **N**."
+SWEEP_WIDTHS = (2.6, 1, 1, 1)  # implementations, tile size, repeats, repeat until sure: one row at 1280 px
 RAN_WITH = ("d", "causal", "window", "dtype", "batch", "heads", "device", "threads", "ns", "bblock", "reps", "sure")
 CAUSAL_RAN_WITH = ("d", "dtype", "batch", "heads", "device", "threads", "bblock", "reps", "sure")  # no window
 
@@ -50,12 +52,10 @@ def slower_caption_ui(df: pd.DataFrame, s: Settings, where: str, traffic: str) -
 
 def benchmark_ui(s: Settings) -> None:
     """Draw the view for settings s."""
-    st.markdown("Naive attention stores S and P: its memory grows with **N²**, the tiled kernels' with **N**.")
     draw("ns", st)
-    c1, c2, c3 = st.columns([3, 1, 1])  # wide enough for all four implementation chips at 1280 px
-    for name, col in zip(("impls", "bblock", "reps"), (c1, c2, c3), strict=True):
+    columns = st.columns(SWEEP_WIDTHS, vertical_alignment="center")  # all four implementation chips fit at 1280 px
+    for name, col in zip(("impls", "bblock", "reps", "sure"), columns, strict=True):
         draw(name, col)
-    draw("sure", st)
     if not s.ns or not s.impls:
         st.error("Choose at least one sequence length and one implementation.")
         return
@@ -78,7 +78,7 @@ def benchmark_ui(s: Settings) -> None:
 
     df = run_button_ui("bench", jobs.sweep, jobs.sweep_args(s), label="Run benchmark", title="Benchmark sweep",
                        help="Runs the sweep now (results are cached: the same settings come back at once).",
-                       idle=f"Press **Run benchmark** to measure these settings (about "
+                       idle=f"{HOOK} Press **Run benchmark** to measure these settings (about "
                             f"{plural(len(s.ns) * len(s.impls), 'measurement')}, "
                             f"{repeats_said(s)} each).", on_partial=draw_so_far)
     if df is None:

@@ -28,6 +28,8 @@ from flashviz.vocab import (
 # -- Benchmark and Training
 MIN_REPEATS = min_repeats()  # timed calls a 95% interval of a median needs
 BENCH_N_OPTIONS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+IMPL_CHIPS = {NAIVE: "naive", FLASH: IMPL_LABELS[FLASH], FLASH2: IMPL_LABELS[FLASH2], SDPA: "SDPA"}  # the charts'
+#                                                     names, short enough for four chips in one row at 1280 px
 IMPL_HELP = {
     NAIVE: "standard attention: materialises S and P (N² each)",
     FLASH: f"tiled, {LOOP_ORDER_LABELS[KV_OUTER]}",
@@ -42,7 +44,7 @@ OWN = dict(  # this view's own settings: name (its URL key) -> setting(default, 
                             "that would not fit in memory are refused and listed with the memory they would need.")),
         impls=setting(IMPLS, Spec(
             STRS, "multiselect", "Implementations", options=IMPLS, place=VIEW, short="implementations",
-            labels={i: IMPL_LABELS[i] for i in IMPLS},  # the charts' names: FA1 (flash), FA2 (flash2)
+            labels=IMPL_CHIPS,
             help="Which attention implementations to time: "
                  + "; ".join(f"**{i}**: {what}" for i, what in IMPL_HELP.items()) + ".")),
         bblock=setting(256, Spec(

@@ -21,18 +21,20 @@ from flashviz.vocab import NAIVE
 RAN_WITH = ("n", "d", "causal", "window", "dtype", "batch", "heads", "device", "threads", "reps", "sure")
 
 
+def intro_md(n: int) -> str:
+    """What the view asks, shown until a run answers it."""
+    return (f"At a fixed **N = {n}** (sidebar), how does the tile size Br = Bc change the run time and the modelled "
+            "HBM traffic? Bigger tiles mean fewer trips to HBM (K and V are re-read once per Q block in FA2, O once "
+            "per K/V block in FA1) until a tile no longer fits in on-chip memory. On a CPU, small tiles also pay "
+            "Python's per-tile overhead. Dotted lines: naive attention and SDPA at the same N, for reference.")
+
+
 def block_size_ui(s: Settings) -> None:
     """Draw the view for settings s."""
-    st.markdown(
-        f"At a fixed **N = {s.n}** (sidebar), how does the tile size Br = Bc change the run time and the modelled "
-        "HBM traffic? Bigger tiles mean fewer trips to HBM (K and V are re-read once per Q block in FA2, O once per "
-        "K/V block in FA1) until a tile no longer fits in on-chip memory. On a CPU, small tiles also pay Python's "
-        "per-tile overhead. Dotted lines: naive attention and SDPA at the same N, for reference."
-    )
-    c1, c2 = st.columns([3, 1])
+    c1, c2, c3 = st.columns([3, 1, 1], vertical_alignment="center")
     draw("blocks", c1)
     draw("reps", c2)
-    draw("sure", st)
+    draw("sure", c3)
     if not s.blocks:
         st.error("Choose at least one block size.")
         return
@@ -50,7 +52,7 @@ def block_size_ui(s: Settings) -> None:
     args = (s.n, s.blocks, s.d, s.causal, s.window, s.batch, s.heads, s.dtype, s.device, s.threads, s.reps, s.sure)
     result = run_button_ui("block", jobs.block_sweep, args, label="Run block-size sweep", title="Block-size sweep",
                            help=f"Times both loop orders at N = {s.n} for every block size ({repeats_said(s)} each).",
-                           idle="Press **Run block-size sweep** to measure these settings.")
+                           idle=f"{intro_md(s.n)} Press **Run block-size sweep** to measure these settings.")
     if result is None:
         return
     tiled, reference = result

@@ -30,7 +30,7 @@ from flashviz.views.bench.page import RAN_WITH, slower_caption_ui, verdicts_ui
 from flashviz.vocab import DTYPE_BYTES, NAIVE, TILED_IMPLS, TRAINING
 
 GIGA = 1e9  # FLOP per GFLOP
-SWEEP_WIDTHS = (3, 1, 1)  # implementations, tile size, repeats: all four implementation chips fit at 1280 px
+SWEEP_WIDTHS = (2.6, 1, 1, 1)  # implementations, tile size, repeats, repeat until sure: one row at 1280 px
 HOOK = "Naive keeps the N × N matrix P for the backward pass; FlashAttention **recomputes** it."
 
 SAVED = (
@@ -75,7 +75,8 @@ def _run_ui(s: Settings) -> None:
     not_run_ui(df)
     show_figure(memory_figure(df).update_layout(title_text="Forward + backward: peak memory vs N"),
                 key="train_memory")
-    show_figure(time_figure(df).update_layout(title_text=f"Forward + backward: time vs N (bars: {time_bars(df)})"),
+    bars = "95% intervals" if time_bars(df).startswith("95%") else "interquartile range"
+    show_figure(time_figure(df).update_layout(title_text=f"Forward + backward: time vs N (bars: {bars})"),
                 key="train_time")
     for flash in TILED_IMPLS:
         if NAIVE in impls and flash in impls:
@@ -92,9 +93,9 @@ def _run_ui(s: Settings) -> None:
 def _sweep_controls_ui() -> None:
     """The Benchmark view's sweep settings, drawn here too (one view is open at a time: the same widgets)."""
     draw("ns", st)
-    for name, col in zip(("impls", "bblock", "reps"), st.columns(SWEEP_WIDTHS), strict=True):
+    for name, col in zip(("impls", "bblock", "reps", "sure"), st.columns(SWEEP_WIDTHS, vertical_alignment="center"),
+                         strict=True):
         draw(name, col)
-    draw("sure", st)
 
 
 def recompute_view(table: pd.DataFrame) -> pd.DataFrame:
