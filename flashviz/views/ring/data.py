@@ -259,6 +259,7 @@ class RingResult:
 
     setup: RingSetup  # the settings it ran with
     processes: int  # processes started (the largest world of its jobs)
+    rings: int  # rings run in them (run_ring_jobs' jobs)
     seconds: float  # wall time of the whole run: the processes' start, every ring, the gathering
     events: tuple[RingStepEvent, ...]  # the chosen ring's steps, forward then backward, by (rank, step)
     ring_s: tuple[float, ...]  # per rank: seconds inside ring_attention (forward and backward)
@@ -462,6 +463,6 @@ def ring_run(setup: RingSetup, *, progress: Progress | None = None, fail_rank: t
                                         rounding))
     if progress is not None:
         progress(1, 1, f"{len(jobs)} rings gathered from {processes} processes")
-    return RingResult(setup, processes, seconds, main.events, main.ring_s, model, model_bytes(model),
+    return RingResult(setup, processes, len(jobs), seconds, main.events, main.ring_s, model, model_bytes(model),
                       mismatches(main.events, model, (FORWARD, BACKWARD)), errors, merge_row(main, setup.n),
                       tuple(works), tuple(layout_bad), tuple(precision))

@@ -63,7 +63,7 @@ def ring_ui(s: Settings) -> None:
     setup = data.setup_of(s)
     problem = data.setup_problem(setup)
     if problem:
-        st.error(f"The view cannot shard these settings. {problem}", icon="🛑")
+        st.error(text.problem_text(problem), icon="🛑")
         return
     result = _run_ui(setup)
     grid = cached_map(setup)
@@ -82,17 +82,11 @@ def ring_ui(s: Settings) -> None:
 def _run_ui(setup: RingSetup) -> RingResult | None:
     """The Run button and, after a run, its verdict; the result for exactly these settings, or None."""
     others, sweep, processes = data.run_plan(setup)
-    rings = 1 + len(others) + len(sweep)
-    result = run_button_ui(
-        NAME, ring_run, (setup,), label=f"Run the ring in {processes} processes", title=TITLE,
-        help="Starts the processes on this machine (gloo, one thread each) and runs this ring forward and backward, "
-             "the other layouts and W = 1, 2, 4 in fp32 and bf16 in them (results are cached per setting).",
-        idle=f"Press **Run the ring** to start {processes} processes and run {rings} rings in them: this one forward "
-             f"and backward, {len(others)} other layout(s), and {len(sweep)} for the precision chart. A few seconds, "
-             "most of them the processes' start (each imports torch).")
+    result = run_button_ui(NAME, ring_run, (setup,), label=text.run_label(processes), title=TITLE,
+                           help=text.RUN_HELP, idle=text.run_idle(processes, len(others), len(sweep)))
     if result is None:
         return None
-    verdict = text.verdict_sentence(result.processes, rings, result.seconds, result.events, result.errors,
+    verdict = text.verdict_sentence(result.processes, result.rings, result.seconds, result.events, result.errors,
                                     setup.dtype, FP32_TOLERANCE, result.mismatches)
     (st.success if result.exact else st.warning)(verdict, icon="✅" if result.exact else "⚠️")
     return result

@@ -30,8 +30,30 @@ INTRO = ("When one sequence is too long for one device, its positions are dealt 
          "they measured.")
 
 
-def g(x: float, digits: int = 3) -> str:
-    return f"{x:.{digits}g}"
+RUN_HELP = ("Starts the processes on this machine (gloo, one thread each) and runs this ring forward and backward, the "
+            "other layouts and W = 1, 2, 4 in fp32 and bf16 in them (results are cached per setting).")
+
+
+def problem_text(problem: str) -> str:
+    """The error shown in place of the view when the settings cannot be drawn or run (the fix is in `problem`)."""
+    return f"The view cannot shard these settings. {problem}"
+
+
+def run_label(processes: int) -> str:
+    """The Run button's label (the page puts ▶ before it)."""
+    return f"Run the ring in {processes} processes"
+
+
+def run_idle(processes: int, others: int, sweep: int) -> str:
+    """What the page says before a run: what pressing Run starts and computes.
+
+    Example:
+        >>> run_idle(4, 2, 6)[:62]
+        'Press **Run the ring** to start 4 processes and run 9 rings in'
+    """
+    return (f"Press **Run the ring** to start {processes} processes and run {1 + others + sweep} rings in them: this "
+            f"one forward and backward, {others} other layout(s), and {sweep} for the precision chart. A few seconds, "
+            "most of them the processes' start (each imports torch).")
 
 
 def ranks_list(values: Sequence[object]) -> str:
