@@ -18,7 +18,14 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from flashviz.figures.palette import BASE_FONT_PX, LINE_PX, MARKER_PX, REFERENCE_COLOR, TILE_COLORS
-from flashviz.figures.style import flashviz_template, fmt_sci, set_subtitle, style_figure, subtitle_lines
+from flashviz.figures.style import (
+    flashviz_template,
+    fmt_sci,
+    log_axis,
+    set_subtitle,
+    style_figure,
+    subtitle_lines,
+)
 from flashviz.units import format_bytes, format_flops
 from flashviz.vocab import PARTIAL, SKIPPED
 
@@ -122,8 +129,6 @@ def score_map_figure(grid: MapGrid) -> go.Figure:
                                  marker={"symbol": "square", "size": MARKER_PX + 3, "color": step_color(t)}))
     fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="skipped", showlegend=True,
                              marker={"symbol": "square", "size": MARKER_PX + 3, "color": SKIPPED_COLOR}))
-    if grid.causal and side <= MAP_TEXT_TILES_MAX:
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="text", text=["p"], name="p: partial", showlegend=True))
     centres = [r * T + (T - 1) / 2 for r in range(W)]
     ranks = [str(r) for r in range(W)]
     fig.update_layout(
@@ -223,39 +228,48 @@ def work_figure(model: Sequence[LayoutWork], measured: Sequence[LayoutWork] = ()
 
 
 def timeline_figure(events: Sequence) -> go.Figure:
-    """Every rank's steps on one clock: each step's compute (kernel and merge) then its wait for the transfers that
-    the compute did not hide, forward then backward, in ms since the first step began.
+    """Every rank's steps on one clock, a panel per phase: each step's compute (kernel and merge, or dK/dV
+    accumulation) then its wait for the transfers the compute did not hide, in ms since the phase's first step began.
 
     Args:
         events: a run's RingStepEvent items (start_s, compute_s, comm_s per rank, step and phase).
+
+    Example:
+        >>> from types import SimpleNamespace as E
+        >>> ev = [E(rank=r, step=0, kv_rank=r, phase="forward", tiles_computed=1, start_s=1.0, compute_s=0.01,
+        ...         comm_s=0.002, bytes_sent=0) for r in range(2)]
+        >>> [t.name for t in timeline_figure(ev).data]
+        ['forward compute', 'waiting for transfers']
     """
-    t0 = min(e.start_s for e in events)
     world = max(e.rank for e in events) + 1
-    fig = go.Figure()
-    for phase in (FORWARD, BACKWARD):
+    phases = [p for p in (FORWARD, BACKWARD) if any(e.phase == p for e in events)]
+    fig = make_subplots(rows=len(phases), cols=1, vertical_spacing=0.3 if len(phases) > 1 else 0.1,
+                        subplot_titles=[f"{p}: ms since its first step began" for p in phases])
+    ranks = [f"rank {r}" for r in range(world)]
+    for row, phase in enumerate(phases, start=1):
         steps = [e for e in events if e.phase == phase]
-        if not steps:
-            continue
+        t0 = min(e.start_s for e in steps)
         fig.add_trace(go.Bar(
             y=[f"rank {e.rank}" for e in steps], x=[e.compute_s * MS for e in steps],
             base=[(e.start_s - t0) * MS for e in steps], orientation="h", name=f"{phase} compute",
             marker={"color": COMPUTE_COLORS[phase], "line": {"width": 1, "color": "white"}},
             customdata=[(e.step, e.kv_rank, e.tiles_computed, e.compute_s * MS) for e in steps],
-            hovertemplate=(f"rank %{{y}}, {phase} step %{{customdata[0]}} (K/V of rank %{{customdata[1]}}): "
-                           "%{customdata[2]} tiles in %{customdata[3]:.2f} ms<extra></extra>")))
+            hovertemplate=(f"%{{y}}, {phase} step %{{customdata[0]}} (K/V of rank %{{customdata[1]}}): "
+                           "%{customdata[2]} tiles in %{customdata[3]:.2f} ms<extra></extra>")), row=row, col=1)
         fig.add_trace(go.Bar(
             y=[f"rank {e.rank}" for e in steps], x=[e.comm_s * MS for e in steps],
             base=[(e.start_s - t0 + e.compute_s) * MS for e in steps], orientation="h",
-            name="waiting for transfers" if phase == FORWARD else "waiting (backward)", showlegend=phase == FORWARD,
-            legendgroup="wait", marker={"color": WAIT_COLOR},
+            name="waiting for transfers", showlegend=row == 1, legendgroup="wait", marker={"color": WAIT_COLOR},
             customdata=[(e.step, e.comm_s * MS, format_bytes(e.bytes_sent)) for e in steps],
             hovertemplate=(f"%{{y}}, {phase} step %{{customdata[0]}}: waited %{{customdata[1]:.2f}} ms for the "
-                           "transfers (sent %{customdata[2]})<extra></extra>")))
-    style_figure(fig, title="Each rank's steps, as measured in its process", x_title="ms since the first step began",
-                 y_title="")
-    fig.update_layout(barmode="overlay", height=max(SMALL_FIG_PX - 60, 200 + 50 * world),
-                      legend={"orientation": "h", "x": 0, "y": -0.3, "yanchor": "top"}, margin={"t": 60, "b": 140})
-    fig.update_yaxes(categoryorder="array", categoryarray=[f"rank {r}" for r in reversed(range(world))])
+                           "transfers (sent %{customdata[2]})<extra></extra>")), row=row, col=1)
+        fig.update_yaxes(type="category", categoryorder="array", categoryarray=ranks[::-1], row=row, col=1)
+        fig.update_xaxes(rangemode="tozero", row=row, col=1)
+    fig.update_layout(template=flashviz_template(), barmode="overlay",
+                      title={"text": "Each rank's steps, as measured in its process"},
+                      height=140 + len(phases) * (90 + 34 * world),
+                      legend={"orientation": "h", "x": 0, "y": -0.12 if len(phases) > 1 else -0.25, "yanchor": "top"},
+                      margin={"t": 90, "b": 90})
     return fig
 
 
@@ -279,6 +293,7 @@ def bytes_figure(events: Sequence, model_bytes: dict[tuple[str, int], int]) -> g
                              hovertemplate="model, %{x}: %{y:.4g} KiB per rank<extra></extra>"))
     style_figure(fig, title="Bytes sent per step, against the model", x_title="ring step (forward, backward)",
                  y_title="KiB sent by each rank")
+    fig.update_xaxes(type="category")
     fig.update_layout(barmode="group", height=SMALL_FIG_PX, legend={"orientation": "h", "x": 0, "y": -0.3,
                                                                     "yanchor": "top"}, margin={"t": 60, "b": 140})
     fig.update_yaxes(rangemode="tozero")
@@ -296,26 +311,29 @@ def merge_figure(merge: MergeRow) -> go.Figure:
         (1.0, 0.0)
     """
     steps = list(range(len(merge.lse_steps)))
-    labels = [f"{t} (K/V {k})" for t, k in zip(steps, merge.kv_ranks, strict=True)]
+    labels = [str(t) for t in steps]
     finite = [x for x in merge.lse_steps if x > -math.inf]
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.16,
                         subplot_titles=("partial L_t and the merged L", "weight exp(L_t − L)"))
     fig.add_trace(go.Bar(x=labels, y=[x if x > -math.inf else None for x in merge.lse_steps],
                          marker_color=[step_color(t) for t in steps], showlegend=False,
-                         hovertemplate="step %{x}: L_t = %{y:.5g}<extra></extra>"), row=1, col=1)
+                         customdata=list(merge.kv_ranks),
+                         hovertemplate="step %{x} (K/V of rank %{customdata}): L_t = %{y:.5g}<extra></extra>"),
+                  row=1, col=1)
     fig.add_trace(go.Bar(x=labels, y=list(merge.weights), marker_color=[step_color(t) for t in steps],
                          text=[f"{w:.3f}" for w in merge.weights], textposition="outside", cliponaxis=False,
                          showlegend=False, hovertemplate="step %{x}: weight %{y:.6f}<extra></extra>"), row=1, col=2)
-    fig.add_trace(go.Scatter(x=[labels[0], labels[-1]], y=[merge.lse, merge.lse], mode="lines",
-                             line={"color": "black", "width": LINE_PX, "dash": "dash"}, name=f"L = {merge.lse:.5g}",
-                             hovertemplate=f"merged L = {merge.lse:.6g}<extra></extra>"), row=1, col=1)
+    fig.add_hline(y=merge.lse, line={"color": "black", "width": LINE_PX, "dash": "dash"}, row=1, col=1)
+    fig.add_annotation(x=0.5, xref="x domain", y=merge.lse, yref="y", yshift=14, showarrow=False,
+                       text=f"merged L = {merge.lse:.4g}", font={"size": BASE_FONT_PX})
     lo = min([*finite, merge.lse])
-    fig.update_layout(template=flashviz_template(), height=SMALL_FIG_PX,
+    fig.update_layout(template=flashviz_template(), height=SMALL_FIG_PX, showlegend=False,
                       title={"text": f"The merge of row {merge.position} (rank {merge.rank}) across the steps"},
-                      legend={"orientation": "h", "x": 0, "y": -0.3, "yanchor": "top"}, margin={"t": 90, "b": 130})
-    fig.update_xaxes(title_text="ring step", row=1, col=1)
-    fig.update_xaxes(title_text="ring step", row=1, col=2)
-    fig.update_yaxes(range=[min(0.0, lo - 0.5), max([*finite, merge.lse]) * 1.15 + 0.1], row=1, col=1)
+                      margin={"t": 100, "b": 80})
+    fig.update_xaxes(title_text="ring step t", type="category", row=1, col=1)
+    fig.update_xaxes(title_text="ring step t", type="category", row=1, col=2)
+    top = max([*finite, merge.lse])
+    fig.update_yaxes(range=[min(0.0, lo - 0.5), top + 0.25 * (abs(top) + 1)], row=1, col=1)
     fig.update_yaxes(range=[0, 1.2], row=1, col=2)
     return fig
 
@@ -351,6 +369,8 @@ def precision_figure(points: Sequence[PrecisionPoint], tolerance: float) -> go.F
                                  hovertemplate=f"fp32 bar: {fmt_sci(tolerance)}<extra></extra>"))
     style_figure(fig, title="Error against one process, as the world grows", x_title="W (ranks)",
                  y_title="|error| (float64 reference)", log_y=True)
+    values = [v for p in points for v in (p.max_error, p.mean_error)] + [tolerance]
+    fig.update_yaxes(**log_axis(values, "sci"))
     fig.update_layout(height=SMALL_FIG_PX, legend={"orientation": "h", "x": 0, "y": -0.3, "yanchor": "top"},
                       margin={"t": 60, "b": 140})
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=[str(w) for w in worlds])

@@ -28,8 +28,8 @@ from flashviz.vocab import DTYPE_BYTES
 NAME = "ring"  # the view's result name in this session (flashviz.app.runs.remember)
 TITLE = "Ring run"  # what the progress box calls the run
 CACHE_ENTRIES = 16
-SLIDERS = ("rgn", "rgw", "rgblock", "rgheads")  # the first row of controls
-CHOICES = ("rglayout", "rgdtype", "rgcausal")  # the second row
+SLIDERS = ("rgn", "rgw", "rgblock", "rgheads", "rgcausal")  # the first row of controls
+CHOICES = ("rglayout", "rgdtype")  # the second row
 RAN_WITH = (*SLIDERS, *CHOICES)
 
 
@@ -58,14 +58,22 @@ def ring_ui(s: Settings) -> None:
     st.markdown(text.INTRO)
     for name, col in zip(SLIDERS, st.columns(len(SLIDERS)), strict=True):
         draw(name, col)
-    for name, col in zip(CHOICES, st.columns(len(CHOICES)), strict=True):
+    row = st.columns((1, 1, 1.2))
+    for name, col in zip(CHOICES, row[:-1], strict=True):
         draw(name, col)
     setup = data.setup_of(s)
     problem = data.setup_problem(setup)
     if problem:
         st.error(text.problem_text(problem), icon="🛑")
         return
-    result = _run_ui(setup)
+    others, sweep, processes = data.run_plan(setup)
+    with row[-1]:  # the Run button beside the last control: the map starts within the first screen
+        result = run_button_ui(NAME, ring_run, (setup,), label=text.run_label(processes), title=TITLE,
+                               help=text.RUN_HELP, idle=text.run_idle(processes, len(others), len(sweep)))
+    if result is not None:
+        verdict = text.verdict_sentence(result.processes, result.rings, result.seconds, result.events,
+                                        result.errors, setup.dtype, FP32_TOLERANCE, result.mismatches)
+        (st.success if result.exact else st.warning)(verdict)
     grid = cached_map(setup)
     show_figure(figs.score_map_figure(grid), key="ring_map")
     st.markdown(text.map_sentence(grid))
@@ -77,19 +85,6 @@ def ring_ui(s: Settings) -> None:
         return
     st.markdown(text.work_match_sentence(works, result.layouts, result.layout_mismatches))
     _measured_ui(result, s)
-
-
-def _run_ui(setup: RingSetup) -> RingResult | None:
-    """The Run button and, after a run, its verdict; the result for exactly these settings, or None."""
-    others, sweep, processes = data.run_plan(setup)
-    result = run_button_ui(NAME, ring_run, (setup,), label=text.run_label(processes), title=TITLE,
-                           help=text.RUN_HELP, idle=text.run_idle(processes, len(others), len(sweep)))
-    if result is None:
-        return None
-    verdict = text.verdict_sentence(result.processes, result.rings, result.seconds, result.events, result.errors,
-                                    setup.dtype, FP32_TOLERANCE, result.mismatches)
-    (st.success if result.exact else st.warning)(verdict, icon="✅" if result.exact else "⚠️")
-    return result
 
 
 def _measured_ui(r: RingResult, s: Settings) -> None:

@@ -23,15 +23,13 @@ FORWARD, BACKWARD = "forward", "backward"  # flashviz.ring's phase names (that m
 GRADS = {"dq": "dQ", "dk": "dK", "dv": "dV"}  # the run's gradient names, as the sentences write them
 BALANCED = 0.05  # a layout whose busiest rank is within this fraction of the mean tiles is called balanced
 WARMUP_FACTOR = 2.0  # step 0 "is slow" when its mean compute is this many times the later computed steps' mean
-INTRO = ("When one sequence is too long for one device, its positions are dealt to W ranks: each keeps N / W "
-         "queries, keys and values. The K/V shards travel round a ring while every rank computes its queries "
-         "against the shard it holds, and it merges the partial outputs by their logsumexp (Flash-Decoding's "
-         "merge). The map and the work chart are the model; **Run** starts W real processes (gloo) and draws what "
-         "they measured.")
+INTRO = ("One sequence dealt to W ranks: the K/V shards travel round a ring, each rank merging its partial outputs "
+         "by their logsumexp. The map and the work chart are the model; **Run** starts real processes.")
 
 
-RUN_HELP = ("Starts the processes on this machine (gloo, one thread each) and runs this ring forward and backward, the "
-            "other layouts and W = 1, 2, 4 in fp32 and bf16 in them (results are cached per setting).")
+RUN_HELP = ("Starts the processes on this machine (gloo, one thread each, each importing torch) and runs in them "
+            "this ring forward and backward, the other layouts at this W (forward), and W = 1, 2, 4 in fp32 and bf16 "
+            "for the precision chart. Results are cached per setting.")
 
 
 def problem_text(problem: str) -> str:
@@ -45,15 +43,13 @@ def run_label(processes: int) -> str:
 
 
 def run_idle(processes: int, others: int, sweep: int) -> str:
-    """What the page says before a run: what pressing Run starts and computes.
+    """What the page says before a run: what pressing Run starts and computes (RUN_HELP says which rings).
 
     Example:
-        >>> run_idle(4, 2, 6)[:62]
-        'Press **Run the ring** to start 4 processes and run 9 rings in'
+        >>> run_idle(4, 2, 6)[:44]
+        'Press **Run the ring**: 4 processes, 9 rings'
     """
-    return (f"Press **Run the ring** to start {processes} processes and run {1 + others + sweep} rings in them: this "
-            f"one forward and backward, {others} other layout(s), and {sweep} for the precision chart. A few seconds, "
-            "most of them the processes' start (each imports torch).")
+    return f"Press **Run the ring**: {processes} processes, {1 + others + sweep} rings."
 
 
 def ranks_list(values: Sequence[object]) -> str:

@@ -23,11 +23,11 @@ RING_DTYPES = {"float32": "fp32 partials", "bfloat16": "bf16 partials"}  # URL n
 
 OWN = dict(  # this view's own settings: name (its URL key) -> setting(default, Spec)
         rgn=setting(256, Spec(
-            INT, "select_slider", "Sequence length N", lo=1, hi=RING_N_MAX, options=RING_N_OPTIONS, place=VIEW,
+            INT, "select_slider", "N (positions)", lo=1, hi=RING_N_MAX, options=RING_N_OPTIONS, place=VIEW,
             short="N", help="Positions of the one sequence the ranks share. Each rank keeps N / W of them (its query, "
                             "key and value shards); N must divide into W shards (2W chunks for zigzag).")),
         rgw=setting(4, Spec(
-            INT, "select_slider", "World W (processes)", lo=1, hi=RING_WORLD_MAX, options=RING_WORLDS, place=VIEW,
+            INT, "select_slider", "World W", lo=1, hi=RING_WORLD_MAX, options=RING_WORLDS, place=VIEW,
             short="W", help="Ranks in the ring, one process each on this machine (gloo). At step t rank r holds the "
                             "K/V shard of rank (r - t) mod W, while it passes its current shard on to rank r + 1.")),
         rglayout=setting("contiguous", Spec(
