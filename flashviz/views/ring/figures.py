@@ -289,7 +289,8 @@ def bytes_figure(events: Sequence, model_bytes: dict[tuple[str, int], int]) -> g
                              marker_color=step_color(r), offsetgroup=str(r),
                              hovertemplate=f"rank {r}, %{{x}}: sent %{{y:.4g}} KiB<extra></extra>"))
     fig.add_trace(go.Scatter(x=labels, y=[model_bytes[k] / 1024 for k in keys], mode="markers", name="model",
-                             marker={"symbol": "line-ew-open", "size": 34, "line": {"width": 4, "color": "black"}},
+                             marker={"symbol": "line-ew-open", "size": 34, "color": "black",
+                                     "line": {"width": 4, "color": "black"}},
                              hovertemplate="model, %{x}: %{y:.4g} KiB per rank<extra></extra>"))
     style_figure(fig, title="Bytes sent per step, against the model", x_title="ring step (forward, backward)",
                  y_title="KiB sent by each rank")
