@@ -117,6 +117,7 @@ SIDEBAR_KEYS = {
     "roof": {"n", "d", "link", "br", "causal", "win_on", "dtype", "batch", "heads", "threads"},
     "decode": {"d", "dtype", "device", "threads"},
     "masks": {"n", "d", "link", "br", "dtype", "heads", "threads"},
+    "ring": set(),
 }
 USES = {
     "how": "Uses from the sidebar: N, d, Br, Bc, causal, window, dtype; from the Masks view: its settings.",
@@ -125,6 +126,7 @@ USES = {
              "implementations, tile size, repeats, repeat until sure.",
     "correct": "Uses from the sidebar: Br, Bc, causal, window, dtype, device, threads.",
     "decode": "Uses from the sidebar: d, dtype, device, threads; from the Benchmark view: repeats.",
+    "ring": "Uses no setting of the sidebar.",
 }
 
 

@@ -63,6 +63,8 @@ LAYOUTS = {
     "roof": Layout(f"{key('roof_chart')} {CHART}", f"{key('roof_chart')} .nsewdrag"),
     "decode": Layout(f"{key('decode_animation')} {CHART}", f"{key('decode_animation')} .nsewdrag"),
     "masks": Layout(f"{key('mask_elements')} {CHART}", f"{key('mask_tiles')} .nsewdrag"),
+    "ring": Layout(f"{key('ring_run')} button", f"{key('ring_map')} {CHART}", "rgn=64&rgw=2&rgblock=16&rgheads=1",
+                   "[data-testid='stAlert']:has-text('rings in')"),  # its verdict; the map, the run's charts under it
 }
 ANY_RESULT = f"{CHART}, {TILE_MAP}, [data-testid='stAlert']"
 DEFAULT_LAYOUT = Layout(f"[data-testid='stBaseButton-primary'], {CHART}, {TILE_MAP}", ANY_RESULT)  # a new tab

@@ -1,0 +1,102 @@
+"""The "Ring" view: ring attention (context parallelism) seen rank by rank. The model first, with no process: the N x N
+scores split into the ranks' rows and coloured by ring step, animated step by step, and each rank's work per layout
+with its imbalance. Then, on Run, the same ring in W real processes on this machine (gloo), under the timing lock:
+its timeline per rank, the bytes sent per step against the model, the merge of one row across the steps, its error
+against one process in float64, and fp32 against bf16 partials as the world grows.
+
+Widgets -> cached calls (the model; the run under the timing lock) -> the figures of flashviz.views.ring.figures and
+the sentences of flashviz.views.ring.sentences, each a function of the numbers it quotes.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import streamlit as st
+
+from flashviz.app.drawing import ran_with_ui, show_figure
+from flashviz.app.lock import Progress, holding
+from flashviz.app.runs import run_button_ui
+from flashviz.app.state import Settings
+from flashviz.app.widgets import draw
+from flashviz.views.ring import data
+from flashviz.views.ring import figures as figs
+from flashviz.views.ring import sentences as text
+from flashviz.views.ring.data import FP32_TOLERANCE, LayoutWork, MapGrid, RingResult, RingSetup
+from flashviz.vocab import DTYPE_BYTES
+
+NAME = "ring"  # the view's result name in this session (flashviz.app.runs.remember)
+TITLE = "Ring run"  # what the progress box calls the run
+CACHE_ENTRIES = 16
+SLIDERS = ("rgn", "rgw", "rgblock", "rgheads", "rgcausal")  # the first row of controls
+CHOICES = ("rglayout", "rgdtype")  # the second row
+RAN_WITH = (*SLIDERS, *CHOICES)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_map(setup: RingSetup) -> MapGrid:
+    """data.score_map: the model's tiles of every rank and step."""
+    return data.score_map(setup)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_work(setup: RingSetup) -> tuple[tuple[LayoutWork, ...], dict[str, str]]:
+    """data.layout_work: each layout's tiles and FLOPs per rank, from the model."""
+    return data.layout_work(setup)
+
+
+@st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
+def ring_run(setup: RingSetup, _progress: Progress | None = None,
+             _lock: threading.Lock | None = None) -> RingResult:
+    """data.ring_run under the timing lock: the W processes, every ring the view draws."""
+    with holding(_lock or threading.Lock(), _progress):
+        return data.ring_run(setup, progress=_progress)
+
+
+def ring_ui(s: Settings) -> None:
+    """Draw the view for settings s."""
+    st.markdown(text.INTRO)
+    for name, col in zip(SLIDERS, st.columns(len(SLIDERS)), strict=True):
+        draw(name, col)
+    row = st.columns((1, 1, 1.2))
+    for name, col in zip(CHOICES, row[:-1], strict=True):
+        draw(name, col)
+    setup = data.setup_of(s)
+    problem = data.setup_problem(setup)
+    if problem:
+        st.error(text.problem_text(problem), icon="🛑")
+        return
+    others, sweep, processes = data.run_plan(setup)
+    with row[-1]:  # the Run button beside the last control: the map starts within the first screen
+        result = run_button_ui(NAME, ring_run, (setup,), label=text.run_label(processes), title=TITLE,
+                               help=text.RUN_HELP, idle=text.run_idle(processes, len(others), len(sweep)))
+    if result is not None:
+        verdict = text.verdict_sentence(result.processes, result.rings, result.seconds, result.events,
+                                        result.errors, setup.dtype, FP32_TOLERANCE, result.mismatches)
+        (st.success if result.exact else st.warning)(verdict)
+    grid = cached_map(setup)
+    show_figure(figs.score_map_figure(grid), key="ring_map")
+    st.markdown(text.map_sentence(grid))
+    works, bad = cached_work(setup)
+    show_figure(figs.work_figure(works, result.layouts if result else ()), key="ring_work")
+    st.markdown(text.imbalance_sentence(works, bad, setup.world, setup.causal,
+                                        data.contiguous_causal_bounds(setup.world)))
+    if result is None:
+        return
+    st.markdown(text.work_match_sentence(works, result.layouts, result.layout_mismatches))
+    _measured_ui(result, s)
+
+
+def _measured_ui(r: RingResult, s: Settings) -> None:
+    st.subheader("Measured in the run")
+    ran_with_ui(s, RAN_WITH)
+    show_figure(figs.timeline_figure(r.events), key="ring_timeline")
+    st.markdown(text.timeline_sentence(r.events))
+    if r.setup.world > 1:
+        show_figure(figs.bytes_figure(r.events, r.model_bytes), key="ring_bytes")
+    st.markdown(text.bytes_sentence(r.events, r.model_bytes, r.setup.heads, r.setup.n // r.setup.world, r.setup.d,
+                                    DTYPE_BYTES[r.setup.dtype]))
+    show_figure(figs.merge_figure(r.merge), key="ring_merge")
+    st.markdown(text.merge_sentence(r.merge))
+    show_figure(figs.precision_figure(r.precision, FP32_TOLERANCE), key="ring_precision")
+    st.markdown(text.precision_sentence(r.precision, FP32_TOLERANCE))
