@@ -31,7 +31,7 @@ from flashviz.limits import (
 )
 from flashviz.measure.guards import calls_per_row, input_bytes, request_flops
 from flashviz.measure.stats import min_repeats
-from flashviz.measure.sweep import cut_short, run_block_sweep, run_sweep
+from flashviz.measure.sweep import cut_short, run_block_sweep, run_sweep, settle
 from flashviz.measure.timing import Adaptive
 from flashviz.units import format_bytes
 from flashviz.vocab import FORWARD, IMPLS, NAIVE, SDPA, TILED_IMPLS, TRAINING
@@ -96,6 +96,9 @@ def sweep(ns: tuple[int, ...], d: int, br: int, bc: int, causal: bool, window: W
     frames: list[pd.DataFrame] = []
     used = 0.0  # seconds of the budget the earlier N took
     with holding(_lock or threading.Lock(), _progress):
+        if sure:  # every rerun timed in the same allocator state (measure.sweep.settle)
+            settle(ns, d=d, block_q=br, block_k=bc, causal=causal, window=window, impls=impls, batch=batch,
+                   heads=heads, dtype=dtype, device=device, threads=threads, mode=mode)
         for i, n in enumerate(ns):
             def report(done: int, total: int, what: str, i: int = i) -> None:  # done counts rows of this N
                 if _progress is not None:
@@ -125,6 +128,9 @@ def block_sweep(n: int, blocks: tuple[int, ...], d: int, causal: bool, window: W
     lines; both share one time budget. With `sure`, each block size is timed until its medians are known."""
     repeats = repeats_of(reps, sure, len(blocks) + 1)
     with holding(_lock or threading.Lock(), _progress):
+        if sure:  # every rerun timed in the same allocator state (measure.sweep.settle)
+            settle([n], d=d, causal=causal, window=window, impls=(NAIVE, SDPA), batch=batch, heads=heads,
+                   dtype=dtype, device=device, threads=threads)
         start = time.perf_counter()
         tiled = run_block_sweep(n, list(blocks), d=d, causal=causal, window=window, impls=TILED_IMPLS,
                                 batch=batch, heads=heads, dtype=dtype, device=device, threads=threads,
@@ -166,6 +172,9 @@ def causal_pair(n: int, d: int, block: int, impls: tuple[str, ...], batch: int, 
     repeats = repeats_of(reps, sure, 2)
     frames = []
     with holding(_lock or threading.Lock(), _progress):
+        if sure:  # every rerun timed in the same allocator state (measure.sweep.settle)
+            settle([n], d=d, block_size=block, impls=impls, batch=batch, heads=heads, dtype=dtype, device=device,
+                   threads=threads)
         start = time.perf_counter()
         for i, causal in enumerate((False, True)):
             def report(done: int, total: int, what: str, i: int = i) -> None:
