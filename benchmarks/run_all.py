@@ -132,7 +132,7 @@ def fmt(value: float, unit: str) -> str:
         return f"{value:.2f}x"
     if unit == "%":
         return f"{value:.1f} %"
-    return f"{value:.4g} {unit}" if abs(value) >= 1000 else f"{value:.3g} {unit}"
+    return (f"{value:.4g} {unit}" if abs(value) >= 1000 else f"{value:.3g} {unit}").rstrip()  # a bare number: no unit
 
 
 def section(b: Bench, rows: Sequence[Row], failures: Sequence[str], runs: int) -> str:
@@ -142,7 +142,8 @@ def section(b: Bench, rows: Sequence[Row], failures: Sequence[str], runs: int) -
         lines += ["| figure | median | range over the runs | runs |", "|---|---|---|---|"]
         for r in rows:
             lo, hi = min(r.values), max(r.values)
-            lines.append(f"| {r.label} | **{fmt(statistics.median(r.values), r.unit)}** | "
+            label = r.label.replace("|", "\\|")  # a label's own bars (|error|) would split the table's cells
+            lines.append(f"| {label} | **{fmt(statistics.median(r.values), r.unit)}** | "
                          f"{fmt(lo, r.unit)} to {fmt(hi, r.unit)} | {len(r.values)} |")
     for why in failures:
         lines.append(f"\nA run failed: {why}")
