@@ -1,8 +1,8 @@
 """Heavy work behind the Benchmark, Block size, Correctness and Training views: cached calls into
 flashviz.measure.sweep, serialised by the process-wide timing lock, and the caps that refuse a run before it starts.
 
-Every cached function takes hashable arguments only (tuples, ints, strings); `_progress` and `_lock` are
-unhashed (leading underscore) and carry the progress callback and the lock. Results are tidy DataFrames.
+Each run is a `timed_run` (flashviz.app.runs): cached on its hashable arguments (tuples, ints, strings), under the
+timing lock, its progress passed on; callers add `_progress` and `_lock`. Results are tidy DataFrames.
 
 Each run has a wall-clock budget (limits.LIVE_TIME_BUDGET_S, counted once it holds the lock): a run slower than
 work_guard estimated skips its remaining rows ("not run: time budget ...", listed by drawing.not_run_ui) and lets
@@ -11,15 +11,13 @@ the next user have the lock. A result cut short that way is not kept in the cach
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
 import pandas as pd
-import streamlit as st
 
-from flashviz.app.lock import Progress, holding
-from flashviz.app.runs import not_cached_if
+from flashviz.app.lock import Progress
+from flashviz.app.runs import timed_run
 from flashviz.app.state import Settings
 from flashviz.limits import (
     AUTO_BUDGET_S,
@@ -74,7 +72,9 @@ def _any_cut_short(result: Any) -> bool:
     return any(cut_short(df) for df in (result if isinstance(result, tuple) else (result,)))
 
 
-_not_cached_if_cut_short = not_cached_if(_any_cut_short)
+def complete(result: Any) -> bool:
+    """Whether a run's result is whole (no row cut short by the time budget): only whole results are kept."""
+    return not _any_cut_short(result)
 
 
 def _left(budget_s: float, start: float) -> float:
@@ -82,108 +82,100 @@ def _left(budget_s: float, start: float) -> float:
     return max(0.0, budget_s - (time.perf_counter() - start))
 
 
-@_not_cached_if_cut_short
-@st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
+@timed_run(keep=complete)
 def sweep(ns: tuple[int, ...], d: int, br: int, bc: int, causal: bool, window: Window, impls: tuple[str, ...],
           batch: int, heads: int, dtype: str, device: str, threads: int, reps: int, mode: str = FORWARD,
-          sure: bool = False, time_budget_s: float = LIVE_TIME_BUDGET_S, _progress: Progress | None = None,
-          _lock: threading.Lock | None = None) -> pd.DataFrame:
-    """run_sweep over N, cached on every argument; timing runs take turns on `_lock`, all N within time_budget_s.
+          sure: bool = False, time_budget_s: float = LIVE_TIME_BUDGET_S,
+          progress: Progress | None = None) -> pd.DataFrame:
+    """run_sweep over N, a timed_run (cached, under the timing lock); all N within time_budget_s.
 
-    One run_sweep per N, so that `_progress` gets the rows measured so far (its fourth argument) after each N. With
+    One run_sweep per N, so that `progress` gets the rows measured so far (its fourth argument) after each N. With
     `sure`, each N is timed until its medians are known (repeats_of)."""
     repeats = repeats_of(reps, sure, len(ns))
     frames: list[pd.DataFrame] = []
     used = 0.0  # seconds of the budget the earlier N took
-    with holding(_lock or threading.Lock(), _progress):
-        if sure:  # every rerun timed in the same allocator state (measure.sweep.settle)
-            settle(ns, d=d, block_q=br, block_k=bc, causal=causal, window=window, impls=impls, batch=batch,
-                   heads=heads, dtype=dtype, device=device, threads=threads, mode=mode)
-        for i, n in enumerate(ns):
-            def report(done: int, total: int, what: str, i: int = i) -> None:  # done counts rows of this N
-                if _progress is not None:
-                    _progress(i * len(impls) + done, len(ns) * len(impls), what)
+    if sure:  # every rerun timed in the same allocator state (measure.sweep.settle)
+        settle(ns, d=d, block_q=br, block_k=bc, causal=causal, window=window, impls=impls, batch=batch,
+               heads=heads, dtype=dtype, device=device, threads=threads, mode=mode)
+    for i, n in enumerate(ns):
+        def report(done: int, total: int, what: str, i: int = i) -> None:  # done counts rows of this N
+            if progress is not None:
+                progress(i * len(impls) + done, len(ns) * len(impls), what)
 
-            start = time.perf_counter()
-            frames.append(run_sweep([n], d=d, block_q=br, block_k=bc, causal=causal, window=window, impls=impls,
-                                    batch=batch, heads=heads, dtype=dtype, device=device, threads=threads,
-                                    repeats=repeats, mode=mode, warmup=WARMUP, progress=report,
-                                    time_budget_s=max(0.0, time_budget_s - used)))
-            used += time.perf_counter() - start
-            if _progress is not None:
-                _progress((i + 1) * len(impls), len(ns) * len(impls), f"N = {n} done",
-                          pd.concat(frames, ignore_index=True))
+        start = time.perf_counter()
+        frames.append(run_sweep([n], d=d, block_q=br, block_k=bc, causal=causal, window=window, impls=impls,
+                                batch=batch, heads=heads, dtype=dtype, device=device, threads=threads,
+                                repeats=repeats, mode=mode, warmup=WARMUP, progress=report,
+                                time_budget_s=max(0.0, time_budget_s - used)))
+        used += time.perf_counter() - start
+        if progress is not None:
+            progress((i + 1) * len(impls), len(ns) * len(impls), f"N = {n} done",
+                     pd.concat(frames, ignore_index=True))
     df = pd.concat(frames, ignore_index=True)
     df.attrs = frames[-1].attrs
     return df
 
 
-@_not_cached_if_cut_short
-@st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
+@timed_run(keep=complete)
 def block_sweep(n: int, blocks: tuple[int, ...], d: int, causal: bool, window: Window, batch: int, heads: int,
                 dtype: str, device: str, threads: int, reps: int, sure: bool = False,
-                time_budget_s: float = LIVE_TIME_BUDGET_S, _progress: Progress | None = None,
-                _lock: threading.Lock | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                time_budget_s: float = LIVE_TIME_BUDGET_S,
+                progress: Progress | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """run_block_sweep of the tiled kernels (both loop orders) at one N, plus naive and SDPA at that N as reference
     lines; both share one time budget. With `sure`, each block size is timed until its medians are known."""
     repeats = repeats_of(reps, sure, len(blocks) + 1)
-    with holding(_lock or threading.Lock(), _progress):
-        if sure:  # every rerun timed in the same allocator state (measure.sweep.settle)
-            settle([n], d=d, causal=causal, window=window, impls=(NAIVE, SDPA), batch=batch, heads=heads,
-                   dtype=dtype, device=device, threads=threads)
-        start = time.perf_counter()
-        tiled = run_block_sweep(n, list(blocks), d=d, causal=causal, window=window, impls=TILED_IMPLS,
-                                batch=batch, heads=heads, dtype=dtype, device=device, threads=threads,
-                                repeats=repeats, warmup=WARMUP, progress=_progress, time_budget_s=time_budget_s)
-        reference = run_sweep([n], d=d, causal=causal, window=window, impls=(NAIVE, SDPA), batch=batch,
-                              heads=heads, dtype=dtype, device=device, threads=threads, repeats=repeats,
-                              warmup=WARMUP, time_budget_s=_left(time_budget_s, start))
+    if sure:  # every rerun timed in the same allocator state (measure.sweep.settle)
+        settle([n], d=d, causal=causal, window=window, impls=(NAIVE, SDPA), batch=batch, heads=heads,
+               dtype=dtype, device=device, threads=threads)
+    start = time.perf_counter()
+    tiled = run_block_sweep(n, list(blocks), d=d, causal=causal, window=window, impls=TILED_IMPLS,
+                            batch=batch, heads=heads, dtype=dtype, device=device, threads=threads,
+                            repeats=repeats, warmup=WARMUP, progress=progress, time_budget_s=time_budget_s)
+    reference = run_sweep([n], d=d, causal=causal, window=window, impls=(NAIVE, SDPA), batch=batch,
+                          heads=heads, dtype=dtype, device=device, threads=threads, repeats=repeats,
+                          warmup=WARMUP, time_budget_s=_left(time_budget_s, start))
     return tiled, reference
 
 
-@_not_cached_if_cut_short
-@st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
+@timed_run(keep=complete)
 def correctness(ds: tuple[int, ...], ns: tuple[int, ...], br: int, bc: int, causal: bool, window: Window,
                 dtype: str, device: str, threads: int, time_budget_s: float = LIVE_TIME_BUDGET_S,
-                _progress: Progress | None = None, _lock: threading.Lock | None = None) -> pd.DataFrame:
+                progress: Progress | None = None) -> pd.DataFrame:
     """max_abs_err of every implementation against SDPA in float64, for each (d, N): run_sweep with one repeat;
     every d shares one time budget."""
     total = len(ds)
     frames = []
-    with holding(_lock or threading.Lock(), _progress):
-        start = time.perf_counter()
-        for i, d in enumerate(ds):
-            if _progress is not None:
-                _progress(i, total, f"d = {d}")
-            frames.append(run_sweep(list(ns), d=d, block_q=br, block_k=bc, causal=causal, window=window,
-                                    impls=IMPLS, dtype=dtype, device=device,
-                                    threads=threads, repeats=1, warmup=0, time_budget_s=_left(time_budget_s, start)))
-        if _progress is not None:
-            _progress(total, total, "done")
+    start = time.perf_counter()
+    for i, d in enumerate(ds):
+        if progress is not None:
+            progress(i, total, f"d = {d}")
+        frames.append(run_sweep(list(ns), d=d, block_q=br, block_k=bc, causal=causal, window=window,
+                                impls=IMPLS, dtype=dtype, device=device,
+                                threads=threads, repeats=1, warmup=0, time_budget_s=_left(time_budget_s, start)))
+    if progress is not None:
+        progress(total, total, "done")
     return pd.concat(frames, ignore_index=True)
 
 
-@_not_cached_if_cut_short
-@st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
+@timed_run(keep=complete)
 def causal_pair(n: int, d: int, block: int, impls: tuple[str, ...], batch: int, heads: int, dtype: str, device: str,
                 threads: int, reps: int, sure: bool = False, time_budget_s: float = LIVE_TIME_BUDGET_S,
-                _progress: Progress | None = None, _lock: threading.Lock | None = None) -> pd.DataFrame:
+                progress: Progress | None = None) -> pd.DataFrame:
     """run_sweep at one N without and with the causal mask (rows tagged by the "causal" column); one time budget."""
     repeats = repeats_of(reps, sure, 2)
     frames = []
-    with holding(_lock or threading.Lock(), _progress):
-        if sure:  # every rerun timed in the same allocator state (measure.sweep.settle)
-            settle([n], d=d, block_size=block, impls=impls, batch=batch, heads=heads, dtype=dtype, device=device,
-                   threads=threads)
-        start = time.perf_counter()
-        for i, causal in enumerate((False, True)):
-            def report(done: int, total: int, what: str, i: int = i) -> None:
-                if _progress is not None:
-                    _progress(i * len(impls) + done, 2 * len(impls), f"{'causal' if i else 'no mask'}: {what}")
+    if sure:  # every rerun timed in the same allocator state (measure.sweep.settle)
+        settle([n], d=d, block_size=block, impls=impls, batch=batch, heads=heads, dtype=dtype, device=device,
+               threads=threads)
+    start = time.perf_counter()
+    for i, causal in enumerate((False, True)):
+        def report(done: int, total: int, what: str, i: int = i) -> None:
+            if progress is not None:
+                progress(i * len(impls) + done, 2 * len(impls), f"{'causal' if i else 'no mask'}: {what}")
 
-            frames.append(run_sweep([n], d=d, block_q=block, block_k=block, causal=causal, impls=impls, batch=batch,
-                                    heads=heads, dtype=dtype, device=device, threads=threads, repeats=repeats,
-                                    warmup=WARMUP, progress=report, time_budget_s=_left(time_budget_s, start)))
+        frames.append(run_sweep([n], d=d, block_q=block, block_k=block, causal=causal, impls=impls, batch=batch,
+                                heads=heads, dtype=dtype, device=device, threads=threads, repeats=repeats,
+                                warmup=WARMUP, progress=report, time_budget_s=_left(time_budget_s, start)))
     return pd.concat(frames, ignore_index=True)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import streamlit as st
 
-from flashviz.app.lock import timing_lock
+from flashviz.app.lock import Progress, holding, timing_lock
 from flashviz.measure.progress import Cancelled  # raised by a Job's progress callback after Cancel was pressed
 
 
@@ -210,3 +210,61 @@ def run_button_ui(name: str, fn: Callable[..., Any], args: tuple, *, label: str,
     if result is None:
         st.info(idle)
     return result
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# timed_run: a measured run, cached, under the timing lock, with progress
+
+TIMED_ENTRIES = 128  # results kept over every timed run together (each a small DataFrame or dataclass)
+_TIMED: dict[str, Callable[..., Any]] = {}  # name -> the function a timed_run calls
+
+
+@st.cache_data(show_spinner=False, max_entries=TIMED_ENTRIES)
+def _timed_result(name: str, args: tuple, kwargs: tuple, _progress: Progress | None = None,
+                  _lock: threading.Lock | None = None) -> Any:
+    """The one cache behind every timed_run, keyed on the run's name and its hashable arguments; the run holds the
+    timing lock (`_lock`) while it measures and reports through `_progress` (neither is part of the key)."""
+    with holding(_lock or threading.Lock(), _progress):
+        return _TIMED[name](*args, progress=_progress, **dict(kwargs))
+
+
+class TimedRun:
+    """A measured run made by `timed_run`: call it with the function's own arguments, plus `_progress` (a progress
+    callback) and `_lock` (the timing lock; run_button_ui passes both)."""
+
+    def __init__(self, fn: Callable[..., Any], keep: Callable[[Any], bool] | None) -> None:
+        self.fn, self.keep = fn, keep
+        self.name = f"{fn.__module__}.{fn.__qualname__}"
+        _TIMED[self.name] = fn
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, _progress: Progress | None = None, _lock: threading.Lock | None = None,
+                 **kwargs: Any) -> Any:
+        key = (self.name, args, tuple(sorted(kwargs.items())))
+        result = _timed_result(*key, _progress=_progress, _lock=_lock)
+        if self.keep is not None and not self.keep(result):
+            _timed_result.clear(*key)  # handed back once, measured again on the next request
+        return result
+
+    @staticmethod
+    def clear() -> None:
+        """Forget every timed run's results (they share one cache)."""
+        _timed_result.clear()
+
+
+def timed_run(fn: Callable[..., Any] | None = None, *, keep: Callable[[Any], bool] | None = None) -> Any:
+    """Decorator: `fn(*args, progress=None, **kwargs)` becomes a run that is cached on its hashable arguments (one
+    result per distinct call, shared by every session), holds the process-wide timing lock while it measures (saying
+    "waiting" through its progress first when another run holds it), passes its progress callback on (Cancel raises
+    from it), and is not kept when `keep(result)` is False (a time budget cut it short).
+
+    Example:
+        >>> @timed_run
+        ... def double(x, progress=None):
+        ...     return 2 * x
+        >>> double(21), double.name.endswith("double")
+        (42, True)
+    """
+    if fn is None:
+        return lambda f: TimedRun(f, keep)
+    return TimedRun(fn, keep)

@@ -15,14 +15,13 @@ Legend: N sequence length, d head dimension, Br = block_q, Bc = block_k, B batch
 
 from __future__ import annotations
 
-import threading
 from types import SimpleNamespace
 
 import streamlit as st
 
 from flashviz.app.drawing import ran_with_ui, show_figure, show_map
-from flashviz.app.lock import Progress, holding
-from flashviz.app.runs import not_cached_if
+from flashviz.app.lock import Progress
+from flashviz.app.runs import timed_run
 from flashviz.app.sizes import grid_error
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw, frame_ui
@@ -101,17 +100,14 @@ def cached_dq_runs(n: int, d: int, block: int, causal: bool, window: tuple[int, 
     return dq_runs(n, d, block, block, causal=causal, window=window, dtype=dtype)
 
 
-@not_cached_if(lambda price: price.cut_short)  # a price the time budget cut short is measured again when asked
-@st.cache_data(show_spinner=False, max_entries=32)
+@timed_run
 def cached_price(n: int, d: int, batch: int, heads: int, br: int, bc: int, causal: bool, window: tuple[int, int] | None,
-           dtype: str, device: str, threads: int, reps: int, _progress: Progress | None = None,
-           _lock: threading.Lock | None = None):
+           dtype: str, device: str, threads: int, reps: int, progress: Progress | None = None):
     from flashviz.views.backward.data import recompute_price  # run_sweep (torch, pandas): on the button only
 
-    with holding(_lock or threading.Lock(), _progress):
-        return recompute_price(n, d, batch=batch, heads=heads, block_q=br, block_k=bc, causal=causal, window=window,
-                               dtype=dtype, device=device, repeats=reps, threads=threads, progress=_progress,
-                               time_budget_s=LIVE_TIME_BUDGET_S)
+    return recompute_price(n, d, batch=batch, heads=heads, block_q=br, block_k=bc, causal=causal, window=window,
+                           dtype=dtype, device=device, repeats=reps, threads=threads, progress=progress,
+                           time_budget_s=LIVE_TIME_BUDGET_S)
 
 
 def modes_of(s: Settings) -> tuple[str, ...]:

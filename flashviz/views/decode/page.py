@@ -12,15 +12,14 @@ Legend: B sequences, N keys of the longest, H_q / H_kv query / K/V heads, g = H_
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
 
 from flashviz.app.drawing import show_figure
-from flashviz.app.lock import Progress, holding
-from flashviz.app.runs import run_button_ui
+from flashviz.app.lock import Progress
+from flashviz.app.runs import run_button_ui, timed_run
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
 from flashviz.model.decode_batch import (
@@ -66,12 +65,11 @@ def animation_data(lens: tuple[int, ...], page: int, num_splits: int
     return decoding.decode_trace(lens, page, num_splits)
 
 
-@st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
-def decode_timing(setup: DecodeSetup, device: str, reps: int, _progress: Progress | None = None,
-                  _lock: threading.Lock | None = None) -> tuple[pd.DataFrame, float | None, str]:
-    """decoding.decode_timing under the timing lock: flash_decode, SDPA and naive, interleaved."""
-    with holding(_lock or threading.Lock(), _progress):
-        return decoding.decode_timing(setup, device, reps, progress=_progress)
+@timed_run
+def decode_timing(setup: DecodeSetup, device: str, reps: int,
+                  progress: Progress | None = None) -> tuple[pd.DataFrame, float | None, str]:
+    """decoding.decode_timing, a timed run: flash_decode, SDPA and naive, interleaved."""
+    return decoding.decode_timing(setup, device, reps, progress=progress)
 
 
 def _variant_name(h_q: int, h_kv: int) -> str:

@@ -12,15 +12,14 @@ Legend: N sequence length, Br = block_q, Bc = block_k, Tr x Tc tiles.
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
 
 import streamlit as st
 
 from flashviz.app.drawing import show_figure, show_map
-from flashviz.app.lock import Progress, holding, timing_lock
-from flashviz.app.runs import run_button_ui
+from flashviz.app.lock import Progress, timing_lock
+from flashviz.app.runs import run_button_ui, timed_run
 from flashviz.app.sizes import grid_error
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
@@ -223,12 +222,11 @@ def _score_mod_ui(s: Settings, spec: MaskSpec) -> None:
 # the run button: the mask at work
 
 
-@st.cache_data(show_spinner=False, max_entries=RUN_ENTRIES)
+@timed_run
 def masked_runs(spec: MaskSpec, n: int, d: int, heads: int, br: int, bc: int, dtype: str, threads: int,
-                _progress: Progress | None = None, _lock: threading.Lock | None = None) -> list[dict[str, object]]:
-    """data.masked_runs under the timing lock: the masked tiled kernel, dense SDPA and the unmasked kernel."""
-    with holding(_lock or threading.Lock(), _progress):
-        return masks_data.masked_runs(spec, n, d, heads, br, bc, dtype, threads, progress=_progress)
+                progress: Progress | None = None) -> list[dict[str, object]]:
+    """data.masked_runs, a timed run: the masked tiled kernel, dense SDPA and the unmasked kernel."""
+    return masks_data.masked_runs(spec, n, d, heads, br, bc, dtype, threads, progress=progress)
 
 
 def _run_ui(s: Settings, spec: MaskSpec) -> None:
@@ -262,12 +260,11 @@ def _run_ui(s: Settings, spec: MaskSpec) -> None:
 # the sweep button: time against sparsity, one point per preset
 
 
-@st.cache_data(show_spinner=False, max_entries=RUN_ENTRIES)
+@timed_run
 def sparsity_runs(spec: MaskSpec, n: int, d: int, heads: int, br: int, bc: int, dtype: str, threads: int,
-                  _progress: Progress | None = None, _lock: threading.Lock | None = None) -> list[dict[str, object]]:
-    """data.sparsity_runs under the timing lock: every preset alone and no mask (the last row)."""
-    with holding(_lock or threading.Lock(), _progress):
-        return masks_data.sparsity_runs(spec, n, d, heads, br, bc, dtype, threads, progress=_progress)
+                  progress: Progress | None = None) -> list[dict[str, object]]:
+    """data.sparsity_runs, a timed run: every preset alone and no mask (the last row)."""
+    return masks_data.sparsity_runs(spec, n, d, heads, br, bc, dtype, threads, progress=progress)
 
 
 def _sweep_ui(s: Settings, spec: MaskSpec) -> None:

@@ -10,14 +10,13 @@ each experiment. """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import astuple
 
 import streamlit as st
 
 from flashviz.app.drawing import ran_with_ui, show_figure
-from flashviz.app.lock import Progress, holding
-from flashviz.app.runs import remembered, run_and_remember, run_button_ui
+from flashviz.app.lock import Progress
+from flashviz.app.runs import remembered, run_and_remember, run_button_ui, timed_run
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
 from flashviz.views.numerics import figures as figs
@@ -35,11 +34,10 @@ INTRO = (f"Correct kernels round in their own order, so they disagree in the las
          f"seeded input ({LabSettings.heads} heads, d = {LabSettings.d}) and float64 as the truth.")
 
 
-@st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
-def cached_lab(args: tuple, _progress: Progress | None = None, _lock: threading.Lock | None = None) -> LabResult:
+@timed_run
+def cached_lab(args: tuple, progress: Progress | None = None) -> LabResult:
     """run_lab on LabSettings(*args), cached on args; with `_lock` (a long run), it takes turns with timing runs."""
-    with holding(_lock or threading.Lock(), _progress):
-        return run_lab(LabSettings(*args), progress=_progress)
+    return run_lab(LabSettings(*args), progress=progress)
 
 
 def numerics_ui(s: Settings) -> None:

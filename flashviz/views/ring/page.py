@@ -10,13 +10,11 @@ the sentences of flashviz.views.ring.sentences, each a function of the numbers i
 
 from __future__ import annotations
 
-import threading
-
 import streamlit as st
 
 from flashviz.app.drawing import ran_with_ui, show_figure
-from flashviz.app.lock import Progress, holding
-from flashviz.app.runs import run_button_ui
+from flashviz.app.lock import Progress
+from flashviz.app.runs import run_button_ui, timed_run
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
 from flashviz.views.ring import data
@@ -45,12 +43,10 @@ def cached_work(setup: RingSetup) -> tuple[tuple[LayoutWork, ...], dict[str, str
     return data.layout_work(setup)
 
 
-@st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
-def ring_run(setup: RingSetup, _progress: Progress | None = None,
-             _lock: threading.Lock | None = None) -> RingResult:
-    """data.ring_run under the timing lock: the W processes, every ring the view draws."""
-    with holding(_lock or threading.Lock(), _progress):
-        return data.ring_run(setup, progress=_progress)
+@timed_run
+def ring_run(setup: RingSetup, progress: Progress | None = None) -> RingResult:
+    """data.ring_run, a timed run: the W processes, every ring the view draws."""
+    return data.ring_run(setup, progress=progress)
 
 
 def ring_ui(s: Settings) -> None:

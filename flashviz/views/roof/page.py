@@ -21,16 +21,14 @@ I arithmetic intensity (FLOP/byte).
 
 from __future__ import annotations
 
-import threading
-
 import pandas as pd
 import streamlit as st
 
 from flashviz.app import jobs
 from flashviz.app.drawing import not_run_ui, show_figure
-from flashviz.app.lock import Progress, holding
+from flashviz.app.lock import Progress
 from flashviz.app.machine import machine_env
-from flashviz.app.runs import remembered, run_button_ui
+from flashviz.app.runs import remembered, run_button_ui, timed_run
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
 from flashviz.limits import LIVE_TIME_BUDGET_S
@@ -68,17 +66,16 @@ from flashviz.views.roof.sentences import (
 from flashviz.vocab import NAIVE
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+@timed_run
 def measure(n: int, d: int, br: int, bc: int, causal: bool, window: tuple[int, int] | None, batch: int, heads: int,
             cpu_dtype: str, gpu_dtype: str, devices: tuple[str, ...], threads: int,
-            time_budget_s: float = LIVE_TIME_BUDGET_S, _progress: Progress | None = None,
-            _lock: threading.Lock | None = None) -> tuple[pd.DataFrame, RoofCheck]:
+            time_budget_s: float = LIVE_TIME_BUDGET_S,
+            progress: Progress | None = None) -> tuple[pd.DataFrame, RoofCheck]:
     """data.measure_roofline under the timing lock (naive, flash and flash2 here, and on CUDA), then the CPU
     roof that bounds what it measured (data.timed_roof: measured again if a kernel beat it)."""
-    with holding(_lock or threading.Lock(), _progress):
-        df = data.measure_roofline(n, d, br, bc, causal, window, batch, heads, cpu_dtype, gpu_dtype,
-                                            devices, threads, time_budget_s, progress=_progress)
-        return df, data.timed_roof(df, threads)
+    df = data.measure_roofline(n, d, br, bc, causal, window, batch, heads, cpu_dtype, gpu_dtype,
+                                        devices, threads, time_budget_s, progress=progress)
+    return df, data.timed_roof(df, threads)
 
 
 def points_of(s: Settings, cpu: Device) -> pd.DataFrame:
