@@ -526,3 +526,21 @@ def test_the_sliding_window_preset_then_causal_computes_150_instead_of_268_tiles
     assert tiles_computed(at) == [150] and "150 computed" in tile_map(at).subtitle
     assert float(at.metric[1].value.split()[0]) < float(before.split()[0]) and at.metric[1].value.split()[1] == \
         before.split()[1]
+
+
+def test_the_roofline_slide_draws_the_regimes_its_claim_names():
+    """Step 6 says naive is HBM-bound and the tiled kernels L2-bound: the slide's legend says the same from the
+    check's numbers, and each L2-bound kernel's hollow point sits on the L2 roof at its FLOPs per L2 byte."""
+    from flashviz.model.roofline import H100
+
+    step = INTRO.step("roofline_gpu")
+    s, v = step_settings(step), checked("roofline_gpu").values
+    fig = PICTURES["roofline_gpu"](s, v)
+    names = [t.name for t in fig.data if t.name and ":" in t.name]
+    word = {"memory": "HBM", "L2": "L2", "compute": "compute"}
+    assert names == [f"naive: {word[v['naive_bound']]}-bound", f"FA1: {word[v['fa1_bound']]}-bound",
+                     f"FA2: {word[v['fa2_bound']]}-bound"]
+    hollow = [t for t in fig.data if t.mode == "markers" and t.marker.color == "white"]
+    assert len(hollow) == [v["fa1_bound"], v["fa2_bound"]].count("L2") == 2
+    for t in hollow:  # on the L2 roof: attained TFLOP/s = FLOPs per L2 byte x L2 bandwidth (below the peak)
+        assert t.y[0] == pytest.approx(min(t.x[0] * H100.l2_bandwidth, H100.peak(s.gpu_dtype)) / 1e12, rel=1e-9)

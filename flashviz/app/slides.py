@@ -158,17 +158,29 @@ def roof_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
                                name=f"{v['gpu']} roof", line={"color": "#444", "width": 3},
                                hovertemplate="%{x:.0f} FLOP/byte: at most %{y:.0f} TFLOP/s<extra></extra>"))
     fig.add_vline(x=ridge, line={"dash": "dot", "color": "#888"})
+    l2_bw = H100.l2_bandwidth
+    fig.add_trace(go.Scatter(x=xs, y=[min(peak, l2_bw * x / 1e12) for x in xs], mode="lines", name="L2 roof",
+                             line={"color": "#999", "width": 1.5},
+                             hovertemplate="%{x:.0f} FLOP per L2 byte: at most %{y:.0f} TFLOP/s<extra></extra>"))
     for algorithm, name in ((NAIVE, "naive"), (KV_OUTER, "FA1"), (Q_OUTER, "FA2")):
         row = h100[h100["algorithm"].eq(algorithm)].iloc[0]
         impl = {NAIVE: NAIVE, KV_OUTER: FLASH, Q_OUTER: FLASH2}[algorithm]
-        fig.add_trace(go.Scatter(x=[row["intensity"]], y=[row["attainable_flops"] / 1e12], mode="markers+text",
-                                 name=name, text=[f"{name} {row['speedup_vs_naive']:.2f}×"],
-                                 textposition="middle right", marker={"size": 16, "color": impl_color(impl)},
-                                 hovertemplate="%{x:.1f} FLOP/byte: %{y:.0f} TFLOP/s<extra></extra>"))
-    fig.update_xaxes(title_text="FLOPs per byte moved (log)", type="log")
+        y = row["attainable_flops"] / 1e12
+        bound = "HBM" if row["bound"] == "memory" else row["bound"]
+        fig.add_trace(go.Scatter(x=[row["intensity"]], y=[y], mode="markers+text", name=f"{name}: {bound}-bound",
+                                 text=[f"{row['speedup_vs_naive']:.2f}×"], textposition="middle right",
+                                 marker={"size": 16, "color": impl_color(impl)},
+                                 hovertemplate="%{x:.1f} FLOP per HBM byte: %{y:.0f} TFLOP/s<extra></extra>"))
+        if row["bound"] == "L2":  # the roof that holds it: its FLOPs per L2 byte on the L2 roof
+            fig.add_trace(go.Scatter(x=[row["l2_intensity"]], y=[y], mode="markers", showlegend=False,
+                                     marker={"size": 14, "color": "white", "line": {"width": 2.5,
+                                                                                     "color": impl_color(impl)}},
+                                     hovertemplate=f"{name}: %{{x:.1f}} FLOP per L2 byte<extra></extra>"))
+    fig.update_xaxes(title_text="FLOPs per byte (log; hollow: per L2 byte)", type="log", range=[0, 4])
     fig.update_yaxes(title_text="attainable TFLOP/s (log)", type="log")
     return _finish(fig, f"Roofline of the {v['gpu']}, {s.gpu_dtype}",
-                   f"ridge: {ridge:.0f} FLOP/byte (dotted); left of it, memory-bound")
+                   f"HBM ridge {ridge:.0f} FLOP/byte (dotted); thin: the L2 roof").update_layout(
+        legend={"x": 1, "xanchor": "right", "y": 0, "yanchor": "bottom"})  # the empty corner under the roofs
 
 
 def masks_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
