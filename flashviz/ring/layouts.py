@@ -7,15 +7,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 
 from flashviz.vocab import DTYPE_BYTES, FULL, PARTIAL, SKIPPED
-
-if TYPE_CHECKING:
-    from flashviz.ring.attention import RingStepEvent
-
 
 CONTIGUOUS, ZIGZAG, STRIPED = "contiguous", "zigzag", "striped"
 LAYOUTS = (CONTIGUOUS, ZIGZAG, STRIPED)  # how the N positions are dealt to the W ranks (see positions)
@@ -160,7 +156,14 @@ class RingSchedule:
         return imbalance(self.tiles_per_rank(phase))
 
 
-def tiles_per_rank(steps: Sequence[RingStepPlan | RingStepEvent], world: int) -> tuple[int, ...]:
+class StepWork(Protocol):
+    """What tiles_per_rank reads of a step: a RingStepPlan of the model or a RingStepEvent of a real run."""
+
+    rank: int  # r
+    tiles_computed: int  # tiles the step computes (full + partial)
+
+
+def tiles_per_rank(steps: Sequence[StepWork], world: int) -> tuple[int, ...]:
     """Computed tiles per rank summed over the given steps (plans or events).
 
     Example:
