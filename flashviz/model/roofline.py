@@ -100,9 +100,11 @@ A100 = Device("A100 (SXM 80GB)", {"float16": 312 * TERA, "bfloat16": 312 * TERA,
 # 989.4 dense; FP32 67 (66.9), FP64 Tensor Core 67 TFLOPS; GPU memory bandwidth 3.35 TB/s (HBM3).
 # NVIDIA Hopper Tuning Guide, 1.4.1.2: H100 shared memory configurable up to 228 KB per SM.
 # L2: 50 MB on H100 SXM5 (NVIDIA Hopper architecture in-depth, 2022: "A 50 MB L2 cache in H100 is 1.25x larger than
-# A100's 40 MB"). NVIDIA publishes no L2 bandwidth for Hopper; this is a measured figure: about 5.5 TB/s read from L2
-# on an H100 PCIe, 114 SMs at up to 1,755 MHz (Chips and Cheese, "Nvidia's H100: Funny L2, and Tons of Bandwidth",
-# 2023), scaled to the SXM5's 132 SMs at 1,980 MHz: about 7.2 TB/s. An estimate, not a datasheet figure.
+# A100's 40 MB"). NVIDIA publishes no L2 bandwidth for Hopper. The figure here is an estimate: about 5.5 TB/s read
+# from L2 on an H100 PCIe, 114 SMs at up to 1,755 MHz, as recalled from a microbenchmark (Chips and Cheese, "Nvidia's
+# H100: Funny L2, and Tons of Bandwidth", 2023: the SM count and clock are the article's; the 5.5 TB/s reading of its
+# chart is not checked against the article here), scaled to the SXM5's 132 SMs at 1,980 MHz: about 7.2 TB/s. Not a
+# datasheet figure: the Hopper L2 regimes the model predicts depend on it.
 HOPPER_L2_BANDWIDTH = 5.5 * TERA * (132 / 114) * (1980 / 1755)  # bytes/s: measured on PCIe, scaled to the SXM5
 H100 = Device("H100 (SXM)", {"float16": 989.4 * TERA, "bfloat16": 989.4 * TERA, "float32": 66.9 * TERA,
                              "float64": 66.9 * TERA},
