@@ -15,9 +15,12 @@ from pathlib import Path
 import pandas as pd
 import torch
 
+from flashviz.measure.allocator import allocator
+
 CPUINFO = Path("/proc/cpuinfo")  # Linux: one "key : value" line per field, a block per logical CPU
 CPUINFO_KEYS = ("model name", "Hardware", "Processor", "cpu model")  # x86, ARM boards, older ARM, MIPS
-CONTEXT_COLUMNS = ("torch_version", "cpu_model", "gpu", "python_version", "platform")  # with_context adds these
+# with_context adds these columns
+CONTEXT_COLUMNS = ("torch_version", "cpu_model", "gpu", "python_version", "platform", "allocator")
 
 
 def cpu_model(cpuinfo: Path = CPUINFO) -> str:
@@ -55,7 +58,7 @@ def run_context(threads: int | None = None, device: str | torch.device = "cpu") 
         device: the device it ran on; for CUDA the GPU's name is filled in.
     Returns:
         dict with threads and CONTEXT_COLUMNS: torch_version, cpu_model, gpu ("" on the CPU), python_version,
-        platform.
+        platform, allocator (the C allocator's state while timing: flashviz.measure.allocator).
 
     Example:
         >>> ctx = run_context(1)
@@ -66,7 +69,8 @@ def run_context(threads: int | None = None, device: str | torch.device = "cpu") 
     gpu = torch.cuda.get_device_name(dev) if dev.type == "cuda" else ""
     return {"threads": torch.get_num_threads() if threads is None else int(threads),
             "torch_version": str(torch.__version__), "cpu_model": cpu_model(), "gpu": gpu,
-            "python_version": platform.python_version(), "platform": platform.platform()}
+            "python_version": platform.python_version(), "platform": platform.platform(),
+            "allocator": allocator()}
 
 
 def with_context(df: pd.DataFrame, context: dict[str, str | int] | None = None) -> pd.DataFrame:

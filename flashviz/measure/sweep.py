@@ -30,6 +30,7 @@ import torch
 
 from flashviz.core.validate import Window, validate_block, validate_causal, validate_window
 from flashviz.measure import impls as runs
+from flashviz.measure.allocator import steady_allocator
 from flashviz.measure.context import run_context
 from flashviz.measure.guards import (
     TIME_BUDGET_STATUS,
@@ -274,7 +275,7 @@ def _run(configs: list[RunConfig], impls: list[str], *, repeats: Repeats, warmup
             progress(len(rows), total, label)
 
     clock = TimeBudget(time_budget_s, lambda: _now())  # looks _now up at each call
-    with threads_set_to(threads) as n_threads:
+    with threads_set_to(threads) as n_threads, steady_allocator():
         for cfg in configs:
             rows += _measure_config(cfg, impls, budget=budget, repeats=repeats, warmup=warmup, threads=n_threads,
                                     seed=seed, report=report, clock=clock)
@@ -315,7 +316,7 @@ def settle(ns: Iterable[int], *, d: int = 64, block_size: int = 128, impls: Sequ
     budget = (default_memory_budget(configs[0].device) if memory_budget_bytes is None
               else validate_int("memory_budget_bytes", memory_budget_bytes, 1))
     calls = 0
-    with threads_set_to(threads):
+    with threads_set_to(threads), steady_allocator():
         for cfg in configs:
             inputs = runs.make_inputs(cfg, seed)
             for impl in validate_impls(impls):

@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from flashviz.limits import AUTO_BUDGET_S, AUTO_MAX_REPEATS
+from flashviz.measure.allocator import steady_allocator
 from flashviz.measure.memory import device_of
 from flashviz.measure.progress import Progress
 from flashviz.measure.stats import (
@@ -251,7 +252,7 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
             return False
         return not all(is_converged(s, target, confidence) for s in samples.values())
 
-    with threads_set_to(threads) as n_threads:
+    with threads_set_to(threads) as n_threads, steady_allocator():
         start = now()
         for name, fn in fns.items():
             for w in range(warmup):
