@@ -165,8 +165,9 @@ def _build_parser() -> argparse.ArgumentParser:
                        help=f"sequence lengths, at most {LIST_MAX} (1..{MAX_N}; default: "
                             f"{' '.join(map(str, DEFAULT_NS))})")
     bench.add_argument("--d", type=_int_in(1, MAX_D, "d"), default=64, help="head dimension (default 64)")
-    bench.add_argument("--block-size", type=_int_in(1, None, "block size"), default=DASHBOARD.bblock,
-                       help=f"tile size Br = Bc of the tiled kernels (default {DASHBOARD.bblock}, as the dashboard)")
+    bench.add_argument("--block-size", type=_int_in(1, None, "block size"), default=DASHBOARD.bench_block,
+                       help=f"tile size Br = Bc of the tiled kernels (default {DASHBOARD.bench_block}, as the "
+                            "dashboard)")
     bench.add_argument("--block-q", type=_int_in(1, None, "block_q"), default=None, help="Br, overrides --block-size")
     bench.add_argument("--block-k", type=_int_in(1, None, "block_k"), default=None, help="Bc, overrides --block-size")
     bench.add_argument("--causal", action="store_true", help="top-left causal mask")

@@ -328,7 +328,7 @@ def test_every_sidebar_control_reruns_cleanly_and_lands_in_the_url(make_app):
         (lambda: at.number_input(key="win_right").set_value(8), {"window": "64,8"}),
         (lambda: at.radio(key="order").set_value("both"), {"order": "both"}),
         (lambda: at.selectbox(key="dtype").set_value("float64"), {"dtype": "float64"}),
-        (lambda: at.toggle(key="autorow").set_value(False), {"autorow": "0"}),
+        (lambda: at.toggle(key="auto_row").set_value(False), {"autorow": "0"}),
         (lambda: at.number_input(key="row").set_value(300), {"row": "300"}),
     ]
     for change, expected in steps:
@@ -389,7 +389,8 @@ def test_a_preset_sets_every_setting_whatever_came_before(make_app):
 def test_query_parameters_round_trip(make_app):
     wanted = Settings(n=1000, d=59, br=32, bc=128, link=False, causal=True, window=(100, 5), order="fa2",
                       dtype="float64", batch=2, heads=3, device="cpu", threads=1, row=997, view="io",
-                      ns=(128, 1000), impls=("flash", "sdpa"), reps=2, blocks=(8, 64), cds=(59,), cns=(97,))
+                      ns=(128, 1000), impls=("flash", "sdpa"), reps=2, blocks=(8,
+                                                                               64), correct_ds=(59,), correct_ns=(97,))
     at = make_app(**wanted.to_query())
     assert_clean(at)
     assert not at.warning
@@ -443,7 +444,7 @@ def test_parse_query_never_raises_and_always_gives_valid_settings(params):
     assert 0 <= s.row < s.n and 1 <= s.threads <= 4 and s.device == "cpu"
     assert s.order in ORDERS and s.dtype in DTYPES and s.view in SLUGS and set(s.impls) <= set(IMPLS)
     assert s.window is None or all(0 <= w <= N_MAX for w in s.window)
-    assert all(1 <= len(xs) <= LIST_MAX for xs in (s.ns, s.blocks, s.cds, s.cns))
+    assert all(1 <= len(xs) <= LIST_MAX for xs in (s.ns, s.blocks, s.correct_ds, s.correct_ns))
     assert all(isinstance(n, str) for n in notices)
     again, more = parse_query(s.to_query(), Env(max_threads=4, devices=("cpu",)))
     assert again == s and more == []  # what the app writes back to the URL parses cleanly

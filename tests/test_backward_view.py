@@ -142,7 +142,7 @@ def test_the_map_shows_every_tiles_fate_plays_algorithm_2_and_counts_its_traffic
 
 def test_the_dq_switch_plays_the_second_pass_and_changes_the_numbers(make_app):
     at = open_view(make_app)
-    at.radio(key="dq").set_value("deterministic").run()
+    at.radio(key="dq_schedule").set_value("deterministic").run()
     assert_clean(at)
     (panel,) = parse_map(at)["panels"]
     kv = [(t.q_block, t.k_block) for t in tile_schedule(32, 32, 8, 8, causal=True, loop_order="kv_outer").computed()]
@@ -154,7 +154,7 @@ def test_the_dq_switch_plays_the_second_pass_and_changes_the_numbers(make_app):
     # drops dQ_i's read and write on every tile (2 Br d); dQ_i is written once, as dQ = 0 was before
     extra = 4 * (2 * 8 * 16 + 2 * 8) + len(kv) * 2 * 8 * 16 - len(kv) * 2 * 8 * 16
     assert panel["frames"][-1]["hbm"] == tiled_bytes(32, 16, 8, True) + 4 * extra
-    at.radio(key="dq").set_value("both").run()
+    at.radio(key="dq_schedule").set_value("both").run()
     assert_clean(at)
     got = parse_map(at)
     assert [p["mode"] for p in got["panels"]] == ["atomic", "deterministic"]
@@ -170,10 +170,10 @@ def test_the_map_opens_at_the_chosen_frame_and_the_table_lists_that_tiles_steps(
     i, j, status = kv[5]
     assert f"i = {i}, j = {j} (8 × 8, {status})" in table["caption"] and "computed tile 6 of 10" in table["caption"]
     assert table["kinds"] == ["matmul", "elementwise", "matmul", "matmul", "elementwise", "matmul", "matmul"]
-    at.select_slider(key="bwframe").set_value(8).run()
+    at.select_slider(key="map_frame").set_value(8).run()
     assert parse_map(at)["start"] == 8 and f"i = {kv[8][0]}, j = {kv[8][1]}" in ops_table(at)["caption"]
-    at.radio(key="dq").set_value("deterministic").run()
-    at.select_slider(key="bwframe").set_value(12).run()  # computed tile 13 of 20: the second pass's third tile
+    at.radio(key="dq_schedule").set_value("deterministic").run()
+    at.select_slider(key="map_frame").set_value(12).run()  # computed tile 13 of 20: the second pass's third tile
     table = ops_table(at)
     assert "pass 2 of deterministic dQ" in table["caption"] and table["kinds"].count("matmul") == 3
     assert table["places"][0]["Q_i"] == ROW and table["places"][-1]["dQ_i"] == ROW  # on chip for the row
@@ -280,7 +280,7 @@ def test_hostile_values_of_the_tabs_own_settings_are_repaired_with_a_notice_and_
     (error,) = [e.value for e in at.error]  # 16384 x 16384 tiles: the map refuses, and says how to fix it
     assert error.startswith("N = 16384 with Br = 1, Bc = 1 makes a 16384 × 16384 grid of tiles")
     assert "Raise the block size to at least 256" in error
-    assert at.select_slider(key="bwblock").value == 1  # the controls stay, to fix it from the page
+    assert at.select_slider(key="map_block").value == 1  # the controls stay, to fix it from the page
 
 
 def test_a_map_too_costly_for_the_live_kernel_still_draws_and_says_so(make_app):

@@ -42,7 +42,7 @@ def test_bench_defaults_are_the_dashboards_benchmark_defaults():
     args = _build_parser().parse_args(["bench", "--out", "x.csv"])
     s = Settings()  # the Benchmark view's defaults
     assert (tuple(args.n), args.block_size, tuple(args.impls), args.heads, args.d) == (
-        s.ns, s.bblock, s.impls, s.heads, s.d)
+        s.ns, s.bench_block, s.impls, s.heads, s.d)
     assert (args.repeats == AUTO) == s.sure  # repeat until sure, as the view
 
 

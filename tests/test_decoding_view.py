@@ -212,7 +212,7 @@ def test_defaults_draw_the_step_the_story_and_a_run_button(make_app):
     at = make_app(view="decode")
     assert_clean(at)
     s = Settings()
-    setup = DecodeSetup(seq_lens(s.declen, s.declens), s.dechq, s.dechkv, s.d, 0, 4, s.dtype, 2)
+    setup = DecodeSetup(seq_lens(s.cache_len, s.batch_lens), s.q_heads, s.kv_heads, s.d, 0, 4, s.dtype, 2)
     text = check_story(at, setup)
     assert {"One decode step, split along the KV cache (Flash-Decoding)",
             "Decoding on the roofline, next to prefill"} <= set(charts(at))
@@ -272,8 +272,8 @@ def test_the_page_says_why_one_splits_and_what_the_merge_weights_mean(make_app, 
     at = make_app(view="decode", **query)
     assert_clean(at)
     s, _ = parse_query(dict(at.query_params))
-    setup = DecodeSetup(seq_lens(s.declen, s.declens), s.dechq, s.dechkv, s.d, s.decpage,
-                        None if s.decsplits == "auto" else int(s.decsplits), s.dtype, s.threads)
+    setup = DecodeSetup(seq_lens(s.cache_len, s.batch_lens), s.q_heads, s.kv_heads, s.d, s.page_size,
+                        None if s.splits == "auto" else int(s.splits), s.dtype, s.threads)
     tiles = len(setup.lens) * setup.heads_kv * math.ceil(setup.group / 64)  # B H_kv ceil(g / 64)
     text = text_of(at)
     assert f"A decode step has only {tiles} work tile(s)" in text
@@ -372,13 +372,14 @@ def test_asking_for_more_splits_than_blocks_says_how_many_were_used(make_app):
 
 
 def test_settings_round_trip_through_the_link(make_app):
-    wanted = Settings(declen=1000, dechq=12, dechkv=3, decsplits="3", decpage=16, declens="four", view="decode",
+    wanted = Settings(cache_len=1000, q_heads=12, kv_heads=3, splits="3", page_size=16, batch_lens="four",
+                      view="decode",
                       d=16)
     at = make_app(**wanted.to_query())
     assert_clean(at)
     assert not at.warning
     assert at.query_params == wanted.to_query()
-    assert at.selectbox(key="dechkv").options == ["1 (MQA)", "2 (GQA, g = 6)", "3 (GQA, g = 4)", "4 (GQA, g = 3)",
+    assert at.selectbox(key="kv_heads").options == ["1 (MQA)", "2 (GQA, g = 6)", "3 (GQA, g = 4)", "4 (GQA, g = 3)",
                                                   "6 (GQA, g = 2)", "12 (MHA)"]
 
 
@@ -393,19 +394,19 @@ def test_hostile_decoding_links_are_repaired_with_a_notice(make_app, query, fixe
     assert at.warning, "a repaired value must be announced"
     for key, value in fixed.items():
         assert at.query_params[key] == value, (key, at.query_params)
-    if "dechkv" in fixed:
-        assert f"using H_kv = {fixed['dechkv']}" in at.warning[0].value
+    if "kv_heads" in fixed:
+        assert f"using H_kv = {fixed['kv_heads']}" in at.warning[0].value
         at.run()  # the repaired value sticks
         assert_clean(at)
-        assert at.query_params["dechkv"] == fixed["dechkv"] and not at.warning
+        assert at.query_params["dechkv"] == fixed["kv_heads"] and not at.warning
 
 
 def test_changing_h_q_repairs_h_kv_and_offers_only_divisors(make_app):
     at = open_view(make_app, dechq="8", dechkv="8")
-    at.select_slider(key="dechq").set_value(12).run()
+    at.select_slider(key="q_heads").set_value(12).run()
     assert_clean(at)
     assert at.query_params["dechkv"] == "6" and "using H_kv = 6" in at.warning[0].value
-    assert len(at.selectbox(key="dechkv").options) == 6
+    assert len(at.selectbox(key="kv_heads").options) == 6
 
 
 def test_a_cache_too_large_to_time_live_is_refused_with_a_fix(make_app):

@@ -459,7 +459,7 @@ def test_the_user_can_still_choose_a_row(make_app):
     at = make_app(n="256", br="32", bc="32")
     assert at.number_input(key="row").disabled
     shown = at.number_input(key="row").value  # the picked row, so switching off starts from it
-    at.toggle(key="autorow").set_value(False).run()
+    at.toggle(key="auto_row").set_value(False).run()
     assert not at.number_input(key="row").disabled and at.number_input(key="row").value == shown
     at.number_input(key="row").set_value(3).run()
     assert_clean(at)
@@ -487,8 +487,8 @@ def test_the_tile_map_keeps_its_frame_when_a_setting_changes(make_app):
 
 
 OTHER = Settings(n=97, d=111, br=8, bc=16, link=False, causal=True, window=(5, 3), order="fa2", dtype="float64",
-                 batch=3, heads=7, row=50, autorow=False, frame=33, ns=(128,), impls=("sdpa",), bblock=8, reps=1,
-                 blocks=(4,), cds=(8,), cns=(16,))
+                 batch=3, heads=7, row=50, auto_row=False, frame=33, ns=(128,), impls=("sdpa",), bench_block=8, reps=1,
+                 blocks=(4,), correct_ds=(8,), correct_ns=(16,))
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
@@ -514,7 +514,7 @@ def test_the_preset_stories_are_true_at_their_settings():
         PRESETS[TINY_GRID].story
     ragged = apply_preset(Settings(), "Ragged edges (odd N)")
     assert ragged.n - (ragged.n // ragged.br) * ragged.br == 40
-    assert f"among up to {PICK_ROWS_MAX} rows" in spec_of("autorow").help
+    assert f"among up to {PICK_ROWS_MAX} rows" in spec_of("auto_row").help
 
 
 def test_the_sliding_window_preset_then_causal_computes_150_instead_of_268_tiles(make_app):

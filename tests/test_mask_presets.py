@@ -11,7 +11,7 @@ from torch.nn.attention.flex_attention import and_masks, create_mask, or_masks
 
 from flashviz import masks
 from flashviz.app.sizes import N_MAX
-from flashviz.app.spec import CHOICE, INT, VIEW
+from flashviz.app.spec import CHOICE, INT, VIEW, url_key
 from flashviz.app.state import setting_fields, spec_of
 from flashviz.views.masks.data import MaskSpec, build_mask
 from flashviz.views.masks.presets import PRESETS, mask_settings, params_of, preset_labels
@@ -58,8 +58,9 @@ TODAY = {  # url key: (default, lo, hi, step, label, help, labels of a choice)
 def test_the_table_has_todays_url_keys_defaults_bounds_labels_and_help():
     """Today's values, exactly: a preset added later comes after today's seven (and adds its function to the picker's
     help), so every link of today's format keeps its meaning."""
-    table = mask_settings()
+    table = {p.url_key: p for p in mask_settings().values()}
     assert list(table) == list(TODAY)  # the URL keys, in the order Settings declares them
+    assert [p.name for p in mask_settings().values()] == list(mask_settings())  # keyed by the Settings name
     today = len(PRESET_LABELS)
     for key, (default, lo, hi, step, label, help_text, labels) in TODAY.items():
         p = table[key]
@@ -84,10 +85,10 @@ def new_factories() -> list[str]:
 def test_the_dashboards_mask_settings_have_todays_values():
     """The Settings fields the dashboard derives from the table (the Masks view's registry entry) carry today's
     defaults, bounds, steps, labels and help: old links and the widgets mean what they meant."""
-    declared = {f.name: f for f in setting_fields()}
+    declared = {url_key(f): f for f in setting_fields()}  # old links name them by these keys
     today = len(PRESET_LABELS)
     for key, (default, lo, hi, step, label, _help, labels) in TODAY.items():
-        spec = spec_of(key)
+        spec = spec_of(declared[key])
         assert declared[key].default == default and spec.label == label and spec.place == VIEW, key
         if labels is None:
             assert (spec.kind, spec.lo, spec.hi, spec.increment, spec.widget) == (INT, lo, hi, step, "number_input")
@@ -101,7 +102,7 @@ def test_mask_spec_defaults_are_the_tables_one_preset_alone():
     table = mask_settings()
     spec = MaskSpec()
     for key, p in table.items():
-        if key not in ("mcomb",):  # a MaskSpec is one preset unless told to combine; the view opens with AND
+        if p.url_key != "mcomb":  # a MaskSpec is one preset unless told to combine; the view opens with AND
             assert getattr(spec, p.key) == p.default, key
     assert spec.combine == "none" and spec.presets == ("document",)
 

@@ -140,15 +140,17 @@ def test_an_and_combination_and_its_parameter_widgets(make_app):
                   mwin="100", mright="20", mdil="3")
     assert_clean(at)
     shown = {w.key for w in at.number_input}
-    assert {"mwin", "mright", "mdil"} <= shown and not {"mprefix", "msinks", "mchunk", "mcap"} & shown
+    assert {"mask_window", "mask_right", "mask_dilation"} <= shown and not {"mask_prefix", "mask_sinks",
+                                                                            "mask_chunk", "mask_cap"} & shown
     want = truth(and_masks(sliding_window(100, 20), dilated(100, 3)), 512, 32)
     assert_summary_matches(at, want, 512)
     assert next(s.value for s in at.success).startswith("**Equal to create_block_mask: yes.**")
     assert_table_matches(at, want["block_mask"])
-    at.selectbox(key="mcomb").set_value("none").run()  # one mask: the second picker and its parameter go
+    at.selectbox(key="mask_combine").set_value("none").run()  # one mask: the second picker and its parameter go
     assert_clean(at)
     assert at.query_params["mcomb"] == "none"
-    assert "mask2" not in {w.key for w in at.selectbox} and "mdil" not in {w.key for w in at.number_input}
+    assert "second_mask" not in {w.key for w in at.selectbox}
+    assert "mask_dilation" not in {w.key for w in at.number_input}
     assert_summary_matches(at, truth(sliding_window(100, 20), 512, 32), 512)
 
 
@@ -156,7 +158,7 @@ def test_a_score_mod_draws_its_curve_and_leaves_the_tiles_alone(make_app):
     base = make_app(view="masks", n="256", br="32", bc="32")
     at = make_app(view="masks", n="256", br="32", bc="32", mscore="softcap", mcap="12")
     assert_clean(at)
-    assert at.number_input(key="mcap").value == 12
+    assert at.number_input(key="mask_cap").value == 12
     figs = charts(at)
     (curve,) = [s for t, s in figs.items() if t.startswith("softcap(12)")]
     x, y = np.asarray(curve["data"][0]["x"]), np.asarray(curve["data"][0]["y"])
@@ -248,8 +250,10 @@ def test_hostile_mask_links_are_repaired_with_a_notice(make_app, query):
     parsed, _ = parse_query({"view": "masks", "n": "256", "br": "32", "bc": "32", **query},
                             Env(max_threads=int(at.query_params["threads"])))
     assert at.query_params == parsed.to_query()
-    assert parsed.mask in MASK_PRESETS and parsed.mask2 in MASK_PRESETS and parsed.mcomb in ("none", "and", "or")
-    assert parsed.mdil >= 1 and parsed.mchunk >= 1 and parsed.mwin >= 0 and 1 <= parsed.mcap <= 1000
+    assert parsed.mask in MASK_PRESETS and parsed.second_mask in MASK_PRESETS
+    assert parsed.mask_combine in ("none", "and", "or")
+    assert parsed.mask_dilation >= 1 and parsed.mask_chunk >= 1 and parsed.mask_window >= 0
+    assert 1 <= parsed.mask_cap <= 1000
     assert summary(at)  # the view still draws
 
 
@@ -288,7 +292,7 @@ def test_how_it_works_animates_the_masks_tab_mask(make_app):
     assert "`mask_mod = or_masks(sliding_window(60, 10), prefix_lm(40))`" in note
     assert f"{computed} of {len(sched)} tiles computed" in note
     assert not at.metric and not any(t.startswith("Row inspector") for t in charts(at))  # they model causal only
-    at.toggle(key="usemask").set_value(False).run()  # back to the sidebar's causal mask, with its counters
+    at.toggle(key="use_mask").set_value(False).run()  # back to the sidebar's causal mask, with its counters
     assert_clean(at)
     assert at.query_params["usemask"] == "0" and at.metric
     causal = tile_schedule(512, 512, 32, 32, causal=True).counts()

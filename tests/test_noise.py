@@ -355,3 +355,18 @@ def test_verdict_and_stats_import_without_torch():
     code = ("import sys; import flashviz.measure.verdict, flashviz.measure.stats; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_an_outlier_too_wide_for_any_number_of_repeats_asks_for_a_quieter_machine_not_a_count():
+    """Six calls with one of 2 s among 10 ms ones: no number of repeats the dashboard would time (at most
+    AUTO_MAX_REPEATS) narrows that interval, so the sentence names none; a merely wide interval still gets a count."""
+    from flashviz.limits import AUTO_MAX_REPEATS
+
+    wild = compare([0.010, 0.011, 2.0, 0.010, 0.012, 0.011], [0.005] * 5 + [1.5], ("naive", "flash2"))
+    assert not wild.separated and wild.settle == MORE_REPEATS and wild.repeats_needed > AUTO_MAX_REPEATS
+    said = sentence(wild)
+    assert f"more than {AUTO_MAX_REPEATS} repeats" in said and str(wild.repeats_needed) not in said
+    wide = compare([0.010, 0.011, 0.013, 0.010, 0.012, 0.011], [0.0105, 0.012, 0.0098, 0.011, 0.0102, 0.0113],
+                   ("naive", "flash2"))
+    assert wide.settle == MORE_REPEATS and wide.repeats_needed <= AUTO_MAX_REPEATS
+    assert f"about {wide.repeats_needed} would narrow" in sentence(wide)

@@ -54,9 +54,9 @@ def lab_of(query: dict[str, str]) -> LabSettings:
     """The LabSettings a link stands for, from the URL parser and the view's own settings, written out here."""
     s, notices = parse_query({**VIEW, **query})
     assert notices == []
-    return LabSettings(n_q=s.nmnq, n_k=s.nmnk, precision=s.nmdtype, block=s.nmblock, tau=float(s.nmtau),
-                       p_precision=None if s.nmpdtype == "none" else s.nmpdtype, hadamard=s.nmhad,
-                       outliers=s.nmout, causal=s.nmcausal)
+    return LabSettings(n_q=s.n_q, n_k=s.n_k, precision=s.input_dtype, block=s.numerics_block, tau=float(s.tau),
+                       p_precision=None if s.p_dtype == "none" else s.p_dtype, hadamard=s.hadamard,
+                       outliers=s.outliers, causal=s.numerics_causal)
 
 
 def close(text: str, value: float) -> bool:
@@ -277,9 +277,9 @@ def test_a_hostile_link_is_repaired_with_a_notice_and_the_view_still_draws(make_
     assert warning.startswith("**Some settings in this link were adjusted:**")
     for key in query:
         assert f"`{key}=" in warning, key
-    assert at.number_input(key="nmnq").value == 1024 and at.number_input(key="nmnk").value == 1
-    assert at.selectbox(key="nmdtype").value == "bfloat16" and at.selectbox(key="nmpdtype").value == "none"
-    assert at.select_slider(key="nmtau").value == 0 and at.toggle(key="nmhad").value is True
+    assert at.number_input(key="n_q").value == 1024 and at.number_input(key="n_k").value == 1
+    assert at.selectbox(key="input_dtype").value == "bfloat16" and at.selectbox(key="p_dtype").value == "none"
+    assert at.select_slider(key="tau").value == 0 and at.toggle(key="hadamard").value is True
     repaired = lab_of({k: v for k, v in dict(at.query_params).items() if k != "view"})  # the link as repaired
     assert len(charts(at)) == 4 + (tile_spread(repaired).max_spread > 0)
 
@@ -313,8 +313,8 @@ def test_settings_estimated_long_wait_for_the_button_then_show_the_labs_numbers(
 
 def test_a_widget_change_reruns_the_lab_at_the_new_settings(make_app):
     at = make_app(**VIEW)
-    at.toggle(key="nmcausal").set_value(True).run()
-    at.selectbox(key="nmdtype").set_value("float16").run()
+    at.toggle(key="numerics_causal").set_value(True).run()
+    at.selectbox(key="input_dtype").set_value("float16").run()
     assert_clean(at)
     (ran,) = [c.value for c in at.caption if c.value.startswith("**Ran with**")]
     assert "fp16" in ran and "not causal" not in ran and "causal" in ran

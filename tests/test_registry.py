@@ -8,7 +8,7 @@ from pathlib import Path
 
 from flashviz.app.query import parse_query
 from flashviz.app.registry import LABELS, SLUGS, VIEWS, owner_of, view_of
-from flashviz.app.spec import SIDEBAR, VIEW
+from flashviz.app.spec import SIDEBAR, VIEW, url_key
 from flashviz.app.state import Settings, SharedSettings, setting_fields, spec_of
 from flashviz.app.widgets import DRAW, WIDGET_KEYS
 
@@ -37,13 +37,14 @@ def test_every_setting_is_declared_once_shared_or_by_the_tab_that_owns_it():
 
 def test_everything_else_is_derived_from_the_declarations():
     names = [f.name for f in setting_fields()]
-    assert list(Settings().to_query()) == names  # the URL carries exactly the declared settings
+    keys = [url_key(f) for f in setting_fields()]
+    assert list(Settings().to_query()) == keys and len(set(keys)) == len(keys)  # the URL carries every setting once
     for name in names:
         spec = spec_of(name)
         assert spec.widget in DRAW or spec.widget in ("", "views"), name  # every widget kind has a drawer
         assert spec.place == "app" or (spec.label and spec.help), name  # every widget has a label and help
     assert set(names) - {"window"} <= set(WIDGET_KEYS) and {"win_on", "win_left", "win_right"} <= set(WIDGET_KEYS)
-    changed = Settings(n=97, row=90, window=(3, 1), impls=("sdpa",), view="io", declen=1000, mask="chunked")
+    changed = Settings(n=97, row=90, window=(3, 1), impls=("sdpa",), view="io", cache_len=1000, mask="chunked")
     assert parse_query(changed.to_query()) == (changed, [])
 
 

@@ -59,8 +59,8 @@ def test_defaults_draw_the_map_and_the_work_of_ring_schedule(make_app):
     at = make_app(**VIEW)
     assert_clean(at)
     s = Settings()
-    W, N, block = s.rgw, s.rgn, s.rgblock
-    sched = ring_schedule(N, W, s.rglayout, block, s.rgcausal, heads=s.rgheads, head_dim=data.RING_D)
+    W, N, block = s.world, s.ring_n, s.ring_block
+    sched = ring_schedule(N, W, s.layout, block, s.ring_causal, heads=s.ring_heads, head_dim=data.RING_D)
     T = -(-(N // W) // block)
     spec = chart(at, "Scores by ring step")
     z = decode(spec["data"][0]["z"])
@@ -75,14 +75,14 @@ def test_defaults_draw_the_map_and_the_work_of_ring_schedule(make_app):
         assert ((fz == z) | ((fz == z + W) & (z > t))).all() and (fz[z <= t] == z[z <= t]).all()
     work = chart(at, "Each rank's work")
     for layout in LAYOUTS:
-        model = ring_schedule(N, W, layout, block, s.rgcausal, heads=s.rgheads, head_dim=data.RING_D)
+        model = ring_schedule(N, W, layout, block, s.ring_causal, heads=s.ring_heads, head_dim=data.RING_D)
         tiles, flops = (t for t in work["data"] if t.get("name") == layout)
         assert values(tiles["y"]) == list(model.tiles_per_rank())
         per_rank = [sum(p.flops for p in model.of() if p.rank == r) / 1e6 for r in range(W)]
         assert values(flops["y"]) == pytest.approx(per_rank)
     quoted = dict(re.findall(r"(contiguous|zigzag|striped) \*\*" + NUM + r"\*\*", sentence(at, "**Imbalance**")))
     for layout in LAYOUTS:
-        model = ring_schedule(N, W, layout, block, s.rgcausal)
+        model = ring_schedule(N, W, layout, block, s.ring_causal)
         assert float(quoted[layout]) == pytest.approx(model.imbalance(), abs=0.005)
     counts = [s for p in sched.of() for row in p.statuses for s in row]
     m = re.search(r"Of the (\d+) tiles, \*\*(\d+) are computed\*\* \((\d+) of them partial, marked p\) and (\d+) "
@@ -131,7 +131,7 @@ def test_a_real_run_draws_its_own_events_within_the_fp32_bar(make_app):
     at.button(key="ring_run").click().run()
     assert_clean(at)
     args, r = at.session_state["_fv_result_ring"]
-    setup = setup_of(Settings(rgn=64, rgw=2, rgblock=16, rgheads=1))
+    setup = setup_of(Settings(ring_n=64, world=2, ring_block=16, ring_heads=1))
     assert args == (setup,) and r.setup == setup
     verdict = at.success[0].value
     assert float(re.search(r"float64: \*\*" + NUM, verdict)[1]) == pytest.approx(r.errors["out"], rel=0.01)
@@ -211,14 +211,14 @@ def test_a_run_equals_the_model_and_one_process(small_run):
 
 def test_the_exactness_claim_reads_the_run(small_run, monkeypatch):
     monkeypatch.setattr(claims, "ring_run", lambda setup: small_run)
-    res = claims.ring_exact(Settings(rgn=32, rgw=2, rglayout="zigzag", rgblock=8))
+    res = claims.ring_exact(Settings(ring_n=32, world=2, layout="zigzag", ring_block=8))
     assert res.holds and res.values["error"] == small_run.errors["out"] and res.values["mismatches"] == 0
 
 
 @pytest.mark.parametrize(("n", "world", "block", "causal"), [(256, 4, 32, True), (96, 3, 16, True), (64, 2, 8, True),
                                                              (128, 4, 32, False)])
 def test_the_balance_claim_states_ring_schedules_imbalance(n, world, block, causal):
-    res = claims.ring_balance(Settings(rgn=n, rgw=world, rgblock=block, rgcausal=causal))
+    res = claims.ring_balance(Settings(ring_n=n, world=world, ring_block=block, ring_causal=causal))
     for layout in LAYOUTS:
         assert res.values[layout] == ring_schedule(n, world, layout, block, causal).imbalance()
     assert (res.values["lo"], res.values["hi"]) == (2 * world / (world + 1), (2 * world - 1) / world)

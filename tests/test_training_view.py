@@ -22,8 +22,8 @@ def test_the_recompute_table_is_tall_enough_for_every_row(ns):
 
 def test_the_default_table_holds_the_benchmarks_sizes():
     s = Settings()
-    fig = recompute_figure(recompute_table(s.ns, s.d, batch=s.batch, heads=s.heads, block_q=s.bblock,
-                                           block_k=s.bblock, causal=s.causal, window=s.window, dtype=s.dtype))
+    fig = recompute_figure(recompute_table(s.ns, s.d, batch=s.batch, heads=s.heads, block_q=s.bench_block,
+                                           block_k=s.bench_block, causal=s.causal, window=s.window, dtype=s.dtype))
     (table,) = fig.data
     rows = len(table.cells.values[0])
     assert rows == len(s.ns)

@@ -15,7 +15,7 @@ from flashviz.app.state import PRESETS, Settings, apply_preset
 from flashviz.core.tiling import tile_schedule
 from flashviz.model.iomodel import hbm_vs_memory, io_cost
 from flashviz.units import MIB, format_bytes
-from flashviz.views.how.sentences import x_standard_md
+from flashviz.views.how.sentences import fa1_start_md, x_standard_md
 from flashviz.vocab import (
     DTYPE_BYTES,
     FLASH,
@@ -534,3 +534,30 @@ def test_a_runs_csv_carries_its_repeats_interval_and_context():
         assert {"repeats", "time_lo_s", "time_hi_s", *CONTEXT_COLUMNS} <= set(out.columns)
         assert out["torch_version"].unique().tolist() == [torch.__version__]
         assert out.loc[out["status"] == OK, "repeats"].tolist() == [2] * int((out["status"] == OK).sum())
+
+
+def test_how_it_works_says_why_fa1s_counter_opens_above_standard_attentions_with_the_models_numbers(make_app):
+    """At the defaults FA1's counter on its first tile is several times standard attention's: the page says it is
+    FA1's initial write of O, l and m (Algorithm 1, line 2), with the IO model's numbers, and says nothing of it
+    where only FA2 is shown or where FA1's first tile does not open above standard attention's."""
+    from flashviz.measure.trace import schedule_trace
+    from flashviz.model.iomodel import io_trace_steps
+
+    s = Settings()
+    at = make_app(view="how")
+    assert_clean(at)
+    nbytes = DTYPE_BYTES[s.dtype]
+    tr = schedule_trace(s.n, s.br, s.bc, d=s.d, dtype_bytes=nbytes, loop_order="kv_outer")
+    first = tr.computed_steps()[0]
+    start = next(io_trace_steps("kv_outer", s.n, s.n, s.d, s.br, s.bc, dtype_bytes=nbytes))
+    assert start.step == -1 and tr.start_bytes == start.hbm_bytes == (s.n * s.d + 2 * s.n) * nbytes
+    assert tr.hbm_bytes[first] > 3 * tr.naive_bytes[first]  # the gap the sentence explains
+    said = [m.value for m in at.markdown if "counter opens at" in m.value]
+    assert len(said) == 1
+    numbers = re.findall(r"\d[\d,.]* [KMG]?i?B\b", said[0])
+    assert numbers == [format_bytes(tr.hbm_bytes[first]), format_bytes(tr.naive_bytes[first]),
+                       format_bytes(start.hbm_bytes)]
+    assert f"{s.n * s.d + 2 * s.n:,} elements" in said[0]
+    fa2 = make_app(view="how", order="fa2")
+    assert not [m.value for m in fa2.markdown if "counter opens at" in m.value]
+    assert fa1_start_md(s.n, s.d, nbytes, start.hbm_bytes, 1000.0, 1000.0) == ""  # not above: nothing to explain

@@ -182,7 +182,8 @@ def causal_pair(n: int, d: int, block: int, impls: tuple[str, ...], batch: int, 
 def sweep_args(s: Settings, *, ns: tuple[int, ...] | None = None, impls: tuple[str, ...] | None = None,
                mode: str = FORWARD) -> tuple:
     """The hashable arguments of `sweep` for settings s (the Benchmark's own tile size, not the sidebar's)."""
-    return (ns or s.ns, s.d, s.bblock, s.bblock, s.causal, s.window, impls or s.impls, s.batch, s.heads, s.dtype,
+    return (ns or s.ns, s.d, s.bench_block, s.bench_block, s.causal, s.window, impls or s.impls, s.batch, s.heads,
+            s.dtype,
             s.device, s.threads, s.reps, mode, s.sure)
 
 

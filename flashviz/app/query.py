@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from flashviz.app.sizes import N_MAX
-from flashviz.app.spec import BOOL, CHOICE, INT, INTS, STRS, WINDOW, Spec
+from flashviz.app.spec import BOOL, CHOICE, INT, INTS, STRS, WINDOW, Spec, url_key
 from flashviz.app.state import Env, Settings, default_settings, for_machine, setting_fields, spec_of
 from flashviz.limits import LIST_MAX
 
@@ -177,7 +177,7 @@ def parse_query(params: Mapping[str, object], env: Env | None = None) -> tuple[S
     env = env or Env()
     p = _Parser(params)
     base = default_settings(env)
-    known = {f.name for f in setting_fields()}
+    known = {url_key(f) for f in setting_fields()}
     unknown = sorted(k for k in p.raw if k not in known)
     if unknown:
         listed = ", ".join(f"`{shown(k, 20)}`" for k in unknown[:5])
@@ -192,7 +192,7 @@ def parse_query(params: Mapping[str, object], env: Env | None = None) -> tuple[S
         elif f.name == "device":
             values[f.name] = _device(p, spec.options)
             continue
-        values[f.name] = _parse(p, f.name, spec, default)
+        values[f.name] = _parse(p, url_key(f), spec, default)
     if values["link"] and values["bc"] != values["br"]:
         p.notices.append(f"`link=1` but `br={values['br']}` and `bc={values['bc']}` differ; unlinked them to keep "
                          "both.")

@@ -61,13 +61,13 @@ VIEWS: tuple[View, ...] = (  # in the order the page offers them; own settings: 
          sidebar=("br", "bc", "causal", "window", "dtype", "device", "threads"), own=correct.OWN),
     View("train", "Training", "training_ui",
          sidebar=("d", "causal", "window", "dtype", "batch", "heads", "device", "threads"),
-         borrows=("ns", "impls", "bblock", "reps", "sure")),
+         borrows=("ns", "impls", "bench_block", "reps", "sure")),
     View("backward", "Backward", "backward_ui",
          sidebar=("n", "d", "br", "bc", "window", "dtype", "batch", "heads", "device", "threads"), own=backward.OWN,
          borrows=("reps",)),
     View("roof", "Roofline", "roofline_ui",
          sidebar=("n", "d", "br", "bc", "causal", "window", "dtype", "batch", "heads", "threads"), own=roof.OWN,
-         borrows=("bblock",)),  # the Benchmark's tile size: its speedups are told apart from this view's
+         borrows=("bench_block",)),  # the Benchmark's tile size: its speedups are told apart from this view's
     View("decode", "Decoding", "decoding_ui", sidebar=("d", "dtype", "device", "threads"), own=decode.OWN,
          borrows=("reps",)),
     View("masks", "Masks", "masks_ui", sidebar=("n", "d", "br", "bc", "dtype", "heads", "threads"), own=masks.OWN),

@@ -204,7 +204,7 @@ def train_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
     """What each keeps for the backward pass at the largest N: P against the logsumexp L (log scale)."""
     from flashviz.model.training import recompute_table
 
-    table = recompute_table(s.ns, s.d, batch=s.batch, heads=s.heads, block_q=s.bblock, block_k=s.bblock,
+    table = recompute_table(s.ns, s.d, batch=s.batch, heads=s.heads, block_q=s.bench_block, block_k=s.bench_block,
                             causal=s.causal, window=s.window, dtype=s.dtype)
     last = table.loc[table["N"].idxmax()]
     kept = [float(last["stored_p_bytes"]), float(last["stored_lse_bytes"])]
@@ -220,7 +220,7 @@ def backward_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
     from flashviz.views.backward.data import dq_comparison
     from flashviz.vocab import DTYPE_BYTES
 
-    c = dq_comparison(s.n, s.d, s.br, s.br, causal=s.bwcausal, window=s.window, heads=1,
+    c = dq_comparison(s.n, s.d, s.br, s.br, causal=s.map_causal, window=s.window, heads=1,
                       dtype_bytes=DTYPE_BYTES["float32"])
     moved = [c.standard_bytes / MIB, c.atomic_bytes / MIB, c.deterministic_bytes / MIB]
     return _bars(["standard<br>attention", "tiled,<br>atomic dQ", "tiled,<br>deterministic dQ"], moved,

@@ -1,15 +1,16 @@
 """How one dashboard setting is declared: its `Spec` (URL form, widget, label, help, bounds or options), attached to a
 dataclass field by `setting(default, Spec(...))`.
 
-The shared settings (flashviz.app.state) and each view's own settings (flashviz.app.registry) are declared this way, and
-everything else is derived from the declarations: the URL form, the hostile-URL parser (flashviz.app.query), the
+The shared settings (flashviz.app.state) and each view's own settings (flashviz/views/<view>/settings.py) are declared
+this way; code reads a setting by its name (s.kv_heads), a link by its short URL key (dechkv). Everything else is
+derived from the declarations: the URL form, the hostile-URL parser (flashviz.app.query), the
 session-state keys and the widgets (flashviz.app.widgets). Pure: imports neither streamlit nor torch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import Field, dataclass, field
+from dataclasses import Field, dataclass, field, replace
 from typing import Any
 
 # How a value is parsed from and written to the URL.
@@ -38,16 +39,23 @@ class Spec:
     env: str = ""  # "threads": hi is the machine's thread count; "devices": options are the machine's devices
     disabled: bool = False  # number_input: shown greyed out (a page sets it while another setting decides the value)
     short: str = ""  # its name in a line of text ("N", "B", "causal"), where a page says which settings it used
+    key: str = ""  # its URL key where that is shorter than its name ("map_n" for map_n); "": the name itself
 
 
-def setting(default: Any, spec: Spec) -> Any:
-    """A settings field: its default and its Spec (read back with `spec_of_field`)."""
-    return field(default=default, metadata={"spec": spec})
+def setting(default: Any, spec: Spec, *, key: str = "") -> Any:
+    """A settings field: its default, its Spec (read back with `spec_of_field`) and, where it differs from the name,
+    the key a link writes it under (the links made before the readable name existed keep working)."""
+    return field(default=default, metadata={"spec": replace(spec, key=key) if key else spec})
 
 
 def spec_of_field(f: Field) -> Spec:
     """The Spec a field was declared with."""
     return f.metadata["spec"]
+
+
+def url_key(f: Field) -> str:
+    """The key a link writes the setting under: its Spec's short key, else its name."""
+    return spec_of_field(f).key or f.name
 
 
 def to_text(spec: Spec, value: Any) -> str:

@@ -1,6 +1,7 @@
 """Dashboard settings, each declared once: the shared settings here (the sidebar's: problem size, mask, dtype, machine),
-each view's own in its entry of flashviz.app.registry. `Settings` is one frozen dataclass of all of them; every field
-carries its `Spec` (flashviz.app.spec: URL key, default, bounds or options, widget kind, label and help text).
+each view's own in flashviz/views/<view>/settings.py. `Settings` is one frozen dataclass of all of them, read by
+readable names (s.kv_heads); every field carries its `Spec` (flashviz.app.spec: default, bounds or options, widget
+kind, label, help text, and the short key a link writes it under where that differs from its name).
 
 Everything else is derived from these declarations: the URL form (`Settings.to_query`), the hostile-URL parser
 (flashviz.app.query.parse_query), the session-state keys and the widgets (flashviz.app.widgets). Adding a shared setting
@@ -27,7 +28,7 @@ from flashviz.app.sizes import (
     N_MIN,
     N_OPTIONS,
 )
-from flashviz.app.spec import APP, BOOL, CHOICE, INT, WINDOW, Spec, setting, spec_of_field, to_text
+from flashviz.app.spec import APP, BOOL, CHOICE, INT, WINDOW, Spec, setting, spec_of_field, to_text, url_key
 from flashviz.limits import BATCH_MAX, HEADS_MAX  # shared with the CLI
 from flashviz.views.how.settings import BOTH, LOOP_ORDER
 from flashviz.vocab import DTYPES, LOOP_ORDERS
@@ -96,7 +97,7 @@ def _loop_orders(self: Any) -> tuple[str, ...]:
 
 def _to_query(self: Any) -> dict[str, str]:
     """The URL form: every setting as a short string (parse_query(to_query()) gives the settings back)."""
-    return {f.name: to_text(spec_of_field(f), getattr(self, f.name)) for f in setting_fields()}
+    return {url_key(f): to_text(spec_of_field(f), getattr(self, f.name)) for f in setting_fields()}
 
 
 # Every setting of the dashboard: the shared ones, then each view's own, in the registry's order. Hashable, so it can

@@ -54,6 +54,7 @@ class ScheduleTrace:
     k_block: tuple[int, ...]  # per schedule step: tile column j
     status: tuple[str, ...]  # per schedule step: "full", "partial" or "skipped"
     hbm_bytes: tuple[float, ...] | None = None  # per schedule step: cumulative HBM bytes (IO model), per head
+    start_bytes: float | None = None  # HBM bytes before the first tile (IO model's start row: FA1's write of O, l, m)
     flops: tuple[float, ...] | None = None  # per schedule step: cumulative FLOPs (IO model), per head
     naive_bytes: tuple[float, ...] | None = None  # per schedule step: standard attention's HBM bytes for the same
     # part of S (its IO-model total, per head, times the share of S's N^2 elements in the tiles so far, skipped ones
@@ -99,10 +100,11 @@ def schedule_trace(n: int, block_q: int, block_k: int, *, causal: bool = False, 
     sched = tile_schedule(n, n, block_q, block_k, causal=causal, window=window, loop_order=loop_order,
                           mask_mod=mask_mod)
     tiles = list(sched)
-    hbm = flops = naive = None
+    hbm = flops = naive = start = None
     if d is not None:
-        io = [s for s in io_trace_steps(sched.loop_order, n, n, d, block_q, block_k, causal=causal, window=window,
-                                        dtype_bytes=dtype_bytes) if s.step >= 0]  # one per schedule step, in order
+        start_row, *io = io_trace_steps(sched.loop_order, n, n, d, block_q, block_k, causal=causal, window=window,
+                                        dtype_bytes=dtype_bytes)  # the start row, then one per schedule step
+        start = float(start_row.hbm_bytes)
         assert len(io) == len(tiles), "io_trace_steps and tile_schedule disagree on the number of steps"
         hbm = tuple(float(s.hbm_bytes) for s in io)
         flops = tuple(float(s.flops) for s in io)
@@ -112,7 +114,7 @@ def schedule_trace(n: int, block_q: int, block_k: int, *, causal: bool = False, 
         window=sched.window,
         n_q_blocks=sched.n_q_blocks, n_k_blocks=sched.n_k_blocks,
         q_block=tuple(t.q_block for t in tiles), k_block=tuple(t.k_block for t in tiles),
-        status=tuple(t.status for t in tiles), hbm_bytes=hbm, flops=flops, naive_bytes=naive,
+        status=tuple(t.status for t in tiles), hbm_bytes=hbm, start_bytes=start, flops=flops, naive_bytes=naive,
     )
 
 

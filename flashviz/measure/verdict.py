@@ -33,6 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from numbers import Real
 
+from flashviz.limits import AUTO_MAX_REPEATS
 from flashviz.measure.stats import (
     CONFIDENCE,
     TARGET_REL_CI,
@@ -239,6 +240,10 @@ def sentence(v: Verdict) -> str:
         if min(v.a.repeats, v.b.repeats) < fewest:
             why = (f"from {calls}, and fewer than {fewest} calls give no {v.confidence:.0%} interval of a median. "
                    f"Time more repeats: at least {fewest}, about {v.repeats_needed} at this spread.")
+        elif v.repeats_needed > AUTO_MAX_REPEATS:  # an outlier, not a spread that more repeats would average out
+            why = (f"from {calls}. With intervals up to ±{v.widest:.1%} of the median the machine was too noisy "
+                   f"for a verdict (target ±{v.target_rel_ci:.0%}), and more than {AUTO_MAX_REPEATS} repeats would "
+                   "be needed to narrow them: rerun on a quieter machine.")
         else:
             why = (f"from {calls}. With intervals up to ±{v.widest:.1%} of the median the machine was too noisy "
                    f"for a verdict (target ±{v.target_rel_ci:.0%}): time more repeats (about {v.repeats_needed} "

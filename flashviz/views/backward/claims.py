@@ -220,11 +220,11 @@ def backward_recompute(s: Settings) -> Result:
         >>> r.holds, round(r.values["saving"], 1)
         (True, 6.2)
     """
-    at = {"n": s.bwn, "d": s.bwd, "block": s.bwblock, "causal": s.bwcausal}
+    at = {"n": s.map_n, "d": s.map_d, "block": s.map_block, "causal": s.map_causal}
     row_err = max_row_sum_error(**at)
-    saving = traffic_saving(n=s.n, d=s.d, block=s.br, causal=s.bwcausal, window=s.window)
+    saving = traffic_saving(n=s.n, d=s.d, block=s.br, causal=s.map_causal, window=s.window)
     extra = deterministic_extra_flops(**at)
-    runs = dq_runs(s.bwn, s.bwd, s.bwblock, s.bwblock, causal=s.bwcausal)
+    runs = dq_runs(s.map_n, s.map_d, s.map_block, s.map_block, causal=s.map_causal)
     values = {"n": s.n, "d": s.d, "block": s.br, "saving": saving, "extra": extra,
               "row_err": row_err, "reordered": runs.reordered_differing, "values": runs.values}
     return Result.of(values, {

@@ -56,8 +56,9 @@ KERNEL_FLOPS_MAX = 1e10  # the trace and the two dQ runs run the real kernel liv
 KERNEL_RUNS = 3  # the kernel's backward FLOPs those take, counted in backward passes (forward, 2 backward, the sums)
 PRICE_IMPLS = 3  # implementations recompute_price times: tiled, naive, SDPA
 MAP_TITLE = "The backward pass, tile by tile (Algorithm 2)"
-KERNEL_RAN_WITH = ("bwn", "bwd", "bwblock", "bwcausal", "window", "dtype")  # the kernel's runs on the map's problem
-PRICE_RAN_WITH = ("n", "d", "br", "bc", "bwcausal", "window", "dtype", "batch", "heads", "device", "threads", "reps")
+KERNEL_RAN_WITH = ("map_n", "map_d", "map_block", "map_causal", "window",
+                   "dtype")  # the kernel's runs on the map's problem
+PRICE_RAN_WITH = ("n", "d", "br", "bc", "map_causal", "window", "dtype", "batch", "heads", "device", "threads", "reps")
 INTRO = ("The backward pass needs P = softmax(S) for every gradient, but FlashAttention's forward saved only the "
          "output O and one number per query row, the logsumexp L. So the backward walks the tiles again, column by "
          "column (Algorithm 2): it keeps K_j, V_j and the gradients dK_j, dV_j on chip for a whole column, streams "
@@ -112,23 +113,23 @@ def cached_price(n: int, d: int, batch: int, heads: int, br: int, bc: int, causa
 
 def modes_of(s: Settings) -> tuple[str, ...]:
     """The dQ schedules the map plays: one, or both side by side."""
-    return (DQ_ATOMIC, DQ_DETERMINISTIC) if s.dq == BOTH else (s.dq,)
+    return (DQ_ATOMIC, DQ_DETERMINISTIC) if s.dq_schedule == BOTH else (s.dq_schedule,)
 
 
 def backward_ui(s: Settings) -> None:
     """Draw the view for settings s: the map and the tile's operations first (they fit a 1280 x 720 window)."""
-    grid = SimpleNamespace(n=s.bwn, br=s.bwblock, bc=s.bwblock)
+    grid = SimpleNamespace(n=s.map_n, br=s.map_block, bc=s.map_block)
     error = grid_error(grid, view="the backward's tile map")
     if error:
         st.error(error)
         _controls_ui(s, [], 0)
         return
     nbytes = DTYPE_BYTES[s.dtype]
-    schedules = [cached_schedule(s.bwn, s.bwd, s.bwblock, s.bwcausal, s.window, m, nbytes) for m in modes_of(s)]
+    schedules = [cached_schedule(s.map_n, s.map_d, s.map_block, s.map_causal, s.window, m, nbytes) for m in modes_of(s)]
     longest = max(len(sc.computed_steps()) for sc in schedules)
     frames_at = frame_indices(longest) or [0]
-    start = min(s.bwframe, len(frames_at) - 1)
-    html = cached_map(s.bwn, s.bwd, s.bwblock, s.bwcausal, s.window, modes_of(s), nbytes, start)
+    start = min(s.map_frame, len(frames_at) - 1)
+    html = cached_map(s.map_n, s.map_d, s.map_block, s.map_causal, s.window, modes_of(s), nbytes, start)
     show_map(map_header_html(schedules[0], title=MAP_TITLE))  # over the map and the table beside it
     if len(schedules) == 1:
         map_col, ops_col = st.columns([10, 9], gap="medium")
@@ -139,8 +140,8 @@ def backward_ui(s: Settings) -> None:
         _controls_ui(s, frames_at, longest)
     with ops_col:
         _tile_ops_ui(schedules, frames_at[start] if longest else None)
-    map_cost = cached_comparison(s.bwn, s.bwd, s.bwblock, s.bwblock, s.bwcausal, s.window, 1, nbytes)
-    scale_cost = cached_comparison(s.n, s.d, s.br, s.bc, s.bwcausal, s.window, s.batch * s.heads, nbytes)
+    map_cost = cached_comparison(s.map_n, s.map_d, s.map_block, s.map_block, s.map_causal, s.window, 1, nbytes)
+    scale_cost = cached_comparison(s.n, s.d, s.br, s.bc, s.map_causal, s.window, s.batch * s.heads, nbytes)
     st.markdown(INTRO)
     st.markdown(traffic_text(map_cost, "the map's problem"))
     st.markdown(scale_text(scale_cost, "the sidebar's sizes"))
@@ -172,9 +173,9 @@ def _tile_ops_ui(schedules: list[BackwardSchedule], f: int | None) -> None:
 
 def _controls_ui(s: Settings, frames_at: list[int], n_computed: int) -> None:
     """Under the map: the frame it opens at, the dQ schedule, and the map's own problem size and mask."""
-    frame_ui("bwframe", frames_at, n_computed)
-    draw("dq", st)
-    for pair in (("bwn", "bwd"), ("bwblock", "bwcausal")):
+    frame_ui("map_frame", frames_at, n_computed)
+    draw("dq_schedule", st)
+    for pair in (("map_n", "map_d"), ("map_block", "map_causal")):
         for name, col in zip(pair, st.columns(2), strict=True):
             draw(name, col)
     st.caption("The map and the kernel's runs below use this small problem (one head, batch 1), so every tile can be "
@@ -201,7 +202,7 @@ def _saved_ui(s: Settings, kernel_ok: bool, scale_cost: DqComparison) -> None:
     if not kernel_ok:
         return
     with st.spinner("Running the real kernel's forward and backward on the map's problem ..."):
-        trace = cached_trace(s.bwn, s.bwd, s.bwblock, s.bwcausal, s.window, s.dtype)
+        trace = cached_trace(s.map_n, s.map_d, s.map_block, s.map_causal, s.window, s.dtype)
     ran_with_ui(s, KERNEL_RAN_WITH)
     st.markdown(saved_text(saved_for_backward(trace), "the map's problem"))
     st.markdown(row_sum_text(trace))
@@ -216,7 +217,7 @@ def _dq_ui(s: Settings, kernel_ok: bool, map_cost: DqComparison, scale_cost: DqC
     st.caption("Switch the map between the two with **dQ schedule on the map** above (or show both side by side).")
     if kernel_ok:
         with st.spinner("Running the backward twice ..."):
-            runs = cached_dq_runs(s.bwn, s.bwd, s.bwblock, s.bwcausal, s.window, s.dtype)
+            runs = cached_dq_runs(s.map_n, s.map_d, s.map_block, s.map_causal, s.window, s.dtype)
         ran_with_ui(s, KERNEL_RAN_WITH)
         st.markdown(determinism_text(runs))
 
@@ -234,7 +235,7 @@ def _price_ui(s: Settings, scale_cost: DqComparison) -> None:
     if problem:
         st.error(problem)
         return
-    args = (s.n, s.d, s.batch, s.heads, s.br, s.bc, s.bwcausal, s.window, s.dtype, s.device, s.threads, s.reps)
+    args = (s.n, s.d, s.batch, s.heads, s.br, s.bc, s.map_causal, s.window, s.dtype, s.device, s.threads, s.reps)
     price = run_button_ui("backward_price", cached_price, args, label="Run forward + backward", title="Backward price",
                           help="Times forward + backward (autograd) of the tiled kernel, naive attention and SDPA "
                                "at the sidebar's sizes, and measures each one's exact peak memory.",

@@ -48,12 +48,12 @@ def peaks(s: Settings, impls: tuple[str, ...] = (NAIVE, FLASH, FLASH2)) -> dict[
 
     Example:
         >>> from flashviz.app.state import Settings
-        >>> p = peaks(Settings(ns=(64, 128), heads=1, d=16, bblock=32))
+        >>> p = peaks(Settings(ns=(64, 128), heads=1, d=16, bench_block=32))
         >>> p["naive"][128] > 2 * 128 * 128 * 4  # S and P, fp32
         True
     """
     out: dict[str, dict[int, int]] = {impl: {} for impl in impls}
-    configs = build_configs(list(s.ns), [(s.bblock, s.bblock)], d=s.d, causal=s.causal, window=s.window,
+    configs = build_configs(list(s.ns), [(s.bench_block, s.bench_block)], d=s.d, causal=s.causal, window=s.window,
                             batch=s.batch, heads=s.heads, dtype=s.dtype, device=s.device, mode=FORWARD)
     with threads_set_to(s.threads):
         for cfg in configs:
@@ -76,7 +76,7 @@ def memory_growth(s: Settings) -> Result:
 
     Example:
         >>> from flashviz.app.state import Settings
-        >>> memory_growth(Settings(ns=(128, 256, 512), heads=1, d=16, bblock=32)).holds
+        >>> memory_growth(Settings(ns=(128, 256, 512), heads=1, d=16, bench_block=32)).holds
         True
     """
     p = peaks(s)

@@ -23,8 +23,9 @@ from flashviz.vocab import FULL, NAIVE, PARTIAL, TILED_IMPLS
 
 HOOK = "Naive attention stores S and P: its memory grows with **N²**, the tiled kernels' with **N**."
 SWEEP_WIDTHS = (2.6, 1, 1, 1)  # implementations, tile size, repeats, repeat until sure: one row at 1280 px
-RAN_WITH = ("d", "causal", "window", "dtype", "batch", "heads", "device", "threads", "ns", "bblock", "reps", "sure")
-CAUSAL_RAN_WITH = ("d", "dtype", "batch", "heads", "device", "threads", "bblock", "reps", "sure")  # no window
+RAN_WITH = ("d", "causal", "window", "dtype", "batch", "heads", "device", "threads", "ns", "bench_block", "reps",
+            "sure")
+CAUSAL_RAN_WITH = ("d", "dtype", "batch", "heads", "device", "threads", "bench_block", "reps", "sure")  # no window
 
 
 
@@ -47,26 +48,27 @@ def slower_caption_ui(df: pd.DataFrame, s: Settings, where: str, traffic: str) -
         return
     cases = ", ".join(f"{v.slower} at N = {n} ({v.speedup[0]:.2f}x slower)" for n, _, v in slow)
     st.markdown(f"**Why is the tiled kernel slower than naive {where}?** Slower beyond the noise: {cases}. "
-                f"{slower_why(max(n for n, _, _ in slow), s.bblock, s.heads, s.batch, traffic)}")
+                f"{slower_why(max(n for n, _, _ in slow), s.bench_block, s.heads, s.batch, traffic)}")
 
 
 def benchmark_ui(s: Settings) -> None:
     """Draw the view for settings s."""
     draw("ns", st)
     columns = st.columns(SWEEP_WIDTHS, vertical_alignment="center")  # all four implementation chips fit at 1280 px
-    for name, col in zip(("impls", "bblock", "reps", "sure"), columns, strict=True):
+    for name, col in zip(("impls", "bench_block", "reps", "sure"), columns, strict=True):
         draw(name, col)
     if not s.ns or not s.impls:
         st.error("Choose at least one sequence length and one implementation.")
         return
-    problem = jobs.work_guard(s.ns, d=s.d, br=s.bblock, bc=s.bblock, batch=s.batch, heads=s.heads, reps=s.reps,
+    problem = jobs.work_guard(s.ns, d=s.d, br=s.bench_block, bc=s.bench_block, batch=s.batch, heads=s.heads,
+                              reps=s.reps,
                               n_impls=len(s.impls), dtype=s.dtype)
     if problem:
         st.error(problem)
         return
-    if s.bblock >= min(s.ns):
-        st.markdown(f"At N ≤ {s.bblock} one {s.bblock}-wide tile covers the whole sequence: the tiled kernels run a "
-                    "single tile there, like naive attention with extra bookkeeping.")
+    if s.bench_block >= min(s.ns):
+        st.markdown(f"At N ≤ {s.bench_block} one {s.bench_block}-wide tile covers the whole sequence: the tiled "
+                    "kernels run a single tile there, like naive attention with extra bookkeeping.")
     holder: dict[str, object] = {}
 
     def draw_so_far(partial: pd.DataFrame) -> None:  # called inside the run's status box
@@ -111,12 +113,12 @@ def _results_ui(s: Settings, df: pd.DataFrame) -> None:
 def _causal_ui(s: Settings) -> None:
     n = max(s.ns)
     st.subheader(f"Causal vs no mask at N = {n}")
-    tiles = tile_schedule(n, n, s.bblock, s.bblock, causal=True).counts()
+    tiles = tile_schedule(n, n, s.bench_block, s.bench_block, causal=True).counts()
     computed, total = tiles[FULL] + tiles[PARTIAL], sum(tiles.values())
     st.markdown(f"A causal mask hides the keys after each query, so the tiled kernels skip every tile above the "
-                f"diagonal: at N = {n} with {s.bblock}-wide tiles they compute {computed} of {total} tiles. Naive "
+                f"diagonal: at N = {n} with {s.bench_block}-wide tiles they compute {computed} of {total} tiles. Naive "
                 "attention computes all N² scores and then masks them, so it saves nothing.")
-    args = (n, s.d, s.bblock, s.impls, s.batch, s.heads, s.dtype, s.device, s.threads, s.reps, s.sure)
+    args = (n, s.d, s.bench_block, s.impls, s.batch, s.heads, s.dtype, s.device, s.threads, s.reps, s.sure)
     df = run_button_ui("causal", jobs.causal_pair, args, label="Compare causal and no mask",
                        title="Causal comparison", help=f"Times every chosen implementation at N = {n} with and "
                                                        "without the causal mask.",

@@ -37,7 +37,7 @@ IMPL_HELP = {
     SDPA: "PyTorch's fused scaled_dot_product_attention",
 }
 
-OWN = dict(  # this view's own settings: name (its URL key) -> setting(default, Spec)
+OWN = dict(  # this view's own settings: name -> setting(default, Spec, key=its short URL key)
         ns=setting((512, 1024, 2048), Spec(  # with H = 4: about 10 s on 2 CPU cores
             INTS, "multiselect", "Sequence lengths N", lo=N_MIN, hi=N_MAX, options=BENCH_N_OPTIONS, place=VIEW,
             short="N", help=f"Up to {LIST_MAX} lengths; each one is measured for every implementation. Naive rows "
@@ -47,12 +47,12 @@ OWN = dict(  # this view's own settings: name (its URL key) -> setting(default, 
             labels=IMPL_CHIPS,
             help="Which attention implementations to time: "
                  + "; ".join(f"**{i}**: {what}" for i, what in IMPL_HELP.items()) + ".")),
-        bblock=setting(256, Spec(
+        bench_block=setting(256, Spec(
             INT, "select_slider", "Tile size Br = Bc", lo=BLOCK_MIN, hi=BLOCK_MAX, options=BLOCK_OPTIONS,
             place=VIEW, short="tile size",
             help="Tile size of the tiled kernels in the Benchmark and Training views (the sidebar's Br and Bc drive "
                  "the tile map). On a CPU each tile is one Python loop iteration, so small tiles pay that overhead "
-                 "many times over.")),
+                 "many times over."), key="bblock"),
         reps=setting(3, Spec(
             INT, "slider", "Repeats", lo=1, hi=REPEATS_MAX, place=VIEW, short="repeats",
             help="Timed calls per point (after one warm-up call) when *Repeat until sure* is off; with it on, at "

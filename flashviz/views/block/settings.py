@@ -10,7 +10,7 @@ from flashviz.app.sizes import (
 from flashviz.app.spec import INTS, VIEW, Spec, setting
 from flashviz.limits import LIST_MAX
 
-OWN = dict(  # this view's own settings: name (its URL key) -> setting(default, Spec)
+OWN = dict(  # this view's own settings: name -> setting(default, Spec, key=its short URL key)
         blocks=setting((16, 32, 64, 128, 256), Spec(
             INTS, "multiselect", "Block sizes Br = Bc", lo=BLOCK_MIN, hi=BLOCK_MAX, options=BLOCK_OPTIONS,
             place=VIEW, short="block sizes",

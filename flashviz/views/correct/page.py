@@ -20,7 +20,7 @@ from flashviz.figures.style import fmt_sci
 from flashviz.views.correct.figures import correctness_figure, tolerance_for
 from flashviz.vocab import DTYPE_BYTES, IMPLS
 
-RAN_WITH = ("br", "bc", "causal", "window", "dtype", "device", "threads", "cds", "cns")
+RAN_WITH = ("br", "bc", "causal", "window", "dtype", "device", "threads", "correct_ds", "correct_ns")
 EXACT_BYTES = 4  # dtypes of at least this many bytes per element (float32, float64) are held to the 1e-5 bar
 
 
@@ -35,20 +35,20 @@ def correctness_ui(s: Settings) -> None:
         "N are chosen below."
     )
     c1, c2 = st.columns(2)
-    draw("cds", c1)
-    draw("cns", c2)
-    if not s.cds or not s.cns:
+    draw("correct_ds", c1)
+    draw("correct_ns", c2)
+    if not s.correct_ds or not s.correct_ns:
         st.error("Choose at least one head dimension and one sequence length.")
         return
-    problem = jobs.work_guard(s.cns, d=max(s.cds), br=s.br, bc=s.bc, batch=1, heads=1, reps=1,
-                              n_impls=4 * len(s.cds))
+    problem = jobs.work_guard(s.correct_ns, d=max(s.correct_ds), br=s.br, bc=s.bc, batch=1, heads=1, reps=1,
+                              n_impls=4 * len(s.correct_ds))
     if problem:
         st.error(problem)
         return
     if DTYPE_BYTES[s.dtype] < EXACT_BYTES:
         st.warning(f"{s.dtype} keeps only 8-11 bits of mantissa, so errors near 1e-3 are expected: the bar here is "
                    f"{bar}, not float32's 1e-5. Choose float32 in the sidebar to check against 1e-5.")
-    args = (s.cds, s.cns, s.br, s.bc, s.causal, s.window, s.dtype, s.device, s.threads)
+    args = (s.correct_ds, s.correct_ns, s.br, s.bc, s.causal, s.window, s.dtype, s.device, s.threads)
     df = run_button_ui("correct", jobs.correctness, args, label="Run correctness check", title="Correctness check",
                        help=f"Runs every (d, N) once for {', '.join(IMPLS)} and compares with float64 SDPA.",
                        idle="Press **Run correctness check**.")

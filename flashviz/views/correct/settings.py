@@ -12,11 +12,11 @@ from flashviz.app.sizes import (
 )
 from flashviz.app.spec import INTS, VIEW, Spec, setting
 
-OWN = dict(  # this view's own settings: name (its URL key) -> setting(default, Spec)
-        cds=setting((16, 32, 64, 128), Spec(
+OWN = dict(  # this view's own settings: name -> setting(default, Spec, key=its short URL key)
+        correct_ds=setting((16, 32, 64, 128), Spec(
             INTS, "multiselect", "Head dimensions d", lo=D_MIN, hi=D_MAX, options=D_OPTIONS, place=VIEW, short="d",
-            help="Odd values (59, 111) exercise code paths that powers of two hide.")),
-        cns=setting((64, 97, 256, 1000), Spec(
+            help="Odd values (59, 111) exercise code paths that powers of two hide."), key="cds"),
+        correct_ns=setting((64, 97, 256, 1000), Spec(
             INTS, "multiselect", "Sequence lengths N", lo=N_MIN, hi=N_MAX, options=N_OPTIONS, place=VIEW, short="N",
-            help="Odd lengths (97, 257, 1000) make the last row and column of tiles ragged.")),
+            help="Odd lengths (97, 257, 1000) make the last row and column of tiles ragged."), key="cns"),
 )

@@ -40,8 +40,8 @@ def decode_setup(s: Settings) -> DecodeSetup:
         >>> decode_setup(Settings()).lens, decode_setup(Settings()).group
         ((16384, 5461), 4)
     """
-    return DecodeSetup(seq_lens(s.declen, s.declens), s.dechq, s.dechkv, s.d, s.decpage,
-                       None if s.decsplits == "auto" else int(s.decsplits), s.dtype, s.threads)  # "auto": heuristic
+    return DecodeSetup(seq_lens(s.cache_len, s.batch_lens), s.q_heads, s.kv_heads, s.d, s.page_size,
+                       None if s.splits == "auto" else int(s.splits), s.dtype, s.threads)  # "auto": heuristic
 
 
 

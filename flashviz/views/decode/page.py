@@ -54,8 +54,8 @@ AUTO = "auto"  # decsplits: the heuristic chooses
 
 def setup_of(s: Settings) -> DecodeSetup:
     """The decode step the view's settings describe."""
-    return DecodeSetup(seq_lens(s.declen, s.declens), s.dechq, s.dechkv, s.d, s.decpage,
-                       None if s.decsplits == AUTO else int(s.decsplits), s.dtype, s.threads)
+    return DecodeSetup(seq_lens(s.cache_len, s.batch_lens), s.q_heads, s.kv_heads, s.d, s.page_size,
+                       None if s.splits == AUTO else int(s.splits), s.dtype, s.threads)
 
 
 @st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
@@ -80,19 +80,19 @@ def _controls_ui(s: Settings) -> Settings:
     """The view's widgets; H_kv is offered only among the divisors of H_q, and a value that does not divide (from a
     link, or after H_q changed) is repaired to the largest divisor below it, with a notice."""
     row1, row2 = st.columns(3), st.columns(3)
-    draw("declen", row1[0])
-    draw("dechq", row1[1])
-    ok = divisors(s.dechq)
-    if s.dechkv not in ok:
-        fixed = max(x for x in ok if x <= s.dechkv) if s.dechkv >= 1 else 1
-        st.warning(f"H_kv = {s.dechkv} does not divide H_q = {s.dechq} (grouped-query attention shares each K/V "
-                   f"head among the same number of query heads); using H_kv = {fixed}. With H_q = {s.dechq}, "
+    draw("cache_len", row1[0])
+    draw("q_heads", row1[1])
+    ok = divisors(s.q_heads)
+    if s.kv_heads not in ok:
+        fixed = max(x for x in ok if x <= s.kv_heads) if s.kv_heads >= 1 else 1
+        st.warning(f"H_kv = {s.kv_heads} does not divide H_q = {s.q_heads} (grouped-query attention shares each K/V "
+                   f"head among the same number of query heads); using H_kv = {fixed}. With H_q = {s.q_heads}, "
                    f"H_kv can be {', '.join(map(str, ok))}.", icon="⚠️")
-        st.session_state["dechkv"] = fixed
+        st.session_state["kv_heads"] = fixed
         st.query_params["dechkv"] = str(fixed)
-        s = replace(s, dechkv=fixed)
-    draw("dechkv", row1[2], options=tuple(ok), labels={x: f"{x} ({_variant_name(s.dechq, x)})" for x in ok})
-    for name, col in zip(("decsplits", "decpage", "declens"), row2, strict=True):
+        s = replace(s, kv_heads=fixed)
+    draw("kv_heads", row1[2], options=tuple(ok), labels={x: f"{x} ({_variant_name(s.q_heads, x)})" for x in ok})
+    for name, col in zip(("splits", "page_size", "batch_lens"), row2, strict=True):
         draw(name, col)
     return s
 

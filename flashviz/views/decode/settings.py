@@ -20,30 +20,31 @@ DEC_LENS = {  # URL name -> label: the batch's cache lengths as fractions of the
     "ragged": "4 sequences: N, 0.7N, 0.4N, 0.1N",
 }
 
-OWN = dict(  # this view's own settings: name (its URL key) -> setting(default, Spec)
-        declen=setting(16384, Spec(
+OWN = dict(  # this view's own settings: name -> setting(default, Spec, key=its short URL key)
+        cache_len=setting(16384, Spec(
             INT, "select_slider", "Cache length N (keys)", lo=1, hi=DEC_LEN_MAX, options=DEC_LEN_OPTIONS, place=VIEW,
             short="cache length", help="Keys already in the longest sequence's KV cache. Every decode step reads all "
-                                       "of them.")),
-        dechq=setting(8, Spec(
+                                       "of them."), key="declen"),
+        q_heads=setting(8, Spec(
             INT, "select_slider", "Query heads H_q", lo=1, hi=HEADS_MAX, options=DEC_HEADS_OPTIONS, place=VIEW,
-            short="H_q", help="Query heads per layer. Each one does 4·N·d FLOPs per decode step.")),
-        dechkv=setting(2, Spec(
+            short="H_q", help="Query heads per layer. Each one does 4·N·d FLOPs per decode step."), key="dechq"),
+        kv_heads=setting(2, Spec(
             INT, "selectbox", "K/V heads H_kv", lo=1, hi=HEADS_MAX, place=VIEW, short="H_kv",
             help="K/V heads in the cache; only divisors of H_q are offered. H_kv = H_q is multi-head attention "
                  "(MHA), 1 is multi-query (MQA), anything between is grouped-query (GQA): g = H_q / H_kv query heads "
-                 "share each K/V head, so the cache and its reads shrink g-fold.")),
-        decsplits=setting("4", Spec(
+                 "share each K/V head, so the cache and its reads shrink g-fold."), key="dechkv"),
+        splits=setting("4", Spec(
             CHOICE, "selectbox", "Splits S", options=tuple(DEC_SPLITS), labels=DEC_SPLITS, place=VIEW, short="splits",
             help="Chunks the cache is cut into, each computed independently and merged by logsumexp. Auto: "
-                 "flash-attn's rule on this machine's threads (split only while they are not all busy).")),
-        decpage=setting(0, Spec(
+                 "flash-attn's rule on this machine's threads (split only while they are not all busy)."),
+            key="decsplits"),
+        page_size=setting(0, Spec(
             INT, "select_slider", "Page size (keys)", lo=0, hi=DEC_PAGE_MAX, options=DEC_PAGE_OPTIONS, place=VIEW,
             short="page size", help="0: one contiguous cache per sequence. Otherwise the cache lives in fixed-size "
                                     "pages anywhere in a shared pool, found through a block table (vLLM's "
-                                    "PagedAttention).")),
-        declens=setting("pair", Spec(
+                                    "PagedAttention)."), key="decpage"),
+        batch_lens=setting("pair", Spec(
             CHOICE, "selectbox", "Batch", options=tuple(DEC_LENS), labels=DEC_LENS, place=VIEW, short="batch",
             help="Sequences decoded together and their cache lengths. The splits cut every sequence at the same key "
-                 "positions; a short sequence simply has nothing in the later splits.")),
+                 "positions; a short sequence simply has nothing in the later splits."), key="declens"),
 )

@@ -79,7 +79,7 @@ def online_softmax(s: Settings) -> Result:
         (True, 15, 3)
     """
     pick = pick_row(s.n, s.d, s.br, s.bc, causal=s.causal, window=s.window, dtype=s.dtype, near=s.row) \
-        if s.autorow else None
+        if s.auto_row else None
     row = pick.row if pick else s.row
     traces = [row_trace(s.n, s.d, s.br, s.bc, row=row, causal=s.causal, window=s.window, loop_order=order,
                         dtype=s.dtype) for order in s.loop_orders]

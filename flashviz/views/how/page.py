@@ -21,7 +21,7 @@ from flashviz.figures.tilemap import frame_indices, tile_map_html
 from flashviz.measure.trace import RowPick, RowTrace, ScheduleTrace, pick_row, row_trace, schedule_trace
 from flashviz.model.iomodel import io_cost
 from flashviz.units import format_bytes, format_flops
-from flashviz.views.how.sentences import x_standard_md
+from flashviz.views.how.sentences import fa1_start_md, x_standard_md
 from flashviz.vocab import DTYPE_BYTES, KV_OUTER, LOOP_ORDER_LABELS, LOOP_ORDER_SHORT, NAIVE, Q_OUTER
 
 ROW_TRACE_FLOPS_MAX = 1e10  # the row inspector runs the real kernel; ~1-2 s of one CPU core at most
@@ -74,7 +74,7 @@ def kernel_loaded() -> bool:
 def inspected_row(s: Settings) -> tuple[int, RowPick | None]:
     """The row the inspector follows and the tile map marks: the most-rescaling row (with the pick) while
     "Show the row with the most rescales" is on, else the user's row r (and None)."""
-    if not s.autorow:
+    if not s.auto_row:
         return s.row, None
     pick = cached_pick(s.n, s.d, s.br, s.bc, s.causal, s.window, s.dtype, s.row)
     return pick.row, pick
@@ -110,7 +110,7 @@ def how_it_works_ui(s: Settings) -> None:
     if error:
         st.error(error)
         return
-    if s.usemask:  # the Masks view's mask: no IO counters or row inspector for it (they model causal and window)
+    if s.use_mask:  # the Masks view's mask: no IO counters or row inspector for it (they model causal and window)
         from flashviz.views.masks.page import (
             how_it_works_mask_ui,  # the Masks view's module loads torch: only when asked
         )
@@ -123,7 +123,7 @@ def how_it_works_ui(s: Settings) -> None:
     slot = st.empty()  # the map: drawn at once, redrawn with the row marker once a fresh server has the kernel
     try:
         traces, frames_at, start = _schedules(s)
-        row, pick = inspected_row(s) if not s.autorow or kernel_loaded() else (None, None)
+        row, pick = inspected_row(s) if not s.auto_row or kernel_loaded() else (None, None)
         show_map(_map(s, row, start), slot)
     except (ValueError, TypeError) as e:  # the core's validation speaks for itself
         slot.error(f"These settings cannot be drawn: {e}")
@@ -163,7 +163,7 @@ def _controls_ui(frames_at: list[int], n_computed: int) -> None:
     with c1:
         frame_ui("frame", frames_at, n_computed)
     draw("order", c2)
-    draw("usemask", c3)
+    draw("use_mask", c3)
 
 
 def _totals_ui(s: Settings, traces: list[ScheduleTrace]) -> None:
@@ -185,16 +185,19 @@ def _totals_ui(s: Settings, traces: list[ScheduleTrace]) -> None:
         tiled = io_cost(tr.loop_order, s.n, s.n, s.d, s.br, s.bc, causal=s.causal, window=s.window,
                         dtype_bytes=DTYPE_BYTES[s.dtype])
         st.markdown(x_standard_md(tr.loop_order, tiled.accesses, naive.accesses, s.n, s.d, s.br, s.bc))
-
-
-
-
+    for tr in traces:  # FA1's counter opens above standard attention's: say why, under the map
+        computed = tr.computed_steps()
+        if tr.loop_order == KV_OUTER and computed and tr.hbm_bytes is not None:
+            said = fa1_start_md(s.n, s.d, DTYPE_BYTES[s.dtype], tr.start_bytes, tr.hbm_bytes[computed[0]],
+                                tr.naive_bytes[computed[0]])
+            if said:
+                st.markdown(said)
 
 
 def _row_inspector_ui(s: Settings, n_tiles: int, row: int, pick: RowPick | None) -> None:
     st.subheader("Row inspector: the online softmax of one query row")
     c1, c2 = st.columns([3, 2])
-    draw("autorow", c1)
+    draw("auto_row", c1)
     if pick is not None:  # the input shows the row on screen; turning the toggle off starts from it
         st.session_state["row"] = row
     draw("row", c2, hi=s.n - 1, disabled=pick is not None)

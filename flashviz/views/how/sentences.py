@@ -3,6 +3,7 @@ bytes than standard attention at the current tile sizes. Torch-free."""
 
 from __future__ import annotations
 
+from flashviz.units import format_bytes
 from flashviz.vocab import KV_OUTER, LOOP_ORDER_SHORT
 
 
@@ -36,6 +37,30 @@ def x_standard_md(order: str, tiled: float, naive: float, n: int, d: int, br: in
             f"N = {n} they are small: 4N² = {4 * n * n:,} elements, while {short}'s outer loop makes {passes} "
             f"passes (N / {name} = {n} / {block}), each re-reading {per_pass}. {rule} Wider tiles, a longer N or a "
             "smaller d turn it round; on a GPU the tiles are as wide as SRAM allows (the IO model view).")
+
+
+def fa1_start_md(n: int, d: int, dtype_bytes: int, start_bytes: float, first_bytes: float,
+                 naive_first_bytes: float) -> str:
+    """Why FA1's counter opens above standard attention's: before its first tile, Algorithm 1 writes O, l and m to
+    HBM (line 2: N d + 2N elements), which standard attention never does; "" where FA1's first tile does not open
+    above standard attention's.
+
+    Args:
+        n, d, dtype_bytes: the problem (one head).
+        start_bytes: the IO model's start row for FA1 (io_trace_steps' step -1).
+        first_bytes, naive_first_bytes: the counters over the map on FA1's first computed tile.
+
+    Example:
+        >>> fa1_start_md(1024, 64, 4, 270336, 353280, 69632)[:64]
+        "**FA1's counter opens at 345.0 KiB, standard attention's at 68.0"
+    """
+    if first_bytes <= naive_first_bytes:
+        return ""
+    return (f"**FA1's counter opens at {format_bytes(first_bytes)}, standard attention's at "
+            f"{format_bytes(naive_first_bytes)}:** before its first tile, FA1 (Algorithm 1, line 2) writes O, ℓ and "
+            f"m to HBM, N·d + 2N = {n * d + 2 * n:,} elements ({format_bytes(start_bytes)}), and every tile then reads "
+            f"back and writes the rows of O, ℓ, m it updates. Standard attention writes O once, at the end. FA2 keeps "
+            "O, ℓ and m on chip for the whole row of tiles, so its counter starts at its first tile's loads.")
 
 
 SAME = 0.1  # a ratio within 10 % of 1 moves "about as much" as standard attention

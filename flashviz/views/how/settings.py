@@ -19,24 +19,24 @@ LOOP_ORDER = {"fa1": KV_OUTER, "fa2": Q_OUTER}  # URL name -> tile_schedule loop
 BOTH = "both"  # the URL name of both loop orders side by side
 ORDERS = {**{name: LOOP_ORDER_LABELS[order] for name, order in LOOP_ORDER.items()}, BOTH: "FA1 and FA2 side by side"}
 
-OWN = dict(  # this view's own settings: name (its URL key) -> setting(default, Spec)
+OWN = dict(  # this view's own settings: name -> setting(default, Spec, key=its short URL key)
         order=setting("fa1", Spec(
             CHOICE, "radio", "Loop order", options=tuple(ORDERS), labels=ORDERS, place=VIEW, short="loop order",
             help="FA1 (Algorithm 1) loops over K/V blocks outside and Q blocks inside, rewriting O, l, m in HBM "
                  "after every tile. FA2 loops over Q blocks outside and keeps O_i on chip until its row is done.")),
-        usemask=setting(False, Spec(
+        use_mask=setting(False, Spec(
             BOOL, "toggle", "Mask from the Masks view", place=VIEW, short="the Masks view's mask",
             help="Animate the tile map of the mask built in the Masks view (presets, AND / OR) instead of the "
-                 "sidebar's causal mask and window.")),
+                 "sidebar's causal mask and window."), key="usemask"),
         row=setting(512, Spec(
             INT, "number_input", "Query row r", lo=0, hi=N_MAX - 1, place=VIEW, short="row",
             help="Which row of S to follow. Its m and l change only on the tiles of its Q block; the dotted "
                  "line on the tile map marks it.")),
-        autorow=setting(True, Spec(
+        auto_row=setting(True, Spec(
             BOOL, "toggle", "Show the row with the most rescales", place=VIEW, short="automatic row",
             help="Picks the query row whose running max m grows on the most tiles (so the rescale of l is "
                  "visible), among up to 512 rows; ties go to the row nearest r. Turn it off to choose the row "
-                 "yourself.")),
+                 "yourself."), key="autorow"),
         frame=setting(0, Spec(  # drawn by the How it works view: its options are the map's frames
             INT, "", "Tile map opens at computed tile", lo=0, hi=MAX_FRAMES - 1, place=VIEW, short="start frame",
             help="The tile the map shows first. It is kept when you change a setting, as long as the new map still "

@@ -25,7 +25,7 @@ def mask_spec(s: Settings) -> MaskSpec:
         >>> mask_spec(Settings()).presets
         ('document', 'causal')
     """
-    return MaskSpec(**{p.key: getattr(s, url_key) for url_key, p in mask_settings().items()})
+    return MaskSpec(**{p.key: getattr(s, name) for name, p in mask_settings().items()})
 
 
 

@@ -68,7 +68,7 @@ def mask_spec(s: Settings) -> MaskSpec:
     """The mask the view's settings describe (names and numbers only): each setting of the presets' table (presets.py)
     fills its
     MaskSpec field."""
-    return MaskSpec(**{p.key: getattr(s, url_key) for url_key, p in mask_settings().items()})
+    return MaskSpec(**{p.key: getattr(s, name) for name, p in mask_settings().items()})
 
 
 @st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
@@ -110,10 +110,10 @@ def _controls_ui(s: Settings) -> None:
     """The preset pickers and the score mod, then the numbers they need (and the softcap's cap): on one row where
     they fit, so the maps start higher on a 720 px screen, else the numbers on the next."""
     spec = mask_spec(s)
-    pickers = {p.key: p.url_key for p in PICKERS.values()}
+    pickers = {p.key: p.name for p in PICKERS.values()}
     choices = [pickers["preset"], pickers["combine"]] + ([pickers["preset2"]] if spec.combine != NO_COMBINE else [])
     choices.append(pickers["score"])
-    numbers = [p.url_key for p in params_of(spec.presets, spec.score)]
+    numbers = [p.name for p in params_of(spec.presets, spec.score)]
     rows = [choices + numbers] if len(choices) + len(numbers) <= CONTROLS_PER_ROW else [choices, numbers]
     for row in rows:
         for start in range(0, len(row), CONTROLS_PER_ROW):
@@ -213,7 +213,7 @@ def _score_mod_ui(s: Settings, spec: MaskSpec) -> None:
         return
     st.subheader("The score mod")
     curves = cached_score_curves(spec, s.n, s.heads)
-    show_figure(score_mod_figure(curves, kind=spec.score, heads=s.heads, cap=spec.cap, n=s.n), key="mask_score")
+    show_figure(score_mod_figure(curves, kind=spec.score, heads=s.heads, cap=spec.cap, n=s.n), key="mask_score_chart")
     st.markdown("A score_mod changes scores before the softmax; it never changes which pairs are visible, so the "
                 "element mask, the tile map and the BlockMask above are the same with or without it.")
 

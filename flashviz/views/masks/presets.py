@@ -3,7 +3,7 @@ help), the document patterns, the ways to combine two presets and the score mods
 
 Everything else is derived from these declarations: `flashviz.views.masks.data.MaskSpec` and `build_mask` (the
 mask_mod and the Python code the view shows), the view's controls (which parameters a preset draws), and the
-dashboard's settings (`mask_settings`: the URL key, default, bounds, label and help of every setting of the view).
+dashboard's settings (`mask_settings`: the name, URL key, default, bounds, label and help of every setting of the view).
 A new preset is one `MaskPreset(...)` entry in PRESETS (plus its function in flashviz.masks if it is a new mask).
 
 Torch-free on purpose: the dashboard's URL parsing and settings read it without importing torch. The factories are
@@ -27,7 +27,7 @@ class MaskParam:
     """One setting of the Masks view: a preset's parameter, or one of the pickers (which preset, how to combine)."""
 
     key: str  # the MaskSpec field it fills
-    url_key: str  # the dashboard setting: its name in flashviz.app.state.Settings and its key in the URL
+    url_key: str  # the dashboard setting's short key in the URL
     label: str  # widget label
     help: str  # widget help text (markdown)
     default: int | str  # the value a fresh page (and a link without this key) has
@@ -35,6 +35,12 @@ class MaskParam:
     hi: int = 0  # an int setting: largest allowed value
     step: int = 1  # an int setting: the number input's step
     choices: tuple[tuple[str, str], ...] = ()  # a choice setting: (URL value, label) pairs; () for an int
+
+    @property
+    def name(self) -> str:
+        """The dashboard setting's name in flashviz.app.state.Settings: "mask" and "second_mask" for the pickers,
+        "mask_<key>" for the others."""
+        return {"preset": "mask", "preset2": "second_mask"}.get(self.key, f"mask_{self.key}")
 
     @property
     def labels(self) -> dict[str, str] | None:
@@ -158,16 +164,16 @@ SETTING_ORDER = ("preset", "combine", "preset2", "docs", "prefix", "sinks", "win
 
 
 def mask_settings() -> dict[str, MaskParam]:
-    """Every setting of the Masks view, by URL key, in Settings order: what a Settings field and its Spec need (URL
-    key, default, lo, hi, step, label, help; options and labels for a choice, whose widget is a selectbox).
+    """Every setting of the Masks view, by its name in Settings, in Settings order: what a Settings field and its Spec
+    need (URL key, default, lo, hi, step, label, help; options and labels for a choice, whose widget is a selectbox).
 
     Example:
         >>> s = mask_settings()
-        >>> list(s)[:4], s["mwin"].default, s["mwin"].hi, s["mcomb"].labels
-        (['mask', 'mcomb', 'mask2', 'mdocs'], 128, 16384, {'none': 'no', 'and': 'AND', 'or': 'OR'})
+        >>> list(s)[:4], s["mask_window"].default, s["mask_window"].url_key, s["mask_combine"].labels
+        (['mask', 'mask_combine', 'second_mask', 'mask_docs'], 128, 'mwin', {'none': 'no', 'and': 'AND', 'or': 'OR'})
     """
     table = {**PICKERS, **PARAMS}
-    return {table[key].url_key: table[key] for key in SETTING_ORDER}
+    return {table[key].name: table[key] for key in SETTING_ORDER}
 
 
 def preset_labels() -> dict[str, str]:
@@ -185,8 +191,8 @@ def params_of(presets: tuple[str, ...], score: str) -> list[MaskParam]:
     (a name that is not in the tables draws nothing).
 
     Example:
-        >>> [p.url_key for p in params_of(("sliding_window", "dilated"), "softcap")]
-        ['mwin', 'mright', 'mdil', 'mcap']
+        >>> [p.name for p in params_of(("sliding_window", "dilated"), "softcap")]
+        ['mask_window', 'mask_right', 'mask_dilation', 'mask_cap']
     """
     keys = [k for name in presets if name in PRESETS for k in PRESETS[name].params]
     keys += list(SCORE_MODS[score].params) if score in SCORE_MODS else []

@@ -15,9 +15,9 @@ def mask_setting(p: MaskParam) -> Field:
     """A Masks setting as flashviz.views.masks.presets declares it: default, bounds, step, label and help."""
     if p.options:
         return setting(p.default, Spec(CHOICE, p.widget, p.label, help=p.help, place=VIEW, options=p.options,
-                                       labels=p.labels))
+                                       labels=p.labels), key=p.url_key)
     return setting(p.default, Spec(INT, p.widget, p.label, help=p.help, place=VIEW, lo=p.lo, hi=p.hi,
-                                   increment=p.step))
+                                   increment=p.step), key=p.url_key)
 
 
 OWN = {name: mask_setting(param) for name, param in mask_settings().items()}  # this view's own settings

@@ -715,9 +715,9 @@ def lab_settings(s: Settings) -> LabSettings:
     """The lab's settings of the view's widgets (raises ValueError, saying why, for a combination the lab refuses).
 
     Example:
-        >>> lab_settings(Settings(nmnq=97, nmpdtype="e4m3")).n_q, lab_settings(Settings()).p_precision
+        >>> lab_settings(Settings(n_q=97, p_dtype="e4m3")).n_q, lab_settings(Settings()).p_precision
         (97, None)
     """
-    p = None if s.nmpdtype == NO_P_ROUNDING else s.nmpdtype
-    return LabSettings(n_q=s.nmnq, n_k=s.nmnk, precision=s.nmdtype, p_precision=p, block=s.nmblock,
-                       tau=float(s.nmtau), hadamard=s.nmhad, outliers=s.nmout, causal=s.nmcausal)
+    p = None if s.p_dtype == NO_P_ROUNDING else s.p_dtype
+    return LabSettings(n_q=s.n_q, n_k=s.n_k, precision=s.input_dtype, p_precision=p, block=s.numerics_block,
+                       tau=float(s.tau), hadamard=s.hadamard, outliers=s.outliers, causal=s.numerics_causal)

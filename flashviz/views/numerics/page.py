@@ -26,9 +26,9 @@ from flashviz.views.numerics.data import LabResult, LabSettings, LabWork, lab_pr
 NAME = "numerics"  # the view's result name in this session (flashviz.app.runs.remember)
 TITLE = "Numerics lab"  # what the progress box calls the run
 CACHE_ENTRIES = 32  # lab results kept (a few hundred kB each at the largest settings)
-SELECTS = ("nmdtype", "nmpdtype", "nmblock", "nmtau", "nmnq", "nmnk")  # the first row of controls
+SELECTS = ("input_dtype", "p_dtype", "numerics_block", "tau", "n_q", "n_k")  # the first row of controls
 SELECT_WIDTHS = (1.25, 1.45, 1.15, 1.15, 0.85, 0.85)  # "FP8 e4m3" and "P~ FP8 e4m3" unclipped at 1280 px
-TOGGLES = ("nmhad", "nmout", "nmcausal")  # the second row
+TOGGLES = ("hadamard", "outliers", "numerics_causal")  # the second row
 RAN_WITH = (*SELECTS, *TOGGLES)
 INTRO = (f"Correct kernels round in their own order, so they disagree in the last bits; every run here uses one "
          f"seeded input ({LabSettings.heads} heads, d = {LabSettings.d}) and float64 as the truth.")
@@ -113,4 +113,4 @@ def _fp8_ui(r: LabResult) -> None:
 def _causal_ui(r: LabResult) -> None:
     st.markdown("#### 5. Causal masks when N_q ≠ N_k")
     st.markdown(text.causal_sentence(r.causal))
-    show_figure(figs.causal_alignment_figure(r.causal), key="numerics_causal")
+    show_figure(figs.causal_alignment_figure(r.causal), key="numerics_causal_chart")

@@ -63,7 +63,7 @@ def ring_exact(s: Settings) -> Result:
 
     Example:
         >>> from flashviz.app.state import Settings
-        >>> r = ring_exact(Settings(rgn=32, rgw=2, rgblock=8))  # doctest: +SKIP
+        >>> r = ring_exact(Settings(ring_n=32, world=2, ring_block=8))  # doctest: +SKIP
         >>> r.holds, r.values["mismatches"]  # doctest: +SKIP
         (True, 0)
     """

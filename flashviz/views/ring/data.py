@@ -81,7 +81,7 @@ def setup_of(s) -> RingSetup:
         >>> setup_of(Settings())
         RingSetup(n=256, world=4, layout='contiguous', causal=True, block=32, dtype='float32', heads=2, d=32)
     """
-    return RingSetup(s.rgn, s.rgw, s.rglayout, s.rgcausal, s.rgblock, s.rgdtype, s.rgheads)
+    return RingSetup(s.ring_n, s.world, s.layout, s.ring_causal, s.ring_block, s.partials, s.ring_heads)
 
 
 def setup_problem(setup: RingSetup) -> str | None:

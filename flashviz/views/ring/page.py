@@ -26,8 +26,8 @@ from flashviz.vocab import DTYPE_BYTES
 NAME = "ring"  # the view's result name in this session (flashviz.app.runs.remember)
 TITLE = "Ring run"  # what the progress box calls the run
 CACHE_ENTRIES = 16
-SLIDERS = ("rgn", "rgw", "rgblock", "rgheads", "rgcausal")  # the first row of controls
-CHOICES = ("rglayout", "rgdtype")  # the second row
+SLIDERS = ("ring_n", "world", "ring_block", "ring_heads", "ring_causal")  # the first row of controls
+CHOICES = ("layout", "partials")  # the second row
 RAN_WITH = (*SLIDERS, *CHOICES)
 
 

@@ -202,7 +202,7 @@ def _speedup_ui(s: Settings, points: pd.DataFrame, timed: pd.DataFrame, df: pd.D
     not_run_ui(df)
     st.markdown(timed_md(timed, points, s.dtype, s.gpu_dtype, s.threads))
     tiles = computed_tiles(s.n, s.br, s.bc, s.causal, s.window)
-    st.markdown(gap_md(timed, points, cpu, s.dtype, tiles, s.br, s.bc, s.bblock,
-                       computed_tiles(s.n, s.bblock, s.bblock, s.causal, s.window)))
+    st.markdown(gap_md(timed, points, cpu, s.dtype, tiles, s.br, s.bc, s.bench_block,
+                       computed_tiles(s.n, s.bench_block, s.bench_block, s.causal, s.window)))
     with st.expander("The measurements"):
         st.dataframe(df, hide_index=True)

@@ -12,7 +12,7 @@ from flashviz.vocab import (
 GPU_DTYPES = tuple(sorted((t for t in DTYPES if DTYPE_BYTES[t] <= 4), key=DTYPE_BYTES.get))
 GPU_DTYPE_LABELS = {t: f"{t} ({'tensor' if DTYPE_BYTES[t] == 2 else 'CUDA'} cores)" for t in GPU_DTYPES}
 
-OWN = dict(  # this view's own settings: name (its URL key) -> setting(default, Spec)
+OWN = dict(  # this view's own settings: name -> setting(default, Spec, key=its short URL key)
         gpu_dtype=setting("float16", Spec(
             CHOICE, "selectbox", "GPU dtype", options=GPU_DTYPES, labels=GPU_DTYPE_LABELS, place=VIEW,
             short="GPU dtype",

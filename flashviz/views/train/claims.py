@@ -33,7 +33,7 @@ def training_recompute(s: Settings) -> Result:
         >>> training_recompute(step_settings(INTRO.step("training_recompute"))).values["p"]
         '64.0 MiB'
     """
-    table = recompute_table(s.ns, s.d, batch=s.batch, heads=s.heads, block_q=s.bblock, block_k=s.bblock,
+    table = recompute_table(s.ns, s.d, batch=s.batch, heads=s.heads, block_q=s.bench_block, block_k=s.bench_block,
                             causal=s.causal, window=s.window, dtype=s.dtype)
     last = table.loc[table["N"].idxmax()]
     n = int(last["N"])

@@ -59,7 +59,8 @@ def training_ui(s: Settings) -> None:
 def _run_ui(s: Settings) -> None:
     """The Run button and, for these settings, the measured forward + backward time and peak memory."""
     impls = s.impls
-    problem = jobs.work_guard(s.ns, d=s.d, br=s.bblock, bc=s.bblock, batch=s.batch, heads=s.heads, reps=s.reps,
+    problem = jobs.work_guard(s.ns, d=s.d, br=s.bench_block, bc=s.bench_block, batch=s.batch, heads=s.heads,
+                              reps=s.reps,
                               n_impls=len(impls), training=True, dtype=s.dtype)
     if problem:
         st.error(problem)
@@ -93,7 +94,8 @@ def _run_ui(s: Settings) -> None:
 def _sweep_controls_ui() -> None:
     """The Benchmark view's sweep settings, drawn here too (one view is open at a time: the same widgets)."""
     draw("ns", st)
-    for name, col in zip(("impls", "bblock", "reps", "sure"), st.columns(SWEEP_WIDTHS, vertical_alignment="center"),
+    for name, col in zip(("impls", "bench_block", "reps", "sure"), st.columns(SWEEP_WIDTHS,
+                                                                              vertical_alignment="center"),
                          strict=True):
         draw(name, col)
 
@@ -122,7 +124,7 @@ def _recompute_ui(s: Settings) -> None:
     """The price of recomputation at the Benchmark's N, the sidebar's B, H, d, mask and dtype: a model, no button."""
     if not s.ns:
         return
-    table = recompute_table(s.ns, s.d, batch=s.batch, heads=s.heads, block_q=s.bblock, block_k=s.bblock,
+    table = recompute_table(s.ns, s.d, batch=s.batch, heads=s.heads, block_q=s.bench_block, block_k=s.bench_block,
                             causal=s.causal, window=s.window, dtype=s.dtype)
     last = table.iloc[-1] if table["N"].is_monotonic_increasing else table.loc[table["N"].idxmax()]
     st.subheader("The price of recomputation (modelled)")
