@@ -11,6 +11,8 @@ Example:
     '2'
     >>> says("took 18 ms, 0.90× that", 0.018e3, 18 / 20), says("took 18 ms", 19)
     (True, False)
+    >>> equated("2W/(W+1) = 1.60 and (2W−1)/W = 1.75")
+    ['1.60', '1.75']
     >>> numbers("4,000,000 elements, 1.9e-4 at W = 1 (1.26×), 90%")
     ['4,000,000', '1.9e-4', '1', '1.26', '90']
 """
@@ -54,6 +56,11 @@ def counted(text: str, unit: str) -> str:
     m = re.search(rf"({NUM})\s*(?:{unit})", text)
     assert m, (unit, text)
     return m.group(1)
+
+
+def equated(text: str) -> list[str]:
+    """The numbers written right after an equals sign, in order: the values of the formulas a sentence spells out."""
+    return [m.group(1) for m in re.finditer(rf"=\s*({NUM})", text)]
 
 
 def says(text: str, *want: float, rel: float = 0.0) -> bool:
