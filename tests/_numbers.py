@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import re
 
-NUM = r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?(?![\d])"  # 148, 2.5, 4,000,000, 5.1e-2, 3.4e38
+NUM = r"(?<![\w.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:e[-+]?\d+)?(?![\d])"  # 148, 2.5, 4,000,000, 5.1e-2, 3.4e38
 
 
 def numbers(text: str) -> list[str]:
     """Every number written in text, as written, in order."""
-    return [m.group(0).rstrip(",") for m in re.finditer(NUM, text)]
+    return [m.group(0) for m in re.finditer(NUM, text)]
 
 
 def value(written: str) -> float:
