@@ -36,6 +36,7 @@ from flashviz.views.backward.claims import (
 from flashviz.views.backward.data import RecomputePrice, dq_comparison, saved_bytes
 from flashviz.views.backward.sentences import determinism_text, dq_text, price_text, saved_text, traffic_text
 from tests._apptest import assert_clean, decode
+from tests._numbers import counted, equated, numbers, says, shows, stated, states, value
 
 SVG = "{http://www.w3.org/2000/svg}"
 FATES = {"f": "full", "p": "partial", "s": "skipped"}
@@ -227,7 +228,8 @@ def test_the_recomputed_rows_sum_to_one_within_the_stated_error_and_dq_is_bitwis
     assert f"{(total - 1).abs().max().item():.1e}" == f"{stated:.1e}" and stated < 1e-5
     dq2 = flash_attention_backward(dO, q, k, v, O, L, 8, causal=True)[0]
     assert torch.equal(dq1.view(torch.int32), dq2.view(torch.int32))  # bit for bit, as the page says
-    assert "gave **bitwise-equal dQ** (512 of 512 entries identical)" in text
+    same = int((dq1.view(torch.int32) == dq2.view(torch.int32)).sum())
+    assert "**bitwise-equal dQ**" in text and says(number(r"bitwise-equal dQ\*\* \(([^)]*)\)", text), same, dq1.numel())
     changed, top = number(r"changes ([\d,]+) of the 512 entries", text), number(r"by up to ([\d.e+-]+)", text)
     assert 0 < int(changed.replace(",", "")) <= 512
     assert 0 < float(top) <= 4 * 4 * 2.0**-23 * dq1.abs().max().item()  # a few ulps of dQ: the last bits only
@@ -297,23 +299,40 @@ def test_a_map_too_costly_for_the_live_kernel_still_draws_and_says_so(make_app):
 
 def test_each_sentence_says_the_opposite_where_the_general_claim_fails():
     more = traffic_text(dq_comparison(8, 64, 8, 8), "x")  # N = 8, d = 64: one tile that moves more than P, dP, dS
-    assert more.startswith("**At N = 8, d = 64, Br = Bc = 8 (x) the tiled backward moves MORE")
-    assert f"4·Br·d + 2·Br = {4 * 8 * 64 + 16:,} elements, more than the 7·Br·Bc = {7 * 64:,}" in more
+    tiled, std = tiled_bytes(8, 64, 8, False), standard_bytes(8, 64)
+    head, why = more.split(".**", 1)
+    assert tiled > std and "MORE" in head and "less" not in head  # the verdict the bytes give
+    assert equated(head) == ["8", "64", "8"]  # N, d, Br = Bc
+    assert format_bytes(tiled) in head and format_bytes(std) in head and shows(counted(head, "×"), tiled / std)
+    per_tile, per_block = 4 * 8 * 64 + 2 * 8, 7 * 8 * 8  # elements a tile streams; standard's for its scores
+    assert [value(x) for x in equated(why)[:2]] == [per_tile, per_block] and per_tile > per_block
+    assert shows(equated(why)[2], (4 * 64 + 2) / 7)  # the Bc from which a tile costs less than its block
     kept = saved_text(saved_bytes(8, 64))  # O (8 x 64) outweighs P (8 x 8)
-    assert "MORE than P here" in kept and "less" not in kept
+    o, lse, p = 8 * 64 * 4, 8 * 4, 8 * 8 * 4
+    assert o + lse > p and "MORE than P" in kept and "less" not in kept
+    assert [format_bytes(b) in kept for b in (o, lse, o + lse, p)] == [True] * 4 and states(kept, 8 * 8)
     single = dq_text(dq_comparison(32, 16, 32, 32))  # one tile per dQ_i: nothing to race
-    assert "every dQ_i gets a single tile" in single and "atomic adds" not in single.split(". ")[0]
+    assert "single tile" in single and "atomic adds" not in single.split(". ")[0]
+    assert len(list(tile_schedule(32, 32, 32, 32, loop_order="kv_outer").computed())) == 1  # the one tile
     two = DqRuns(32, 16, 16, 16, False, None, "float32", 0, 512, 0, 2, 0, 0.0, 1.0)
-    assert "at most 2 contributions" in determinism_text(two) and "bitwise-equal" in determinism_text(two)
+    said = determinism_text(two)
+    assert "bitwise-equal" in said and says(number(r"bitwise-equal dQ\*\* \(([^)]*)\)", said), 512, 512)
+    assert shows(counted(said, "contributions"), two.max_contributors)
     differ = DqRuns(32, 16, 8, 8, True, None, "float32", 0, 512, 3, 4, 0, 0.0, 1.0)
-    assert "differ in 3 of 512 entries" in determinism_text(differ) and "bitwise" not in determinism_text(differ)
+    said = determinism_text(differ)
+    assert "bitwise" not in said and says(said.split(". ")[0], differ.run_differing, differ.values)
     price = RecomputePrice(("flash2", "naive", "sdpa"), ("a", "b", "c"), (0.1, float("nan"), 0.05), (0, 0, 0),
                            (2e6, float("nan"), 1e6), ("ok", "not run: memory", "ok"), 64, 16, 1, 1, 16, 16, True,
                            None, "float32", "cpu", 1, 1)
-    assert price_text(price) == "Naive autograd did not run, so there is no memory ratio."
+    said = price_text(price)
+    assert "did not run" in said and numbers(said) == [] and "×" not in said  # no naive peak, time: no ratio stated
     small = RecomputePrice(("flash2", "naive", "sdpa"), ("a", "b", "c"), (0.1, 0.05, 0.05), (0, 0, 0),
                            (2e6, 1e6, 1e6), ("ok",) * 3, 64, 16, 1, 1, 16, 16, True, None, "float32", "cpu", 1, 1)
-    assert price_text(small).startswith("Here naive autograd's peak (976.6 KiB) is not above the tiled kernel's")
+    said = price_text(small)
+    assert "not above" in said and small.peak_bytes[1] <= small.peak_bytes[0]  # naive's peak against the tiled one's
+    assert [format_bytes(b) in said.split(": ")[0] for b in (1e6, 2e6)] == [True, True]
+    assert shows(equated(said)[0], 64) and format_bytes(64 * 64 * 4) in said  # N, and one N x N fp32 matrix
+    assert shows(stated(said, "took"), 0.1 / 0.05)  # the tiled kernel's time over naive autograd's
 
 
 def test_the_lesson_checks_return_the_numbers_their_claims_state():

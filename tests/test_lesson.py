@@ -42,6 +42,7 @@ from flashviz.views.masks.data import doc_lengths
 from flashviz.views.masks.figures import STATUS_CODE
 from flashviz.vocab import FULL, IMPL_LABELS, PARTIAL, SKIPPED
 from tests._apptest import assert_clean, chart, decode, done_grid, subtitle, tile_map, tiles_computed
+from tests._numbers import shows, stated
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON_DOC = (ROOT / "docs" / "lesson.md").read_text()
@@ -308,7 +309,9 @@ def test_io_passes_the_curves_halve_with_m_and_flatten_from_4dn(make_app):
     assert (fa1[v["flat"]], fa2[v["flat"]]) == (pytest.approx(v["fa1"] * 1e6), pytest.approx(v["fa2"] * 1e6))
     assert all(fa2[m] < fa1[m] for m in fa1)
     text = markdown(at)
-    assert "**Standard attention** is flat at 68.2M" in text and "**FA2 is below FA1 at every M shown**" in text
+    flat = text.split("**Standard attention**")[1]
+    assert shows(stated(flat, "flat"), (4 * n * d + 4 * n**2) / 1e6)  # elements, in millions: one value at every M
+    assert "**FA2 is below FA1 at every M shown**" in text  # the verdict of all(fa2 < fa1) above
 
 
 def test_io_passes_with_causal_the_flash_curves_start_at_half_and_meet_the_unmasked_ones(make_app):

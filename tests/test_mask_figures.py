@@ -12,6 +12,7 @@ from torch.nn.attention.flex_attention import create_mask
 
 from flashviz.core.tiling import tile_schedule
 from flashviz.masks import causal_mask
+from flashviz.units import format_bytes
 from flashviz.views.masks.data import MaskSpec, build_mask, doc_lengths, element_map, score_curves, tile_grid
 from flashviz.views.masks.figures import (
     block_mask_table_figure,
@@ -23,6 +24,7 @@ from flashviz.views.masks.figures import (
 )
 from flashviz.views.masks.presets import DOC_PATTERNS
 from flashviz.views.masks.sentences import run_md, sweep_md
+from tests._numbers import says
 
 FONT_MIN_PX = 16  # readable on a projector
 
@@ -181,40 +183,59 @@ def test_the_sweep_figure_puts_each_preset_next_to_its_time_in_proportion():
     assert fig.layout.yaxis.type == "category"
 
 
+def stated_run(runs: list[dict]) -> tuple[float, ...]:
+    """The numbers the run sentence's first paragraph states, computed here from the rows, in the order it states
+    them: tiles computed of tiles (%), the masked time; the unmasked tiles and time; the time in proportion (% of the
+    unmasked time) and the ratio to it; per computed tile with and without; per kernel step with its steps and tiles
+    a step, without."""
+    r = {row["kind"]: row for row in runs}
+    m, u = r["masked"], r["unmasked"]
+    c, n, t, t0 = m["tiles_computed"], m["tiles"], m["time_s"] * 1e3, u["time_s"] * 1e3
+    expect = t0 * c / n
+    s, c0, s0 = m["steps"], u["tiles_computed"], u["steps"]
+    return (c, n, 100 * c / n, t, c0, t0, expect, 100 * c / n, t0, t / expect, t / c, t0 / c0,
+            t / s, s, c / s, t0 / s0, s0, c0 / s0)
+
+
 def test_the_run_sentence_when_the_mask_saves_in_proportion_or_better():
-    text = run_md(with_time(RUNS, "masked", 0.018))  # 18 ms against 20 ms in proportion (64 / 256 of 80 ms)
-    assert "**64 of 256 tiles (25.0%)** and took **18 ms**" in text
-    assert "without a mask it computed all 256 in **80 ms**" in text
-    assert "would take **20 ms** (25.0% of 80 ms, the mark on its bar): it took **0.90×** that, in proportion" in text
-    assert "Why more than in proportion" not in text
-    assert "Per computed tile: 0.281 ms with the mask, 0.312 ms without" in text
-    faster = run_md(with_time(RUNS, "masked", 0.005))
-    assert "**0.25×** that, less than in proportion" in faster and "Why more" not in faster
+    runs = with_time(RUNS, "masked", 0.018)  # 18 ms against 20 ms in proportion (64 / 256 of 80 ms)
+    text = run_md(runs)
+    assert says(text.split("\n\n")[0], *stated_run(runs)), text
+    assert "Why more than in proportion" not in text and "more than in proportion" not in text  # the verdict
+    faster = with_time(RUNS, "masked", 0.005)  # 5 ms: 0.25x its 20 ms
+    text = run_md(faster)
+    assert says(text.split("\n\n")[0], *stated_run(faster)) and "less than in proportion" in text
 
 
 def test_the_run_sentence_says_why_when_the_masked_kernel_is_slower_than_in_proportion():
-    text = run_md(with_time(RUNS, "masked", 0.06, iqr_s=0.001))  # 60 ms: 3x its 20 ms in proportion
-    assert "**3.00×** that, more than in proportion" in text
+    runs = with_time(RUNS, "masked", 0.06, iqr_s=0.001)  # 60 ms: 3x its 20 ms in proportion
+    text = run_md(runs)
+    assert says(text.split("\n\n")[0], *stated_run(runs)) and "more than in proportion" in text
     why = text.split("**Why more than in proportion here.** ")[1]
     assert "spread" not in why.split("\n\n")[0]  # 40 ms over, the repeats spread 1 ms: not noise
-    assert "packs 8 tiles per step" not in why  # both pack 8: not the reason
-    assert "16 of its 64 tiles are partial: each also adds its element mask." in why
+    assert "per step" not in why  # both pack 8: not the reason
+    assert says(why.split("\n\n")[0], 16, 64)  # partial tiles of the computed ones: their element masks
     noisy = run_md(with_time(RUNS, "masked", 0.03, iqr_s=0.02))  # 10 ms over, the repeats spread 20 ms
-    assert "The excess, 10 ms, is within the spread of the repeats" in noisy
+    spread = noisy.split("**Why more than in proportion here.** ")[1].split("\n\n")[0]
+    assert "spread" in spread and says(spread.split(". ")[0] + ".", 30 - 20, 20, 0)  # excess; IQRs with, without
     packed = [{**r, "steps": 64} if r["kind"] == "masked" else r for r in with_time(RUNS, "masked", 0.06)]
-    assert "packs 1 tile per step against 8 tiles without it" in run_md(packed)  # each tile its own step
+    steps_why = run_md(packed).split("**Why more than in proportion here.** ")[1].split("\n\n")[0]
+    assert says(steps_why.split("without it")[0], 64 / 64, 256 / 32)  # tiles per step: with the mask, without
     # 64 steps against 32 is 2.00x the unmasked kernel's; it took 0.75x (tiles alone: 0.25x): closer to the tiles
-    assert "its time follows its steps" not in run_md(packed)
+    assert "follows its steps" not in steps_why
     steps = [{**r, "steps": 16} if r["kind"] == "masked" else r for r in with_time(RUNS, "masked", 0.04)]
     # 16 steps of 4 tiles against 32 of 8: 0.50x the steps, 0.50x the time (40 ms of 80), 0.25x the tiles
-    assert ("Here its time follows its steps, not its tiles: 16 steps against 32 is 0.50× the unmasked kernel's, "
-            "and it took 0.50× its time (its tiles alone: 0.25×).") in run_md(steps)
+    follows = run_md(steps).split("follows its steps")[1].split(").")[0]
+    assert says(follows, 16, 32, 16 / 32, 40 / 80, 64 / 256), follows  # steps, the ratios of steps, time and tiles
 
 
 def test_the_run_sentence_quotes_memory_and_the_builds_with_the_one_byte_formatter():
     text = run_md(RUNS)
-    assert "3.0 MiB masked tiled, 9.0 MiB dense SDPA, 3.0 MiB unmasked tiled" in text
-    assert "element masks in **10 ms** (the unmasked schedule in 2 ms), the dense boolean mask in 3 ms" in text
+    memory = text.split("Peak memory")[1].split(". ")[0]
+    assert memory.count(format_bytes(3 << 20)) == 2 and format_bytes(9 << 20) in memory  # masked, dense, unmasked
+    assert says(memory, 3, 9, 3)  # MiB: masked tiled, dense SDPA, unmasked tiled
+    builds = text.split("Each mask was built")[1]
+    assert says(builds, 10, 2, 3)  # ms: the masked schedule, the unmasked one, the dense boolean mask
 
 
 SWEEP = [{"label": "causal", "computed": 0.5, "tiles_computed": 8, "tiles": 16, "tiles_partial": 4, "steps": 4,
@@ -227,14 +248,22 @@ SWEEP = [{"label": "causal", "computed": 0.5, "tiles_computed": 8, "tiles": 16, 
 
 def test_the_sweep_sentence_counts_the_presets_in_proportion_and_explains_the_others():
     text = sweep_md(SWEEP)  # causal: 20 ms = its 20 ms in proportion; sliding window: 30 ms against 10 ms
-    assert text.startswith("**1 of 2 presets took at most 1.2× their time in proportion**") and ": causal." in text
-    (line,) = [x for x in text.splitlines() if x.startswith("- **sliding window**")]
-    assert line == ("- **sliding window** (25% of tiles, 4 kernel steps of 1 tile): 30 ms against 10 ms in proportion "
-                    "(3.00×), 7.5 ms a step.")
-    assert "the unmasked kernel runs 4 steps of 4 tiles, 10 ms a step; 1 of these 1 presets pack fewer" in text
-    assert "**sliding window** computed the fewest tiles, 4 of 16 (25.0%), and took **30 ms**, 75.0% of" in text
-    assert "schedule took 2 ms to build" in text
+    head, *rest = text.split("\n")
+    t0 = SWEEP[-1]["time_s"] * 1e3
+    assert says(head, 1, 2, 1.2, t0) and head.endswith(": causal.")  # in proportion: 1 of 2 presets, within 1.2x
+    (line,) = [x for x in rest if x.startswith("- **sliding window**")]
+    window = SWEEP[1]
+    expect = t0 * window["tiles_computed"] / window["tiles"]
+    assert says(line, 100 * window["computed"], window["steps"], window["tiles_computed"] / window["steps"],
+                window["time_s"] * 1e3, expect, window["time_s"] * 1e3 / expect,
+                window["time_s"] * 1e3 / window["steps"]), line
+    why = text.split("**Why more than in proportion.**")[1].split("\n\n")[0]
+    unmasked = SWEEP[-1]
+    assert says(why, unmasked["steps"], unmasked["tiles_computed"] / unmasked["steps"], t0 / unmasked["steps"],
+                1, 1), why  # 1 of these 1 presets packs fewer tiles a step (1 against 4)
+    best = text.split("\n\n")[-1]
+    assert best.startswith("**sliding window**")  # the fewest tiles: 4 of 16
+    assert says(best, window["tiles_computed"], window["tiles"], 100 * window["computed"], window["time_s"] * 1e3,
+                100 * window["time_s"] * 1e3 / t0, t0, 100 * window["computed"], window["build_s"] * 1e3), best
     every = sweep_md([{**SWEEP[1], "time_s": 0.01}, SWEEP[2]])
-    assert every.startswith("**1 of 1 presets took at most") and "\n- **" not in every
-
-
+    assert says(every.split("\n")[0], 1, 1, 1.2, t0) and "\n- **" not in every

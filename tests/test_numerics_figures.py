@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -31,6 +32,7 @@ from flashviz.views.numerics.data import (
     tile_spread,
 )
 from flashviz.views.numerics.sentences import fmt_num
+from tests._numbers import says, shows, stated
 
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = LabSettings(n_q=64, n_k=128, d=32, heads=1, block=32)
@@ -69,7 +71,12 @@ def test_kernel_errors_sentence_quotes_every_error_and_the_verdict(results):
         failing = [row.label for row in r.rows if not row.passes]
         assert ("every kernel passes" in s) == (not failing)
         assert all(label in s.split(":")[-1] for label in failing)
-    assert "FA1 and FA2 fail it" in text.kernel_errors_sentence(results["errors_fp32_p_bf16"])
+    r = results["errors_fp32_p_bf16"]  # P in bf16: the two flash kernels pass the bound no longer
+    bound = 2 * r.plain_max_abs + r.fwd_atol
+    failing = [row.label for row in r.rows if row.stats.max_abs > bound]
+    assert failing == [row.label for row in r.rows if not row.passes] == ["FA1", "FA2"]
+    verdict = text.kernel_errors_sentence(r).split(f"= {fmt_num(bound)}: ")[1]
+    assert [label for label in (row.label for row in r.rows) if label in verdict] == failing and "pass" not in verdict
 
 
 def test_flash_sdpa_sentence(results):
@@ -100,9 +107,15 @@ def test_rescale_sentence(results):
     for value in (r.max_out_diff, r.lazy.max_p, r.lazy.max_l, r.max_acc, r.acc_max):
         assert fmt_num(value) in s
     never = replace(r, lazy=replace(r.lazy, total=0))
-    assert "never rescales" in text.rescale_sentence(never)
+    said = text.rescale_sentence(never).split(" and its output")[0]
+    assert "never" in said and "instead of" not in said  # no lazy rescale: no ratio of rescales to state
+    assert says(said, r.lazy.tau, r.classic.total, 0, 0, 0)  # tau; the classic run's rescales at tau = 0; b 0, h 0
     fp8_p = lazy_rescale(replace(SMALL, p_precision="e4m3"))
-    assert "rounded to float8_e4m3fn, whose largest value is 448" in text.rescale_sentence(fp8_p)
+    assert fp8_p.p_dtype == str(torch.float8_e4m3fn).removeprefix("torch.")
+    rounded = text.rescale_sentence(fp8_p).split("; P~ is rounded to")[1]
+    assert rounded.split(",")[0].strip() == fp8_p.p_dtype and fp8_p.p_max == torch.finfo(torch.float8_e4m3fn).max
+    assert shows(stated(rounded, "largest value"), torch.finfo(torch.float8_e4m3fn).max)  # 448
+    assert ("exceeds" in rounded) == (fp8_p.lazy.max_p > fp8_p.p_max)
 
 
 def test_fp8_sentence(results):
@@ -125,7 +138,11 @@ def test_causal_sentences(results):
     s = text.causal_sentence(w)
     fewer = max(w.keys_differ[-w.offset:])  # over the queries that see a key at all
     assert f"the first {-w.offset} queries see no key" in s and f"the others up to {fewer} keys fewer" in s
-    assert "the same mask" in text.causal_sentence(results["causal_same"])
+    same = results["causal_same"]
+    s = text.causal_sentence(same)
+    assert same.offset == 0 and "the same mask" in s  # N_q = N_k: both alignments let query i see keys 0..i
+    assert same.max_diff == 0 and "identical" in s  # the same mask gives the same output
+    assert says(s.split("Choose")[0], same.n_q, same.n_k)  # N_q, N_k: nothing more to state
 
 
 def fonts(figure) -> list[float]:
@@ -180,7 +197,10 @@ def test_tile_sizes_that_give_one_output_are_said_in_words_not_drawn(results):
     r = results["spread"]  # bf16 at these sizes: every tile size rounds to the same output
     assert r.max_spread == 0 and len(set(r.errors)) == 1
     assert fig.tile_spread_figure(r) is None  # four equal bars would show nothing
-    assert "bit for bit the same" in text.tile_spread_sentence(r)
+    said = text.tile_spread_sentence(r)
+    assert "bit for bit the same" in said  # the verdict of a spread of 0
+    assert says(said, min(r.blocks), max(r.blocks), None)  # the tile sizes, then the error against float64:
+    assert shows(stated(said, "within"), max(r.errors), rel=0.051)  # 2 significant digits
 
 
 def test_rescale_figure_draws_both_runs_per_tile(results):

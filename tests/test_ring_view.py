@@ -32,6 +32,7 @@ from flashviz.views.ring.data import (
 )
 from flashviz.vocab import SKIPPED
 from tests._apptest import assert_clean, chart, decode
+from tests._numbers import equated, says, shows, stated
 
 VIEW = {"view": "ring"}
 SMALL = {"rgn": "64", "rgw": "2", "rgblock": "16", "rgheads": "1"}  # a run of a few seconds, process start included
@@ -110,8 +111,17 @@ def test_the_map_follows_the_layout_and_the_mask(make_app):
     z = decode(chart(at, "Scores by ring step")["data"][0]["z"])
     grid = score_map(RingSetup(96, 3, "zigzag", False, 32, "float32", 2))
     assert (z < 3).all() and z.shape == (len(grid.status), len(grid.status))  # no mask: nothing skipped
-    assert "Every rank runs all 3 steps." in sentence(at, "**The map.**")
-    assert "every layout is balanced" in sentence(at, "**Imbalance**")
+    said = sentence(at, "**The map.**")
+    counts = {k: int(v) for k, v in zip(*torch.unique(torch.as_tensor(z), return_counts=True), strict=True)}
+    assert says(said.split(". At step")[0], 96 // 3, 1, 1, 32)  # N / W queries, T x T tiles of Br
+    tiles = said.split("Of the")[1]
+    assert says(tiles.split("skipped")[0], z.size, z.size, 0, 0)  # every tile computed, none partial, none skipped
+    assert says(tiles.split("skipped")[1], 3) and len(counts) == 3  # every rank runs all W = 3 steps: z holds 0, 1, 2
+    works = layout_work(RingSetup(96, 3, "zigzag", False, 32, "float32", 2))[0]
+    balance = sentence(at, "**Imbalance**")
+    assert [stated(balance, rf"{w.layout} ") for w in works] == ["1.00"] * len(works) == [
+        f"{w.imbalance:.2f}" for w in works]  # max / mean tiles: 1 for every layout
+    assert "every layout is balanced" in balance  # the verdict the numbers give
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -241,16 +251,28 @@ def test_the_plain_ring_lies_between_its_bounds(world, tiles):
 def test_the_imbalance_sentence_says_the_opposite_where_the_numbers_do():
     bounds = contiguous_causal_bounds(4)
     good = [LayoutWork("contiguous", (3, 7, 11, 15), (1,) * 4, 15 / 9), LayoutWork("zigzag", (9,) * 4, (1,) * 4, 1.0)]
-    assert "lies between" in text.imbalance_sentence(good, {}, 4, True, bounds)
-    assert "balanced, each rank" in text.imbalance_sentence(good, {}, 4, True, bounds)
+    lo, hi = bounds  # 2W/(W+1) = 1.6 and (2W-1)/W = 1.75 at W = 4
+    said = text.imbalance_sentence(good, {}, 4, True, bounds)
+    contiguous = said.split("Contiguous under causal")[1].split("Zigzag")[0]
+    assert [shows(w, v) for w, v in zip(equated(contiguous), (lo, hi), strict=True)] == [True, True]
+    assert shows(stated(contiguous, "its"), 15 / 9) and lo <= 15 / 9 <= hi and "lies between" in contiguous
+    assert shows(stated(said, "Zigzag's"), 0) and "balanced, each rank" in said  # 0% above the mean: balanced
     bad = [LayoutWork("contiguous", (1, 1, 1, 5), (1,) * 4, 2.5), LayoutWork("zigzag", (8, 8, 8, 12), (1,) * 4, 1.2)]
     said = text.imbalance_sentence(bad, {"striped": "N = 6 is not divisible by W = 4. Pad"}, 4, True, bounds)
-    assert "lies outside" in said and "not within 5%" in said and "Striped cannot run here" in said
+    assert shows(stated(said, "contiguous"), 2.5) and shows(stated(said, "zigzag"), 1.2)  # the listed imbalances
+    assert shows(stated(said.split("Contiguous under causal")[1], "its"), 2.5) and "lies outside" in said  # > 1.75
+    assert shows(stated(said, "Zigzag's"), 20) and shows(stated(said, "not within"), 5)  # 20% above: not within 5%
+    assert "Striped cannot run here" in said
 
 
 def test_the_precision_sentence_states_growth_from_the_numbers():
     pts = [PrecisionPoint("bfloat16", w, 5e-3, m, 1.9e-4) for w, m in ((1, 1.9e-4), (2, 2.2e-4), (4, 2.4e-4))]
-    assert "grows from 1.9e-4 at W = 1 to 2.4e-4 at W = 4 (1.26×)" in text.precision_sentence(pts, 1e-5)
+    said = text.precision_sentence(pts, 1e-5)
+    growth = said.split("the mean error")[1].split(". ")[0]
+    assert says(growth, 1.9e-4, 1, 2.4e-4, 4, 2.4e-4 / 1.9e-4) and "grows" in growth  # from W = 1 to W = 4, the ratio
+    assert says(said.split("largest error")[1].split(";")[0], 5e-3, 5e-3, 5e-3, 1, 2, 4)  # the largest, per W
     flat = [PrecisionPoint("float32", w, 4e-7 * (1 + (w == 4) * 99), 3e-8, 3e-9) for w in (1, 2, 4)]
     said = text.precision_sentence(flat, 1e-5)
-    assert "not all within 1e-5" in said and "stays" in said
+    largest = said.split("largest error")[1].split(";")[0]
+    assert says(largest, 4e-7, 4e-7, 4e-5, 1, 2, 4, 1e-5) and "not all within" in largest  # 4e-5 > the 1e-5 bar
+    assert says(said.split("the mean error")[1], 3e-8, 1, 3e-8, 4, 1) and "stays" in said

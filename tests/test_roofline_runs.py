@@ -15,6 +15,7 @@ from flashviz.model.roofline import Device
 from flashviz.views.roof import data as roofline_runs
 from flashviz.views.roof import page as roofline
 from flashviz.views.roof import sentences as roofline_text
+from tests._numbers import counted, numbers, shows, stated, value
 
 
 def test_a_timing_without_naive_says_there_is_no_speedup_and_draws_no_bar():
@@ -29,8 +30,11 @@ def test_a_timing_without_naive_says_there_is_no_speedup_and_draws_no_bar():
     assert timed["attainable_flops"].tolist() == [1e9, 2e9]  # 4 MFLOP in 4 ms and in 2 ms
     points = roofline.points_of(s, cpu)  # the GPUs at float16, this CPU at float32
     text = roofline_text.timed_md(timed, points, s.dtype, s.gpu_dtype, s.threads)
-    assert "no speedup to show (naive or the tiled kernels did not run)" in text
-    assert "FA1 1 GFLOP/s (" in text and "FA2 2 GFLOP/s (" in text
+    assert "no speedup" in text and "×" not in text  # the verdict: no ratio is stated
+    for short, rate in (("FA1", 1.0), ("FA2", 2.0)):  # GFLOP/s: 4 MFLOP in 4 ms and in 2 ms
+        assert shows(stated(text, rf"{short} "), rate)
+        assert shows(stated(text, rf"{short} ", 1), 100 * rate * 1e9 / points.set_index(["device", "algorithm"]).at[
+            (roofline_runs.CPU_NAME, timed["algorithm"].iloc[0 if short == "FA1" else 1]), "attainable_flops"])
     assert roofline_text.gap_md(timed, points, cpu, s.dtype, 16, 32, 32, 256, 1) == ""  # no naive: no gap to tell
 
 
@@ -70,7 +74,9 @@ def test_a_roof_nothing_beats_is_kept_as_measured_and_not_measured_again():
     check = roof_probe.bounded(FAKE, {"naive": (20.0, 9e9), "flash": (5.0, 4e9)}, lambda: pytest.fail("measured"))
     assert check.roof is FAKE and check.beaten_by == () and not check.measured_again
     text = roofline_text.roof_md(check, pd.DataFrame(), 2)
-    assert "10 GFLOP/s and 1 GB/s" in text and text.endswith("Every kernel timed here is on or under it.")
+    assert shows(counted(text, "threads?"), 2)
+    assert [value(n) for n in numbers(text.split(" thread")[1])] == [10, 1]  # GFLOP/s and GB/s: the probe's
+    assert "beat" not in text and "raised" not in text
 
 
 def test_a_kernel_above_the_roof_makes_it_measured_again_and_the_best_of_both_is_kept():
@@ -81,8 +87,9 @@ def test_a_kernel_above_the_roof_makes_it_measured_again_and_the_best_of_both_is
     assert (check.roof.peak("float32"), check.roof.bandwidth) == (3e10, 2e9)
     timed = pd.DataFrame({"algorithm": ["naive"], "attainable_flops": [2e10], "intensity": [20.0]})
     text = roofline_text.roof_md(check, timed, 2)
-    assert "The timing beat it (naive 20 GFLOP/s at I = 20), so the roof was measured again" in text
-    assert "30 GFLOP/s and 2 GB/s" in text and text.endswith("now on or under the roof.")
+    beat = text.split("beat it")[1]  # the verdict, then what beat the roof and the roof it keeps
+    assert [value(n) for n in numbers(beat)] == [20, 20, 30, 2]  # naive's GFLOP/s at I, then the best of both roofs
+    assert "raised" not in text
 
 
 def test_a_kernel_that_still_beats_the_measured_roof_raises_it_to_what_it_reached():
@@ -94,8 +101,9 @@ def test_a_kernel_that_still_beats_the_measured_roof_raises_it_to_what_it_reache
     timed = pd.DataFrame({"algorithm": ["naive", "q_outer"], "attainable_flops": [4e10, 2.5e9],
                           "intensity": [20.0, 0.5]})
     text = roofline_text.roof_md(check, timed, 1)
-    assert "the compute roof is raised to 40 GFLOP/s, the fastest rate a kernel reached here" in text
-    assert "the memory roof is raised to 5 GB/s" in text and "1 thread" in text
+    assert shows(stated(text, "compute roof is raised"), check.raised_flops / 1e9) and check.raised_flops == 4e10
+    assert shows(stated(text, "memory roof is raised"), check.raised_bandwidth / 1e9) and check.raised_bandwidth == 5e9
+    assert shows(counted(text, "threads?"), 1)
 
 
 def test_the_probe_is_measured_once_per_thread_count_and_measuring_again_keeps_the_best():
@@ -118,10 +126,16 @@ def test_the_gap_sentence_tells_the_per_tile_overhead_and_the_benchmarks_tiles()
     timed = roofline_runs.timed_points(df)
     text = roofline_text.gap_md(timed, points, FAKE, "float32", 16, 32, 32, 64, 4)
     # FA1: 4 ms over 16 tiles = 0.25 ms per tile; 4 MFLOP / 16 tiles at 10 GFLOP/s = 0.025 ms: 90% overhead
-    assert "FA1 took 0.25 ms per computed tile, where its FLOPs need 0.025 ms at this CPU's roof: 90% of" in text
-    assert "FA1 measured 0.25× against" in text and "FA2 measured 0.50× against" in text
-    assert ("The Benchmark view times its own tile size, 64 × 64: 4 computed tiles per call at these settings, "
-            "4× fewer") in text
+    per_tile, need = 4e-3 / 16, 4e6 / 16 / 1e10
+    took = text.split("FA1 took")[1]
+    assert [shows(n, v) for n, v in zip(numbers(took), (per_tile * 1e3, need * 1e3, 100 * (1 - need / per_tile)),
+                                        strict=False)] == [True] * 3
+    model = points[points["device"].eq(roofline_runs.CPU_NAME)].set_index("algorithm")["speedup_vs_naive"]
+    for short, alg, time_s in (("FA1", "kv_outer", 0.004), ("FA2", "q_outer", 0.002)):
+        assert shows(stated(text, f"{short} measured"), 0.001 / time_s)  # naive's time over the kernel's
+        assert shows(stated(text, f"{short} measured", 1), model[alg])  # predicted on this CPU's roof
+    bench = text.split("Benchmark view")[1]
+    assert [value(n) for n in numbers(bench)[:4]] == [64, 64, 4, 4] and "fewer" in bench  # 16 tiles here, 4 there
     same = roofline_text.gap_md(timed, points, FAKE, "float32", 16, 32, 32, 32, 16)
     assert "Benchmark" not in same
 
