@@ -56,9 +56,9 @@ def test_the_controls_and_the_start_of_the_result_show_without_scrolling(page):
     assert page.locator(EXCEPTION).count() == 0
     page.screenshot(path=str(SHOTS / f"numerics-{name.replace(' ', '').replace(',', '-')}-1280x720.png"))
     assert page.evaluate("window.scrollY") == 0
-    targets = {"input dtype": ".st-key-nmdtype", "P's dtype": ".st-key-nmpdtype", "tile": ".st-key-nmblock",
-               "tau": ".st-key-nmtau", "N_q": ".st-key-nmnq", "N_k": ".st-key-nmnk", "Hadamard": ".st-key-nmhad",
-               "outliers": ".st-key-nmout", "causal": ".st-key-nmcausal",
+    targets = {"input dtype": ".st-key-input_dtype", "P's dtype": ".st-key-p_dtype", "tile": ".st-key-numerics_block",
+               "tau": ".st-key-tau", "N_q": ".st-key-n_q", "N_k": ".st-key-n_k", "Hadamard": ".st-key-hadamard",
+               "outliers": ".st-key-outliers", "causal": ".st-key-numerics_causal",
                "ran with": "[data-testid='stCaptionContainer']:has-text('Ran with')",
                "first result": "h4:has-text('1. Every kernel errs')"}
     for what, locator in targets.items():
