@@ -23,6 +23,7 @@ from flashviz.app.runs import run_button_ui, timed_run
 from flashviz.app.sizes import grid_error
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
+from flashviz.figures.tilegrid import tile_map_figure
 from flashviz.figures.tilemap import tile_map_html
 from flashviz.measure.timing import threads_set_to
 from flashviz.views.masks import data as masks_data
@@ -52,7 +53,6 @@ from flashviz.views.masks.figures import (
     masked_run_figure,
     score_mod_figure,
     sparsity_time_figure,
-    tile_map_figure,
 )
 from flashviz.views.masks.presets import PICKERS, PRESETS, mask_settings, params_of
 from flashviz.views.masks.sentences import run_md, sweep_md
