@@ -32,6 +32,7 @@ from flashviz.app.state import PRESET_KEEPS, PRESETS, Settings, apply_preset, sp
 from flashviz.core.backward import flash_attention
 from flashviz.core.reference import naive_attention
 from flashviz.core.tiling import tile_schedule
+from flashviz.figures.tilegrid import STATUS_CODE
 from flashviz.figures.tilemap import MAX_FRAMES
 from flashviz.lesson.steps import INTRO, Result, lesson_markdown, step_settings
 from flashviz.measure.trace import PICK_ROWS_MAX, pick_row
@@ -39,7 +40,6 @@ from flashviz.units import MIB
 from flashviz.views.bench.sentences import slower_cases
 from flashviz.views.how.claims import tiles_fate
 from flashviz.views.masks.data import doc_lengths
-from flashviz.views.masks.figures import STATUS_CODE
 from flashviz.vocab import FULL, IMPL_LABELS, PARTIAL, SKIPPED
 from tests._apptest import assert_clean, chart, decode, done_grid, subtitle, tile_map, tiles_computed
 from tests._numbers import shows, stated

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from torch.nn.attention.flex_attention import create_mask
 
 from flashviz.core.tiling import tile_schedule
+from flashviz.figures.tilegrid import tile_map_figure
 from flashviz.masks import causal_mask
 from flashviz.units import format_bytes
 from flashviz.views.masks.data import MaskSpec, build_mask, doc_lengths, element_map, score_curves, tile_grid
@@ -20,7 +21,6 @@ from flashviz.views.masks.figures import (
     masked_run_figure,
     score_mod_figure,
     sparsity_time_figure,
-    tile_map_figure,
 )
 from flashviz.views.masks.presets import DOC_PATTERNS
 from flashviz.views.masks.sentences import run_md, sweep_md

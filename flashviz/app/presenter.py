@@ -42,6 +42,10 @@ EXPLORE_KEY, SLIDE_KEY = "lesson_explore", "lesson_slide"  # Explore this view /
 SLIDE_COLUMNS = (5, 7)  # the slide's claim and numbers | its picture
 STEP_KEEPS = ("device", "threads")  # what opening a step leaves alone: what this machine has
 NEXT_SHORTCUT, PREV_SHORTCUT = "PageDown", "PageUp"  # what a presenter's clicker sends
+MEASURES = {  # the checks that measure on this machine, and what a slide says while they run
+    "memory_growth": "Measuring the peak memory of naive attention, FA1 and FA2 at each N (exact, the allocator's "
+                     "events) ...",
+}
 
 
 def lesson_counts() -> dict[str, int]:
@@ -161,8 +165,6 @@ def slide_ui(env: Env, settings: Settings) -> None:
     step, n = lesson.steps[k - 1], len(lesson.steps)
     row = _buttons(env, lesson, k, slide=True)
     s = replace(settings, view=step.view)
-    from flashviz.app.slides import MEASURES
-
     try:
         with st.spinner(MEASURES.get(step.check, "Computing this step's numbers ..."), show_time=True):
             result, fig = slide_of(lesson.slug, k, s)

@@ -374,7 +374,8 @@ def with_lesson(doc: str, lesson: Lesson) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m flashviz.lesson --markdown` prints a lesson; `--write PATH` rewrites its section of PATH; `--check`
-    runs every step's check and says whether each claim is confirmed (exit 1 if one is not)."""
+    runs every step's check and says whether each claim is confirmed, with the numbers it found (exit 1 if one is
+    not)."""
     parser = argparse.ArgumentParser(prog="python -m flashviz.lesson", description=__doc__.split("\n\n")[0])
     parser.add_argument("--lesson", default=INTRO.slug, choices=sorted(LESSONS))
     group = parser.add_mutually_exclusive_group(required=True)
@@ -393,7 +394,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = step.run_check()
             ok = step.confirmed(result)
             failed += not ok
-            print(f"{k}. {step.title}: {'confirmed' if ok else 'NOT CONFIRMED'} {dict(result.values)}"
+            numbers = {key: x for key, x in result.values.items() if isinstance(x, (bool, int, float, str))}
+            print(f"{k}. {step.title}: {'confirmed' if ok else 'NOT CONFIRMED'} {numbers}"  # not the slides' data
                   + ("" if ok else f"\n   {result.why or step.said_by(result)}"))
         return 1 if failed else 0
     return 0

@@ -210,7 +210,8 @@ def backward_recompute(s: Settings) -> Result:
     Returns:
         Result: row_err (largest |row sum - 1|), n, d, block and saving (standard / tiled backward HBM bytes at the
         sidebar's sizes, the view's causal mask), extra (fraction of FLOPs the second pass adds), reordered (dQ
-        entries that change when the columns' adds come in another order); holds when the rows sum to 1 within
+        entries that change when the columns' adds come in another order), and for the slide's picture traffic (the
+        DqComparison whose bytes give the saving, as traffic_saving compares them); holds when the rows sum to 1 within
         ROW_SUM_TOL, the tiled backward moves less, the second pass costs DETERMINISTIC_EXTRA, this CPU's dQ is
         bitwise the same twice and a reordered sum changes some last bits.
 
@@ -222,11 +223,13 @@ def backward_recompute(s: Settings) -> Result:
     """
     at = {"n": s.map_n, "d": s.map_d, "block": s.map_block, "causal": s.map_causal}
     row_err = max_row_sum_error(**at)
-    saving = traffic_saving(n=s.n, d=s.d, block=s.br, causal=s.map_causal, window=s.window)
+    traffic = dq_comparison(s.n, s.d, s.br, s.br, causal=s.map_causal, window=s.window, heads=1,
+                            dtype_bytes=DTYPE_BYTES["float32"])  # what traffic_saving compares, kept for the slide
+    saving = traffic.standard_bytes / traffic.atomic_bytes
     extra = deterministic_extra_flops(**at)
     runs = dq_runs(s.map_n, s.map_d, s.map_block, s.map_block, causal=s.map_causal)
     values = {"n": s.n, "d": s.d, "block": s.br, "saving": saving, "extra": extra,
-              "row_err": row_err, "reordered": runs.reordered_differing, "values": runs.values}
+              "row_err": row_err, "reordered": runs.reordered_differing, "values": runs.values, "traffic": traffic}
     return Result.of(values, {
         "the tiles at scale are not square": s.br != s.bc,
         "a recomputed row of P does not sum to 1": not row_err < ROW_SUM_TOL,

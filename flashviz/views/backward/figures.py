@@ -1,5 +1,6 @@
 """The Backward view's panels besides the tile map (views/backward/tilemap.py): the operations of one backward tile
-with their shapes and where each operand lives (HTML), and the measured price of recomputation (plotly).
+with their shapes and where each operand lives (HTML), the measured price of recomputation (plotly), and the
+lesson's slide of the backward's HBM traffic (`backward_picture`, flashviz.app.slides).
 
 Inputs are flashviz.measure's plain data: TileOp tuples (views/backward/data.py) and a RecomputePrice
 (views/backward/data.py). No torch, no streamlit.
@@ -27,6 +28,7 @@ from flashviz.figures.palette import (
     TICK_FONT_PX,
     TITLE_FONT_PX,
 )
+from flashviz.figures.slide import slide_bars
 from flashviz.figures.style import (
     MIB,
     MS_PER_S,
@@ -36,8 +38,9 @@ from flashviz.figures.style import (
     impl_color,
     set_subtitle,
 )
-from flashviz.units import format_flops
+from flashviz.units import format_bytes, format_flops
 from flashviz.vocab import (
+    FLASH,
     FLASH2,
     HBM_READ_WRITE,
     HBM_STREAMED,
@@ -51,6 +54,10 @@ from flashviz.vocab import (
 )
 
 if TYPE_CHECKING:  # plain dataclasses; imported for type hints only, so this module never loads torch
+    from collections.abc import Mapping
+    from typing import Any
+
+    from flashviz.app.state import Settings
     from flashviz.views.backward.data import RecomputePrice, TileOp
 
 PLACE_STYLE = {  # (background, border) of an operand's chip, by where it lives
@@ -217,3 +224,15 @@ def _style_price(fig: go.Figure, price: RecomputePrice, title: str | None) -> No
     if not_run:
         fig.add_annotation(text="<br>".join(escape(s[:90]) for s in not_run),
                            xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False, font={"size": 14})
+
+
+def backward_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+    """The lesson's slide: the backward's HBM traffic at a GPU's sizes, standard attention's, the tiled one's (atomic
+    dQ) and with the deterministic second pass, from the check's comparison (v["traffic"], a DqComparison)."""
+    c = v["traffic"]
+    moved = [c.standard_bytes / MIB, c.atomic_bytes / MIB, c.deterministic_bytes / MIB]
+    colors = [impl_color(NAIVE), impl_color(FLASH2), impl_color(FLASH)]
+    return slide_bars(["standard<br>attention", "tiled,<br>atomic dQ", "tiled,<br>deterministic dQ"], moved,
+                      [format_bytes(b * MIB) for b in moved], colors,
+                      title=f"Backward HBM traffic per head, N = {v['n']:,}", y_title="MiB",
+                      subtitle=f"d = {v['d']}, {v['block']}-wide tiles, causal: {v['saving']:.1f}× less")

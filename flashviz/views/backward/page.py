@@ -29,7 +29,6 @@ from flashviz.figures.tilemap import frame_indices
 from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.views.backward.data import (
     BackwardSchedule,
-    BackwardTrace,
     DqComparison,
     backward_schedule,
     backward_trace,
@@ -67,31 +66,18 @@ INTRO = ("The backward pass needs P = softmax(S) for every gradient, but FlashAt
          "the tile the map opens at: the table beside it lists that tile's operations.")
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def cached_schedule(n: int, d: int, block: int, causal: bool, window: tuple[int, int] | None, dq_mode: str,
-                    dtype_bytes: int) -> BackwardSchedule:
-    return backward_schedule(n, d, block, block, causal=causal, window=window, dq_mode=dq_mode,
-                             dtype_bytes=dtype_bytes)
+cached_schedule = st.cache_data(backward_schedule, show_spinner=False, max_entries=64)
+cached_comparison = st.cache_data(dq_comparison, show_spinner=False, max_entries=64)
+cached_trace = st.cache_data(backward_trace, show_spinner=False, max_entries=32)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def cached_map(n: int, d: int, block: int, causal: bool, window: tuple[int, int] | None, modes: tuple[str, ...],
                dtype_bytes: int, start: int) -> str:
     """The backward map's HTML (views/backward/tilemap.py), built once per configuration."""
-    return backward_map_html([cached_schedule(n, d, block, causal, window, m, dtype_bytes) for m in modes],
-                             start_frame=start, uid="fv-bw-map", header=False)
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def cached_comparison(n: int, d: int, br: int, bc: int, causal: bool, window: tuple[int, int] | None, heads: int,
-                      dtype_bytes: int) -> DqComparison:
-    return dq_comparison(n, d, br, bc, causal=causal, window=window, heads=heads, dtype_bytes=dtype_bytes)
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def cached_trace(n: int, d: int, block: int, causal: bool, window: tuple[int, int] | None,
-                 dtype: str) -> BackwardTrace:
-    return backward_trace(n, d, block, block, causal=causal, window=window, dtype=dtype)
+    schedules = [cached_schedule(n, d, block, block, causal=causal, window=window, dq_mode=m, dtype_bytes=dtype_bytes)
+                 for m in modes]
+    return backward_map_html(schedules, start_frame=start, uid="fv-bw-map", header=False)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -125,7 +111,8 @@ def backward_ui(s: Settings) -> None:
         _controls_ui(s, [], 0)
         return
     nbytes = DTYPE_BYTES[s.dtype]
-    schedules = [cached_schedule(s.map_n, s.map_d, s.map_block, s.map_causal, s.window, m, nbytes) for m in modes_of(s)]
+    schedules = [cached_schedule(s.map_n, s.map_d, s.map_block, s.map_block, causal=s.map_causal, window=s.window,
+                                 dq_mode=m, dtype_bytes=nbytes) for m in modes_of(s)]
     longest = max(len(sc.computed_steps()) for sc in schedules)
     frames_at = frame_indices(longest) or [0]
     start = min(s.map_frame, len(frames_at) - 1)
@@ -140,8 +127,10 @@ def backward_ui(s: Settings) -> None:
         _controls_ui(s, frames_at, longest)
     with ops_col:
         _tile_ops_ui(schedules, frames_at[start] if longest else None)
-    map_cost = cached_comparison(s.map_n, s.map_d, s.map_block, s.map_block, s.map_causal, s.window, 1, nbytes)
-    scale_cost = cached_comparison(s.n, s.d, s.br, s.bc, s.map_causal, s.window, s.batch * s.heads, nbytes)
+    map_cost = cached_comparison(s.map_n, s.map_d, s.map_block, s.map_block, causal=s.map_causal, window=s.window,
+                                 heads=1, dtype_bytes=nbytes)
+    scale_cost = cached_comparison(s.n, s.d, s.br, s.bc, causal=s.map_causal, window=s.window, heads=s.batch * s.heads,
+                                   dtype_bytes=nbytes)
     st.markdown(INTRO)
     st.markdown(traffic_text(map_cost, "the map's problem"))
     st.markdown(scale_text(scale_cost, "the sidebar's sizes"))
@@ -202,7 +191,8 @@ def _saved_ui(s: Settings, kernel_ok: bool, scale_cost: DqComparison) -> None:
     if not kernel_ok:
         return
     with st.spinner("Running the real kernel's forward and backward on the map's problem ..."):
-        trace = cached_trace(s.map_n, s.map_d, s.map_block, s.map_causal, s.window, s.dtype)
+        trace = cached_trace(s.map_n, s.map_d, s.map_block, s.map_block, causal=s.map_causal, window=s.window,
+                             dtype=s.dtype)
     ran_with_ui(s, KERNEL_RAN_WITH)
     st.markdown(saved_text(saved_for_backward(trace), "the map's problem"))
     st.markdown(row_sum_text(trace))

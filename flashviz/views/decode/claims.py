@@ -75,8 +75,9 @@ def decode_merge(s: Settings) -> Result:
         s: the step's settings (the Decoding view's own, the sidebar's d, dtype, device and threads).
     Returns:
         Result: keys (of sequence 0), splits, lse (the merge's L), weights (their sum), error (the output against
-        attention over the whole cache); holds when there are several splits, the weights sum to 1, L is
-        log sum exp(L_s) and the output is exact.
+        attention over the whole cache), and for the slide's picture split_keys ((start, end) of each split's keys),
+        split_weights (each split's weight) and split_lse (each split's L_s); holds when there are several splits,
+        the weights sum to 1, L is log sum exp(L_s) and the output is exact.
 
     Example:
         >>> from flashviz.lesson.steps import INTRO, step_settings
@@ -91,7 +92,7 @@ def decode_merge(s: Settings) -> Result:
     merged = top + math.log(math.fsum(math.exp(x - top) for x in trace.split_lse))  # log sum_s exp(L_s)
     err = decode_error(setup, splits)
     values = {"keys": trace.seq_len, "splits": len(trace.splits), "lse": trace.lse, "weights": math.fsum(trace.weights),
-              "error": err}
+              "error": err, "split_keys": trace.splits, "split_weights": trace.weights, "split_lse": trace.split_lse}
     return Result.of(values, {"one split only": len(trace.splits) < 2,
                             "the weights do not sum to 1": not abs(math.fsum(trace.weights) - 1) <= 1e-6,
                             "L is not log sum exp(L_s)": not abs(trace.lse - merged) <= LSE_TOL,
@@ -109,8 +110,10 @@ def gqa_bytes(s: Settings) -> Result:
         s: the step's settings (the Decoding view's own, the sidebar's d and dtype).
     Returns:
         Result: hq, hkv, g, gqa and mha (formatted K/V bytes per step), ratio, flops, gpu, predicted (MHA's predicted
-        time over this GQA's on the gpu); holds when it is GQA, the bytes fall g-fold, the FLOPs do not change and the
-        model bounds both steps by HBM on the gpu (so the predicted time ratio is about the bytes ratio).
+        time over this GQA's on the gpu), and for the slide's picture variants (MHA, this GQA, MQA), kv_bytes (each
+        one's K/V bytes per step) and this_variant (True for the settings' own); holds when it is GQA, the bytes fall
+        g-fold, the FLOPs do not change and the model bounds both steps by HBM on the gpu (so the predicted time
+        ratio is about the bytes ratio).
 
     Example:
         >>> from flashviz.lesson.steps import INTRO, step_settings
@@ -126,7 +129,9 @@ def gqa_bytes(s: Settings) -> Result:
     values = {"hq": setup.heads_q, "hkv": setup.heads_kv, "g": setup.group, "gqa": format_bytes(this["kv_bytes"]),
               "mha": format_bytes(mha["kv_bytes"]), "ratio": float(mha["kv_bytes"] / this["kv_bytes"]),
               "flops": int(this["flops"]), "gpu": H100.name.split(" (")[0],
-              "predicted": float(times["mha"] / times["this"])}
+              "predicted": float(times["mha"] / times["this"]), "variants": tuple(str(name) for name in costs.index),
+              "kv_bytes": tuple(float(b) for b in costs["kv_bytes"]),
+              "this_variant": tuple(bool(t) for t in costs["this"])}
     hbm_bound = all(bound(r["intensity"], H100, dtype) == MEMORY for r in (this, mha))
     return Result.of(values, {"not grouped-query attention": not 1 < setup.heads_kv < setup.heads_q,
                             "the bytes do not fall g-fold": values["ratio"] != setup.group,

@@ -1,6 +1,7 @@
 """Figures of a decode step's surroundings: the paged KV cache's block table (coloured by split and owner), decoding
-on the roofline next to prefill, and the measured read rate of the cache against this machine's bandwidth. The
-animation of the step itself is flashviz.views.decode.animation.
+on the roofline next to prefill, and the measured read rate of the cache against this machine's bandwidth; and the
+lesson's slides of the two steps on this view (flashviz.app.slides): the merge's weights (`decode_picture`) and the
+K/V bytes of MHA, GQA and MQA (`gqa_picture`). The animation of the step itself is flashviz.views.decode.animation.
 
 No torch, no streamlit: the builders take plain numbers (lists, DataFrames).
 
@@ -10,16 +11,33 @@ Legend: S splits, g = H_q / H_kv query heads per K/V head; a page holds page_siz
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from flashviz.figures.palette import BASE_FONT_PX, MARKER_PX, REFERENCE_COLOR
-from flashviz.figures.style import FIG_HEIGHT_PX, GB, add_note, flashviz_template, log_axis, set_subtitle, style_figure
+from flashviz.figures.slide import slide_bars
+from flashviz.figures.style import (
+    FIG_HEIGHT_PX,
+    GB,
+    MIB,
+    add_note,
+    flashviz_template,
+    impl_color,
+    log_axis,
+    set_subtitle,
+    style_figure,
+)
 from flashviz.model.decode_batch import PREFILL  # torch-free: the points' kinds
+from flashviz.units import format_bytes
 from flashviz.views.decode.animation import split_color
+from flashviz.vocab import FLASH2
+
+if TYPE_CHECKING:  # the settings' fields only
+    from flashviz.app.state import Settings
 
 TABLE_PAGES_MAX = 64  # logical pages drawn per sequence; more are summarised in the subtitle
 POOL_PAGES_MAX = 128  # physical pages drawn (8 rows); the subtitle says when there are more
@@ -241,3 +259,26 @@ def bandwidth_figure(df: pd.DataFrame, bandwidth: float | None) -> go.Figure:
     fig.update_xaxes(type="category", tickangle=0, title_text="implementation (median time per decode step)")
     fig.update_layout(showlegend=False, margin={"b": 170})
     return fig
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the lesson's slides: settings and the step's check's values -> the one picture
+
+
+def decode_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+    """The merge's weights exp(L_s - L), one bar per split, each with its logsumexp L_s: they sum to 1."""
+    names = [f"split {k + 1}<br>keys {a:,}–{b - 1:,}" for k, (a, b) in enumerate(v["split_keys"])]  # its keys
+    return slide_bars(names, list(v["split_weights"]), [f"{w:.3f}<br>L_s = {x:.3f}" for w, x in
+                                                        zip(v["split_weights"], v["split_lse"], strict=True)],
+                      [impl_color(FLASH2)] * len(names), title="The merge: split s weighs exp(L_s − L)",
+                      subtitle=f"L = log Σ exp(L_s) = {v['lse']:.4g}; the weights sum to {v['weights']:.3f}",
+                      y_title="weight of the split")
+
+
+def gqa_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+    """K/V bytes one decode step reads, MHA against this GQA and MQA, for the same FLOPs."""
+    kv = [b / MIB for b in v["kv_bytes"]]
+    colors = [impl_color(FLASH2) if this else "#BBBBBB" for this in v["this_variant"]]
+    return slide_bars(list(v["variants"]), kv, [format_bytes(b * MIB) for b in kv], colors,
+                      title="K/V bytes read per decode step", y_title="MiB",
+                      subtitle=f"{v['hq']} query heads; the same {v['flops']:,} FLOPs in each")

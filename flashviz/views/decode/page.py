@@ -35,7 +35,6 @@ from flashviz.views.decode.data import (
     ANIM_D,
     SPARE_PAGES,
     DecodeSetup,
-    DecodeTrace,
     divisors,
     live_bytes,
     seq_lens,
@@ -58,11 +57,8 @@ def setup_of(s: Settings) -> DecodeSetup:
                        None if s.splits == AUTO else int(s.splits), s.dtype, s.threads)
 
 
-@st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
-def animation_data(lens: tuple[int, ...], page: int, num_splits: int
-                   ) -> tuple[DecodeTrace, list[list[int]] | None, int, float]:
-    """decoding.decode_trace: the animation's flash_decode run, its block table, pool size and paged error."""
-    return decoding.decode_trace(lens, page, num_splits)
+# the animation's flash_decode run, its block table, pool size and paged error
+animation_data = st.cache_data(decoding.decode_trace, show_spinner=False, max_entries=CACHE_ENTRIES)
 
 
 @timed_run

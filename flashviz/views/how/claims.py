@@ -44,8 +44,9 @@ def tiles_fate(s: Settings) -> Result:
     Args:
         s: the step's settings (flashviz.app.state.Settings: N, Br, Bc, the causal mask and window are read).
     Returns:
-        Result: tiles, computed, full, partial, skipped; holds when some tile is skipped and every partial tile is on
-        the diagonal.
+        Result: tiles, computed, full, partial, skipped, and for the slide's picture status (the fate of each tile,
+        [q_block][k_block]) and counts (tiles of each fate); holds when some tile is skipped and every partial tile is
+        on the diagonal.
 
     Example:
         >>> from flashviz.lesson.steps import INTRO, step_settings
@@ -55,7 +56,7 @@ def tiles_fate(s: Settings) -> Result:
     sched = tile_schedule(s.n, s.n, s.br, s.bc, causal=s.causal, window=s.window)
     c, grid = sched.counts(), sched.status_grid()
     values = {"tiles": sum(c.values()), "computed": c[FULL] + c[PARTIAL], "full": c[FULL], "partial": c[PARTIAL],
-              "skipped": c[SKIPPED]}
+              "skipped": c[SKIPPED], "status": grid, "counts": c}
     off_diagonal = [(i, j) for i, row in enumerate(grid) for j, fate in enumerate(row) if fate == PARTIAL and i != j]
     return Result.of(values, {"no tile is skipped": not c[SKIPPED], "a partial tile is off the diagonal": bool(
         off_diagonal)})
@@ -69,8 +70,10 @@ def online_softmax(s: Settings) -> Result:
     Args:
         s: the step's settings (N, d, Br, Bc, mask, dtype, loop order, row and automatic row are read).
     Returns:
-        Result: row, rescales, tiles (of the row), lse (the kernel's L), exact (m + log l over the whole row); holds
-        when the row rescales, every factor is below 1 exactly where m grew, l shrinks there, and L is exact.
+        Result: row, rescales, tiles (of the row), lse (the kernel's L), exact (m + log l over the whole row), and for
+        the slide's picture traces (the row's RowTrace in each loop order) and n_tiles (the schedule's computed
+        tiles); holds when the row rescales, every factor is below 1 exactly where m grew, l shrinks there, and L is
+        exact.
 
     Example:
         >>> from flashviz.lesson.steps import INTRO, step_settings
@@ -85,7 +88,9 @@ def online_softmax(s: Settings) -> Result:
                         dtype=s.dtype) for order in s.loop_orders]
     first = traces[0]
     values = {"row": row, "rescales": first.rescales, "tiles": len(first.step), "lse": first.lse_kernel,
-              "exact": first.m_exact + math.log(first.l_exact)}
+              "exact": first.m_exact + math.log(first.l_exact), "traces": tuple(traces),
+              "n_tiles": sum(1 for t in tile_schedule(s.n, s.n, s.br, s.bc, causal=s.causal, window=s.window)
+                             if t.status != SKIPPED)}
     failures = {"the row never rescales": first.rescales < 1}
     for tr in traces:
         later = list(zip(tr.factor, tr.grew, tr.l_rescaled, tr.l_before, strict=True))[1:]  # the first tile sets m
@@ -106,9 +111,9 @@ def causal_halves(s: Settings) -> Result:
     Args:
         s: the step's settings (N, d, Br, Bc, mask, dtype, loop order are read).
     Returns:
-        Result: computed, tiles, share, skipped, order (FA1 / FA2), traffic, unmasked (formatted bytes), ratio; holds
-        when the mask is causal alone, about half the tiles are computed, only tiles above the diagonal are skipped
-        and the traffic falls.
+        Result: computed, tiles, share, skipped, order (FA1 / FA2), traffic, unmasked (formatted bytes), ratio, and
+        for the slide's picture status and counts (as tiles_fate's); holds when the mask is causal alone, about half
+        the tiles are computed, only tiles above the diagonal are skipped and the traffic falls.
 
     Example:
         >>> from flashviz.lesson.steps import INTRO, step_settings
@@ -126,7 +131,7 @@ def causal_halves(s: Settings) -> Result:
     traffic, unmasked = masked.hbm_bytes[-1], plain.hbm_bytes[-1]
     values = {"computed": computed, "tiles": tiles, "share": computed / tiles, "skipped": tiles - computed,
               "order": LOOP_ORDER_SHORT[order], "traffic": format_bytes(traffic), "unmasked": format_bytes(unmasked),
-              "ratio": traffic / unmasked}
+              "ratio": traffic / unmasked, "status": sched.status_grid(), "counts": sched.counts()}
     return Result.of(values, {"the mask is not causal alone": not s.causal or s.window is not None,
                             "a skipped tile is on or below the diagonal": bool(skipped_below),
                             "not about half the tiles": not CAUSAL_SHARE[0] <= computed / tiles <= CAUSAL_SHARE[1],

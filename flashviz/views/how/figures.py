@@ -10,6 +10,10 @@ or streamlit. Three panels share the x axis (the computed tile, counted as the t
 
 Tiles where m grew are shaded across all three panels. References: FlashAttention (Dao et al., 2022) Algorithm 1,
 lines 10-12; FlashAttention-2 (Dao, 2023) Algorithm 1, line 8.
+
+The lesson's slides of the steps on this view (flashviz.app.slides) are here too, each drawn from its check's values
+(flashviz.lesson.claims, flashviz.views.how.claims): S and P side by side (`scores_picture`), the tiles' fates
+(`tiles_picture`) and the row inspector at a slide's size (`row_picture`).
 """
 
 from __future__ import annotations
@@ -31,10 +35,15 @@ from flashviz.figures.palette import (
     TICK_FONT_PX,
     TITLE_FONT_PX,
 )
+from flashviz.figures.slide import MARGIN, SLIDE_FIGURE_PX, finish_slide, slide_tile_map
 from flashviz.figures.style import flashviz_template
 from flashviz.vocab import LOOP_ORDER_SHORT
 
-if TYPE_CHECKING:  # a plain dataclass; imported for type hints only, so this module never loads torch
+if TYPE_CHECKING:  # plain dataclasses; imported for type hints only, so this module never loads torch
+    from collections.abc import Mapping
+    from typing import Any
+
+    from flashviz.app.state import Settings
     from flashviz.measure.trace import RowTrace
 
 ROW_FIG_HEIGHT_PX = 600  # three panels and a two-line legend: the whole figure fits a 1280 x 720 window
@@ -244,3 +253,41 @@ def _padded(values: Sequence[float]) -> list[float] | None:
     lo, hi = min(finite), max(finite)
     pad = max(0.08 * (hi - lo), 0.02 * max(abs(lo), abs(hi), 1.0))
     return [lo - pad, hi + pad]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the lesson's slides: settings and the step's check's values -> the one picture
+
+
+def scores_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+    """S and P = softmax(S) side by side, query rows downwards: the largest score of a row gets its largest weight."""
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.16,
+                        subplot_titles=("S = QKᵀ/√d: scores", "P = softmax(S): weights"))
+    keys = list(range(v["n"]))
+    fig.add_trace(go.Heatmap(z=v["S"], x=keys, y=keys, colorscale="RdBu_r", zmid=0, name="S",
+                             colorbar={"x": 0.42, "len": 0.9, "thickness": 14},
+                             hovertemplate="query i = %{y}, key j = %{x}<br>S_ij = %{z:.3f}<extra></extra>"), 1, 1)
+    fig.add_trace(go.Heatmap(z=v["P"], x=keys, y=keys, colorscale="Blues", zmin=0, name="P",
+                             colorbar={"x": 1.0, "len": 0.9, "thickness": 14},
+                             hovertemplate="query i = %{y}, key j = %{x}<br>P_ij = %{z:.3f}<extra></extra>"), 1, 2)
+    for col in (1, 2):
+        fig.update_xaxes(title_text="key j", row=1, col=col, constrain="domain")
+        fig.update_yaxes(title_text="query i" if col == 1 else None, autorange="reversed", row=1, col=col,
+                         scaleanchor=f"x{'' if col == 1 else col}", constrain="domain")
+    finish_slide(fig, f"Standard attention at N = {v['n']}, d = {v['d']}: {v['scores']} scores", "", legend=False)
+    return fig.update_layout(margin={**MARGIN, "t": 110})  # the panels' titles under the figure's
+
+
+def tiles_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+    """The tile schedule's fates: every tile in its final colour, the counts in the legend."""
+    mask = "causal" if s.causal else "no mask"
+    return slide_tile_map(v["status"], v["counts"], n=s.n, block_q=s.br, block_k=s.bc, title=f"Tiles of S, {mask}")
+
+
+def row_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+    """The row inspector's figure of the check's row: m, the rescale factor and l, tile by tile, per loop order."""
+    fig = row_figure(v["traces"], n_tiles=v["n_tiles"])
+    fig.update_layout(height=SLIDE_FIGURE_PX, margin={"l": 70, "r": 20, "t": 30, "b": 40}, title=None,
+                      legend={"font": {"size": 13}})
+    fig.update_annotations(font_size=14)  # the panels' titles
+    return fig

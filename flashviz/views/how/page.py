@@ -36,32 +36,17 @@ INTRO = ("FlashAttention never builds the N × N score matrix S = QKᵀ. It cuts
          "back.")
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def cached_schedule(n: int, br: int, bc: int, causal: bool, window: tuple[int, int] | None, loop_order: str,
-                    d: int, dtype_bytes: int) -> ScheduleTrace:
-    return schedule_trace(n, br, bc, causal=causal, window=window, loop_order=loop_order, d=d,
-                          dtype_bytes=dtype_bytes)
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def cached_row(n: int, d: int, br: int, bc: int, row: int, causal: bool, window: tuple[int, int] | None,
-               loop_order: str, dtype: str, threads: int | None) -> RowTrace:
-    return row_trace(n, d, br, bc, row=row, causal=causal, window=window, loop_order=loop_order, dtype=dtype,
-                     threads=threads)
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def cached_pick(n: int, d: int, br: int, bc: int, causal: bool, window: tuple[int, int] | None, dtype: str,
-                near: int) -> RowPick:
-    """The row with the most rescales (scores of up to 512 rows: milliseconds to a quarter second)."""
-    return pick_row(n, d, br, bc, causal=causal, window=window, dtype=dtype, near=near)
+cached_schedule = st.cache_data(schedule_trace, show_spinner=False, max_entries=64)
+cached_row = st.cache_data(row_trace, show_spinner=False, max_entries=64)
+cached_pick = st.cache_data(pick_row, show_spinner=False, max_entries=64)  # up to 512 rows: ms to a quarter second
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def cached_map(n: int, br: int, bc: int, causal: bool, window: tuple[int, int] | None, loop_orders: tuple[str, ...],
                d: int, dtype_bytes: int, row: int | None, start: int) -> str:
     """The tile map's HTML (flashviz.figures.tilemap), built once per configuration; row None: no row marker."""
-    traces = [cached_schedule(n, br, bc, causal, window, order, d, dtype_bytes) for order in loop_orders]
+    traces = [cached_schedule(n, br, bc, causal=causal, window=window, loop_order=order, d=d, dtype_bytes=dtype_bytes)
+              for order in loop_orders]
     return tile_map_html(traces, row=row, start_frame=start)
 
 
@@ -76,7 +61,7 @@ def inspected_row(s: Settings) -> tuple[int, RowPick | None]:
     "Show the row with the most rescales" is on, else the user's row r (and None)."""
     if not s.auto_row:
         return s.row, None
-    pick = cached_pick(s.n, s.d, s.br, s.bc, s.causal, s.window, s.dtype, s.row)
+    pick = cached_pick(s.n, s.d, s.br, s.bc, causal=s.causal, window=s.window, dtype=s.dtype, near=s.row)
     return pick.row, pick
 
 
@@ -86,8 +71,8 @@ def _row_traces(s: Settings, row: int) -> list[RowTrace]:
     lock = timing_lock()
     have_lock = lock.acquire(blocking=False)
     try:
-        return [cached_row(s.n, s.d, s.br, s.bc, row, s.causal, s.window, order, s.dtype, 1 if have_lock else None)
-                for order in s.loop_orders]
+        return [cached_row(s.n, s.d, s.br, s.bc, row=row, causal=s.causal, window=s.window, loop_order=order,
+                           dtype=s.dtype, threads=1 if have_lock else None) for order in s.loop_orders]
     finally:
         if have_lock:
             lock.release()
@@ -151,8 +136,8 @@ def _map(s: Settings, row: int | None, start: int) -> str:
 def _schedules(s: Settings) -> tuple[list[ScheduleTrace], list[int], int]:
     """The tile schedule of each loop order shown, the map's frames (frame_indices) and the frame it opens at: the
     page's frame, where the map has it."""
-    traces = [cached_schedule(s.n, s.br, s.bc, s.causal, s.window, order, s.d, DTYPE_BYTES[s.dtype])
-              for order in s.loop_orders]
+    traces = [cached_schedule(s.n, s.br, s.bc, causal=s.causal, window=s.window, loop_order=order, d=s.d,
+                              dtype_bytes=DTYPE_BYTES[s.dtype]) for order in s.loop_orders]
     n_computed = len(traces[0].computed_steps())
     return traces, frame_indices(n_computed), start_frame(s.frame, n_computed)
 

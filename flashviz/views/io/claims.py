@@ -38,8 +38,9 @@ def io_passes(s: Settings) -> Result:
         s: the step's settings (N, d, mask, dtype, B, H are read).
     Returns:
         Result: naive (millions of accesses), flat (the first M >= 4dN), fa1, fa2 (millions there), fa1_ratio,
-        fa2_ratio (at the first doubling of M); holds when standard attention is flat, both flash curves halve at
-        the first doubling, never rise and are flat from 4dN on, and FA2 is never above FA1.
+        fa2_ratio (at the first doubling of M), and for the slide's picture curves (hbm_vs_memory's DataFrame at
+        M_EXPONENTS); holds when standard attention is flat, both flash curves halve at the first doubling, never
+        rise and are flat from 4dN on, and FA2 is never above FA1.
 
     Example:
         >>> from flashviz.lesson.steps import INTRO, step_settings
@@ -54,7 +55,8 @@ def io_passes(s: Settings) -> Result:
               for a in ALGORITHMS}
     flat = next(m for m in ms if m >= 4 * s.d * s.n)
     values = {"naive": float(curves[NAIVE].iloc[0]) / 1e6, "flat": flat,
-              "fa1": float(curves[KV_OUTER].loc[flat]) / 1e6, "fa2": float(curves[Q_OUTER].loc[flat]) / 1e6}
+              "fa1": float(curves[KV_OUTER].loc[flat]) / 1e6, "fa2": float(curves[Q_OUTER].loc[flat]) / 1e6,
+              "curves": df}
     failures = {"standard attention moves with M": curves[NAIVE].nunique() != 1,
                 "FA2 is above FA1 somewhere": bool((curves[Q_OUTER] > curves[KV_OUTER]).any())}
     for a, key in ((KV_OUTER, "fa1"), (Q_OUTER, "fa2")):

@@ -8,7 +8,6 @@ each curve is read off the same numbers (curve_story), so it is true at whatever
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from flashviz.app.drawing import show_figure
@@ -24,27 +23,7 @@ TILE_RULES = {KV_OUTER: "tile rule: Bc = ⌈M / 4d⌉, Br = min(Bc, d)",
               Q_OUTER: "tile rule: Br = ⌈M / 4d⌉, Bc = min(Br, d)"}
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def cached_hbm_vs_memory(ms: tuple[int, ...], n: int, d: int, causal: bool, window: tuple[int, int] | None,
-                         batch: int, heads: int, dtype_bytes: int) -> pd.DataFrame:
-    return hbm_vs_memory(ms, n, d, algorithms=ALGORITHMS, causal=causal, window=window, batch=batch, heads=heads,
-                         dtype_bytes=dtype_bytes)
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
+cached_hbm_vs_memory = st.cache_data(hbm_vs_memory, show_spinner=False, max_entries=64)
 
 
 def io_model_ui(s: Settings) -> None:
@@ -53,10 +32,10 @@ def io_model_ui(s: Settings) -> None:
                 "from HBM**. This model counts it, tile by tile, against the on-chip memory **M** (SRAM) that sets "
                 "the tile sizes: more SRAM, bigger tiles, fewer passes over HBM.")
     ms = tuple(2**e for e in M_EXPONENTS)
-    args = (ms, s.n, s.d, s.causal, s.window, s.batch, s.heads, DTYPE_BYTES[s.dtype])
-    df = cached_hbm_vs_memory(*args)
+    shared = {"algorithms": ALGORITHMS, "batch": s.batch, "heads": s.heads, "dtype_bytes": DTYPE_BYTES[s.dtype]}
+    df = cached_hbm_vs_memory(ms, s.n, s.d, causal=s.causal, window=s.window, **shared)
     masked = s.causal or s.window is not None
-    unmasked = cached_hbm_vs_memory(ms, s.n, s.d, False, None, *args[5:]) if masked else None
+    unmasked = cached_hbm_vs_memory(ms, s.n, s.d, **shared) if masked else None  # the same without the mask
     show_figure(hbm_vs_memory_figure(
         df, n=s.n, d=s.d, sram_marks=sram_marks(s.dtype), curve_notes=TILE_RULES, ghost=unmasked,
         explanation=f"{_mask_text(s)}" + ("; pale dashed: the same without the mask" if masked else "")

@@ -36,7 +36,8 @@ def masks_tiles(s: Settings) -> Result:
         s: the step's settings (N, Br, Bc, H and the Masks view's own settings are read).
     Returns:
         Result: docs (packed documents), n, computed, tiles, share, visible (fraction of pairs), equal ("yes" /
-        "no"); holds when the mask is documents AND causal, some tile is skipped and the BlockMask equals torch's.
+        "no"), and for the slide's picture status and counts (the tile grid's fates); holds when the mask is
+        documents AND causal, some tile is skipped and the BlockMask equals torch's.
 
     Example:
         >>> from flashviz.lesson.steps import INTRO, step_settings
@@ -49,7 +50,7 @@ def masks_tiles(s: Settings) -> Result:
     g = data.grid
     values = {"docs": len(data.doc_lengths), "n": s.n, "computed": g.computed, "tiles": g.tiles,
               "share": g.computed / g.tiles, "visible": data.elements.visible_fraction, "equal": "yes" if equal else
-              "no"}
+              "no", "status": g.status, "counts": g.counts}
     return Result.of(values, {"the mask is not documents AND causal": spec.presets != ("document", "causal")
                             or spec.combine != "and", "no tile is skipped": g.computed == g.tiles,
                             "the BlockMask differs from create_block_mask": not equal})

@@ -1,9 +1,10 @@
-"""Figures of the Masks view: the element-level mask, the tile map it makes, the BlockMask a FlexAttention user sees,
-and what a score_mod does to a score. Plotly only: inputs are plain lists, numpy arrays and dicts (from
-flashviz.views.masks.data); nothing here imports torch or streamlit.
+"""Figures of the Masks view: the element-level mask, the BlockMask a FlexAttention user sees, what a score_mod does to
+a score, the timed runs, and the lesson's slide of the mask's tiles. Plotly only: inputs are plain lists, numpy arrays
+and dicts (from flashviz.views.masks.data); nothing here imports torch or streamlit.
 
-The element map and the tile map are drawn at the same size side by side, query rows downwards (row i = query i),
-so the band a mask leaves visible lines up with the tiles it makes full or partial.
+The element map is drawn at the same size as the tile map beside it (flashviz.figures.tilegrid, which the slides draw
+too), query rows downwards (row i = query i), so the band a mask leaves visible lines up with the tiles it makes full
+or partial.
 
 Legend: N sequence length, Br = block_q, Bc = block_k, Tr x Tc tiles, H heads.
 """
@@ -11,34 +12,32 @@ Legend: N sequence length, Br = block_q, Bc = block_k, Tr x Tc tiles, H heads.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from flashviz.figures.palette import AXIS_TITLE_FONT_PX, LEGEND_FONT_PX, LINE_PX, TICK_FONT_PX, TILE_COLORS
+from flashviz.figures.palette import AXIS_TITLE_FONT_PX, LEGEND_FONT_PX, LINE_PX, TICK_FONT_PX
 from flashviz.figures.report import TABLE_FONT_PX, TABLE_HEADER_PX, TABLE_ROW_PX, TABLE_SLACK_PX
+from flashviz.figures.slide import slide_tile_map
 from flashviz.figures.style import (
     MIB,
     MS_PER_S,
-    SUBTITLE_LINE_PX,
-    TITLE_BLOCK_PX,
     flashviz_template,
     set_subtitle,
     style_figure,
 )
-from flashviz.vocab import DENSE, FULL, MASKED, PARTIAL, SKIPPED, TILE_STATUS_LABELS, TILE_STATUSES, UNMASKED
+from flashviz.figures.tilegrid import LEGEND_Y_PX, map_layout, map_plot_px, square_axes, swatches
+from flashviz.vocab import DENSE, MASKED, UNMASKED
 
-MAP_HEIGHT_PX = 560  # element map and tile map: the same height, side by side
-MAP_MARGIN = {"l": 80, "r": 20, "b": 150}  # room for the y title, and for the x title plus the legend underneath
-LEGEND_Y_PX = 70  # the legend (or colour bar) starts this far below the plot area: under the x title
+if TYPE_CHECKING:  # the settings' fields only
+    from flashviz.app.state import Settings
+
 VISIBLE_COLOR = "#0072B2"  # a visible (query, key) pair: blue (Okabe-Ito)
 MASKED_COLOR = "#FFFFFF"  # a masked pair: white
 TILE_LINE_COLOR = "#AAAAAA"  # tile boundaries drawn over the element map
 TILE_LINES_MAX = 16  # tiles per side up to which the element map shows the tile boundaries (denser hides the mask)
-TILE_GAPS_MAX = 32  # tiles per side up to which the tile map leaves a gap between tiles
-STATUS_CODE = {s: k for k, s in enumerate(TILE_STATUSES)}  # full 0, partial 1, skipped 2
-SHORT_LABELS = {FULL: "full", PARTIAL: "partial", SKIPPED: "skipped"}  # legend of a half-width map, after a count
 INDICES_SHOWN = 6  # index entries listed per BlockMask row before "..."
 TABLE_COLUMNS = (1.0, 1.5, 3.3, 2.1, 3.3)  # relative column widths of the BlockMask table
 TABLE_WIDTH_PX = 740  # the table's width on a 1280 px page (the main column)
@@ -46,35 +45,6 @@ TABLE_CHAR_PX = 10.5  # width of one character at TABLE_FONT_PX (20 px), generou
 TABLE_LINE_PX = 24  # one more line of wrapped cell text
 HEADS_DRAWN = 8  # ALiBi: heads drawn as lines (the slopes of the rest lie between)
 HEAD_COLORS = ("#0072B2", "#009E73", "#D55E00", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442")
-
-
-def _square_axes(fig: go.Figure, x_title: str, y_title: str, x_range: list[float], y_range: list[float]) -> None:
-    fig.update_xaxes(title_text=x_title, range=x_range, autorange=False, showgrid=False, zeroline=False,
-                     tickfont={"size": TICK_FONT_PX}, constrain="domain")
-    fig.update_yaxes(title_text=y_title, range=y_range, autorange=False, showgrid=False, zeroline=False,
-                     tickfont={"size": TICK_FONT_PX}, scaleanchor="x", constrain="domain")
-
-
-def _swatches(fig: go.Figure, entries: Sequence[tuple[str, str]]) -> None:
-    """Legend entries for a heatmap's colours (a heatmap has none of its own)."""
-    for name, color in entries:
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name, hoverinfo="skip", marker={
-            "symbol": "square", "size": 20, "color": color, "line": {"color": "#333333", "width": 1}}))
-
-
-def _layout(fig: go.Figure, title: str, subtitle: Sequence[str]) -> None:
-    """Title, one subtitle line per entry (short: the figure is half the page wide), the legend under the x title."""
-    fig.update_layout(template=flashviz_template(), title={"text": title}, height=MAP_HEIGHT_PX,
-                      margin=MAP_MARGIN, showlegend=True,
-                      legend={"orientation": "h", "x": 0.0, "y": -LEGEND_Y_PX / _plot_px(len(subtitle)),
-                              "xanchor": "left", "yanchor": "top", "font": {"size": LEGEND_FONT_PX},
-                              "itemsizing": "constant"})
-    set_subtitle(fig, "<br>".join(subtitle))
-
-
-def _plot_px(subtitle_lines: int) -> float:
-    """Height of the plot area (px), to place things below it in paper units."""
-    return MAP_HEIGHT_PX - MAP_MARGIN["b"] - TITLE_BLOCK_PX - SUBTITLE_LINE_PX * subtitle_lines
 
 
 def element_mask_figure(fraction: np.ndarray, *, n: int, cell: int, visible_fraction: float,
@@ -103,11 +73,11 @@ def element_mask_figure(fraction: np.ndarray, *, n: int, cell: int, visible_frac
         z=fraction, x=centers, y=centers, zmin=0.0, zmax=1.0, colorscale=[[0, MASKED_COLOR], [1, VISIBLE_COLOR]],
         showscale=not exact, name="mask",
         colorbar={"title": {"text": "visible", "side": "top", "font": {"size": LEGEND_FONT_PX}}, "tickformat": ".0%",
-                  "orientation": "h", "len": 0.8, "x": 0.0, "xanchor": "left", "y": -LEGEND_Y_PX / _plot_px(2),
+                  "orientation": "h", "len": 0.8, "x": 0.0, "xanchor": "left", "y": -LEGEND_Y_PX / map_plot_px(2),
                   "yanchor": "top", "thickness": 14, "ypad": 2, "tickfont": {"size": TICK_FONT_PX}},
         hovertemplate=f"{where}<br>visible: %{{z:.0%}}<extra></extra>"))
     edge = [-0.5, n - 0.5]
-    _square_axes(fig, "key position j", "query position i", edge, edge[::-1])
+    square_axes(fig, "key position j", "query position i", edge, edge[::-1])
     if tile_q and tile_k and -(-n // tile_q) <= TILE_LINES_MAX and -(-n // tile_k) <= TILE_LINES_MAX:
         line = {"color": TILE_LINE_COLOR, "width": 1}
         for x in range(tile_k, n, tile_k):
@@ -115,51 +85,11 @@ def element_mask_figure(fraction: np.ndarray, *, n: int, cell: int, visible_frac
         for y in range(tile_q, n, tile_q):
             fig.add_shape(type="line", y0=y - 0.5, y1=y - 0.5, x0=-0.5, x1=n - 0.5, line=line, layer="above")
     if exact:
-        _swatches(fig, (("visible", VISIBLE_COLOR), ("masked", MASKED_COLOR)))
+        swatches(fig, (("visible", VISIBLE_COLOR), ("masked", MASKED_COLOR)))
     resolution = "one pixel per element" if exact else f"{cell} × {cell} elements per pixel"
-    _layout(fig, "Element mask", (f"{visible_fraction:.1%} of the {n}² pairs visible", resolution))
+    map_layout(fig, "Element mask", (f"{visible_fraction:.1%} of the {n}² pairs visible", resolution))
     if not exact:
         fig.update_layout(showlegend=False)
-    return fig
-
-
-def tile_map_figure(status: Sequence[Sequence[str]], *, n: int, block_q: int, block_k: int,
-                    counts: Mapping[str, int]) -> go.Figure:
-    """The tile map: which Br x Bc tiles of S the mask makes full, partial or skipped.
-
-    Args:
-        status: [q_block][k_block] statuses ("full", "partial", "skipped"), Tr x Tc.
-        n: sequence length N.  block_q, block_k: Br, Bc.  counts: tiles of each status.
-    Returns:
-        A Figure with one heatmap (hover: the block indices, their rows and keys, the status) and legend swatches.
-
-    Example:
-        >>> fig = tile_map_figure([["partial", "skipped"], ["full", "partial"]], n=4, block_q=2, block_k=2,
-        ...                       counts={"full": 1, "partial": 2, "skipped": 1})
-        >>> fig.data[0].z.tolist()
-        [[1, 2], [0, 1]]
-    """
-    tr, tc = len(status), len(status[0]) if status else 0
-    z = np.array([[STATUS_CODE[s] for s in row] for row in status], dtype=np.int8).reshape(tr, tc)
-    words = [[TILE_STATUS_LABELS[s] for s in row] for row in status]
-    scale = []
-    for s, k in STATUS_CODE.items():
-        scale += [[k / len(STATUS_CODE), TILE_COLORS[s]], [(k + 1) / len(STATUS_CODE), TILE_COLORS[s]]]
-    fig = go.Figure(go.Heatmap(
-        z=z, text=words, zmin=-0.5, zmax=len(STATUS_CODE) - 0.5, colorscale=scale, showscale=False, name="tiles",
-        xgap=1 if tc <= TILE_GAPS_MAX else 0, ygap=1 if tr <= TILE_GAPS_MAX else 0,
-        hovertemplate=(f"Q block i = %{{y}} (queries from %{{y}} × {block_q})<br>"
-                       f"K/V block j = %{{x}} (keys from %{{x}} × {block_k})<br>%{{text}}<extra></extra>")))
-    _square_axes(fig, f"K/V block j (Bc = {block_k})", f"Q block i (Br = {block_q})",
-                 [-0.5, tc - 0.5], [tr - 0.5, -0.5])
-    fig.update_layout(plot_bgcolor="#5a5a5a")  # shows between tiles (xgap / ygap) as grid lines
-    if block_q != block_k:
-        fig.update_yaxes(scaleanchor=None)  # blocks of unequal size: the grid is not square in tokens either
-    _swatches(fig, [(f"{counts.get(s, 0)} {SHORT_LABELS[s]}", TILE_COLORS[s]) for s in TILE_STATUSES])
-    total = tr * tc
-    computed = total - counts.get(SKIPPED, 0)
-    _layout(fig, "Tile map", (f"{computed} of {total} tiles computed ({computed / total:.1%})",
-                              f"{tr} × {tc} tiles of {block_q} × {block_k}"))
     return fig
 
 
@@ -363,3 +293,9 @@ def sparsity_time_figure(points: Sequence[Mapping[str, object]], *, unmasked_s: 
     fig.update_layout(height=height, margin={"l": 260, "b": bottom}, bargap=0.35, legend={
         "orientation": "h", "x": 0, "xanchor": "left", "y": -SWEEP_LEGEND_GAP_PX / plot_px, "yanchor": "top"})
     return fig
+
+
+def masks_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+    """The lesson's slide: the tile map of the step's mask, as its check found it (flashviz.views.masks.claims)."""
+    return slide_tile_map(v["status"], v["counts"], n=s.n, block_q=s.br, block_k=s.bc,
+                          title=f"Tiles of {v['docs']} documents AND causal")

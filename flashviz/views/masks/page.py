@@ -23,6 +23,7 @@ from flashviz.app.runs import run_button_ui, timed_run
 from flashviz.app.sizes import grid_error
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
+from flashviz.figures.tilegrid import tile_map_figure
 from flashviz.figures.tilemap import tile_map_html
 from flashviz.measure.timing import threads_set_to
 from flashviz.views.masks import data as masks_data
@@ -52,7 +53,6 @@ from flashviz.views.masks.figures import (
     masked_run_figure,
     score_mod_figure,
     sparsity_time_figure,
-    tile_map_figure,
 )
 from flashviz.views.masks.presets import PICKERS, PRESETS, mask_settings, params_of
 from flashviz.views.masks.sentences import run_md, sweep_md
@@ -71,21 +71,11 @@ def mask_spec(s: Settings) -> MaskSpec:
     return MaskSpec(**{p.key: getattr(s, name) for name, p in mask_settings().items()})
 
 
-@st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
-def cached_mask_data(spec: MaskSpec, n: int, br: int, bc: int, heads: int) -> MaskData:
-    """mask_data: the mask at N, its element map, tiles and BlockMask rows."""
-    return mask_data(spec, n, br, bc, heads)
-
-
-@st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
-def cached_matches_torch(spec: MaskSpec, n: int, br: int, bc: int) -> bool:
-    """spec_matches_torch (pass score="none": it does not enter)."""
-    return spec_matches_torch(spec, n, br, bc)
-
-
-@st.cache_data(show_spinner=False, max_entries=CACHE_ENTRIES)
-def cached_score_curves(spec: MaskSpec, n: int, heads: int) -> dict[str, list[float]]:
-    return score_curves(spec, n, heads)
+# the mask at N (its element map, tiles and BlockMask rows); whether our BlockMask is create_block_mask's (called
+# with score="none": a score_mod changes no block); the score_mod's curves
+cached_mask_data = st.cache_data(mask_data, show_spinner=False, max_entries=CACHE_ENTRIES)
+cached_matches_torch = st.cache_data(spec_matches_torch, show_spinner=False, max_entries=CACHE_ENTRIES)
+cached_score_curves = st.cache_data(score_curves, show_spinner=False, max_entries=CACHE_ENTRIES)
 
 
 CONTROLS_PER_ROW = 5  # widgets side by side: a 140 px select or number input each at 1280 px

@@ -4,7 +4,8 @@ No torch, no streamlit (the result types are imported for type checking only).
 Error bars per kernel (log axis, the dtype's eps and flash-attn's bound marked), the error of every query row, FA2's
 output over tile sizes, rescales per K/V tile with tau = 0 and FA4's tau, FA3's FP8 RMSE 2 x 2 (plain / outlier
 inputs x Hadamard off / on), and the keys each query sees under top-left and bottom-right causal masks. Every figure
-fits 1280 x 720 (FIG_HEIGHT_PX high) with the shared template's projector-sized fonts (>= 18 px).
+fits 1280 x 720 (FIG_HEIGHT_PX high) with the shared template's projector-sized fonts (>= 18 px). The lesson's slide
+of this view (`numerics_picture`, flashviz.app.slides) draws the rescales its check counted.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from flashviz.figures.palette import IMPL_COLORS, REFERENCE_COLOR, TILE_COLORS
+from flashviz.figures.slide import slide_bars
 from flashviz.figures.style import (
     impl_color,
     impl_line,
@@ -25,9 +27,13 @@ from flashviz.figures.style import (
     style_figure,
 )
 from flashviz.views.numerics.sentences import fmt_num
-from flashviz.vocab import FP8_FORMATS, PRECISION_LABELS, SDPA, SKIPPED
+from flashviz.vocab import FLASH, FLASH2, FP8_FORMATS, PRECISION_LABELS, SDPA, SKIPPED
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from flashviz.app.state import Settings
     from flashviz.views.numerics.data import CausalAlignment, Fp8Table, KernelErrors, LazyRescale, TileSpread
 
 FP8_COLOR = "#000000"  # the FP8 kernel: black, the one Okabe-Ito colour no other implementation or tile fate has
@@ -271,3 +277,13 @@ def causal_alignment_figure(r: CausalAlignment) -> go.Figure:
                       f"top-left's; right: how far the two outputs are apart on each query (up to "
                       f"{fmt_num(r.max_diff)}).")
     return fig
+
+
+def numerics_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+    """The lesson's slide: rescales of the running output, the classic rule (every rise of m) against FA4's lazy one
+    (tau), with the check's other two numbers in the subtitle."""
+    return slide_bars(["classic: every rise of m", f"lazy: only past tau = {v['tau']:.0f}"], [v["classic"], v["lazy"]],
+                      [str(v["classic"]), str(v["lazy"])], [impl_color(FLASH), impl_color(FLASH2)],
+                      title="Rescales of the running output O, same output", y_title="rescales",
+                      subtitle=f"FA2 vs SDPA in bf16: {v['gap']:.0f} rounding step; Hadamard: FP8 error "
+                               f"{v['gain']:.1f}× lower")

@@ -20,7 +20,7 @@ from flashviz.app.widgets import draw
 from flashviz.views.ring import data
 from flashviz.views.ring import figures as figs
 from flashviz.views.ring import sentences as text
-from flashviz.views.ring.data import FP32_TOLERANCE, LayoutWork, MapGrid, RingResult, RingSetup
+from flashviz.views.ring.data import FP32_TOLERANCE, RingResult, RingSetup
 from flashviz.vocab import DTYPE_BYTES
 
 NAME = "ring"  # the view's result name in this session (flashviz.app.runs.remember)
@@ -31,16 +31,8 @@ CHOICES = ("layout", "partials")  # the second row
 RAN_WITH = (*SLIDERS, *CHOICES)
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def cached_map(setup: RingSetup) -> MapGrid:
-    """data.score_map: the model's tiles of every rank and step."""
-    return data.score_map(setup)
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def cached_work(setup: RingSetup) -> tuple[tuple[LayoutWork, ...], dict[str, str]]:
-    """data.layout_work: each layout's tiles and FLOPs per rank, from the model."""
-    return data.layout_work(setup)
+cached_map = st.cache_data(data.score_map, show_spinner=False, max_entries=64)  # the model's tiles, rank by step
+cached_work = st.cache_data(data.layout_work, show_spinner=False, max_entries=64)  # each layout's work per rank
 
 
 @timed_run

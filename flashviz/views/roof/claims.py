@@ -29,8 +29,9 @@ def roofline_gpu(s: Settings) -> Result:
         s: the step's settings (N, d, Br, Bc, mask, B, H and the GPU dtype are read).
     Returns:
         Result: gpu, dtype, intensity (naive's FLOP per HBM byte), ridge (FLOP/byte), fa1, fa2 (predicted speedups on
-        the H100), naive_bound, fa1_bound, fa2_bound (the regime of each on the H100); holds when naive is HBM-bound
-        on every GPU, FA2 beats FA1 on the H100 and FA1 beats naive on every GPU.
+        the H100), naive_bound, fa1_bound, fa2_bound (the regime of each on the H100), and for the slide's picture
+        device (the H100's Device: its peaks) and points (roofline_points' rows of the H100); holds when naive is
+        HBM-bound on every GPU, FA2 beats FA1 on the H100 and FA1 beats naive on every GPU.
 
     Example:
         >>> from flashviz.lesson.steps import INTRO, step_settings
@@ -40,12 +41,13 @@ def roofline_gpu(s: Settings) -> Result:
     """
     df = roofline_points(s.n, s.d, block_q=s.br, block_k=s.bc, causal=s.causal, window=s.window, batch=s.batch,
                          heads=s.heads, dtype=s.gpu_dtype, devices=GPUS)
-    h100 = df[df["device"].eq(H100.name)].set_index("algorithm")
+    points = df[df["device"].eq(H100.name)]
+    h100 = points.set_index("algorithm")
     values = {"gpu": H100.name.split(" (")[0], "dtype": s.gpu_dtype,
               "intensity": float(h100.at[NAIVE, "intensity"]), "ridge": H100.ridge(s.gpu_dtype),
               "fa1": float(h100.at[KV_OUTER, "speedup_vs_naive"]), "fa2": float(h100.at[Q_OUTER, "speedup_vs_naive"]),
               "naive_bound": str(h100.at[NAIVE, "bound"]), "fa1_bound": str(h100.at[KV_OUTER, "bound"]),
-              "fa2_bound": str(h100.at[Q_OUTER, "bound"])}
+              "fa2_bound": str(h100.at[Q_OUTER, "bound"]), "device": H100, "points": points}
     naive = df[df["algorithm"].eq(NAIVE)]
     by = df.pivot(index="device", columns="algorithm", values="speedup_vs_naive")
     return Result.of(values, {"naive is not HBM-bound on every GPU": not naive["bound"].eq(MEMORY).all(),

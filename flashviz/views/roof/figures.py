@@ -10,19 +10,22 @@ kernels keep S and P on chip, so theirs is high and their predicted time max(F /
 Inputs are the tidy DataFrames of flashviz.model.roofline: roofline_points (one row per device and algorithm:
 device, algorithm, flops, hbm_bytes, intensity, attainable_flops, time_s, measured; "bytes" and "predicted_s" are
 accepted for hbm_bytes and time_s) and the device rates (peak_flops, bandwidth per device: roof_lines' columns, or
-on the points themselves).
+on the points themselves). The lesson's slide of this view (`roof_picture`, flashviz.app.slides) draws the H100's
+roofs and points its check returned (flashviz.views.roof.claims.roofline_gpu).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from flashviz.figures.palette import AXIS_TITLE_FONT_PX, BASE_FONT_PX, MARKER_PX, REFERENCE_COLOR
+from flashviz.figures.slide import finish_slide
 from flashviz.figures.style import (
     LOG_TICKS_MAX,
     add_note,
@@ -32,7 +35,12 @@ from flashviz.figures.style import (
     set_subtitle,
     style_figure,
 )
-from flashviz.vocab import ALGORITHMS, KV_OUTER, LOOP_ORDER_SHORT, NAIVE, Q_OUTER
+from flashviz.vocab import ALGORITHMS, FLASH, FLASH2, KV_OUTER, LOOP_ORDER_SHORT, NAIVE, Q_OUTER
+
+if TYPE_CHECKING:  # the settings' fields only
+    from typing import Any
+
+    from flashviz.app.state import Settings
 
 ROOF_DASHES = ("solid", "dash", "dot", "dashdot", "longdash")  # one per device, in order of appearance
 RIDGE_RANK = 1001  # legend order: the roofs (plotly's default rank 1000), then the ridge entry, then the points
@@ -365,3 +373,38 @@ def speedup_figure(table: pd.DataFrame, *, title: str | None = None, caption: st
     fig.add_hline(y=1.0, line={"color": REFERENCE_COLOR, "width": 2, "dash": "dash"}, annotation_text="1× = naive",
                   annotation_position="top left", annotation_font={"size": BASE_FONT_PX, "color": REFERENCE_COLOR})
     return fig
+
+
+def roof_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+    """The lesson's slide: the H100's roofline (the model's published peaks) with naive, FA1 and FA2 at their FLOPs
+    per byte, from the check's points (v["points"]) and the device's peaks (v["device"])."""
+    gpu, points = v["device"], v["points"]
+    peak, ridge = gpu.peak_flops[s.gpu_dtype] / 1e12, gpu.ridge(s.gpu_dtype)
+    xs = [1.0, ridge, 1e4]
+    fig = go.Figure(go.Scatter(x=xs, y=[min(peak, gpu.bandwidth * x / 1e12) for x in xs], mode="lines",
+                               name=f"{v['gpu']} roof", line={"color": "#444", "width": 3},
+                               hovertemplate="%{x:.0f} FLOP/byte: at most %{y:.0f} TFLOP/s<extra></extra>"))
+    fig.add_vline(x=ridge, line={"dash": "dot", "color": "#888"})
+    l2_bw = gpu.l2_bandwidth
+    fig.add_trace(go.Scatter(x=xs, y=[min(peak, l2_bw * x / 1e12) for x in xs], mode="lines", name="L2 roof",
+                             line={"color": "#999", "width": 1.5},
+                             hovertemplate="%{x:.0f} FLOP per L2 byte: at most %{y:.0f} TFLOP/s<extra></extra>"))
+    for algorithm, name in ((NAIVE, "naive"), (KV_OUTER, "FA1"), (Q_OUTER, "FA2")):
+        row = points[points["algorithm"].eq(algorithm)].iloc[0]
+        impl = {NAIVE: NAIVE, KV_OUTER: FLASH, Q_OUTER: FLASH2}[algorithm]
+        y = row["attainable_flops"] / 1e12
+        bound = "HBM" if row["bound"] == "memory" else row["bound"]
+        fig.add_trace(go.Scatter(x=[row["intensity"]], y=[y], mode="markers+text", name=f"{name}: {bound}-bound",
+                                 text=[f"{row['speedup_vs_naive']:.2f}×"], textposition="middle right",
+                                 marker={"size": 16, "color": impl_color(impl)},
+                                 hovertemplate="%{x:.1f} FLOP per HBM byte: %{y:.0f} TFLOP/s<extra></extra>"))
+        if row["bound"] == "L2":  # the roof that holds it: its FLOPs per L2 byte on the L2 roof
+            fig.add_trace(go.Scatter(x=[row["l2_intensity"]], y=[y], mode="markers", showlegend=False,
+                                     marker={"size": 14, "color": "white", "line": {"width": 2.5,
+                                                                                     "color": impl_color(impl)}},
+                                     hovertemplate=f"{name}: %{{x:.1f}} FLOP per L2 byte<extra></extra>"))
+    fig.update_xaxes(title_text="FLOPs per byte (log; hollow: per L2 byte)", type="log", range=[0, 4])
+    fig.update_yaxes(title_text="attainable TFLOP/s (log)", type="log")
+    return finish_slide(fig, f"Roofline of the {v['gpu']}, {s.gpu_dtype}",
+                        f"HBM ridge {ridge:.0f} FLOP/byte (dotted); thin: the L2 roof").update_layout(
+        legend={"x": 1, "xanchor": "right", "y": 0, "yanchor": "bottom"})  # the empty corner under the roofs

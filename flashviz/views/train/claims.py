@@ -26,7 +26,8 @@ def training_recompute(s: Settings) -> Result:
         s: the step's settings (the Benchmark's N and tile size, the sidebar's d, mask, dtype, B, H).
     Returns:
         Result: batch, heads, n, dtype, p and lse (formatted bytes kept), extra (fraction of backward FLOPs added),
-        gflop (added); holds when P is B H N² elements, L is B H N fp32 values and the extra is a quarter.
+        gflop (added), and for the slide's picture p_bytes and lse_bytes (the bytes kept); holds when P is B H N²
+        elements, L is B H N fp32 values and the extra is a quarter.
 
     Example:
         >>> from flashviz.lesson.steps import INTRO, step_settings
@@ -39,7 +40,8 @@ def training_recompute(s: Settings) -> Result:
     n = int(last["N"])
     values = {"batch": s.batch, "heads": s.heads, "n": n, "dtype": s.dtype, "p": format_bytes(last["stored_p_bytes"]),
               "lse": format_bytes(last["stored_lse_bytes"]), "extra": float(last["extra_backward_fraction"]),
-              "gflop": float(last["extra_flops"]) / 1e9}
+              "gflop": float(last["extra_flops"]) / 1e9, "p_bytes": float(last["stored_p_bytes"]),
+              "lse_bytes": float(last["stored_lse_bytes"])}
     return Result.of(values, {
         "P is not B H N^2 elements": int(last["stored_p_bytes"]) != s.batch * s.heads * n * n * DTYPE_BYTES[s.dtype],
         "L is not B H N fp32 values": int(last["stored_lse_bytes"]) != s.batch * s.heads * n * 4,
