@@ -235,6 +235,12 @@ MUTANTS = [
            "    separated = real and ea.converged and eb.converged",
            "a timing verdict names a faster kernel though the two medians' 95% intervals overlap",
            ("tests/test_noise.py",)),
+    Mutant("timing_allocator_unpinned", "flashviz/measure/timing.py",
+           "    with threads_set_to(threads) as n_threads, steady_allocator():",
+           "    with threads_set_to(threads) as n_threads:",
+           "a timing runs with glibc's moving mmap and trim thresholds: naive attention's time switches between two "
+           "states from call to call",
+           ("tests/test_allocator.py",)),
     Mutant("zigzag_second_chunk", "flashviz/ring/layouts.py",
            "    return rank * c + i + (i >= c) * (2 * (world - 1 - rank) * c)  # chunk r, then chunk 2W-1-r",
            "    return rank * c + i + (i >= c) * (2 * (world - 1) * c)  # chunk r, then chunk 2W-1-r",
