@@ -154,6 +154,14 @@ def label_problems(charts: list[dict]) -> list[str]:
     return found
 
 
+CUT_WIDGET_LABELS = """() => [...document.querySelectorAll('section.main [data-testid=stWidgetLabel], \
+[data-testid=stMain] [data-testid=stWidgetLabel]')]
+    .filter(l => l.offsetParent !== null)
+    .flatMap(l => [l, ...l.querySelectorAll('*')])
+    .filter(e => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).textOverflow === 'ellipsis')
+    .map(e => e.innerText.slice(0, 60))"""  # a label in the main area that its column cuts ("Mask from the Mask...")
+
+
 def open_view(browser, url: str):
     """A 1280 x 720 page on `url`, once the script run has drawn the whole page and plotly its charts."""
     page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
@@ -198,6 +206,7 @@ def assert_fits(page, slug: str) -> None:
     assert page.evaluate(EMPTY_CHARTS) == [], f"{slug}: charts that drew no data"
     problems = label_problems(page.evaluate(LABEL_BOXES))
     assert problems == [], f"{slug}: {problems}"
+    assert page.evaluate(CUT_WIDGET_LABELS) == [], f"{slug}: widget labels cut short with an ellipsis"
     assert page.locator("[data-testid='stException']").count() == 0, slug
 
 

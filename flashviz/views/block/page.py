@@ -31,7 +31,7 @@ def intro_md(n: int) -> str:
 
 def block_size_ui(s: Settings) -> None:
     """Draw the view for settings s."""
-    c1, c2, c3 = st.columns([3, 1, 1], vertical_alignment="center")
+    c1, c2, c3 = st.columns([2.6, 1, 1.5], vertical_alignment="center")
     draw("blocks", c1)
     draw("reps", c2)
     draw("sure", c3)

@@ -144,7 +144,7 @@ def _schedules(s: Settings) -> tuple[list[ScheduleTrace], list[int], int]:
 
 def _controls_ui(frames_at: list[int], n_computed: int) -> None:
     """Under the map: the frame it opens at, the loop order, and the Masks view's mask instead of the sidebar's."""
-    c1, c2, c3 = st.columns([4, 3, 3])
+    c1, c2, c3 = st.columns([3.5, 3, 3.5])
     with c1:
         frame_ui("frame", frames_at, n_computed)
     draw("order", c2)

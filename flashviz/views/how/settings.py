@@ -25,7 +25,7 @@ OWN = dict(  # this view's own settings: name -> setting(default, Spec, key=its 
             help="FA1 (Algorithm 1) loops over K/V blocks outside and Q blocks inside, rewriting O, l, m in HBM "
                  "after every tile. FA2 loops over Q blocks outside and keeps O_i on chip until its row is done.")),
         use_mask=setting(False, Spec(
-            BOOL, "toggle", "Mask from the Masks view", place=VIEW, short="the Masks view's mask",
+            BOOL, "toggle", "The Masks view's mask", place=VIEW, short="the Masks view's mask",
             help="Animate the tile map of the mask built in the Masks view (presets, AND / OR) instead of the "
                  "sidebar's causal mask and window."), key="usemask"),
         row=setting(512, Spec(

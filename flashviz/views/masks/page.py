@@ -309,5 +309,5 @@ def how_it_works_mask_ui(s: Settings) -> None:
     show_map(html)
     st.markdown(f"**Mask from the Masks view**: `{code}`: {computed} of {tiles} tiles computed. The sidebar's causal "
                 "mask and window do not apply while it is on. The HBM counters and the row inspector model the causal "
-                "mask and window only, so they are left out; switch off *Mask from the Masks view* in the sidebar to "
+                "mask and window only, so they are left out; switch off *The Masks view's mask* under the map to "
                 "see them.")
