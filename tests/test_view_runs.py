@@ -177,7 +177,7 @@ def test_io_model_at_its_defaults_and_every_preset_draws_the_unmasked_curves_beh
 
 
 def test_benchmark_charts_draw_the_measured_numbers_and_say_what_they_ran_with(make_app):
-    at = run_heavy(make_app, "bench", causal="1")
+    at = run_heavy(make_app, "bench", causal="1", br="64", bc="64")  # the sidebar's tiles unlike the timed 32
     df = measurements(at)
     ok = df[df["status"].astype(str) == OK]
     figs = charts(at)
@@ -193,6 +193,16 @@ def test_benchmark_charts_draw_the_measured_numbers_and_say_what_they_ran_with(m
         expected = {n: io_cost(algorithm, n, n, 16, 32, 32, causal=True, batch=1, heads=4).bytes / MIB
                     for n in (32, 64)}
         assert curve(figs["Modelled HBM traffic vs sequence length"], IMPL_LABELS[impl]) == pytest.approx(expected)
+    # its subtitle names the tiles it counted, each kernel's bytes against naive's at the largest N, and the
+    # sidebar's other tile size that How it works counts
+    said = figs["Modelled HBM traffic vs sequence length"]["layout"]["title"]["subtitle"]["text"].replace("<br>", " ")
+    tiles = re.findall(r"Br × Bc = (\d+) × (\d+)", said)
+    assert tiles == [("32", "32"), ("64", "64")]  # the timed tiles (the sweep's rows), then the sidebar's
+    assert {(int(q), int(k)) for q, k in zip(ok["block_q"].dropna(), ok["block_k"].dropna(), strict=True)} == {(32, 32)}
+    naive64 = io_cost("naive", 64, 64, 16, 32, 32, causal=True, heads=4).bytes
+    for impl, short in ((FLASH, "FA1"), (FLASH2, "FA2")):
+        ratio = io_cost(IMPL_LOOP_ORDER[impl], 64, 64, 16, 32, 32, causal=True, heads=4).bytes / naive64
+        assert re.search(rf"At N = 64:.*\b{short} {ratio:.2f}×", said), (short, ratio, said)
     for flash in (FLASH, FLASH2):  # the summaries: plotly tables, every row of them
         (table,) = figs[f"Summary: {flash} vs naive"]["data"]
         assert table["type"] == "table" and table["cells"]["values"][0] == ["32", "64"]

@@ -45,7 +45,7 @@ from flashviz.figures.style import (
     set_subtitle,
     style_figure,
 )
-from flashviz.vocab import FLASH, IMPL_LABELS, LOOP_ORDER_SHORT, NAIVE, OK, SDPA
+from flashviz.vocab import FLASH, IMPL_LABELS, LOOP_ORDER_SHORT, NAIVE, NUMERICS_KERNEL_LABELS, OK, SDPA
 
 # ----------------------------------------------------------------------------------------------------------------------
 # curves against N
@@ -175,8 +175,10 @@ def gflops_figure(df: pd.DataFrame | None) -> go.Figure:
                         hover_value="%{y:.3g} GFLOP/s", unit="si", log_y=False)
 
 
-def hbm_figure(df: pd.DataFrame | None) -> go.Figure:
-    """Modelled HBM traffic (MiB) against N, log-log (sdpa has no model and is left out).
+def hbm_figure(df: pd.DataFrame | None, note: str = "") -> go.Figure:
+    """Modelled HBM traffic (MiB) against N, log-log (sdpa has no model and is left out), its subtitle naming the tile
+    size the model counted and each tiled kernel's traffic against naive's at the largest N (traffic_said), then
+    `note`.
 
     Example:
         >>> hbm_figure(pd.DataFrame()).layout.xaxis.type
@@ -184,9 +186,55 @@ def hbm_figure(df: pd.DataFrame | None) -> go.Figure:
     """
     if df is not None and "impl" in df:  # a model needs no run: rows that did not run still have their modelled traffic
         df = df[~df["impl"].astype(str).eq(SDPA)].assign(status=OK)
-    return _sweep_lines(df, x="N", y="hbm_bytes", scale=1 / MIB, title="Modelled HBM traffic vs sequence length",
-                        x_title="sequence length N (tokens)", y_title="HBM traffic (bytes, IO model)",
-                        hover_value="traffic=%{y:.3g} MiB", unit="mib")
+    fig = _sweep_lines(df, x="N", y="hbm_bytes", scale=1 / MIB, title="Modelled HBM traffic vs sequence length",
+                       x_title="sequence length N (tokens)", y_title="HBM traffic (bytes, IO model)",
+                       hover_value="traffic=%{y:.3g} MiB", unit="mib")
+    said = traffic_said(df)
+    if said or note:
+        set_subtitle(fig, " ".join(t for t in (said, note) if t))
+    return fig
+
+
+def traffic_ratios(df: pd.DataFrame | None) -> tuple[tuple[int, int] | None, int | None, dict[str, float]]:
+    """The tile size the IO model counted (Br, Bc; None unless one), the largest N with naive's traffic, and each
+    tiled kernel's traffic there over naive's.
+
+    Example:
+        >>> rows = pd.DataFrame({"impl": ["naive", "flash", "naive", "flash"], "N": [512, 512, 1024, 1024],
+        ...                      "block_q": [64] * 4, "block_k": [64] * 4, "hbm_bytes": [4.0, 3.0, 16.0, 4.0]})
+        >>> traffic_ratios(rows)
+        ((64, 64), 1024, {'flash': 0.25})
+    """
+    if df is None or len(df) == 0 or not {"impl", "N", "hbm_bytes"} <= set(df):
+        return None, None, {}
+    impl = df["impl"].astype(str)
+    tiled = df[impl.isin([i for i in impls_in(df) if i not in (NAIVE, SDPA)])]
+    pairs = {(int(q), int(k)) for q, k in zip(tiled.get("block_q", []), tiled.get("block_k", []), strict=True)
+             if pd.notna(q) and pd.notna(k)}
+    tiles = next(iter(pairs)) if len(pairs) == 1 else None
+    naive = df[impl.eq(NAIVE)].dropna(subset=["hbm_bytes"]).set_index("N")["hbm_bytes"]
+    if naive.empty:
+        return tiles, None, {}
+    n = int(naive.index.max())
+    at_n = tiled[tiled["N"].eq(n)].dropna(subset=["hbm_bytes"])
+    return tiles, n, {str(r.impl): float(r.hbm_bytes) / float(naive[n]) for r in at_n.itertuples()}
+
+
+def traffic_said(df: pd.DataFrame | None) -> str:
+    """The traffic chart's subtitle: the tiles the model counted and the tiled kernels' traffic against naive's.
+
+    Example:
+        >>> rows = pd.DataFrame({"impl": ["naive", "flash", "flash2"], "N": [1024] * 3, "block_q": [256] * 3,
+        ...                      "block_k": [256] * 3, "hbm_bytes": [100.0, 22.0, 15.0]})
+        >>> traffic_said(rows)
+        "At Br × Bc = 256 × 256 tiles. At N = 1024: FA1 0.22×, FA2 0.15× naive's bytes."
+    """
+    tiles, n, ratios = traffic_ratios(df)
+    parts = [f"At Br × Bc = {tiles[0]} × {tiles[1]} tiles."] if tiles else []
+    if ratios:
+        each = ", ".join(f"{NUMERICS_KERNEL_LABELS.get(i, i)} {r:.2f}×" for i, r in ratios.items())
+        parts.append(f"At N = {n}: {each} naive's bytes.")
+    return " ".join(parts)
 
 
 # ----------------------------------------------------------------------------------------------------------------------

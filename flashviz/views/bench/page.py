@@ -18,7 +18,15 @@ from flashviz.app.widgets import draw
 from flashviz.core.tiling import tile_schedule
 from flashviz.figures.plots import gflops_figure, hbm_figure, memory_figure, time_figure
 from flashviz.figures.report import summary_table, summary_table_figure
-from flashviz.views.bench.sentences import causal_ratios, plural, repeats_said, slower_cases, slower_why, verdicts_md
+from flashviz.views.bench.sentences import (
+    causal_ratios,
+    plural,
+    repeats_said,
+    slower_cases,
+    slower_why,
+    tiles_note,
+    verdicts_md,
+)
 from flashviz.vocab import FULL, NAIVE, PARTIAL, TILED_IMPLS
 
 HOOK = "Naive attention stores S and P: its memory grows with **N²**, the tiled kernels' with **N**."
@@ -97,7 +105,7 @@ def _results_ui(s: Settings, df: pd.DataFrame) -> None:
     verdicts_ui(df)
     slower_caption_ui(df, s, "here", "the modelled traffic chart below")
     show_figure(gflops_figure(df), key="bench_gflops")
-    show_figure(hbm_figure(df), key="bench_hbm")
+    show_figure(hbm_figure(df, tiles_note(s.bench_block, s.br, s.bc)), key="bench_hbm")
     for flash in TILED_IMPLS:  # a plotly table: its 20 px font reads on a projector, st.table's does not
         if NAIVE in s.impls and flash in s.impls:
             show_figure(summary_table_figure(summary_table(df, flash_impl=flash), title=f"Summary: {flash} vs naive"),

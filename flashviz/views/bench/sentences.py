@@ -39,6 +39,24 @@ def slower_why(n: int, block: int, heads: int, batch: int, traffic: str) -> str:
             "HBM traffic: see " + (f"{traffic} and " if traffic else "") + "the IO model view.")
 
 
+def tiles_note(bench_block: int, br: int, bc: int) -> str:
+    """Why the traffic chart's tiles are not the sidebar's, where they differ ("" where they are the same).
+
+    Example:
+        >>> tiles_note(256, 64, 64)[:58]
+        'This view times its own tile size, 256 × 256; How it works'
+        >>> tiles_note(64, 64, 64)
+        ''
+    """
+    if bench_block == br == bc:
+        return ""
+    text = (f"This view times its own tile size, {bench_block} × {bench_block}; How it works, the IO model view and "
+            f"the roofline model count the sidebar's Br × Bc = {br} × {bc}, so their ratios differ from these.")
+    if bench_block > max(br, bc):
+        text += " On a CPU each tile costs a Python loop iteration, so the timed tiles are wider."
+    return text
+
+
 def short(impl: str) -> str:
     """The short name charts and sentences use for an implementation: naive, FA1, FA2, SDPA."""
     return NUMERICS_KERNEL_LABELS.get(impl, impl)
