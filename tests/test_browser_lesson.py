@@ -2,12 +2,12 @@
 Chromium, one page walked from `?lesson=intro` to the last step with Next.
 
 Every step opens as its slide, at the top: the sidebar collapsed, the step's callout (its number, title and claim), the
-numbers the claim states (metrics) and its one picture all inside the window without scrolling, nothing wider than
-the window, no exception box. PageDown and PageUp, a presenter's clicker keys, move steps wherever the page was
-scrolled, from a slide and from a step's full view (Explore this view); the step they open shows its claim, numbers
-and picture in the window (a slide can scroll only through Streamlit's own padding under the page, STREAMLIT_FLOOR_PX,
-and a scroll there is kept by the next step). Leave brings the sidebar back. Screenshots of every slide go to
-artifacts/screenshots/.
+numbers the claim states (metrics) and its one picture all inside the window without scrolling, no label of the picture
+over another or cut by its edge, nothing wider than the window, no exception box. PageDown and PageUp, a presenter's
+clicker keys, move steps wherever the page was scrolled, from a slide and from a step's full view (Explore this view);
+the step they open shows its claim, numbers and picture in the window (a slide can scroll only through Streamlit's own
+padding under the page, STREAMLIT_FLOOR_PX, and a scroll there is kept by the next step). Leave brings the sidebar back.
+Screenshots of every slide go to artifacts/screenshots/.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from load import PAGE_END  # benchmarks/ is on pytest's pythonpath (pyproject.toml)
 
 from flashviz.lesson.steps import INTRO
-from tests._browser import LOAD_MS, SHOTS, settle
+from tests._browser import LABEL_BOXES, LOAD_MS, SHOTS, label_problems, settle
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -97,6 +97,7 @@ def assert_slide(page, k: int, *, at_top: bool = True) -> None:
         assert page.locator(METRICS).filter(has_text=label).filter(has_text=value).count() == 1, (k, label, value)
     (picture,) = boxes(page, PICTURE)
     assert inside(picture), (k, picture)
+    assert label_problems(page.evaluate(LABEL_BOXES)) == [], k  # no label of the picture over another or cut
     assert fits_the_width(page) == [], k
     assert page.locator("[data-testid='stException']").count() == 0, k
 

@@ -20,7 +20,7 @@ import pytest
 from load import CONNECTED, IDLE, PAGE_END  # benchmarks/ is on pytest's pythonpath
 
 from flashviz.app.registry import VIEWS
-from tests._browser import SHOTS
+from tests._browser import LABEL_BOXES, SHOTS, label_problems
 
 pytestmark = pytest.mark.browser
 
@@ -28,7 +28,6 @@ WIDTH, HEIGHT = 1280, 720  # a classroom projector's window
 LOAD_MS = 240_000  # the first load imports torch in the server: slow on a busy 2-core machine
 RUN_MS = 600_000  # a run at the small sizes below, on a machine shared with other work
 RESULT_SHOWN_PX = 120  # at least this much of the result is on screen: its start, not a sliver
-OVERLAP_PX = 1.5  # two text boxes that share less than this in either direction only touch
 CHART = ".js-plotly-plot"
 TILE_MAP = ".fv-tilemap svg.fv-grid"
 
@@ -91,28 +90,6 @@ WIDE_ELEMENTS = """() => {
     return {scrollWidth: document.documentElement.scrollWidth, innerWidth, wide: out.slice(0, 10)};
 }"""
 
-# Per plotly chart: the boxes of its labels, and the chart's own box.
-LABEL_BOXES = """() => [...document.querySelectorAll('.js-plotly-plot')].map(plot => {
-    const svg = plot.querySelector('.main-svg').getBoundingClientRect();
-    const skip = '.hoverlayer, .slider-container, .updatemenu-container, .heatmaplayer, .table, .modebar';
-    const boxes = [], cut = [];
-    for (const t of plot.querySelectorAll('svg.main-svg text')) {
-        const style = getComputedStyle(t);
-        const text = t.textContent.trim();
-        if (!text || t.closest(skip) || style.visibility === 'hidden' || style.display === 'none' ||
-            +style.opacity === 0 || +style.fillOpacity === 0 || /rgba\\(.*,\\s*0\\)/.test(style.fill)) continue;
-        const r = t.getBoundingClientRect();
-        if (r.width === 0 || r.height === 0) continue;
-        boxes.push({text, x0: r.left, x1: r.right, y0: r.top, y1: r.bottom});
-        const legend = t.closest('g.legend');  // plotly clips a legend's entries to the legend's box
-        const bg = legend && legend.querySelector('rect.bg');
-        const b = bg && bg.getBoundingClientRect();
-        if (b && (r.right > b.right + 1 || r.left < b.left - 1)) cut.push(text);
-    }
-    const holder = plot.closest("[class*='st-key-']");
-    const name = holder ? [...holder.classList].find(c => c.startsWith('st-key-')) : '(no key)';
-    return {name, svg: {x0: svg.left, x1: svg.right, y0: svg.top, y1: svg.bottom}, boxes, cut};
-})"""
 
 
 # Per plotly chart: whether it drew any data (a bar, a marker, a line, a heatmap's image, a table's cells): a chart
@@ -124,34 +101,6 @@ EMPTY_CHARTS = """() => [...document.querySelectorAll('.js-plotly-plot')].filter
     return !(marks.some(real) || plot.querySelector('.heatmaplayer image, g.table .cell-rect'));
 }).map(plot => { const h = plot.closest("[class*='st-key-']");
                  return h ? [...h.classList].find(c => c.startsWith('st-key-')) : '(no key)'; })"""
-
-
-def overlaps(a: dict, b: dict) -> bool:
-    """Whether two boxes share more than OVERLAP_PX in both directions."""
-    return (min(a["x1"], b["x1"]) - max(a["x0"], b["x0"]) > OVERLAP_PX
-            and min(a["y1"], b["y1"]) - max(a["y0"], b["y0"]) > OVERLAP_PX)
-
-
-def label_problems(charts: list[dict]) -> list[str]:
-    """Labels of one chart that overlap another label or reach past the chart's edge.
-
-    Example:
-        >>> box = lambda t, x0, y0: {"text": t, "x0": x0, "x1": x0 + 40, "y0": y0, "y1": y0 + 20}
-        >>> svg = {"x0": 0, "x1": 100, "y0": 0, "y1": 100}
-        >>> label_problems([{"name": "c", "svg": svg, "boxes": [box("a", 0, 0), box("b", 30, 10), box("c", 0, 60)]}])
-        ["c: 'a' overlaps 'b'"]
-        >>> label_problems([{"name": "c", "svg": svg, "boxes": [box("wide", 80, 0)]}])
-        ["c: 'wide' is cut off by the chart's edge"]
-    """
-    found = []
-    for chart in charts:
-        boxes, svg = chart["boxes"], chart["svg"]
-        found += [f"{chart['name']}: {text!r} is cut off by its legend's edge" for text in chart.get("cut", [])]
-        for i, a in enumerate(boxes):
-            if a["x0"] < svg["x0"] - 1 or a["x1"] > svg["x1"] + 1 or a["y0"] < svg["y0"] - 1 or a["y1"] > svg["y1"] + 1:
-                found.append(f"{chart['name']}: {a['text']!r} is cut off by the chart's edge")
-            found += [f"{chart['name']}: {a['text']!r} overlaps {b['text']!r}" for b in boxes[i + 1:] if overlaps(a, b)]
-    return found
 
 
 CUT_WIDGET_LABELS = """() => [...document.querySelectorAll('section.main [data-testid=stWidgetLabel], \

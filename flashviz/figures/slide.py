@@ -19,7 +19,8 @@ from flashviz.figures.tilegrid import tile_map_figure
 from flashviz.vocab import FLASH, FLASH2, NAIVE
 
 SLIDE_FIGURE_PX = 470  # a slide's picture: under the page's header and the step's bar, inside a 720 px window
-MARGIN = {"l": 70, "r": 20, "t": 86, "b": 56}  # a slide's picture: room for the title, subtitle and axis titles
+MARGIN = {"l": 70, "r": 20, "t": 98, "b": 56}  # a slide's picture: room for the title, the subtitle with a gap under
+# it (the top tick label sits there) and the axis titles
 SUBTITLE_CHARS = 56  # characters of a subtitle line that fit a slide's picture (7/12 of a 1280 px page)
 SHORT = {NAIVE: "naive", FLASH: "FA1", FLASH2: "FA2"}  # the charts' names of the implementations
 

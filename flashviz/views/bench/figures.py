@@ -31,7 +31,7 @@ def memory_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
                                  textfont={"color": impl_color(impl)},
                                  hovertemplate="N = %{x}<br>%{y:.2f} MiB<extra></extra>"))
     fig.update_xaxes(title_text="sequence length N", type="log", tickvals=sorted(v["peaks"][NAIVE]))
-    fig.update_yaxes(title_text="peak memory (MiB)", type="log")
+    fig.update_yaxes(title_text="peak memory (MiB)", type="log", dtick=1)  # decades: no crowded minor labels
     return finish_slide(fig, "Peak memory vs sequence length, measured here",
                         f"per doubling of N: naive {v['naive_growth']:.1f}×, FA1 {v['fa1_growth']:.1f}×, "
                         f"FA2 {v['fa2_growth']:.1f}×")

@@ -267,7 +267,7 @@ def bandwidth_figure(df: pd.DataFrame, bandwidth: float | None) -> go.Figure:
 
 def decode_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
     """The merge's weights exp(L_s - L), one bar per split, each with its logsumexp L_s: they sum to 1."""
-    names = [f"split {k + 1}<br>keys {a:,}–{b - 1:,}" for k, (a, b) in enumerate(v["split_keys"])]  # its keys
+    names = [f"split {k + 1}<br>{a:,}–{b - 1:,}" for k, (a, b) in enumerate(v["split_keys"])]  # and its keys
     return slide_bars(names, list(v["split_weights"]), [f"{w:.3f}<br>L_s = {x:.3f}" for w, x in
                                                         zip(v["split_weights"], v["split_lse"], strict=True)],
                       [impl_color(FLASH2)] * len(names), title="The merge: split s weighs exp(L_s − L)",
