@@ -30,7 +30,7 @@ from flashviz.views.bench.sentences import (
 from flashviz.vocab import FULL, NAIVE, PARTIAL, TILED_IMPLS
 
 HOOK = "Naive attention stores S and P: its memory grows with **N²**, the tiled kernels' with **N**."
-SWEEP_WIDTHS = (2.3, 1, 1, 1.5)  # implementations, tile size, repeats, repeat until sure: one row at 1280 px
+SWEEP_WIDTHS = (2.6, 0.95, 0.75, 1.5)  # implementations, tile size, repeats, repeat until sure: one row at 1280 px
 RAN_WITH = ("d", "causal", "window", "dtype", "batch", "heads", "device", "threads", "ns", "bench_block", "reps",
             "sure")
 CAUSAL_RAN_WITH = ("d", "dtype", "batch", "heads", "device", "threads", "bench_block", "reps", "sure")  # no window

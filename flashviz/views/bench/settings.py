@@ -48,7 +48,7 @@ OWN = dict(  # this view's own settings: name -> setting(default, Spec, key=its 
             help="Which attention implementations to time: "
                  + "; ".join(f"**{i}**: {what}" for i, what in IMPL_HELP.items()) + ".")),
         bench_block=setting(256, Spec(
-            INT, "select_slider", "Tile size Br = Bc", lo=BLOCK_MIN, hi=BLOCK_MAX, options=BLOCK_OPTIONS,
+            INT, "select_slider", "Tile Br = Bc", lo=BLOCK_MIN, hi=BLOCK_MAX, options=BLOCK_OPTIONS,
             place=VIEW, short="tile size",
             help="Tile size of the tiled kernels in the Benchmark and Training views (the sidebar's Br and Bc drive "
                  "the tile map). On a CPU each tile is one Python loop iteration, so small tiles pay that overhead "

@@ -30,7 +30,7 @@ from flashviz.views.bench.page import RAN_WITH, slower_caption_ui, verdicts_ui
 from flashviz.vocab import DTYPE_BYTES, NAIVE, TILED_IMPLS, TRAINING
 
 GIGA = 1e9  # FLOP per GFLOP
-SWEEP_WIDTHS = (2.3, 1, 1, 1.5)  # implementations, tile size, repeats, repeat until sure: one row at 1280 px
+SWEEP_WIDTHS = (2.6, 0.95, 0.75, 1.5)  # implementations, tile size, repeats, repeat until sure: one row at 1280 px
 HOOK = "Naive keeps the N × N matrix P for the backward pass; FlashAttention **recomputes** it."
 
 SAVED = (
