@@ -27,6 +27,7 @@ from flashviz.limits import LIST_MAX
 from flashviz.views.how.settings import ORDERS
 from flashviz.vocab import DTYPES, IMPLS, KV_OUTER, Q_OUTER, SKIPPED
 from tests._apptest import RUN_BUTTON, TINY, assert_clean, charts, run_heavy, tile_map
+from tests._numbers import says
 
 # ----------------------------------------------------------------------------------------------------------------------
 # the default view
@@ -76,9 +77,15 @@ def test_both_loop_orders_side_by_side_run_in_lockstep(make_app):
     m = tile_map(at)
     assert [p.loop_order for p in m.panels] == [KV_OUTER, Q_OUTER]
     assert sorted(m.panels[0].frames) == sorted(m.panels[1].frames) == list(range(m.frames))  # frame k in both
-    assert m.panels[0].frames[1]["counter"][0].startswith("FA1 tile 2/10: i=1, j=0")  # FA1 down a column,
-    assert m.panels[1].frames[1]["counter"][0].startswith("FA2 tile 2/10: i=1, j=0")  # FA2 along a row (causal)
-    assert m.panels[1].frames[2]["counter"][0].startswith("FA2 tile 3/10: i=1, j=1")
+    # each counter names the k-th computed tile of its loop order's schedule, of all computed: FA1 goes down a
+    # column, FA2 along a row (causal: 10 of the 4 x 4 tiles)
+    for panel, short in zip(m.panels, ("FA1", "FA2"), strict=True):
+        order = [(t.q_block, t.k_block) for t in tile_schedule(256, 256, 64, 64, causal=True,
+                                                                 loop_order=panel.loop_order) if t.computed]
+        assert len(order) == 10
+        for k in (1, 2):
+            counter = panel.frames[k]["counter"][0]
+            assert counter.startswith(f"{short} tile ") and says(counter, k + 1, len(order), *order[k]), counter
     (row,) = [s for title, s in charts(at).items() if title.startswith("Row inspector")]
     assert {"FA1: m after each tile", "FA2: m after each tile"} <= {t.get("name") for t in row["data"]}
     assert len(at.metric) == 3

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import math
+import re
 import threading
 
 import numpy as np
@@ -309,16 +310,40 @@ def split_rows(times_ms, spread_ms, repeats=5):
     return pd.DataFrame({"label": labels, "time_s": t, "q1_s": t - w, "q3_s": t + w, "repeats": repeats})
 
 
+def assert_split_timings_said(text, df):
+    """Each split count's median and IQR (ms), and its time against S = 1's, as the sentence states them, are df's."""
+    by_s = {int(str(r.label).split("S=")[1]): r for r in df.itertuples() if str(r.label).startswith("flash_decode")}
+    timed = text.split("**", 2)[2].split(". Here")[0]  # "... S = 1: 10 ms (IQR 9.8–10.2); S = 2: ..."
+    parts = re.split(r"S = (\d+): ", timed)[1:]
+    said = dict(zip((int(x) for x in parts[::2]), parts[1::2], strict=True))
+    assert set(said) == set(by_s)
+    for s, r in by_s.items():
+        ms = (r.time_s * 1e3, r.q1_s * 1e3, r.q3_s * 1e3)
+        assert says(said[s], *ms) if s == 1 else says(said[s], *ms, r.time_s / by_s[1].time_s, 1), said[s]
+
+
+def assert_tiles_against_units_said(text, tiles, units):
+    """The work tiles of S = 1 against the threads, and the idle ones, as the sentence states them."""
+    assert shows(counted(text, r"work tile"), tiles) and shows(counted(text, r"threads"), units)
+    assert ("none is idle" in text) == (tiles >= units)
+    if tiles < units:
+        assert shows(stated(text, r"leaving"), units - tiles)
+
+
 def test_the_split_timings_are_told_against_s_equals_one_in_both_directions():
     setup = DecodeSetup((1024, 341), 8, 2, 64, 0, 4, "float32", 2)  # 4 work tiles
+    assert setup.work_tiles() == 4
     df = split_rows([10, 12, 13, 5], [0.2] * 4)
     assert split_verdicts(df) == {2: SLOWER, 4: SLOWER}
     slower = splits_md(df, setup, 2, "cpu")
-    assert "4 work tile(s) for 2 threads, so none is idle" in slower and "every split count was slower" in slower
+    assert "every split count was slower" in slower
+    assert_split_timings_said(slower, df)
+    assert_tiles_against_units_said(slower, setup.work_tiles(), 2)
     faster = df.assign(time_s=[0.010, 0.006, 0.004, 0.005], q1_s=[0.0098, 0.0058, 0.0038, 0.0048],
                        q3_s=[0.0102, 0.0062, 0.0042, 0.0052])
     assert split_verdicts(faster) == {2: FASTER, 4: FASTER}
-    assert "4 work tile(s) for 16 threads, leaving 12 idle" in splits_md(faster, setup, 16, "cpu")
+    assert_split_timings_said(splits_md(faster, setup, 16, "cpu"), faster)
+    assert_tiles_against_units_said(splits_md(faster, setup, 16, "cpu"), setup.work_tiles(), 16)
     assert splits_md(df[df["label"] != "flash_decode S=1"], setup, 2, "cpu") == ""
 
 
@@ -337,8 +362,15 @@ def test_a_split_count_is_called_faster_only_where_the_measurements_separate(spr
         assert (v == FASTER) == separated
     text = splits_md(df, DecodeSetup((1024,), 1, 1, 64, 0, 4, "float32", 2), 2, "cpu")
     assert "at least as fast" not in text
-    assert ("S = 4 was faster than S = 1" in text) == (found[4] == FASTER)
-    assert ("too close to call here" in text) == (CLOSE in found.values())
+    assert_split_timings_said(text, df)
+    named = {kind: [int(x) for x in re.findall(r"\d+", m[1])] if (m := re.search(rf"S = ([\d, ]+) {words}", text))
+             else [] for kind, words in ((FASTER, r"(?:was|were) faster than S = 1"),
+                                         (CLOSE, r"against S = 1 is too close to call"))}
+    if "every split count was faster" in text:
+        named[FASTER] = sorted(found)
+    assert named == {kind: [s for s, v in found.items() if v == kind] for kind in (FASTER, CLOSE)}
+    if CLOSE in found.values() and repeats >= 3:
+        assert shows(counted(text, "repeats"), repeats)
 
 
 def gqa_rows(bytes_ratio, time_ratio, spread, repeats=5, small_bytes=2**22):
@@ -367,7 +399,13 @@ def test_time_follows_bytes_only_where_the_measured_ratios_show_it(time_ratio, s
     assert r.shares == pytest.approx((rates[1], rates[0]))
     text = bytes_time_md(df, 20e9, setup, 2)
     assert ("Time follows bytes here" in text) == (wanted == FOLLOWS)
-    assert f"{min(r.shares):.0%}–{max(r.shares):.0%}" in text
+    # the ratios and shares it states, from the rows themselves: MHA's K/V against this GQA's, and the probe's 20 GB/s
+    assert shows(counted(text, r"× the bytes"), df["kv_bytes"][1] / df["kv_bytes"][0])
+    assert shows(counted(text, r"× the time"), df["time_s"][1] / df["time_s"][0])
+    lo, hi = df["q1_s"][1] / df["q3_s"][0], df["q3_s"][1] / df["q1_s"][0]
+    assert shows(stated(text, r"from the quartiles,", 0), lo) and shows(stated(text, r"from the quartiles,", 1), hi)
+    assert shows(stated(text, r"read the cache at", 0), 100 * min(rates))
+    assert shows(stated(text, r"read the cache at", 1), 100 * max(rates)) and shows(counted(text, r"GB/s this"), 20)
     assert bytes_vs_time(df.iloc[:1], 20e9, setup, 2) is None  # no reference run: nothing to say
     assert bytes_vs_time(df, None, setup, 2).shares is None
 
@@ -472,10 +510,17 @@ def test_the_measured_sentence_compares_with_the_bandwidth_only_when_there_is_on
                        "time_s": [0.004, 0.002, 0.003], "kv_bytes": [2e7] * 3})
     df["GB_per_s"] = df["kv_bytes"] / df["time_s"] / 1e9
     text = measured_md(df, 5e9, "m")
-    assert "**flash_decode S=2**, 2 ms per step" in text and "**10 GB/s**: 200% of the **5 GB/s**" in text
-    assert "took 0.67× SDPA's time" in text and "flash_decode S=2, SDPA (enable_gqa) read faster" in text
+    best = df.loc[df[df["label"].str.startswith("flash_decode")]["time_s"].idxmin()]
+    assert f"**{best['label']}**," in text  # the fastest flash_decode, named, with its time and rate
+    assert shows(stated(text, rf"\*\*{best['label']}\*\*,"), best["time_s"] * 1e3) and "ms per step" in text
+    assert shows(stated(text, r"reading the cache at"), best["kv_bytes"] / best["time_s"] / 1e9)
+    assert shows(counted(text, "% of the"), 100 * best["kv_bytes"] / best["time_s"] / 5e9)
+    assert shows(stated(text, "% of the"), 5)  # the bandwidth measured here, GB/s
+    assert shows(counted(text, r"× SDPA's time"), best["time_s"] / df["time_s"][2])
+    assert "flash_decode S=2, SDPA (enable_gqa) read faster" in text  # 10 and 6.67 GB/s against the probe's 5
     slow = measured_md(df, 50e9, "m")
-    assert "20% of the **50 GB/s**" in slow and "read faster" not in slow
+    assert shows(counted(slow, "% of the"), 100 * best["kv_bytes"] / best["time_s"] / 50e9)
+    assert shows(stated(slow, "% of the"), 50) and "read faster" not in slow
     assert "% of the" not in measured_md(df, None, "m")
 
 

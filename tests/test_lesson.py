@@ -42,7 +42,7 @@ from flashviz.views.how.claims import tiles_fate
 from flashviz.views.masks.data import doc_lengths
 from flashviz.vocab import FULL, IMPL_LABELS, PARTIAL, SKIPPED
 from tests._apptest import assert_clean, chart, decode, done_grid, subtitle, tile_map, tiles_computed
-from tests._numbers import shows, stated
+from tests._numbers import counted, shows, stated
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON_DOC = (ROOT / "docs" / "lesson.md").read_text()
@@ -412,8 +412,14 @@ def test_gqa_bytes_the_decode_story_and_table_have_the_checks_numbers(make_app):
     assert v["gqa"] == f"{2 * v['hkv'] * sum(lens) * d * 4 / MIB:.1f} MiB"
     assert v["mha"] == f"{2 * v['hq'] * sum(lens) * d * 4 / MIB:.1f} MiB"
     text = markdown(at)
-    assert f"Against MHA (H_kv = H_q = {v['hq']}: {v['mha']}), these {v['hkv']} K/V head(s) read **{v['ratio']:.3g}× " \
-           "fewer K/V bytes**" in text
+    # the story's numbers: MHA's heads and K/V bytes, this step's K/V heads, and the bytes ratio, H_q / H_kv
+    (story,) = re.findall(r"\*\*GQA reads fewer bytes\.\*\*[^\n]*", text)
+    assert shows(stated(story, r"H_kv = H_q ="), v["hq"])
+    written, unit = re.search(r"H_kv = H_q = \d+: (\S+) (MiB|GiB)\)", story).groups()
+    assert shows(written, 2 * v["hq"] * sum(lens) * d * 4 / {"MiB": MIB, "GiB": 1024 * MIB}[unit])
+    assert shows(counted(story, r"K/V head\(s\) read"), v["hkv"])
+    assert shows(counted(story, r"× fewer K/V bytes"), v["hq"] / v["hkv"])
+    assert v["ratio"] == pytest.approx(v["hq"] / v["hkv"])
     table = next(df.value for df in at.dataframe if "K/V per step (MiB)" in df.value.columns).set_index("variant")
     mib, gqa = table["K/V per step (MiB)"], f"GQA (g = {v['g']})"
     assert mib["MHA"] / mib[gqa] == pytest.approx(v["ratio"]) and f"{mib[gqa]:.1f} MiB" == v["gqa"]

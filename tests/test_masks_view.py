@@ -26,9 +26,11 @@ from flashviz.masks import (
     sliding_window,
 )
 from flashviz.views.masks.data import SWEEP_REPEATS, MaskSpec, build_mask, doc_lengths
+from flashviz.views.masks.page import CHECK_N_MAX
 from flashviz.views.masks.presets import PRESETS
 from flashviz.views.masks.settings import MASK_PRESETS
 from tests._apptest import assert_clean, charts, decode, done_grid, tile_map
+from tests._numbers import counted, shows, stated, value
 
 
 def summary(at) -> str:
@@ -181,6 +183,15 @@ def test_a_score_mod_draws_its_curve_and_leaves_the_tiles_alone(make_app):
         assert np.allclose(trace["y"], want.numpy())
 
 
+def assert_ragged_said(at, n: int, edge_full: int) -> None:
+    """The ragged-edge sentence names N and the count of edge tiles full on the tile map but partial in torch's
+    BlockMask."""
+    (said,) = [m.value for m in at.markdown if "ragged" in m.value]
+    assert shows(stated(said, r"N ="), n) and n % 16
+    assert shows(counted(said, r"ragged tiles? (?:is|are) full on the tile map"), edge_full)
+    assert ("tile is" in said) == (edge_full == 1)
+
+
 def test_a_ragged_n_says_how_many_edge_tiles_the_block_mask_lists_as_partial(make_app):
     at = make_app(view="masks", n="1000", mask="causal", mcomb="none")
     assert_clean(at)
@@ -189,11 +200,15 @@ def test_a_ragged_n_says_how_many_edge_tiles_the_block_mask_lists_as_partial(mak
     ours_full = sched.counts()["full"]
     edge_full = ours_full - int(theirs.full_kv_num_blocks.sum())
     assert edge_full == 15  # the last row of tiles (40 rows high) is full below the diagonal here, partial there
-    assert any(f"{edge_full} ragged tiles are full on the tile map" in m.value for m in at.markdown)
+    assert_ragged_said(at, 1000, edge_full)
     assert_table_matches(at, theirs)
     at = make_app(view="masks", n="97", br="16", bc="16", mask="dilated", mcomb="and", mask2="causal", mwin="40",
                   mdil="3")
-    assert any("1 ragged tile is full on the tile map" in m.value for m in at.markdown)  # (6, 6): one element, seen
+    both = and_masks(dilated(40, 3), causal_mask)
+    edge_full = tile_schedule(97, 97, 16, 16, mask_mod=both).counts()["full"] - int(
+        create_block_mask(both, 1, 1, 97, 97, device="cpu", BLOCK_SIZE=16).full_kv_num_blocks.sum())
+    assert edge_full == 1  # (6, 6): one element, seen
+    assert_ragged_said(at, 97, edge_full)
     clean = make_app(view="masks", n="1024", mask="causal", mcomb="none")
     assert not any("ragged" in c.value for c in clean.caption)
 
@@ -202,9 +217,13 @@ def test_large_n_is_drawn_downsampled_and_says_the_check_is_not_run(make_app):
     at = make_app(view="masks", n="8192", br="256", bc="256", mask="causal", mcomb="none")
     assert_clean(at)
     assert not at.success
-    assert any("**not checked live** at N = 8192" in m.value for m in at.markdown)
-    assert decode(charts(at)["Element mask"]["data"][0]["z"]).shape == (256, 256)  # 32 x 32 elements per pixel
-    assert any("each pixel shows 32 × 32 elements" in c.value for c in at.caption)
+    (unchecked,) = [m.value for m in at.markdown if "**not checked live**" in m.value]
+    assert shows(stated(unchecked, r"not checked live\*\* at N ="), 8192)
+    assert shows(stated(unchecked, r"only up to N ="), CHECK_N_MAX) and CHECK_N_MAX < 8192
+    pixels = decode(charts(at)["Element mask"]["data"][0]["z"]).shape
+    assert pixels == (256, 256)  # 32 x 32 elements per pixel
+    (per_pixel,) = [c.value for c in at.caption if "each pixel shows" in c.value]
+    assert [value(stated(per_pixel, "each pixel shows", k)) for k in (0, 1)] == [8192 / p for p in pixels]
 
 
 def test_a_grid_beyond_the_cap_is_refused_with_a_fix(make_app):

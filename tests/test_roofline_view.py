@@ -27,6 +27,7 @@ from flashviz.units import format_bytes
 from flashviz.views.roof import data as roofline_runs
 from flashviz.views.roof import page as roofline
 from tests._apptest import charts
+from tests._numbers import counted, shows, stated
 
 CHART = "Roofline: why the tiled kernels are faster on a GPU"
 SPEEDUP = "Speedup over naive: GPUs predicted (model), here measured"
@@ -124,6 +125,18 @@ def speedup_claims(at) -> dict[str, tuple[float, float, str]]:
     return out
 
 
+def regimes_said(why: str) -> dict[str, str]:
+    """The regime a why-sentence names for each kernel: {"naive": "HBM", "FA1": "L2", "FA2": "compute"}."""
+    return {alg.lower() if alg == "Naive" else alg: regime
+            for alg, regime in re.findall(r"\b(Naive|naive|FA1|FA2) (HBM|L2|compute)-bound", why)}
+
+
+def l2_said(why: str, l2_bytes: float) -> bool:
+    """Whether the L2 a why-sentence says naive's S and P fit (or do not fit) in is `l2_bytes`, as written."""
+    written, unit = re.search(r"fit in the (\S+) (B|KiB|MiB|GiB) L2", why).groups()
+    return shows(written, l2_bytes / {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[unit])
+
+
 def open_tab(make_app, **query):
     at = make_app(view="roof", **query)
     assert not at.exception, [e.value for e in at.exception]
@@ -201,6 +214,7 @@ def assert_gpu_speedups_match(at, model: pd.DataFrame, ridges: dict[str, float])
     claims = speedup_claims(at)
     assert set(claims) == set(GPU_NAMES)
     bars = speedup_bars(at)
+    gpus = {g.name: g for g in GPUS}
     for device, (fa1, fa2, why) in claims.items():
         mine = model[model["device"].eq(device)].set_index("algorithm")
         bound = {a: mine.at[a, "bound"] for a in SHORT}
@@ -213,16 +227,23 @@ def assert_gpu_speedups_match(at, model: pd.DataFrame, ridges: dict[str, float])
             if bound["naive"] == bound[alg] == "L2":  # both L2-bound: the ratio of L2 bytes
                 assert predicted == pytest.approx(mine.at["naive", "l2_bytes"] / mine.at[alg, "l2_bytes"])
         words = {"memory": "HBM", "L2": "L2", "compute": "compute"}
-        if bound["naive"] == "compute":
-            assert why.startswith("Naive is already compute-bound here")
-        elif set(bound.values()) == {"memory"}:
-            assert why == "All three are HBM-bound, so each speedup is the ratio of HBM bytes moved."
+        if bound["naive"] == "compute":  # the FLOPs set every time: each speedup is the ratio of FLOPs, 1 if equal
+            assert "Naive is already compute-bound" in why
+            for alg, claimed in (("kv_outer", fa1), ("q_outer", fa2)):
+                assert claimed == pytest.approx(mine.at["naive", "flops"] / mine.at[alg, "flops"], abs=0.005)
+        elif set(bound.values()) == {"memory"}:  # each speedup is the ratio of HBM bytes
+            assert "All three are HBM-bound" in why and "ratio of HBM bytes" in why
+            for alg, claimed in (("kv_outer", fa1), ("q_outer", fa2)):
+                assert claimed == pytest.approx(mine.at["naive", "bytes"] / mine.at[alg, "bytes"], abs=0.005)
         else:
-            said = ", ".join(f"{SHORT[a]} {words[b]}-bound" for a, b in bound.items())
-            assert why.startswith(said[0].upper() + said[1:] + ".")
-            for alg in [SHORT[a] for a in ("kv_outer", "q_outer") if bound[a] == "compute"]:
-                ratio = mine.at["naive", "bytes"] / mine.at[{"FA1": "kv_outer", "FA2": "q_outer"}[alg], "bytes"]
-                assert f"{alg} {ratio:.2f}×" in why
+            assert regimes_said(why) == {SHORT[a]: words[b] for a, b in bound.items()}
+            if "L2" in why.split(". ")[1]:  # the L2 named is this GPU's
+                assert l2_said(why, gpus[device].l2_bytes)
+            capped = {SHORT[a]: a for a in ("kv_outer", "q_outer") if bound[a] == "compute"}
+            assert ("reach the compute roof" in why or "reaches the compute roof" in why) == bool(capped)
+            for alg, a in capped.items():  # FLOPs cap the gain below the ratio of HBM bytes, which it states
+                ratios = why.split("ratio of HBM bytes", 1)[1]
+                assert shows(stated(ratios, alg), mine.at["naive", "bytes"] / mine.at[a, "bytes"])
 
 
 def assert_gpus_differ_where_their_regimes_do(at, model: pd.DataFrame) -> None:
@@ -333,10 +354,20 @@ def test_long_sequences_with_wide_tiles_reach_the_compute_roof_on_every_gpu(make
     assert claims[A100.name][:2] == (4.86, 4.86)  # naive's HBM time / the FLOPs' time: 153.0 / 31.51
     assert claims[H100.name][:2] == (9.37, 9.37)  # 295.3 / 31.51
     assert claims[H200.name][:2] == (6.54, 6.54)  # 206.1 / 31.51
-    for gpu in GPU_NAMES:
-        assert claims[gpu][2].startswith("Naive HBM-bound, FA1 compute-bound, FA2 compute-bound. Naive's S and P "
-                                         "do not fit in the")
-        assert "FA1 and FA2 reach the compute roof" in claims[gpu][2]
+    scores = 8 * 2 * 4096**2 * 2  # naive's S and P of 8 heads in float16: 512 MiB
+    pts = chart_points(at)
+    for gpu in GPUS:
+        mine = pts[pts["device"].eq(gpu.name) & ~pts["star"]].set_index("algorithm")
+        hbm = {SHORT[a]: mine.at[a, "bytes"] for a in SHORT}  # HBM bytes, as the chart's hover carries them
+        assert hbm["naive"] == 8 * (4 * 4096 * 64 + 4 * 4096**2) * 2  # all of naive's elements reach HBM
+        (fa1, fa2, why) = claims[gpu.name]
+        assert regimes_said(why) == {"naive": "HBM", "FA1": "compute", "FA2": "compute"}
+        assert "do not fit" in why and l2_said(why, gpu.l2_bytes) and gpu.l2_bytes < scores
+        assert "FA1 and FA2 reach the compute roof" in why
+        ratios = why.split("ratio of HBM bytes", 1)[1]  # the FLOPs cap the gain below the ratio of HBM bytes
+        for alg, claimed in (("FA1", fa1), ("FA2", fa2)):
+            assert shows(stated(ratios, alg), hbm["naive"] / hbm[alg])
+            assert claimed < hbm["naive"] / hbm[alg]
 
 
 def test_float32_on_cuda_cores_makes_naive_compute_bound_and_says_so(make_app):
@@ -425,15 +456,16 @@ def test_a_cuda_device_is_timed_too_and_joins_the_chart(make_app, monkeypatch):
     monkeypatch.setattr(machine, "machine_env", lambda: env)  # app.py imports it afresh on every run
     monkeypatch.setattr(roofline, "machine_env", lambda: env)
     monkeypatch.setattr(roofline_runs, "run_sweep", fake_sweep)
-    monkeypatch.setattr(roofline_runs, "gpu_name", lambda: "Fake GPU 80GB")
+    fake = "Fake GPU 80GB"
+    monkeypatch.setattr(roofline_runs, "gpu_name", lambda: fake)
     at = open_tab(make_app, **TINY, gpu_dtype="bfloat16", threads="1")
     assert "on this CPU and the CUDA GPU" in at.button(key="roof_run").proto.help
     at.button(key="roof_run").click().run()
     assert not at.exception and not at.error
     assert calls == [("cpu", "float32"), ("cuda", "bfloat16")]  # the GPU runs at the GPU roofs' dtype
     df = at.dataframe[0].value
-    gpu = df[df["device_name"].eq("Fake GPU 80GB")].set_index("impl")
-    stars = chart_points(at).query("star and device == 'Fake GPU 80GB (timed here)'").set_index("algorithm")
+    gpu = df[df["device_name"].eq(fake)].set_index("impl")
+    stars = chart_points(at).query(f"star and device == '{fake} (timed here)'").set_index("algorithm")
     assert len(stars) == 3
     for alg, impl in (("naive", "naive"), ("kv_outer", "flash"), ("q_outer", "flash2")):
         assert stars.at[alg, "flops_s"] == pytest.approx(gpu.at[impl, "flops"] / gpu.at[impl, "time_s"])
@@ -441,10 +473,18 @@ def test_a_cuda_device_is_timed_too_and_joins_the_chart(make_app, monkeypatch):
     bars = speedup_bars(at)
     ratio = gpu.at["naive", "time_s"] / gpu.at["flash2", "time_s"]
     assert bars[("GPU: timed", "FA2", "measured")] == pytest.approx(ratio)
-    assert "**Measured on Fake GPU 80GB** (bfloat16, 1 thread, median of 3 calls): FA1 " in text(at)
+    # the paragraph names the device the run was faked on, its dtype, threads and repeats, and the speedups and FLOP/s
+    # its own timings give
+    (measured,) = [p for p in text(at).split("\n\n") if p.startswith(f"**Measured on {fake}**")]
+    assert "(bfloat16," in measured  # the dtype the GPU ran at, as above
+    assert shows(counted(measured, "threads?"), 1) and shows(counted(measured, "calls"), roofline_runs.REPEATS)
+    speeds, reached = measured.split("Reached", 1)
+    for alg, impl in (("FA1", "flash"), ("FA2", "flash2")):
+        assert shows(stated(speeds, alg), gpu.at["naive", "time_s"] / gpu.at[impl, "time_s"])
+    for alg, impl in (("naive", "naive"), ("FA1", "flash"), ("FA2", "flash2")):
+        assert shows(stated(reached, rf"\b{alg} "), gpu.at[impl, "flops"] / gpu.at[impl, "time_s"] / 1e9)
     assert all(t["xaxis"] == "x" for t in charts(at)[CHART]["data"] if t.get("name", "").endswith("(measured)")
                and "Fake GPU" in str(t.get("customdata")))  # the GPU's stars are in the GPUs' panel
-    assert f"FA2 {ratio:.2f}× naive's speed" in text(at)
     assert "not flash-attn's fused CUDA kernel" in text(at)
 
 

@@ -1,6 +1,7 @@
 """figures/tilemap.py: the animated tile map, from plain traces, read back by tests/_tilemap."""
 
 import ast
+import math
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -16,6 +17,7 @@ from flashviz.figures.tilemap import MAX_FRAMES, frame_indices, frame_seconds, r
 from flashviz.measure.trace import schedule_trace
 from flashviz.units import format_bytes, format_flops
 from flashviz.vocab import TILE_STATUS_LABELS, TILE_STATUSES
+from tests._numbers import counted, says, shows, stated, value
 from tests._tilemap import SVG, parse
 
 
@@ -165,7 +167,14 @@ def test_titles_axes_legend_controls_and_hover_text():
     traces = [schedule_trace(100, 16, 16, causal=True, d=8, loop_order=o) for o in ("kv_outer", "q_outer")]
     m = parse(tile_map_html(traces, row=40))
     assert m.title == "Tile map of S = QKᵀ: computed, masked, skipped"
-    assert m.subtitle == "N = 100 · Br = 16, Bc = 16 · 7 × 7 = 49 tiles, 28 computed · causal"
+    # the subtitle: the settings, and the tile counts the schedule gives (7 x 7 = 49 tiles, 28 computed)
+    counts = tile_schedule(100, 100, 16, 16, causal=True).counts()
+    total, computed = sum(counts.values()), counts["full"] + counts["partial"]
+    sub = m.subtitle
+    assert shows(stated(sub, r"N ="), 100) and shows(stated(sub, r"Br ="), 16) and shows(stated(sub, r"Bc ="), 16)
+    assert [value(stated(sub, r"Bc = \d+ ·", k)) for k in range(3)] == [math.ceil(100 / 16)] * 2 + [total]
+    assert shows(counted(sub, "tiles"), total) and shows(counted(sub, "computed"), computed)
+    assert sub.endswith("· causal")  # the mask
     assert [p.loop_order for p in m.panels] == ["kv_outer", "q_outer"]
     assert m.controls == ["▶ Play❚❚ Pause", "⟲ Restart"] and m.frames == 28  # 7 * 8 / 2 computed tiles
     for word in (*(TILE_STATUS_LABELS[status] for status in TILE_STATUSES), "pale: not reached yet", "in progress",
@@ -174,8 +183,16 @@ def test_titles_axes_legend_controls_and_hover_text():
     assert m.axis_titles.count("K/V block j (Bc = 16 keys)") == 2  # under each grid
     assert m.axis_titles.count("Q block i (Br = 16 rows)") == 1  # left of the first grid only
     tile = m.panels[0].tiles[(6, 2)]
-    assert tile["title"] == "Q block i=6 (rows 96-99), K/V block j=2 (keys 32-47): full, step 21 of 49"
-    assert m.panels[1].frames[2]["counter"][0].startswith("FA2 tile 3/28: i=1, j=1")  # FA2 goes along a row
+    # the tile's hover: its block indices, rows and keys, its fate and its step in the schedule's own order
+    sched = tile_schedule(100, 100, 16, 16, causal=True)
+    step = next(k for k, t in enumerate(sched) if (t.q_block, t.k_block) == (6, 2))
+    assert "): full, step" in tile["title"] and sched.status_grid()[6][2] == "full"
+    assert says(tile["title"], 6, 96, 99, 2, 32, 47, step + 1, total)
+    # FA2 goes along a row: its third computed tile is (1, 1), of 28
+    fa2 = [(t.q_block, t.k_block) for t in tile_schedule(100, 100, 16, 16, causal=True, loop_order="q_outer")
+           if t.computed]
+    counter = m.panels[1].frames[2]["counter"][0]
+    assert counter.startswith("FA2 tile") and says(counter.split(" ·")[0].removeprefix("FA2 "), 3, computed, *fa2[2])
 
 
 def test_markup_is_safe_for_markdown_and_scoped():

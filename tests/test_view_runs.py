@@ -4,6 +4,7 @@ says it ran with. Heavy views run with tiny sweeps (tests/_apptest.TINY)."""
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -11,6 +12,7 @@ import pandas as pd
 import pytest
 
 from flashviz.app import jobs
+from flashviz.app.query import parse_query
 from flashviz.app.state import PRESETS, Settings, apply_preset
 from flashviz.core.tiling import tile_schedule
 from flashviz.model.iomodel import hbm_vs_memory, io_cost
@@ -29,6 +31,7 @@ from flashviz.vocab import (
     SDPA,
 )
 from tests._apptest import assert_clean, chart, charts, decode, run_heavy, tile_map
+from tests._numbers import counted, says, shows, stated, value
 
 MS_PER_S = 1e3
 
@@ -124,13 +127,20 @@ def test_how_it_works_at_its_defaults_and_every_preset_tells_the_truth(make_app,
 
 def test_the_x_standard_sentence_explains_a_tiled_kernel_that_moves_more():
     # N = 1000, d = 111, 32 x 32 tiles: FA1 makes 32 passes of about 3 N d = 333,000 elements against 4 N^2 = 4,000,000
-    naive = io_cost("naive", 1000, 1000, 111, 32, 32).accesses
-    fa1, fa2 = (io_cost(o, 1000, 1000, 111, 32, 32).accesses for o in ("kv_outer", "q_outer"))
-    text = x_standard_md("kv_outer", fa1, naive, 1000, 111, 32, 32)
-    assert text.startswith(f"**FA1 moves {fa1 / naive:.2f}× standard attention's bytes here, more.**")
-    assert "4N² = 4,000,000 elements" in text and "makes 32 passes (N / Bc = 1000 / 32)" in text
-    assert "about 3Nd = 333,000 elements" in text and "FA1 needs Bc > 3d/4 = 83.2, and here Bc = 32" in text
-    assert "FA2 needs Br > d/2 = 55.5" in x_standard_md("q_outer", fa2, naive, 1000, 111, 32, 32)
+    n, d, br, bc = 1000, 111, 32, 32
+    naive = io_cost("naive", n, n, d, br, bc).accesses
+    fa1, fa2 = (io_cost(o, n, n, d, br, bc).accesses for o in ("kv_outer", "q_outer"))
+    text = x_standard_md("kv_outer", fa1, naive, n, d, br, bc)
+    assert shows(stated(text, r"FA1 moves"), fa1 / naive) and "here, more." in text.split("**")[1]  # 2.50 > 1
+    assert shows(stated(text, r"4N² ="), 4 * n * n)  # standard attention's S and P, written and read back
+    assert shows(counted(text, "passes"), math.ceil(n / bc))  # one per K/V block
+    assert [value(stated(text, r"N / Bc =", k)) for k in (0, 1)] == [n, bc]
+    assert shows(stated(text, r"3Nd ="), 3 * n * d)  # each pass re-reads Q, and O, l, m read and written back
+    assert shows(stated(text, r"Bc > 3d/4 ="), 3 * d / 4) and shows(stated(text, r"here Bc ="), bc)
+    assert bc < 3 * d / 4  # the rule the sentence states, and why FA1 moves more here
+    fa2_text = x_standard_md("q_outer", fa2, naive, n, d, br, bc)
+    assert shows(stated(fa2_text, r"Br > d/2 ="), d / 2) and shows(stated(fa2_text, r"here Br ="), br)
+    assert shows(counted(fa2_text, "passes"), math.ceil(n / br)) and shows(stated(fa2_text, r"2Nd ="), 2 * n * d)
     wide = x_standard_md("kv_outer", io_cost("kv_outer", 1000, 1000, 111, 128, 128).accesses, naive, 1000, 111,
                          128, 128)  # Bc = 128 > 83.2: fewer bytes
     assert "S and P never reach HBM" in wide and "more" not in wide.split("**")[1]
@@ -271,7 +281,13 @@ def test_the_slower_than_naive_caption_shows_only_when_true(make_app, monkeypatc
     captions = [c.value for c in at.markdown if "slower than naive" in c.value]  # body text, not a grey caption
     assert bool(captions) == shown
     if shown:
-        assert "FA1 at N = 32" in captions[0] and "1 × 1 = 1 tile per call" in captions[0]  # N = 32, 32-wide tiles
+        s, _ = parse_query(dict(at.query_params))
+        caption, (n,) = captions[0], s.ns
+        assert "FA1 at N =" in caption and shows(stated(caption, r"FA1 at N ="), n)  # the kernel timed slower
+        side = math.ceil(n / s.bench_block)  # tiles per side at the Benchmark's tile size: 1 here
+        assert shows(counted(caption, "-wide tiles"), s.bench_block)
+        assert says(caption.split("tiled kernel runs", 1)[1].split("per call")[0], side, side, side * side)
+        assert [value(stated(caption, r"B × H =", k)) for k in range(3)] == [s.batch, s.heads, s.batch * s.heads]
         assert "see the modelled traffic chart below and the IO model view" in captions[0]  # the chart is below
 
 
