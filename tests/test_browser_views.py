@@ -91,7 +91,6 @@ WIDE_ELEMENTS = """() => {
 }"""
 
 
-
 # Per plotly chart: whether it drew any data (a bar, a marker, a line, a heatmap's image, a table's cells): a chart
 # with only empty axes is a chart whose data plotly could not place (strings on a linear axis, say).
 EMPTY_CHARTS = """() => [...document.querySelectorAll('.js-plotly-plot')].filter(plot => {

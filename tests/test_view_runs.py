@@ -543,7 +543,6 @@ def test_benchmark_states_a_verdict_and_its_cause_from_the_runs_own_settings(mak
     jobs.sweep.clear()
 
 
-
 def test_a_runs_csv_carries_its_repeats_interval_and_context():
     """The rows the Benchmark and Block size views offer as CSV (app.drawing.csv_download_ui): the sweep's rows with
     its repeats and intervals, and the run's context as columns."""

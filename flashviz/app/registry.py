@@ -46,8 +46,6 @@ class View:
         return getattr(importlib.import_module(f"flashviz.views.{self.slug}.page"), self.draws)
 
 
-
-
 VIEWS: tuple[View, ...] = (  # in the order the page offers them; own settings: each view's settings.py
     View("how", "How it works", "how_it_works_ui", sidebar=("n", "d", "br", "bc", "causal", "window", "dtype"),
          own=how.OWN, borrows=masks.SETTING_NAMES),  # with usemask on: the map of the Masks view's mask

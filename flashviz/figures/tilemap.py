@@ -409,7 +409,6 @@ def _panel_svg(tr: ScheduleTrace, p: int, panels: int, tl: _Timeline, row: int |
             f'<g class="fv-cnt" transform="translate({LEFT_PX},{COUNTER_Y[0]})">{counters}</g></svg>')
 
 
-
 def _legend(row: int | None, beside: bool) -> str:
     """The colour key: beside a single grid (a column), or under two (wrapped lines)."""
     items = [f'<span><span class="fv-sw" style="background:{TILE_COLORS[s]}"></span>{TILE_STATUS_LABELS[s]}</span>'

@@ -181,7 +181,6 @@ def _mmss(minutes: float) -> str:
     return f"{seconds // 60}:{seconds % 60:02d}"
 
 
-
 # In the claims, "×\u00a0" (a no-break space) keeps a factor on the same line as its ×. The problem comes first (what
 # S and P are, and what keeping them costs), then the cure (tiles, the online softmax, fewer bytes), then its uses.
 TINY = {"n": "16", "d": "8", "br": "4", "causal": "1", "order": "both", "row": "15"}  # the whiteboard's grid

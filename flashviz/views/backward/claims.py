@@ -39,14 +39,10 @@ if TYPE_CHECKING:  # a check reads the settings' fields only
     from flashviz.app.state import Settings
 
 
-
-
 LESSON = {"n": 32, "d": 16, "block": 8, "causal": True}  # the lesson step's map: 4 x 4 tiles, 10 computed
 
 
-
 LESSON_SCALE = {"n": 4096, "d": 64, "block": 128, "causal": True}  # a GPU's sizes, for the traffic claim
-
 
 
 @dataclass(frozen=True)
@@ -74,13 +70,11 @@ class DqRuns:
         return self.run_differing == 0
 
 
-
 def _differing(a: torch.Tensor, b: torch.Tensor) -> int:
     """Entries of a and b (same shape and dtype) whose bytes differ: a bitwise comparison (NaN and -0.0 included)."""
     size = a.element_size()
     return int((a.contiguous().view(torch.uint8).reshape(-1, size) !=
                 b.contiguous().view(torch.uint8).reshape(-1, size)).any(-1).sum())
-
 
 
 def _contributions(q, k, v, dO, O, L, block_q: int, block_k: int, causal: bool, window: Window) -> list[list]:
@@ -104,7 +98,6 @@ def _contributions(q, k, v, dO, O, L, block_q: int, block_k: int, causal: bool, 
     return parts
 
 
-
 def _summed(parts: list[list], order: int) -> torch.Tensor:
     """dQ with each row block's contributions added one at a time (as atomic adds would), in their order (1) or
     reversed (-1); row blocks that no tile reaches are left out (both orders alike)."""
@@ -116,7 +109,6 @@ def _summed(parts: list[list], order: int) -> torch.Tensor:
                 total = total + c
             blocks.append(total)
     return torch.cat(blocks) if blocks else torch.zeros(0)
-
 
 
 def dq_runs(n: int, d: int, block_q: int, block_k: int, *, causal: bool = False, window: Window = None,
@@ -152,7 +144,6 @@ def dq_runs(n: int, d: int, block_q: int, block_k: int, *, causal: bool = False,
                   float(first.abs().max()) if first.numel() else 0.0)
 
 
-
 def traffic_saving(*, n: int, d: int, block: int, causal: bool, window: Window = None, heads: int = 1,
                    dtype: str = "float32") -> float:
     """How many times more HBM traffic standard attention's backward moves than the tiled backward (atomic dQ):
@@ -166,7 +157,6 @@ def traffic_saving(*, n: int, d: int, block: int, causal: bool, window: Window =
     return c.standard_bytes / c.atomic_bytes
 
 
-
 def max_row_sum_error(*, n: int, d: int, block: int, causal: bool, window: Window = None,
                       dtype: str = "float32", seed: int = 0) -> float:
     """The largest |sum over a row's tiles of the recomputed P_ij's row sum - 1| in the real kernel's backward.
@@ -176,7 +166,6 @@ def max_row_sum_error(*, n: int, d: int, block: int, causal: bool, window: Windo
         True
     """
     return backward_trace(n, d, block, block, causal=causal, window=window, dtype=dtype, seed=seed).max_row_sum_error
-
 
 
 def deterministic_extra_flops(*, n: int, d: int, block: int, causal: bool, window: Window = None) -> float:
@@ -191,13 +180,10 @@ def deterministic_extra_flops(*, n: int, d: int, block: int, causal: bool, windo
     return c.extra_flops / c.atomic_flops
 
 
-
 ROW_SUM_TOL = 1e-6  # |sum of a recomputed row of P - 1| allowed in float32: "one part in a million"
 
 
-
 DETERMINISTIC_EXTRA = 0.4  # the second pass's 2 extra matmuls per tile over the atomic backward's 5
-
 
 
 def backward_recompute(s: Settings) -> Result:

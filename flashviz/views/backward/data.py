@@ -118,7 +118,6 @@ class BackwardSchedule:
         return min(self.block_q, self.n - i * self.block_q), min(self.block_k, self.n - j * self.block_k)
 
 
-
 def backward_schedule(n: int, d: int, block_q: int, block_k: int, *, causal: bool = False, window: Window = None,
                       dq_mode: str = DQ_ATOMIC, heads: int = 1, heads_kv: int | None = None, dtype_bytes: int = 4,
                       mask_mod: MaskMod | None = None) -> BackwardSchedule:
@@ -153,7 +152,6 @@ def backward_schedule(n: int, d: int, block_q: int, block_k: int, *, causal: boo
         standard_flops=standard.flops)
 
 
-
 @dataclass(frozen=True)
 class BackwardTileRecord:
     """One computed tile of the real backward (batch 0, head 0), with the model's traffic so far."""
@@ -173,7 +171,6 @@ class BackwardTileRecord:
     dv_norm: float  # ||dV_j|| on chip after this tile (K/V head 0)
     dk_norm: float  # ||dK_j|| on chip after this tile (K/V head 0)
     dq_norm: float  # ||dQ_i|| in HBM after this tile's add (query head 0)
-
 
 
 @dataclass(frozen=True)
@@ -200,7 +197,6 @@ class BackwardTrace:
     standard_hbm_bytes: int  # modelled HBM bytes of standard attention's backward (FA1 Algorithm 3)
 
 
-
 def random_inputs(n: int, d: int, heads: int, heads_kv: int, dtype: str, seed: int):
     """q, dO (1, H, N, d) and k, v (1, H_kv, N, d), standard normal from one seed, in `dtype`: the inputs every
     recording of the Backward view runs on (CPU)."""
@@ -210,7 +206,6 @@ def random_inputs(n: int, d: int, heads: int, heads_kv: int, dtype: str, seed: i
     q, dO = (torch.randn(1, heads, n, d, generator=gen) for _ in range(2))
     k, v = (torch.randn(1, heads_kv, n, d, generator=gen) for _ in range(2))
     return tuple(t.to(getattr(torch, dtype)) for t in (q, k, v, dO))
-
 
 
 def _records(events: list[BackwardTileEvent], n: int, d: int, hbm_after: dict[int, int]):
@@ -226,7 +221,6 @@ def _records(events: list[BackwardTileEvent], n: int, d: int, hbm_after: dict[in
             tile_ops(e.q_end - e.q_start, e.k_end - e.k_start, d), hbm_after[e.step], sums,
             tuple(total[e.q_start:e.q_end]), e.dv_norm, e.dk_norm, e.dq_norm))
     return tuple(out), tuple(total)
-
 
 
 def backward_trace(n: int, d: int, block_q: int, block_k: int, *, causal: bool = False, window: Window = None,
@@ -271,7 +265,6 @@ def backward_trace(n: int, d: int, block_q: int, block_k: int, *, causal: bool =
         standard_hbm_bytes=io_cost(NAIVE, n, n, d, block_q, block_k, **kw).bytes)
 
 
-
 @dataclass(frozen=True)
 class SavedForBackward:
     """Why O and L are enough: what each method keeps from the forward for the backward (beyond q, k, v)."""
@@ -296,7 +289,6 @@ class SavedForBackward:
         return self.p_bytes / self.tiled_bytes if self.tiled_bytes else math.inf
 
 
-
 def saved_bytes(n: int, d: int, *, heads: int = 1, dtype: str = "float32") -> SavedForBackward:
     """The bytes each method keeps for the backward at N (heads: every (batch, head) pair), without running anything:
     O and L against standard attention's P. No row was checked (rows_checked 0, error NaN).
@@ -313,7 +305,6 @@ def saved_bytes(n: int, d: int, *, heads: int = 1, dtype: str = "float32") -> Sa
     return SavedForBackward(n, heads, dtype, heads * n * d * elem, heads * n * lse, heads * n * n * elem, math.nan, 0)
 
 
-
 def saved_for_backward(trace: BackwardTrace) -> SavedForBackward:
     """The bytes kept for the backward at the trace's N, against standard attention's P, and the row-sum check.
 
@@ -324,7 +315,6 @@ def saved_for_backward(trace: BackwardTrace) -> SavedForBackward:
     """
     kept = saved_bytes(trace.n, trace.d, heads=trace.heads, dtype=trace.dtype)
     return replace(kept, max_row_sum_error=trace.max_row_sum_error, rows_checked=trace.rows_seeing_keys)
-
 
 
 @dataclass(frozen=True)
@@ -358,7 +348,6 @@ class DqComparison:
         return self.deterministic_bytes - self.atomic_bytes
 
 
-
 def dq_comparison(n: int, d: int, block_q: int, block_k: int, *, causal: bool = False, window: Window = None,
                   batch: int = 1, heads: int = 1, heads_kv: int | None = None, dtype_bytes: int = 4,
                   mask_mod: MaskMod | None = None) -> DqComparison:
@@ -387,9 +376,7 @@ def dq_comparison(n: int, d: int, block_q: int, block_k: int, *, causal: bool = 
                         n, d, block_q, block_k, batch * heads)
 
 
-
 MATMUL, ELEMENTWISE = "matmul", "elementwise"  # TileOp.kind
-
 
 
 @dataclass(frozen=True)
@@ -404,7 +391,6 @@ class TileOp:
     operands: tuple[tuple[str, str], ...]  # (operand, where it lives) for each input
     shape: str  # "(Br × d) · (d × Bc) → (Br × Bc)" with this tile's numbers; elementwise: "(Br × Bc)"
     flops: int  # 2 m n k for a matmul; 0 for elementwise work (not counted, as in the forward)
-
 
 
 def tile_ops(rows: int, cols: int, d: int, *, dq_mode: str = DQ_ATOMIC, pass_no: int = 1) -> tuple[TileOp, ...]:
@@ -456,13 +442,10 @@ def tile_ops(rows: int, cols: int, d: int, *, dq_mode: str = DQ_ATOMIC, pass_no:
     return tuple(op for op in ops if op.line in keep)
 
 
-
 PRICE_IMPLS = (FLASH2, NAIVE, SDPA)  # the tiled kernel (FA2 forward + Algorithm 2), then the two references
 
 
-
 PRICE_LABELS = {FLASH2: "tiled (recomputes P)", NAIVE: "naive autograd (stores P)", SDPA: "SDPA autograd"}
-
 
 
 @dataclass(frozen=True)
@@ -499,7 +482,6 @@ class RecomputePrice:
         values = dict(zip(self.impls, getattr(self, field), strict=True))
         a, b = values[impl], values[against]
         return a / b if b and not (math.isnan(a) or math.isnan(b)) else math.nan
-
 
 
 def recompute_price(n: int, d: int, *, batch: int = 1, heads: int = 1, block_q: int = 64, block_k: int = 64,

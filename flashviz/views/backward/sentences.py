@@ -207,7 +207,6 @@ def price_text(p: RecomputePrice) -> str:
     return memory + speed
 
 
-
 def row_sum_table(t: BackwardTrace, rows: tuple[int, ...] | None = None) -> str:
     """A markdown table of a few query rows: the recomputed P_ij's row sum on each of the row's tiles, and their
     total (1 for a row that sees a key). rows None: the first, the middle and the last row.

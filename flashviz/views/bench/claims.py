@@ -26,14 +26,10 @@ if TYPE_CHECKING:  # a check reads the settings' fields only
     from flashviz.app.state import Settings
 
 
-
-
 NAIVE_DOUBLING = (3.5, 4.5)  # naive's peak per doubling of N: S and P grow 4x, the output 2x
 
 
-
 TILED_DOUBLING_MAX = 2.1  # the tiled kernels' per doubling of N: at most the output's 2x (and a little slack)
-
 
 
 def peaks(s: Settings, impls: tuple[str, ...] = (NAIVE, FLASH, FLASH2)) -> dict[str, dict[int, int]]:
@@ -61,7 +57,6 @@ def peaks(s: Settings, impls: tuple[str, ...] = (NAIVE, FLASH, FLASH2)) -> dict[
             for impl in impls:
                 out[impl][cfg.n], _ = peak_memory_and_result(runs.call_fn(impl, cfg), *inputs)
     return out
-
 
 
 def memory_growth(s: Settings) -> Result:

@@ -36,10 +36,6 @@ RAN_WITH = ("d", "causal", "window", "dtype", "batch", "heads", "device", "threa
 CAUSAL_RAN_WITH = ("d", "dtype", "batch", "heads", "device", "threads", "bench_block", "reps", "sure")  # no window
 
 
-
-
-
-
 def verdicts_ui(df: pd.DataFrame) -> None:
     """Which kernel is faster at each N, said only where the medians' 95% intervals separate (else: too close to call
     here, and what would settle it)."""
@@ -114,8 +110,6 @@ def _results_ui(s: Settings, df: pd.DataFrame) -> None:
                     "repeats, the median's 95% interval and the run's torch version, CPU model and threads.")
     with st.expander("All measurements"):
         st.dataframe(df, hide_index=True)
-
-
 
 
 def _causal_ui(s: Settings) -> None:

@@ -22,14 +22,10 @@ if TYPE_CHECKING:  # a check reads the settings' fields only
     from flashviz.app.state import Settings
 
 
-
-
 LSE_TOL = 1e-5  # |L - log sum_s exp(L_s)| allowed in float32
 
 
-
 DECODE_TOL = 1e-5  # largest |flash_decode - attention over the whole cache| allowed in float32
-
 
 
 def decode_setup(s: Settings) -> DecodeSetup:
@@ -42,7 +38,6 @@ def decode_setup(s: Settings) -> DecodeSetup:
     """
     return DecodeSetup(seq_lens(s.cache_len, s.batch_lens), s.q_heads, s.kv_heads, s.d, s.page_size,
                        None if s.splits == "auto" else int(s.splits), s.dtype, s.threads)  # "auto": heuristic
-
 
 
 def decode_error(setup: DecodeSetup, num_splits: int, seed: int = 0) -> float:
@@ -64,7 +59,6 @@ def decode_error(setup: DecodeSetup, num_splits: int, seed: int = 0) -> float:
             for _ in range(2))  # (B, H_kv, N, d)
     out = flash_decode(q, k, v, cache_seqlens=torch.tensor(setup.lens), num_splits=num_splits)
     return float((out - naive_decode(q, k, v, setup.lens)).abs().max())
-
 
 
 def decode_merge(s: Settings) -> Result:
@@ -97,7 +91,6 @@ def decode_merge(s: Settings) -> Result:
                             "the weights do not sum to 1": not abs(math.fsum(trace.weights) - 1) <= 1e-6,
                             "L is not log sum exp(L_s)": not abs(trace.lse - merged) <= LSE_TOL,
                             "the merged output differs from attention over the whole cache": not err <= DECODE_TOL})
-
 
 
 def gqa_bytes(s: Settings) -> Result:

@@ -93,12 +93,6 @@ def _controls_ui(s: Settings) -> Settings:
     return s
 
 
-
-
-
-
-
-
 def _animation_ui(setup: DecodeSetup, s: Settings) -> None:
     if setup.n_blocks > BLOCKS_DRAWN_MAX:
         st.error(f"{max(setup.lens)} keys in pages of {setup.page} make {setup.n_blocks} KV blocks; the animation "
@@ -124,10 +118,6 @@ def _animation_ui(setup: DecodeSetup, s: Settings) -> None:
                     f"pages, shuffled; flash_decode follows the block table. The table has {colours}: a split reads "
                     f"the same key range of every sequence, wherever its pages lie in the pool. At these settings the "
                     f"output differs from the same cache stored contiguously by at most {paged_err:.1e}.")
-
-
-
-
 
 
 def _story_ui(setup: DecodeSetup) -> None:

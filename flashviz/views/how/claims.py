@@ -28,14 +28,10 @@ if TYPE_CHECKING:  # a check reads the settings' fields only
     from flashviz.app.state import Settings
 
 
-
-
 LSE_TOL = 1e-5  # |L_kernel - L_exact| allowed in float32 (scores of order 1, a few ulps of a sum of exps)
 
 
-
 CAUSAL_SHARE = (0.5, 0.55)  # tiles a causal mask computes: (Tr + 1) / (2 Tr) of them, just over half
-
 
 
 def tiles_fate(s: Settings) -> Result:
@@ -60,7 +56,6 @@ def tiles_fate(s: Settings) -> Result:
     off_diagonal = [(i, j) for i, row in enumerate(grid) for j, fate in enumerate(row) if fate == PARTIAL and i != j]
     return Result.of(values, {"no tile is skipped": not c[SKIPPED], "a partial tile is off the diagonal": bool(
         off_diagonal)})
-
 
 
 def online_softmax(s: Settings) -> Result:
@@ -101,7 +96,6 @@ def online_softmax(s: Settings) -> Result:
             tr.lse_kernel - (tr.m_exact + math.log(tr.l_exact))) <= LSE_TOL
         failures[f"{tr.loop_order}: a different number of rescales"] = tr.rescales != first.rescales
     return Result.of(values, failures)
-
 
 
 def causal_halves(s: Settings) -> Result:

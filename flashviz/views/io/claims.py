@@ -21,14 +21,10 @@ if TYPE_CHECKING:  # a check reads the settings' fields only
     from flashviz.app.state import Settings
 
 
-
-
 M_EXPONENTS = range(10, 23)  # the IO model view's on-chip memories: M = 2^10 .. 2^22 elements
 
 
-
 HALVES = (0.45, 0.55)  # a doubling of M "halves" the accesses when it multiplies them by a factor in this range
-
 
 
 def io_passes(s: Settings) -> Result:

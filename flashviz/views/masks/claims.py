@@ -15,8 +15,6 @@ if TYPE_CHECKING:  # a check reads the settings' fields only
     from flashviz.app.state import Settings
 
 
-
-
 def mask_spec(s: Settings) -> MaskSpec:
     """The Masks view's mask from its settings: each setting of flashviz.views.masks.presets' table fills its field.
 
@@ -26,7 +24,6 @@ def mask_spec(s: Settings) -> MaskSpec:
         ('document', 'causal')
     """
     return MaskSpec(**{p.key: getattr(s, name) for name, p in mask_settings().items()})
-
 
 
 def masks_tiles(s: Settings) -> Result:

@@ -51,15 +51,12 @@ from flashviz.vocab import DENSE, DTYPE_BYTES, FULL, MASKED, PARTIAL, Q_OUTER, S
 MAP_CELLS_MAX = 256  # cells per side of the element map: about 2 px each in a 560 px figure
 
 
-
 # Mask elements per slab of the element map. On one thread 1 Mi was the fastest (document AND causal, N = 16384:
 # 2.8 s against 3.6 s for 256 Ki); with more threads, fewer and larger calls win, as in maskeval.
 MAP_SLAB_ONE_THREAD = 1 << 20
 
 
-
 NO_COMBINE, NO_SCORE = "none", "none"  # MaskSpec.combine of a single preset, MaskSpec.score without a score_mod
-
 
 
 @dataclass(frozen=True)
@@ -87,7 +84,6 @@ class MaskSpec:
         return (self.preset,) if self.combine == NO_COMBINE else (self.preset, self.preset2)
 
 
-
 @dataclass(frozen=True)
 class BuiltMask:
     """A MaskSpec made real at one N."""
@@ -96,7 +92,6 @@ class BuiltMask:
     score_mod: ScoreMod | None  # score_mod(score, b, h, q_idx, kv_idx) -> score, or None
     code: str  # Python that builds the same mask_mod (and score_mod) with flashviz.masks and torch
     doc_lengths: tuple[int, ...]  # the document lengths at this N (empty when no document preset is used)
-
 
 
 def doc_lengths(pattern: str, n: int) -> tuple[int, ...]:
@@ -118,12 +113,10 @@ def doc_lengths(pattern: str, n: int) -> tuple[int, ...]:
     return tuple(x for x in lengths if x > 0)
 
 
-
 def _argument(spec: MaskSpec, key: str, n: int) -> object:
     """The value a preset's factory gets for parameter `key`: the spec's number, or the document lengths at N."""
     value = getattr(spec, key)
     return list(doc_lengths(value, n)) if key == "docs" else value
-
 
 
 def _preset(spec: MaskSpec, name: str, n: int) -> tuple[MaskMod, str]:
@@ -139,7 +132,6 @@ def _preset(spec: MaskSpec, name: str, n: int) -> tuple[MaskMod, str]:
     return factory(*args), f"{preset.factory}({', '.join(repr(a) for a in args)})"
 
 
-
 def _score(spec: MaskSpec, heads: int) -> tuple[ScoreMod | None, str | None]:
     """The score_mod a spec names and the code that builds it (None, None without one)."""
     choice = SCORE_MODS[spec.score]
@@ -147,7 +139,6 @@ def _score(spec: MaskSpec, heads: int) -> tuple[ScoreMod | None, str | None]:
         return None, None
     args = [heads] if choice.heads else [float(getattr(spec, key)) for key in choice.params]
     return getattr(masks, choice.factory)(*args), f"{choice.factory}({', '.join(repr(a) for a in args)})"
-
 
 
 def build_mask(spec: MaskSpec, n: int, heads: int = 1) -> BuiltMask:
@@ -181,7 +172,6 @@ def build_mask(spec: MaskSpec, n: int, heads: int = 1) -> BuiltMask:
     return BuiltMask(mask_mod, score_mod, "\n".join(lines), docs)
 
 
-
 @dataclass(frozen=True)
 class ElementMap:
     """The element-level mask at a readable resolution."""
@@ -195,7 +185,6 @@ class ElementMap:
     def visible_fraction(self) -> float:
         """Visible elements / N^2."""
         return self.visible / (self.n * self.n)
-
 
 
 def element_map(mask_mod: MaskMod, n: int, cells_max: int = MAP_CELLS_MAX) -> ElementMap:
@@ -228,7 +217,6 @@ def element_map(mask_mod: MaskMod, n: int, cells_max: int = MAP_CELLS_MAX) -> El
     return ElementMap(n=n, cell=cell, fraction=(counts / area).numpy(), visible=int(counts.sum().item()))
 
 
-
 @dataclass(frozen=True)
 class TileGrid:
     """The tile schedule of a mask as plain data."""
@@ -250,7 +238,6 @@ class TileGrid:
         return self.tiles - self.counts[SKIPPED]
 
 
-
 def tile_grid(schedule: TileSchedule) -> TileGrid:
     """Statuses and counts of a square schedule, and how many full tiles sit on a ragged edge.
 
@@ -267,7 +254,6 @@ def tile_grid(schedule: TileSchedule) -> TileGrid:
     ragged_full = sum(status[i][j] == FULL for i, j in edge)
     computed_elements = sum(t.rows * t.cols for t in schedule.computed())
     return TileGrid(schedule.n_q, schedule.block_q, schedule.block_k, status, counts, ragged_full, computed_elements)
-
 
 
 def block_mask_rows(block_mask: BlockMask, rows: int) -> list[dict[str, object]]:
@@ -288,7 +274,6 @@ def block_mask_rows(block_mask: BlockMask, rows: int) -> list[dict[str, object]]
     return out
 
 
-
 def same_blocks(ours: BlockMask, theirs: BlockMask) -> bool:
     """True if two BlockMasks list the same partial and full blocks (counts, and the valid index prefixes; entries
     past the counts are padding and may differ), with the same block size and lengths."""
@@ -305,7 +290,6 @@ def same_blocks(ours: BlockMask, theirs: BlockMask) -> bool:
     return True
 
 
-
 def matches_torch(mask_mod: MaskMod, n: int, block_q: int, block_k: int) -> bool:
     """Whether to_block_mask(tile_schedule(...)) lists the same blocks as torch's create_block_mask on the same mask
     (B = H = 1; create_block_mask builds the whole N x N mask, so keep N moderate).
@@ -317,7 +301,6 @@ def matches_torch(mask_mod: MaskMod, n: int, block_q: int, block_k: int) -> bool
     ours = to_block_mask(tile_schedule(n, n, block_q, block_k, mask_mod=mask_mod))
     theirs = create_block_mask(mask_mod, 1, 1, n, n, device="cpu", BLOCK_SIZE=(block_q, block_k))
     return same_blocks(ours, theirs)
-
 
 
 def score_curves(spec: MaskSpec, n: int, heads: int, points: int = 101) -> dict[str, list[float]]:
@@ -345,9 +328,7 @@ def score_curves(spec: MaskSpec, n: int, heads: int, points: int = 101) -> dict[
     return out
 
 
-
 TABLE_ROWS = 8  # query blocks of the BlockMask listed
-
 
 
 @dataclass(frozen=True)
@@ -360,7 +341,6 @@ class MaskData:
     elements: ElementMap  # the element-level mask at a readable resolution
     grid: TileGrid  # the tile schedule's statuses and counts
     rows: list  # the BlockMask's first query-block rows (block_mask_rows)
-
 
 
 def mask_data(spec: MaskSpec, n: int, block_q: int, block_k: int, heads: int, rows: int = TABLE_ROWS) -> MaskData:
@@ -377,7 +357,6 @@ def mask_data(spec: MaskSpec, n: int, block_q: int, block_k: int, heads: int, ro
     return MaskData(built.code, code_sample(built.code, n, block_q, block_k, built.score_mod is not None),
                     built.doc_lengths, element_map(built.mask_mod, n), tile_grid(schedule),
                     block_mask_rows(to_block_mask(schedule), rows))
-
 
 
 def code_sample(code: str, n: int, block_q: int, block_k: int, score: bool) -> str:
@@ -400,7 +379,6 @@ def code_sample(code: str, n: int, block_q: int, block_k: int, score: bool) -> s
             f"# out = flex_attention(q, k, v, block_mask=block_mask{', score_mod=score_mod' if score else ''})")
 
 
-
 def spec_matches_torch(spec: MaskSpec, n: int, block_q: int, block_k: int) -> bool:
     """Whether our BlockMask of the spec's mask_mod equals create_block_mask's (a score_mod changes no block).
 
@@ -409,7 +387,6 @@ def spec_matches_torch(spec: MaskSpec, n: int, block_q: int, block_k: int) -> bo
         True
     """
     return matches_torch(build_mask(spec, n).mask_mod, n, block_q, block_k)
-
 
 
 def mask_traces(spec: MaskSpec, n: int, block_q: int, block_k: int, loop_orders: tuple[str, ...],
@@ -427,49 +404,37 @@ def mask_traces(spec: MaskSpec, n: int, block_q: int, block_k: int, loop_orders:
     return traces, built.code.splitlines()[0]
 
 
-
 RUN_WARMUP = 1  # untimed kernel calls per run after the peak-memory call (itself a first call)
-
 
 
 RUN_REPEATS = 5  # interleaved timed calls per run: the median of five
 
 
-
 SWEEP_WARMUP = 1  # untimed calls per preset
-
 
 
 SWEEP_REPEATS = 5  # interleaved timed calls per preset
 
 
-
 BUILD_REPEATS = 3  # interleaved timed builds of each schedule (and of the dense mask): the median of three
-
 
 
 DENSE_BYTES_MAX = 1 << 29  # bytes (512 MiB) of the dense run's N x N boolean mask plus SDPA's additive copy
 
 
-
 MASK_RUN_LABELS = {MASKED: "tiled, this mask", DENSE: "SDPA, dense mask", UNMASKED: "tiled, no mask"}
-
 
 
 NO_MASK = "none"  # the sweep's unmasked row
 
 
-
 NO_MASK_LABEL = "no mask"
-
 
 
 RUN_CALLS = 1 + RUN_WARMUP + RUN_REPEATS  # kernel calls per run: peak memory, warm-up, timed
 
 
-
 SWEEP_CALLS = SWEEP_WARMUP + SWEEP_REPEATS  # kernel calls per preset
-
 
 
 def run_bytes(n: int, d: int, heads: int, dtype: str) -> tuple[int, int]:
@@ -484,14 +449,12 @@ def run_bytes(n: int, d: int, heads: int, dtype: str) -> tuple[int, int]:
     return 4 * heads * n * d * b, n * n * (1 + b)
 
 
-
 def _inputs_problem(n: int, d: int, heads: int, dtype: str) -> str | None:
     inputs, _ = run_bytes(n, d, heads, dtype)
     if inputs > LIVE_INPUT_BYTES_MAX:
         return (f"q, k, v and the output at N = {n}, d = {d}, H = {heads} ({dtype}) take {format_bytes(inputs)}; "
                 f"the cap is {format_bytes(LIVE_INPUT_BYTES_MAX)}. Lower N, d or H.")
     return None
-
 
 
 def _flops_problem(calls: int, n: int, d: int, heads: int) -> str | None:
@@ -501,7 +464,6 @@ def _flops_problem(calls: int, n: int, d: int, heads: int) -> str | None:
         return (f"{calls} calls at N = {n}, d = {d}, H = {heads} cost up to {flops:.3g} FLOPs; the cap is "
                 f"{WORK_FLOP_MAX:.3g}. Lower N, d or H (sidebar).")
     return None
-
 
 
 def run_problem(n: int, d: int, heads: int, dtype: str) -> str | None:
@@ -518,7 +480,6 @@ def run_problem(n: int, d: int, heads: int, dtype: str) -> str | None:
     return _inputs_problem(n, d, heads, dtype) or _flops_problem(len(MASK_RUN_LABELS) * RUN_CALLS, n, d, heads)
 
 
-
 def sweep_problem(n: int, d: int, heads: int, dtype: str) -> str | None:
     """Why `sparsity_runs` at these sizes is refused (with the fix), or None: the input cap, and the FLOP cap
     counted as if every preset computed every tile.
@@ -530,11 +491,9 @@ def sweep_problem(n: int, d: int, heads: int, dtype: str) -> str | None:
     return _inputs_problem(n, d, heads, dtype) or _flops_problem(sweep_calls(), n, d, heads)
 
 
-
 def sweep_calls() -> int:
     """Kernel calls of a sweep: every preset and the unmasked kernel, warm-up and timed."""
     return (len(PRESETS) + 1) * SWEEP_CALLS
-
 
 
 def prebuilt_schedule(n: int, block_q: int, block_k: int, mask_mod: MaskMod, heads: int,
@@ -558,12 +517,10 @@ def prebuilt_schedule(n: int, block_q: int, block_k: int, mask_mod: MaskMod, hea
     return schedule
 
 
-
 def random_qkv(n: int, d: int, heads: int, dtype: str, seed: int = 0) -> tuple[torch.Tensor, ...]:
     """q, k, v of shape (1, H, N, d) in dtype, standard normal from a fixed seed."""
     g = torch.Generator().manual_seed(seed)
     return tuple(torch.randn(1, heads, n, d, generator=g).to(resolve_dtype(dtype)) for _ in range(3))
-
 
 
 def tiled_call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSchedule,
@@ -573,11 +530,9 @@ def tiled_call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: Tile
                                            loop_order=Q_OUTER, schedule=schedule, score_mod=score_mod)
 
 
-
 def _computed(schedule: TileSchedule) -> int:
     counts = schedule.counts()
     return counts[FULL] + counts[PARTIAL]
-
 
 
 def kernel_steps(schedule: TileSchedule) -> int:
@@ -592,12 +547,10 @@ def kernel_steps(schedule: TileSchedule) -> int:
     return len(schedule_steps(schedule, merge=True, max_width=MAX_STEP_WIDTH))
 
 
-
 def schedule_numbers(schedule: TileSchedule) -> dict[str, int]:
     """What a run's row says about the schedule its timed calls used: tiles, tiles_computed, tiles_partial, steps."""
     return {"tiles_computed": _computed(schedule), "tiles": len(schedule), "tiles_partial": schedule.counts()[PARTIAL],
             "steps": kernel_steps(schedule)}
-
 
 
 def time_mask_runs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask_mod: MaskMod, score_mod: ScoreMod | None,
@@ -645,7 +598,6 @@ def time_mask_runs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask_mod: 
             for name, t in run_t.items()]
 
 
-
 def masked_runs(spec: MaskSpec, n: int, d: int, heads: int, br: int, bc: int, dtype: str, threads: int, *,
                 progress: Progress | None = None) -> list[dict[str, object]]:
     """`time_mask_runs` of the mask a MaskSpec describes at N (ALiBi over H heads), on B = 1, H heads of random
@@ -662,13 +614,11 @@ def masked_runs(spec: MaskSpec, n: int, d: int, heads: int, br: int, bc: int, dt
         return time_mask_runs(q, k, v, built.mask_mod, built.score_mod, block_q=br, block_k=bc, progress=progress)
 
 
-
 def preset_mods(spec: MaskSpec, n: int) -> dict[str, MaskMod]:
     """Every preset of presets.PRESETS alone, at the spec's parameters (no score mod), then NO_MASK: noop_mask."""
     mods = {name: build_mask(replace(spec, preset=name, combine=NO_COMBINE, score=NO_SCORE), n).mask_mod
             for name in PRESETS}
     return {**mods, NO_MASK: noop_mask}
-
 
 
 def time_preset_runs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mods: dict[str, MaskMod], *, block_q: int,
@@ -702,7 +652,6 @@ def time_preset_runs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mods: di
                      "iqr_s": t.iqr, "repeats": len(t.samples), "build_s": build_t[name].median,
                      "build_iqr_s": build_t[name].iqr})
     return rows
-
 
 
 def sparsity_runs(spec: MaskSpec, n: int, d: int, heads: int, br: int, bc: int, dtype: str, threads: int, *,

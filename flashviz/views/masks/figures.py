@@ -184,7 +184,6 @@ def score_mod_figure(curves: Mapping[str, Sequence[float]], *, kind: str, heads:
     return fig
 
 
-
 RUN_COLORS = {MASKED: "#0072B2", DENSE: "#CC79A7", UNMASKED: "#777777"}  # the three runs, in every figure
 RUN_TICKS = {MASKED: "tiled<br>mask", DENSE: "SDPA<br>dense", UNMASKED: "tiled<br>no mask"}  # the bars' ticks
 PROPORTION_COLOR = "#111111"  # the mark at the time in proportion to the tiles computed

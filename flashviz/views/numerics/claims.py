@@ -19,8 +19,6 @@ if TYPE_CHECKING:  # a check reads the settings' fields only
     from flashviz.app.state import Settings
 
 
-
-
 def numerics_rounding(s: Settings) -> Result:
     """The Numerics view's story at the step's settings: FA2 and SDPA differ by one rounding step and both pass
     flash-attn's rule; FA4's tau keeps few of the rescales; Hadamard lowers FP8's error on outlier inputs.

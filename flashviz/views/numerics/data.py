@@ -60,13 +60,10 @@ from flashviz.vocab import (
 PLAIN = NAIVE  # the plain PyTorch run of flash-attn's rule: standard attention in the same dtype
 
 
-
 TILE_SIZES = (16, 32, 64, 128)  # the tile sizes whose outputs the spread compares (those <= max(N_q, N_k))
 
 
-
 ATOL_PROBE = 0.3  # flash-attn's fwd_atol: 2 max|(ref + 0.3 - 0.3) - ref| in the output dtype
-
 
 
 @dataclass(frozen=True)
@@ -118,7 +115,6 @@ class LabSettings:
         return self.hadamard and self.d & (self.d - 1) == 0
 
 
-
 def torch_dtype(precision: str) -> torch.dtype:
     """The torch dtype of a precision name ("bfloat16" -> torch.bfloat16, "e4m3" -> torch.float8_e4m3fn).
 
@@ -127,7 +123,6 @@ def torch_dtype(precision: str) -> torch.dtype:
         torch.float8_e5m2
     """
     return getattr(torch, PRECISION_DTYPES[precision])
-
 
 
 @dataclass(frozen=True)
@@ -140,7 +135,6 @@ class LabInputs:
     source: tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # fp32 q, k, v before any FP8 rounding (the FP8
     #                                                          kernel's inputs); the run inputs themselves otherwise
     ref: torch.Tensor  # (1, H, N_q, d) float64 attention of the unrounded inputs (of source for FP8)
-
 
 
 def lab_inputs(s: LabSettings, *, outliers: bool | None = None, seed: int | None = None,
@@ -163,7 +157,6 @@ def lab_inputs(s: LabSettings, *, outliers: bool | None = None, seed: int | None
         run = source = tuple(x.to(torch_dtype(s.precision)) for x in src)
     ref = naive_attention(*(x.double() for x in source), causal=causal)  # (1, H, N_q, d) float64
     return LabInputs(*run, source, ref)
-
 
 
 def run_kernel(kernel: str, s: LabSettings, x: LabInputs, *, block: int | None = None,
@@ -192,7 +185,6 @@ def run_kernel(kernel: str, s: LabSettings, x: LabInputs, *, block: int | None =
     raise ValueError(f"kernel must be one of {tuple(NUMERICS_KERNEL_LABELS)}, got {kernel!r}.")
 
 
-
 @dataclass(frozen=True)
 class KernelError:
     """One kernel's error against float64, and flash-attn's verdict on it."""
@@ -202,7 +194,6 @@ class KernelError:
     stats: ErrorStats  # max |error|, RMSE, relative RMSE, the per-row max |error|
     bound: float  # 2 x the plain run's max |error| + fwd_atol
     passes: bool  # stats.max_abs <= bound: flash-attn's test would pass
-
 
 
 @dataclass(frozen=True)
@@ -218,7 +209,6 @@ class KernelErrors:
     notes: tuple[str, ...]  # what did not run as asked, and why (e.g. Hadamard with d not a power of two)
 
 
-
 def fwd_atol(ref: torch.Tensor, dtype: torch.dtype) -> float:
     """flash-attn's rounding floor: 2 max|(r + 0.3 - 0.3) - r| with r = ref rounded to dtype, computed in dtype.
 
@@ -228,7 +218,6 @@ def fwd_atol(ref: torch.Tensor, dtype: torch.dtype) -> float:
     """
     r = ref.to(dtype)
     return 2 * ((r + ATOL_PROBE - ATOL_PROBE).double() - r.double()).abs().max().item() if r.numel() else 0.0
-
 
 
 def kernel_errors(s: LabSettings) -> KernelErrors:
@@ -253,7 +242,6 @@ def kernel_errors(s: LabSettings) -> KernelErrors:
                         torch.finfo(torch_dtype(s.precision)).eps, stats[PLAIN].max_abs, atol, rows, notes)
 
 
-
 @dataclass(frozen=True)
 class FlashVsSdpa:
     """FA2 against SDPA in the same dtype: how much they differ, and how far each is from float64."""
@@ -264,7 +252,6 @@ class FlashVsSdpa:
     flash_error: float  # FA2's max |error| against float64
     sdpa_error: float  # SDPA's max |error| against float64
     differing: float  # the fraction of output elements where the two differ at all
-
 
 
 def flash_vs_sdpa(s: LabSettings) -> FlashVsSdpa:
@@ -283,7 +270,6 @@ def flash_vs_sdpa(s: LabSettings) -> FlashVsSdpa:
                        (diff > 0).double().mean().item())
 
 
-
 @dataclass(frozen=True)
 class TileSpread:
     """FA2's output over tile sizes: how much the tile size changes it, against its error."""
@@ -294,7 +280,6 @@ class TileSpread:
     pairwise: tuple[tuple[float, ...], ...]  # (len(blocks), len(blocks)) max |O_a - O_b| in the output dtype
     max_spread: float  # the largest pairwise difference
     eps: float  # the precision's machine epsilon
-
 
 
 def tile_spread(s: LabSettings, blocks: tuple[int, ...] = TILE_SIZES) -> TileSpread:
@@ -315,13 +300,10 @@ def tile_spread(s: LabSettings, blocks: tuple[int, ...] = TILE_SIZES) -> TileSpr
                       torch.finfo(torch_dtype(s.precision)).eps)
 
 
-
 NOT_COMPUTED = -1  # a (row, tile) cell of the rescale map whose tile is skipped (causal): never computed
 
 
-
 FP8_SEEDS = 5  # seeds the FP8 table averages over: the Hadamard effect must hold on every one, not on average only
-
 
 
 @dataclass(frozen=True)
@@ -334,7 +316,6 @@ class RescaleRun:
     total: int  # rescales of the whole run (batch 0, head 0)
     max_p: float  # the largest P~_ij = 2^(S_ij - m_i) of the run: 1 with tau = 0, up to 2^tau with a stale max
     max_l: float  # the largest running row sum l_i
-
 
 
 @dataclass(frozen=True)
@@ -356,7 +337,6 @@ class LazyRescale:
     out_eps: float  # its machine epsilon: max_out_diff in steps of the output's rounding
 
 
-
 def _rescale_run(s: LabSettings, x, tau: float) -> tuple[RescaleRun, torch.Tensor, list]:
     events = []
     p_dtype = None if s.p_precision is None else torch_dtype(s.p_precision)
@@ -370,7 +350,6 @@ def _rescale_run(s: LabSettings, x, tau: float) -> tuple[RescaleRun, torch.Tenso
     per_tile = tuple(sum(max(row[j], 0) for row in cells) for j in range(n_tiles))
     max_l = max((e.l.max().item() for e in events if e.l.numel()), default=0.0)
     return RescaleRun(tau, tuple(map(tuple, cells)), per_tile, sum(per_tile), 1.0, max_l), out, events
-
 
 
 def lazy_rescale(s: LabSettings) -> LazyRescale:
@@ -400,7 +379,6 @@ def lazy_rescale(s: LabSettings) -> LazyRescale:
                        str(out_t.dtype).removeprefix("torch."), torch.finfo(out_t.dtype).eps)
 
 
-
 @dataclass(frozen=True)
 class Fp8Cell:
     """The FP8 kernel's RMSE on one kind of input, with or without Hadamard, over the table's seeds."""
@@ -409,7 +387,6 @@ class Fp8Cell:
     hadamard: bool  # incoherent processing on
     rmse: float  # mean RMSE against float64 over the seeds
     rmse_per_seed: tuple[float, ...]  # one per seed, in the table's order
-
 
 
 @dataclass(frozen=True)
@@ -425,7 +402,6 @@ class Fp8Table:
     def cell(self, outliers: bool, hadamard: bool) -> Fp8Cell:
         """The cell of one input kind and Hadamard setting."""
         return next(c for c in self.cells if c.outliers == outliers and c.hadamard == hadamard)
-
 
 
 def fp8_table(s: LabSettings, n_seeds: int = FP8_SEEDS, *, progress: Progress | None = None) -> Fp8Table:
@@ -458,7 +434,6 @@ def fp8_table(s: LabSettings, n_seeds: int = FP8_SEEDS, *, progress: Progress | 
     return Fp8Table(fmt, s.block, seeds, tuple(cells), note)
 
 
-
 @dataclass(frozen=True)
 class CausalAlignment:
     """Top-left (SDPA's is_causal) against bottom-right (flash-attn, flash_decode) causal masks when N_q != N_k."""
@@ -472,7 +447,6 @@ class CausalAlignment:
     row_diff: tuple[float, ...]  # per query i: max |O_top_left - O_bottom_right| over heads and d
     max_diff: float  # the largest of row_diff
     decode_diff: float  # max |flash_decode(causal=True) - bottom-right FA2|, both on fp32 copies of the inputs (so
-
 
 
 def causal_mask_at(offset: int):
@@ -490,7 +464,6 @@ def causal_mask_at(offset: int):
 
     causal_at.__name__ = f"causal_at_{offset}"
     return causal_at
-
 
 
 def causal_alignment(s: LabSettings) -> CausalAlignment:
@@ -522,10 +495,8 @@ def causal_alignment(s: LabSettings) -> CausalAlignment:
                            tuple(rows.tolist()), rows.max().item(), decode)
 
 
-
 # -- the lesson's claims about the Numerics view, each a number a test can check at the view's defaults
 VIEW_DEFAULTS = LabSettings()  # the Numerics view opens at these (bf16, N_q = 128, N_k = 256, tiles of 64, tau = 8)
-
 
 
 def flash_sdpa_gap_in_eps(s: LabSettings = VIEW_DEFAULTS) -> float:
@@ -541,7 +512,6 @@ def flash_sdpa_gap_in_eps(s: LabSettings = VIEW_DEFAULTS) -> float:
     return r.max_diff / r.eps if passes[FLASH2] and passes[SDPA] else math.nan
 
 
-
 def rescales_saved(s: LabSettings = VIEW_DEFAULTS) -> float:
     """How many times fewer rescales FA4's tau makes than tau = 0 (batch 0, head 0): 98 / 3 at the defaults.
 
@@ -551,7 +521,6 @@ def rescales_saved(s: LabSettings = VIEW_DEFAULTS) -> float:
     """
     r = lazy_rescale(s)
     return r.classic.total / r.lazy.total if r.lazy.total else math.inf
-
 
 
 def hadamard_gain(s: LabSettings = VIEW_DEFAULTS, n_seeds: int = FP8_SEEDS) -> float:
@@ -568,32 +537,25 @@ def hadamard_gain(s: LabSettings = VIEW_DEFAULTS, n_seeds: int = FP8_SEEDS) -> f
     return off.rmse / on.rmse if every else math.nan
 
 
-
 # Per-unit costs of the lab on a 2-core laptop CPU with the machine otherwise idle (CPU time of run_lab over N_q, N_k
 # from 128 to 1024 and tiles from 8 to 256, one thread; rounded up about twofold): a kernel call with its inputs and
 # float64 reference, one tile of a tiled kernel's Python loop, one FLOP. A busy machine takes several times longer.
 CALL_S = 2e-3  # seconds per kernel call (seeded inputs, float64 reference, the small ops around the kernel)
 
 
-
 TILE_S = 1e-4  # seconds per tile of a tiled kernel's loop (a dozen small ops, the on_tile events)
-
 
 
 FLOP_S = 1e-10  # seconds per FLOP (float64 references and low-precision casts run far below fp32 matmul peak)
 
 
-
 AUTO_S = 3.0  # seconds: a run estimated at most this long starts when the page opens (with a progress bar)
-
 
 
 LAB_S_MAX = 30.0  # seconds: a run estimated longer is refused (several minutes on a busy shared server)
 
 
-
 FP8_RUNS = 4  # cells of the FP8 table: plain / outliers x Hadamard off / on, each over FP8_SEEDS seeds
-
 
 
 @dataclass(frozen=True)
@@ -611,10 +573,8 @@ class LabWork:
         return self.seconds <= AUTO_S
 
 
-
 def _tiles(s: LabSettings, block: int) -> int:
     return -(-s.n_q // block) * -(-s.n_k // block)  # T(block), an upper bound under a causal mask
-
 
 
 def lab_work(s: LabSettings, n_seeds: int = FP8_SEEDS) -> LabWork:
@@ -643,7 +603,6 @@ def lab_work(s: LabSettings, n_seeds: int = FP8_SEEDS) -> LabWork:
     return LabWork(calls, tiles, flops, calls * CALL_S + tiles * TILE_S + flops * FLOP_S)
 
 
-
 def lab_problem(s: LabSettings, work: LabWork | None = None) -> str | None:
     """Why run_lab(s) is too big to run live (a sentence that says how to fix it), or None.
 
@@ -664,7 +623,6 @@ def lab_problem(s: LabSettings, work: LabWork | None = None) -> str | None:
             f"{LAB_S_MAX:.0f} s. {fix}")
 
 
-
 @dataclass(frozen=True)
 class LabResult:
     """Every experiment of the numerics lab on one LabSettings (the Numerics view draws each)."""
@@ -678,9 +636,7 @@ class LabResult:
     causal: CausalAlignment  # top-left against bottom-right causal masks
 
 
-
 STEPS = ("kernel errors", "FA2 vs SDPA", "tile sizes", "lazy rescale", "FP8 table", "causal alignment")
-
 
 
 def run_lab(s: LabSettings, *, n_seeds: int = FP8_SEEDS, progress: Progress | None = None) -> LabResult:

@@ -18,8 +18,6 @@ if TYPE_CHECKING:  # a check reads the settings' fields only
     from flashviz.app.state import Settings
 
 
-
-
 def roofline_gpu(s: Settings) -> Result:
     """The hierarchical roofline model's points on the published GPUs at the view's GPU dtype (the CPU's measured roof
     does not enter): naive's intensity against the H100's ridge, the predicted speedups there and the regime (HBM, L2

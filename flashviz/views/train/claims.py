@@ -17,8 +17,6 @@ if TYPE_CHECKING:  # a check reads the settings' fields only
     from flashviz.app.state import Settings
 
 
-
-
 def training_recompute(s: Settings) -> Result:
     """The Training view's price of recomputation at its largest N: P kept against L, and the extra FLOPs.
 
