@@ -418,8 +418,7 @@ def test_asking_for_more_splits_than_blocks_says_how_many_were_used(make_app):
 
 def test_settings_round_trip_through_the_link(make_app):
     wanted = Settings(cache_len=1000, q_heads=12, kv_heads=3, splits="3", page_size=16, batch_lens="four",
-                      view="decode",
-                      d=16)
+                      view="decode", d=16)
     at = make_app(**wanted.to_query())
     assert_clean(at)
     assert not at.warning

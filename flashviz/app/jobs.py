@@ -183,8 +183,7 @@ def sweep_args(s: Settings, *, ns: tuple[int, ...] | None = None, impls: tuple[s
                mode: str = FORWARD) -> tuple:
     """The hashable arguments of `sweep` for settings s (the Benchmark's own tile size, not the sidebar's)."""
     return (ns or s.ns, s.d, s.bench_block, s.bench_block, s.causal, s.window, impls or s.impls, s.batch, s.heads,
-            s.dtype,
-            s.device, s.threads, s.reps, mode, s.sure)
+            s.dtype, s.device, s.threads, s.reps, mode, s.sure)
 
 
 def repeats_of(reps: int, sure: bool, configs: int) -> int | Adaptive:

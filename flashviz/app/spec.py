@@ -39,7 +39,7 @@ class Spec:
     env: str = ""  # "threads": hi is the machine's thread count; "devices": options are the machine's devices
     disabled: bool = False  # number_input: shown greyed out (a page sets it while another setting decides the value)
     short: str = ""  # its name in a line of text ("N", "B", "causal"), where a page says which settings it used
-    key: str = ""  # its URL key where that is shorter than its name ("map_n" for map_n); "": the name itself
+    key: str = ""  # the key a link writes it under, where that differs from its name (map_n: bwn); "": the name
 
 
 def setting(default: Any, spec: Spec, *, key: str = "") -> Any:

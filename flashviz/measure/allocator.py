@@ -13,9 +13,10 @@ blocks for the next call.
                       32 MiB comes from the heap and is reused; a larger one is mmapped on every call, every time.
     M_TRIM_THRESHOLD  1 GiB: freed heap memory stays with the process for the next repeat.
 and afterwards sets the trim threshold back to twice the mmap threshold (glibc's own rule) and trims the heap, so the
-process returns what the timing freed. Measured on the machine this was written on (2 threads, 15 calls each in six
-fresh processes): naive attention at N = 1024, H = 4, d = 64 took 5.3-5.7 ms in every process with the thresholds
-pinned, against medians of 12-45 ms with calls of 5.4 to 78 ms without.
+process returns what the timing freed. The mmap threshold stays at 32 MiB: once set, glibc no longer moves it, and
+has no call that would give the moving one back. Measured on the machine this was written on (2 threads, 15 calls
+after a settle, each in a fresh process): naive attention at N = 1024, H = 4, d = 64 had medians of 4.8-5.3 ms in four
+processes inside steady_allocator(), against medians of 12-45 ms (calls of 5.4 to 78 ms) in six without it.
 
 Elsewhere (macOS, musl, Windows) there is no `mallopt`, and `steady_allocator()` changes nothing; `allocator()` says
 which case a run measured in, for its CSV.

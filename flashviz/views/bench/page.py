@@ -65,8 +65,7 @@ def benchmark_ui(s: Settings) -> None:
         st.error("Choose at least one sequence length and one implementation.")
         return
     problem = jobs.work_guard(s.ns, d=s.d, br=s.bench_block, bc=s.bench_block, batch=s.batch, heads=s.heads,
-                              reps=s.reps,
-                              n_impls=len(s.impls), dtype=s.dtype)
+                              reps=s.reps, n_impls=len(s.impls), dtype=s.dtype)
     if problem:
         st.error(problem)
         return

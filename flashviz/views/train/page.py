@@ -60,8 +60,7 @@ def _run_ui(s: Settings) -> None:
     """The Run button and, for these settings, the measured forward + backward time and peak memory."""
     impls = s.impls
     problem = jobs.work_guard(s.ns, d=s.d, br=s.bench_block, bc=s.bench_block, batch=s.batch, heads=s.heads,
-                              reps=s.reps,
-                              n_impls=len(impls), training=True, dtype=s.dtype)
+                              reps=s.reps, n_impls=len(impls), training=True, dtype=s.dtype)
     if problem:
         st.error(problem)
         return
