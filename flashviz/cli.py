@@ -73,6 +73,7 @@ from flashviz.ring import (
     tiles_per_rank,
     unshard,
 )
+from flashviz.ring.runner import float64_reference
 from flashviz.units import format_bytes, format_flops
 from flashviz.views.bench.sentences import speed_verdicts
 from flashviz.vocab import DTYPE_BYTES, FLASH, FORWARD, IMPLS, LOOP_ORDERS, OK, TILED_IMPLS, TRAINING
@@ -400,20 +401,6 @@ def _ring_inputs(args: argparse.Namespace, device: torch.device) -> tuple[torch.
                  for bh in shapes)
 
 
-def _ring_reference(q, k, v, dO, causal: bool) -> dict[str, torch.Tensor]:
-    """out, lse and (with dO) dq, dk, dv of attention in one process, in float64."""
-    q, k, v = (t.detach().double().requires_grad_(dO is not None) for t in (q, k, v))
-    group = q.shape[1] // k.shape[1]
-    S = (q @ k.repeat_interleave(group, 1).transpose(-1, -2)) / math.sqrt(q.shape[-1])  # (B, H, N, N)
-    if causal:
-        S = S.masked_fill(torch.ones(S.shape[-2:], dtype=torch.bool, device=S.device).triu(1), -math.inf)
-    out = torch.softmax(S, dim=-1) @ v.repeat_interleave(group, 1)  # (B, H, N, d)
-    ref = {"out": out.detach(), "lse": torch.logsumexp(S, dim=-1).detach()}
-    if dO is not None:
-        ref.update(zip(("dq", "dk", "dv"), torch.autograd.grad(out, (q, k, v), dO.double()), strict=True))
-    return ref
-
-
 def _ring_report(args: argparse.Namespace, world: int, how: str, got: dict, events, ref: dict) -> str:
     """The error against one process, every step's time and bytes, each rank's work against the model."""
     h_kv = args.kv_heads or args.heads
@@ -490,7 +477,7 @@ def _ring_torchrun(args: argparse.Namespace) -> int:
         dist.gather_object(part, parts, dst=0)
         if rank == 0:
             got = {name: unshard([p[name] for p in parts], args.layout) for name in parts[0] if name != "events"}
-            ref = _ring_reference(q.cpu(), k.cpu(), v.cpu(), None if args.forward_only else dO.cpu(), args.causal)
+            ref = float64_reference(q.cpu(), k.cpu(), v.cpu(), None if args.forward_only else dO.cpu(), args.causal)
             print(_ring_report(args, world, "torchrun", got, [e for p in parts for e in p["events"]], ref))
     finally:
         dist.destroy_process_group()
@@ -506,7 +493,7 @@ def _ring(args: argparse.Namespace) -> int:
     run = run_ring(q, k, v, world=args.world, causal=args.causal, layout=args.layout, block_size=args.block_size,
                    backend=args.backend, dO=None if args.forward_only else dO, timeout_s=args.timeout)
     got = {"out": run.out, "lse": run.lse, "dq": run.dq, "dk": run.dk, "dv": run.dv}
-    ref = _ring_reference(q, k, v, None if args.forward_only else dO, args.causal)
+    ref = float64_reference(q, k, v, None if args.forward_only else dO, args.causal)
     print(_ring_report(args, args.world, "processes started here", got, run.events, ref))
     return EXIT_OK
 

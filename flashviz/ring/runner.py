@@ -435,3 +435,32 @@ def run_ring(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, world: int, c
     """
     job = RingJob(q, k, v, world, causal, layout, block_size, dO, scale)
     return run_ring_jobs([job], backend=backend, timeout_s=timeout_s, fail_rank=fail_rank)[0]
+
+
+def float64_reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dO: torch.Tensor | None = None,
+                      causal: bool = False) -> dict[str, torch.Tensor]:
+    """What a ring run is checked against: attention over the whole sequence in one process, in float64, on the
+    inputs' own values. S is built once and gives both the output and the logsumexp.
+
+    Args:
+        q: (B, H, N, d).  k, v: (B, H_kv, N, d), H_kv dividing H.  dO: (B, H, N, d) or None.
+        causal: top-left causal over the global positions, as ring_attention's.
+    Returns:
+        "out" (B, H, N, d) and "lse" (B, H, N), and with dO "dq", "dk", "dv" (the inputs' shapes); all float64.
+
+    Example:
+        >>> q = torch.randn(1, 2, 8, 4)
+        >>> ref = float64_reference(q, q[:, :1], q[:, :1], torch.ones_like(q), causal=True)
+        >>> sorted(ref), ref["dk"].shape, ref["lse"].dtype
+        (['dk', 'dq', 'dv', 'lse', 'out'], torch.Size([1, 1, 8, 4]), torch.float64)
+    """
+    q, k, v = (t.detach().double().requires_grad_(dO is not None) for t in (q, k, v))
+    group = q.shape[1] // k.shape[1]  # query heads per K/V head
+    S = (q @ k.repeat_interleave(group, 1).transpose(-1, -2)) / math.sqrt(q.shape[-1])  # (B, H, N, N)
+    if causal:
+        S = S.masked_fill(torch.ones(S.shape[-2:], dtype=torch.bool, device=S.device).triu(1), -math.inf)
+    out = torch.softmax(S, dim=-1) @ v.repeat_interleave(group, 1)  # (B, H, N, d)
+    ref = {"out": out.detach(), "lse": torch.logsumexp(S, dim=-1).detach()}
+    if dO is not None:
+        ref.update(zip(("dq", "dk", "dv"), torch.autograd.grad(out, (q, k, v), dO.double()), strict=True))
+    return ref

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import torch
 
-from flashviz.core.reference import naive_attention
 from flashviz.measure.progress import Progress
 from flashviz.ring import (
     BACKWARD,
@@ -40,6 +39,7 @@ from flashviz.ring import (
     run_ring_jobs,
     tiles_per_rank,
 )
+from flashviz.ring.runner import float64_reference
 from flashviz.vocab import SKIPPED
 
 RING_D = 32  # head dimension of the view's random inputs
@@ -292,20 +292,6 @@ def inputs(setup: RingSetup, dtype: str | None = None) -> tuple[torch.Tensor, ..
     return tuple(t.to(getattr(torch, dtype or setup.dtype)) for t in full)
 
 
-def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, dO: torch.Tensor | None,
-              causal: bool) -> dict[str, torch.Tensor]:
-    """out, lse and (with dO) dq, dk, dv of naive attention in one process in float64, on the inputs' values."""
-    q, k, v = (t.detach().double().requires_grad_(dO is not None) for t in (q, k, v))
-    out = naive_attention(q, k, v, causal=causal)  # (B, H, N, d)
-    S = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])  # (B, H, N, N)
-    if causal:
-        S = S.masked_fill(torch.ones(S.shape[-2:], dtype=torch.bool, device=S.device).triu(1), -math.inf)
-    ref = {"out": out.detach(), "lse": torch.logsumexp(S, dim=-1).detach()}  # (B, H, N)
-    if dO is not None:
-        ref.update(zip(("dq", "dk", "dv"), torch.autograd.grad(out, (q, k, v), dO.double()), strict=True))
-    return ref
-
-
 def max_error(got: torch.Tensor, want: torch.Tensor) -> float:
     """max |got - want| in float64 (0 for empty tensors)."""
     return float((got.double() - want).abs().max()) if got.numel() else 0.0
@@ -439,7 +425,7 @@ def ring_run(setup: RingSetup, *, progress: Progress | None = None, fail_rank: t
     seconds = time.perf_counter() - t0
     main = runs[0]
     q, k, v, dO = (jobs[0].q, jobs[0].k, jobs[0].v, jobs[0].dO)
-    ref = reference(q, k, v, dO, setup.causal)
+    ref = float64_reference(q, k, v, dO, setup.causal)
     errors = {name: max_error(getattr(main, name), ref[name]) for name in ("out", "lse", "dq", "dk", "dv")}
     model = setup.schedule(backward=True)
     works, layout_bad = [], []
@@ -456,7 +442,7 @@ def ring_run(setup: RingSetup, *, progress: Progress | None = None, fail_rank: t
     refs = {}
     for (dtype, w), run, job in zip(sweep, runs[1 + len(others):], jobs[1 + len(others):], strict=True):
         if dtype not in refs:
-            ref_out = reference(job.q, job.k, job.v, None, setup.causal)["out"]  # (B, H, N, d) float64
+            ref_out = float64_reference(job.q, job.k, job.v, None, setup.causal)["out"]  # (B, H, N, d) float64
             refs[dtype] = ref_out, mean_error(ref_out.to(job.q.dtype), ref_out)
         ref_out, rounding = refs[dtype]
         precision.append(PrecisionPoint(dtype, w, max_error(run.out, ref_out), mean_error(run.out, ref_out),
