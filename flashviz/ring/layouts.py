@@ -132,20 +132,27 @@ class RingStepPlan:
     statuses: tuple[tuple[str, ...], ...]  # [q_block][k_block] "full" / "partial" / "skipped" of the step's tiles
 
 
-@dataclass(frozen=True)
-class RingSchedule:
-    """The model of a ring: every (phase, rank, step) with its tiles and bytes. Compare with a run's events."""
+class StepWork(Protocol):
+    """What tiles_per_rank reads of a step: a RingStepPlan of the model or a RingStepEvent of a real run."""
 
-    n: int  # N, the whole sequence
+    rank: int  # r
+    phase: str  # "forward" or "backward"
+    tiles_computed: int  # tiles the step computes (full + partial)
+
+
+class RankWork:
+    """Each rank's work over a ring, from its records: the model's plans (RingSchedule) or a real run's events
+    (flashviz.ring.runner.RingRun) alike. A subclass has `world` and gives its records."""
+
     world: int  # W
-    layout: str  # one of LAYOUTS
-    block_size: int  # Br = Bc of the tiled kernel on each rank
-    causal: bool  # top-left causal over the global positions
-    steps: tuple[RingStepPlan, ...]  # forward steps by (rank, step), then the backward's (if asked for)
 
-    def of(self, phase: str = FORWARD) -> tuple[RingStepPlan, ...]:
-        """The steps of one phase, by (rank, step)."""
-        return tuple(s for s in self.steps if s.phase == phase)
+    def records(self) -> Sequence[StepWork]:
+        """Every (phase, rank, step) record: the model's plans (RingSchedule) or a run's events (RingRun)."""
+        raise NotImplementedError
+
+    def of(self, phase: str = FORWARD) -> tuple[StepWork, ...]:
+        """The records of one phase, by (rank, step)."""
+        return tuple(s for s in self.records() if s.phase == phase)
 
     def tiles_per_rank(self, phase: str = FORWARD) -> tuple[int, ...]:
         """Computed tiles of each rank over the whole ring (the rank's work)."""
@@ -156,11 +163,20 @@ class RingSchedule:
         return imbalance(self.tiles_per_rank(phase))
 
 
-class StepWork(Protocol):
-    """What tiles_per_rank reads of a step: a RingStepPlan of the model or a RingStepEvent of a real run."""
+@dataclass(frozen=True)
+class RingSchedule(RankWork):
+    """The model of a ring: every (phase, rank, step) with its tiles and bytes. Compare with a run's events."""
 
-    rank: int  # r
-    tiles_computed: int  # tiles the step computes (full + partial)
+    n: int  # N, the whole sequence
+    world: int  # W
+    layout: str  # one of LAYOUTS
+    block_size: int  # Br = Bc of the tiled kernel on each rank
+    causal: bool  # top-left causal over the global positions
+    steps: tuple[RingStepPlan, ...]  # forward steps by (rank, step), then the backward's (if asked for)
+
+    def records(self) -> tuple[RingStepPlan, ...]:
+        """The model's steps, every (phase, rank, step)."""
+        return self.steps
 
 
 def tiles_per_rank(steps: Sequence[StepWork], world: int) -> tuple[int, ...]:

@@ -26,12 +26,10 @@ from flashviz.ring.attention import (
 )
 from flashviz.ring.layouts import (
     CONTIGUOUS,
-    FORWARD,
     PHASES,
+    RankWork,
     check_layout,
-    imbalance,
     shard,
-    tiles_per_rank,
     unshard,
 )
 
@@ -65,8 +63,9 @@ class RingJob:
 
 
 @dataclass(frozen=True)
-class RingRun:
-    """What run_ring gathers from the ranks: the whole outputs and every rank's step events."""
+class RingRun(RankWork):
+    """What run_ring gathers from the ranks: the whole outputs and every rank's step events (its work per rank as
+    its kernels counted it: RankWork's of, tiles_per_rank, imbalance)."""
 
     out: torch.Tensor  # (B, H, N, d) the attention output, unsharded, in q's dtype, on the CPU
     lse: torch.Tensor  # (B, H, N) the logsumexp over all N keys (natural log, accumulator dtype)
@@ -80,17 +79,9 @@ class RingRun:
     block_size: int  # the kernel's tile size
     ring_s: tuple[float, ...]  # per rank: seconds inside ring_attention (its forward, and backward with dO)
 
-    def of(self, phase: str = FORWARD) -> tuple[RingStepEvent, ...]:
-        """The events of one phase, by (rank, step)."""
-        return tuple(e for e in self.events if e.phase == phase)
-
-    def tiles_per_rank(self, phase: str = FORWARD) -> tuple[int, ...]:
-        """Computed tiles of each rank over the ring, as its kernel counted them."""
-        return tiles_per_rank(self.of(phase), self.world)
-
-    def imbalance(self, phase: str = FORWARD) -> float:
-        """max / mean of the ranks' computed tiles (1 = balanced)."""
-        return imbalance(self.tiles_per_rank(phase))
+    def records(self) -> tuple[RingStepEvent, ...]:
+        """The run's events, every (phase, rank, step)."""
+        return self.events
 
 
 def free_port(host: str = "127.0.0.1") -> int:
