@@ -1,5 +1,6 @@
 """Quantities written for people, one convention for the whole project: sizes of memory and traffic in binary units
-(KiB, MiB, GiB: what allocators and RAM are counted in), FLOPs with decimal prefixes (GFLOP, as peaks are quoted).
+(KiB, MiB, GiB: what allocators and RAM are counted in), FLOPs with decimal prefixes (GFLOP, as peaks are quoted), and
+a list of names as a sentence says it ("A, B and C").
 
 Torch-free and dependency-free, so the figure builders, the tile map and the dashboard format the same number the same
 way. Rates (GB/s, GFLOP/s) are quoted by the code that measures them, in decimal units, as bandwidths are.
@@ -46,3 +47,13 @@ def format_flops(flops: float) -> str:
         if abs(flops) >= scale:
             return f"{flops / scale:.3g} {unit}"
     return f"{flops:.0f} FLOP"
+
+
+def and_list(names: list[str]) -> str:
+    """Names as a sentence lists them.
+
+    Example:
+        >>> and_list(["FA1"]), and_list(["FA1", "FA2"]), and_list(["A100", "H100", "H200"])
+        ('FA1', 'FA1 and FA2', 'A100, H100 and H200')
+    """
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"

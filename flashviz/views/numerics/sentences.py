@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from flashviz.units import and_list
 from flashviz.vocab import FP8_FORMATS, PRECISION_LABELS
 
 SIMILAR = 1.5  # tile sizes whose errors lie within this factor of each other err "not more wrongly" than another
@@ -55,10 +56,6 @@ def _label(precision: str) -> str:
     return PRECISION_LABELS.get(precision, precision)
 
 
-def _names(labels: list[str]) -> str:
-    return labels[0] if len(labels) == 1 else f"{', '.join(labels[:-1])} and {labels[-1]}"
-
-
 def _times(n: int) -> str:
     return "once" if n == 1 else f"{n} times"
 
@@ -95,13 +92,13 @@ def kernel_errors_sentence(r: KernelErrors) -> str:
     errors = ", ".join(f"{row.label} {fmt_num(row.stats.max_abs)}" for row in r.rows)
     bound = 2 * r.plain_max_abs + r.fwd_atol
     failing = [row.label for row in r.rows if not row.passes]
-    verdict = (f"{_names(failing)} {'fails' if len(failing) == 1 else 'fail'} it." if failing
+    verdict = (f"{and_list(failing)} {'fails' if len(failing) == 1 else 'fail'} it." if failing
                else "every kernel passes.")
     text = (f"In {_label(r.precision)} (eps = {fmt_num(r.eps)}), max |error| against float64: {errors}. flash-attn's "
             f"rule, at most 2 x the plain run's ({r.rows[0].label}) {fmt_num(r.plain_max_abs)} + "
             f"{fmt_num(r.fwd_atol)} = {fmt_num(bound)}: {verdict}")
     if r.precision in FP8_FORMATS:
-        others = _names([row.label for row in r.rows if row.kernel != "fp8"])
+        others = and_list([row.label for row in r.rows if row.kernel != "fp8"])
         text += (f" {others} run in fp32 on Q, K, V rounded to {_label(r.precision)} with one scale per head; the "
                  "FP8 kernel quantises per block itself.")
     return " ".join([text, *(f"({note}.)" for note in r.notes)])
@@ -139,7 +136,7 @@ def flash_sdpa_sentence(r: FlashVsSdpa, errors: KernelErrors | None = None) -> s
     if not failing:
         return (f"{within} and passes flash-attn's rule (at most {bound}): neither is wrong, they round in different "
                 "orders.")
-    return (f"{within}. But {_names(failing)} {'fails' if len(failing) == 1 else 'fail'} flash-attn's rule (at most "
+    return (f"{within}. But {and_list(failing)} {'fails' if len(failing) == 1 else 'fail'} flash-attn's rule (at most "
             f"{bound}): {'it errs' if len(failing) == 1 else 'they err'} more than plain PyTorch in this dtype, so the "
             "difference is more than the order of rounding.")
 
@@ -169,7 +166,7 @@ def tile_spread_sentence(r: TileSpread, errors: KernelErrors | None = None) -> s
     over = [b for b, e in zip(r.blocks, r.errors, strict=True) if e > bound]
     if over:
         which = ("every tile size errs" if len(over) == len(r.blocks)
-                 else f"tiles of {_names([str(b) for b in over])} err")
+                 else f"tiles of {and_list([str(b) for b in over])} err")
         text += f": {which} beyond flash-attn's bound of {fmt_num(bound)}, whatever the order of the sums."
     elif hi <= SIMILAR * lo:
         text += ": the sums are taken in another order, not more wrongly."

@@ -13,7 +13,7 @@ import pandas as pd
 from flashviz.measure.roof_probe import COPY_BYTES, MATMUL_N, PROBE_REPEATS, RoofCheck
 from flashviz.model.iomodel import IOCost
 from flashviz.model.roofline import COMPUTE, MEMORY, Device
-from flashviz.units import MIB, format_bytes
+from flashviz.units import MIB, and_list, format_bytes
 from flashviz.views.roof.data import CPU_NAME, CPU_TIMED, REPEATS, TIMED
 from flashviz.views.roof.figures import SHORT
 from flashviz.vocab import ALGORITHMS, DTYPE_BYTES, KV_OUTER, NAIVE, Q_OUTER
@@ -142,11 +142,6 @@ def _rate(rates: pd.Series, regime: str) -> str:
     return f"L2 {rates['l2_bandwidth'] / 1e12:.3g} TB/s"
 
 
-def _names(names: list[str]) -> str:
-    """'A', 'A and B', 'A, B and C'."""
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
-
-
 def gpus_differ_md(points: pd.DataFrame, rates: pd.DataFrame) -> str:
     """Where the GPUs' predictions differ and which regime makes them differ: per kernel, the GPUs grouped by the
     regime that bounds it and that regime's rate, with the predicted time. GPUs bound by the same regime at the same
@@ -164,7 +159,7 @@ def gpus_differ_md(points: pd.DataFrame, rates: pd.DataFrame) -> str:
             groups.setdefault(key, []).append((str(r.device).split(" (")[0], float(r.time_s)))
         parts = []
         for (regime, rate), members in groups.items():
-            names = _names([n for n, _ in members])
+            names = and_list([n for n, _ in members])
             times = list(dict.fromkeys(f"{g3(t * 1e6)} µs" for _, t in sorted(members, key=lambda m: m[1])))
             when = " / ".join(times)
             parts.append(f"{names} {regime_word(regime)}-bound ({rate}): {when}")
