@@ -32,13 +32,12 @@ from flashviz.ring import (
     RingSchedule,
     RingStepEvent,
     check_layout,
-    imbalance,
     owner_rank,
     positions,
     ring_schedule,
     run_ring_jobs,
-    tiles_per_rank,
 )
+from flashviz.ring.layouts import RankWork
 from flashviz.ring.runner import float64_reference
 from flashviz.vocab import SKIPPED
 
@@ -177,6 +176,14 @@ class LayoutWork:
     imbalance: float  # max / mean of the tiles: 1 is balanced, the ring waits for the busiest rank
 
 
+def work_of(layout: str, work: RankWork) -> LayoutWork:
+    """A layout's forward work per rank, from the model's plans (a RingSchedule) or a run's events (a RingRun)."""
+    flops = [0] * work.world
+    for record in work.of(FORWARD):
+        flops[record.rank] += record.flops
+    return LayoutWork(layout, work.tiles_per_rank(), tuple(flops), work.imbalance())
+
+
 def layout_work(setup: RingSetup) -> tuple[tuple[LayoutWork, ...], dict[str, str]]:
     """Each layout's work at the setup's N, W, tile and mask: the valid layouts' LayoutWork, and why the others
     cannot shard N (layout -> check_layout's message).
@@ -189,15 +196,9 @@ def layout_work(setup: RingSetup) -> tuple[tuple[LayoutWork, ...], dict[str, str
     works, bad = [], {}
     for layout in LAYOUTS:
         try:
-            sched = setup.schedule(layout)
+            works.append(work_of(layout, setup.schedule(layout)))
         except ValueError as e:
             bad[layout] = str(e)
-            continue
-        steps = sched.of(FORWARD)
-        flops = [0] * setup.world
-        for p in steps:
-            flops[p.rank] += p.flops
-        works.append(LayoutWork(layout, sched.tiles_per_rank(), tuple(flops), sched.imbalance()))
     return tuple(works), bad
 
 
@@ -430,13 +431,8 @@ def ring_run(setup: RingSetup, *, progress: Progress | None = None, fail_rank: t
     model = setup.schedule(backward=True)
     works, layout_bad = [], []
     for layout, run in zip((setup.layout, *others), runs, strict=False):
-        steps = run.of(FORWARD)
-        flops = [0] * setup.world
-        for e in steps:
-            flops[e.rank] += e.flops
-        tiles = tiles_per_rank(steps, setup.world)
-        works.append(LayoutWork(layout, tiles, tuple(flops), imbalance(tiles)))
-        layout_bad += [f"{layout}: {m}" for m in mismatches(steps, setup.schedule(layout), (FORWARD,))]
+        works.append(work_of(layout, run))
+        layout_bad += [f"{layout}: {m}" for m in mismatches(run.of(FORWARD), setup.schedule(layout), (FORWARD,))]
     works.sort(key=lambda w: LAYOUTS.index(w.layout))
     precision = []
     refs = {}
