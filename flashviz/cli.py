@@ -55,9 +55,10 @@ from flashviz.limits import (
 from flashviz.measure.context import with_context
 from flashviz.measure.guards import calls_per_row, request_flops
 from flashviz.measure.stats import TARGET_REL_CI, min_repeats
-from flashviz.measure.sweep import MAX_D, MAX_N, cut_short, run_sweep
+from flashviz.measure.sweep import MAX_D, MAX_N, cut_short
 from flashviz.measure.timing import AUTO
 from flashviz.measure.verdict import sentence
+from flashviz.measure.worker import TimingWorker
 from flashviz.model.iomodel import hbm_vs_memory
 from flashviz.ring import (
     BACKENDS,
@@ -101,7 +102,9 @@ class ProgressBar:
         self.stream = stream if stream is not None else sys.stderr
         self.width = width  # characters of the bar
 
-    def __call__(self, done: int, total: int, label: str) -> None:
+    def __call__(self, done: int, total: int, label: str, partial: object = None) -> None:
+        if label == "waiting":
+            return
         filled = self.width * done // max(total, 1)
         line = f"\r[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} {label}"
         self.stream.write(f"{line:<80}")
@@ -283,19 +286,26 @@ def _bench_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+make_worker = TimingWorker  # the timing worker `bench` runs its sweep in (tests put an InlineWorker here)
+SWEEP_JOB = "flashviz.measure.sweep:run_sweep"  # what `bench` runs there: the dashboard's sweeps run it too
+
+
 def _bench(args: argparse.Namespace) -> int:
     if problem := _bench_problem(args):
         args.subparser.error(problem)  # usage + exit 2
     budget = None if args.memory_budget_mib is None else args.memory_budget_mib * 2**20
-    try:
-        df = run_sweep(args.n, d=args.d, block_size=args.block_size, block_q=args.block_q, block_k=args.block_k,
-                       causal=args.causal, window=None if args.window is None else tuple(args.window),
-                       impls=args.impls, batch=args.batch, heads=args.heads, dtype=args.dtype, device=args.device,
-                       threads=args.threads, repeats=args.repeats, warmup=args.warmup,
-                       mode=TRAINING if args.training else FORWARD, memory_budget_bytes=budget,
-                       time_budget_s=args.time_budget, progress=ProgressBar())
+    sweep = dict(d=args.d, block_size=args.block_size, block_q=args.block_q, block_k=args.block_k,
+                 causal=args.causal, window=None if args.window is None else tuple(args.window), impls=args.impls,
+                 batch=args.batch, heads=args.heads, dtype=args.dtype, device=args.device, threads=args.threads,
+                 repeats=args.repeats, warmup=args.warmup, mode=TRAINING if args.training else FORWARD,
+                 memory_budget_bytes=budget, time_budget_s=args.time_budget)
+    worker = make_worker()
+    try:  # in the timing worker, as the dashboard's runs: a process of its own, the threads the free cores allow
+        df, run = worker.run_reported(SWEEP_JOB, (args.n,), sweep, progress=ProgressBar())
     except (ValueError, TypeError) as e:
         args.subparser.error(str(e))  # usage + exit 2
+    finally:
+        worker.close()
     flash_impl = next((i for i in TILED_IMPLS if i in args.impls and (df["impl"].eq(i) & df["status"].eq(OK)).any()),
                       FLASH)
     table = report.summary_table(df, flash_impl=flash_impl)
@@ -303,6 +313,10 @@ def _bench(args: argparse.Namespace) -> int:
     print(f"flashviz bench: {mode}, d={args.d}, B={args.batch}, H={args.heads}, {args.dtype}, "
           f"device={df['device'].iloc[0]}, threads={df['threads'].iloc[0]}, causal={args.causal}, "
           f"window={args.window}, repeats={args.repeats}\n")
+    print(run.sentence())
+    if busy := run.busy_sentence():
+        print(busy)
+    print()
     print(_measurements_text(df))
     print(f"\nSummary: {flash_impl} vs naive (speedup = naive time / {flash_impl} time; "
           f"memory saving = naive peak / {flash_impl} peak)\n")
@@ -317,7 +331,8 @@ def _bench(args: argparse.Namespace) -> int:
               file=sys.stderr)
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    with_context(df, df.attrs.get("context")).to_csv(args.out, index=False)  # torch version, CPU model, ...
+    # torch version, CPU model, ..., then when, which flashviz, the load, the thread policy, the calls set aside
+    with_context(df, {**(df.attrs.get("context") or {}), **run.columns()}).to_csv(args.out, index=False)
     print(f"\nwrote {args.out}")
     if args.html is not None:
         n_max = max(args.n)

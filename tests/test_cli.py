@@ -13,6 +13,19 @@ from flashviz.cli import ProgressBar, main
 from flashviz.limits import BENCH_TIME_BUDGET_S
 from flashviz.measure.context import CONTEXT_COLUMNS
 from flashviz.measure.sweep import COLUMNS
+from flashviz.measure.worker import InlineWorker
+
+REPORT_COLUMNS = ("timestamp", "flashviz_version", "threads_allowed", "threads_free", "other_busy_cores",
+                  "load_average", "timed_calls", "calls_set_aside", "thread_policy")
+
+
+@pytest.fixture
+def inline(monkeypatch):
+    """bench's sweep in this process (InlineWorker), so that a test can replace what the sweep calls."""
+    import flashviz.cli
+
+    monkeypatch.setattr(flashviz.cli, "make_worker", InlineWorker)
+
 
 SMALL_BENCH = ["bench", "--n", "32", "64", "--d", "8", "--block-size", "16", "--repeats", "1", "--warmup", "0",
                "--threads", "1"]
@@ -24,8 +37,11 @@ def test_bench_writes_csv_and_html_and_prints_the_summary(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert rc == 0
     df = pd.read_csv(csv)
-    assert tuple(df.columns) == (*COLUMNS, *CONTEXT_COLUMNS)  # each row says where it was measured
-    assert df["torch_version"].unique().tolist() == [torch.__version__] and (df["repeats"] == 1).all()
+    # each row says where, when and under what load it was measured, and how many calls were set aside
+    assert tuple(df.columns) == (*COLUMNS, *CONTEXT_COLUMNS, *REPORT_COLUMNS)
+    assert df["torch_version"].unique().tolist() == [torch.__version__] and (df["repeats"] >= 1).all()
+    assert df["timed_calls"].nunique() == 1 and df["timed_calls"].iloc[0] == (df["repeats"] + df["set_aside"]).sum()
+    assert "Timed in the timing worker with" in out  # the run's report, before the measurements
     assert len(df) == 2 * 4 and (df["status"] == "ok").all()
     assert "speedup (x)" in out and "memory saving (x)" in out
     assert "8/8" in err and "done" in err  # the progress bar went to stderr
@@ -153,13 +169,14 @@ def test_the_console_script_is_installed(tmp_path):
     (["check", "--tol", "0"], "--tol must be a finite number > 0"),
     (["check", "--d", *map(str, range(1, 10))], "--d lists 9 values"),
 ])
-def test_oversized_or_odd_requests_are_usage_errors_that_say_why(argv, says, capsys, tmp_path, monkeypatch):
+def test_oversized_or_odd_requests_are_usage_errors_that_say_why(argv, says, capsys, tmp_path, monkeypatch, inline):
     import flashviz.cli
+    import flashviz.measure.sweep
 
     def never(*args, **kwargs):
         raise AssertionError("a refused request must not start measuring")
 
-    monkeypatch.setattr(flashviz.cli, "run_sweep", never)
+    monkeypatch.setattr(flashviz.measure.sweep, "run_sweep", never)
     monkeypatch.setattr(flashviz.cli, "_check_error", never)
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
@@ -187,7 +204,7 @@ def test_inputs_over_the_memory_budget_are_not_run_rows_not_a_traceback(tmp_path
     assert "inputs need 15.0 GiB" in out
 
 
-def test_the_time_budget_cuts_the_run_short_and_still_writes_the_results(tmp_path, capsys, monkeypatch):
+def test_the_time_budget_cuts_the_run_short_and_still_writes_the_results(tmp_path, capsys, monkeypatch, inline):
     import flashviz.measure.sweep
 
     ticks = iter(range(10 ** 6))
@@ -203,12 +220,12 @@ def test_the_time_budget_cuts_the_run_short_and_still_writes_the_results(tmp_pat
     assert "time budget of 3.5 s ran out; 1 row(s) were not measured. Raise --time-budget" in err
 
 
-def test_the_time_budget_reaches_the_sweep(tmp_path, capsys, monkeypatch):
-    import flashviz.cli
+def test_the_time_budget_reaches_the_sweep(tmp_path, capsys, monkeypatch, inline):
+    import flashviz.measure.sweep
 
     seen = {}
-    real = flashviz.cli.run_sweep
-    monkeypatch.setattr(flashviz.cli, "run_sweep", lambda *a, **k: seen.update(k) or real(*a, **k))
+    real = flashviz.measure.sweep.run_sweep
+    monkeypatch.setattr(flashviz.measure.sweep, "run_sweep", lambda *a, **k: seen.update(k) or real(*a, **k))
     assert main([*SMALL_BENCH, "--impls", "flash", "--out", str(tmp_path / "a.csv")]) == 0
     assert seen["time_budget_s"] == BENCH_TIME_BUDGET_S == 600
     assert main([*SMALL_BENCH, "--impls", "flash", "--time-budget", "none", "--out", str(tmp_path / "b.csv")]) == 0

@@ -639,6 +639,11 @@ class LabResult:
 STEPS = ("kernel errors", "FA2 vs SDPA", "tile sizes", "lazy rescale", "FP8 table", "causal alignment")
 
 
+def lab_run(args: tuple, *, progress: Progress | None = None) -> LabResult:
+    """run_lab on LabSettings(*args): the lab as a timed run, its settings a plain (hashable) tuple."""
+    return run_lab(LabSettings(*args), progress=progress)
+
+
 def run_lab(s: LabSettings, *, n_seeds: int = FP8_SEEDS, progress: Progress | None = None) -> LabResult:
     """Every experiment on s, in STEPS' order; progress(done, total, label) before each (and after each FP8 run).
 

@@ -15,13 +15,12 @@ from dataclasses import astuple
 import streamlit as st
 
 from flashviz.app.drawing import ran_with_ui, show_figure
-from flashviz.app.lock import Progress
 from flashviz.app.runs import remembered, run_and_remember, run_button_ui, timed_run
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
 from flashviz.views.numerics import figures as figs
 from flashviz.views.numerics import sentences as text
-from flashviz.views.numerics.data import LabResult, LabSettings, LabWork, lab_problem, lab_settings, lab_work, run_lab
+from flashviz.views.numerics.data import LabResult, LabSettings, LabWork, lab_problem, lab_run, lab_settings, lab_work
 
 NAME = "numerics"  # the view's result name in this session (flashviz.app.runs.remember)
 TITLE = "Numerics lab"  # what the progress box calls the run
@@ -34,10 +33,7 @@ INTRO = (f"Correct kernels round in their own order, so they disagree in the las
          f"seeded input ({LabSettings.heads} heads, d = {LabSettings.d}) and float64 as the truth.")
 
 
-@timed_run
-def cached_lab(args: tuple, progress: Progress | None = None) -> LabResult:
-    """run_lab on LabSettings(*args), cached on args; with `_lock` (a long run), it takes turns with timing runs."""
-    return run_lab(LabSettings(*args), progress=progress)
+cached_lab = timed_run(lab_run)  # run_lab on LabSettings(*args), cached on args, in the timing worker
 
 
 def numerics_ui(s: Settings) -> None:

@@ -160,6 +160,17 @@ def timed_points(df: pd.DataFrame | None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=TIMED_COLUMNS)
 
 
+def measure_and_roof(n: int, d: int, br: int, bc: int, causal: bool, window: Window, batch: int, heads: int,
+                     cpu_dtype: str, gpu_dtype: str, devices: tuple[str, ...], threads: int,
+                     time_budget_s: float = LIVE_TIME_BUDGET_S, *,
+                     progress: Progress | None = None) -> tuple[pd.DataFrame, RoofCheck]:
+    """measure_roofline (naive, flash and flash2 here, and on CUDA), then the CPU roof that bounds what it measured
+    (timed_roof: measured again if a kernel beat it): the view's timed run."""
+    df = measure_roofline(n, d, br, bc, causal, window, batch, heads, cpu_dtype, gpu_dtype, devices, threads,
+                          time_budget_s, progress=progress)
+    return df, timed_roof(df, threads)
+
+
 def measure_roofline(n: int, d: int, br: int, bc: int, causal: bool, window: Window, batch: int, heads: int,
                      cpu_dtype: str, gpu_dtype: str, devices: tuple[str, ...], threads: int,
                      time_budget_s: float = LIVE_TIME_BUDGET_S, *,

@@ -26,12 +26,10 @@ import streamlit as st
 
 from flashviz.app import jobs
 from flashviz.app.drawing import not_run_ui, show_figure
-from flashviz.app.lock import Progress
 from flashviz.app.machine import machine_env
 from flashviz.app.runs import remembered, run_button_ui, timed_run
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
-from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.measure.roof_probe import RoofCheck
 from flashviz.measure.sweep import cut_short
 from flashviz.model.roofline import Device
@@ -65,17 +63,7 @@ from flashviz.views.roof.sentences import (
 )
 from flashviz.vocab import NAIVE
 
-
-@timed_run
-def measure(n: int, d: int, br: int, bc: int, causal: bool, window: tuple[int, int] | None, batch: int, heads: int,
-            cpu_dtype: str, gpu_dtype: str, devices: tuple[str, ...], threads: int,
-            time_budget_s: float = LIVE_TIME_BUDGET_S,
-            progress: Progress | None = None) -> tuple[pd.DataFrame, RoofCheck]:
-    """data.measure_roofline under the timing lock (naive, flash and flash2 here, and on CUDA), then the CPU
-    roof that bounds what it measured (data.timed_roof: measured again if a kernel beat it)."""
-    df = data.measure_roofline(n, d, br, bc, causal, window, batch, heads, cpu_dtype, gpu_dtype,
-                                        devices, threads, time_budget_s, progress=progress)
-    return df, data.timed_roof(df, threads)
+measure = timed_run(data.measure_and_roof)  # naive, FA1 and FA2 timed, then the CPU roof that bounds them
 
 
 def points_of(s: Settings, cpu: Device) -> pd.DataFrame:
