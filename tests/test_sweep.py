@@ -373,8 +373,8 @@ def test_every_row_carries_the_interval_of_its_median_and_its_repeats(sweep):
     from flashviz.measure.stats import median_ci
 
     assert (sweep["time_lo_s"] <= sweep["time_s"]).all() and (sweep["time_s"] <= sweep["time_hi_s"]).all()
-    # two calls each, and up to two more in place of calls set aside as disturbed (flashviz.measure.load)
-    assert sweep["repeats"].between(2, 4).all() and sweep["set_aside"].between(0, 4).all()
+    # two clean calls each (up to two more run in place of calls set aside as disturbed: flashviz.measure.load)
+    assert ((sweep["repeats"] == 2) | (sweep["set_aside"] > 2)).all() and sweep["set_aside"].between(0, 4).all()
     assert str(sweep["repeats"].dtype) == "Int64" and str(sweep["set_aside"].dtype) == "Int64"
     assert str(sweep["converged"].dtype) == "boolean"
     assert not sweep["converged"].any()  # two calls give no 95% interval of a median: never converged

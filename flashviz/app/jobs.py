@@ -13,19 +13,25 @@ have the worker. A result cut short that way is not kept in the cache, so asking
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from flashviz.app.runs import timed_run
 from flashviz.app.state import Settings
 from flashviz.limits import LIVE_INPUT_BYTES_MAX, WORK_FLOP_MAX, tile_problem
 from flashviz.measure import jobs as measure_jobs
+from flashviz.measure.estimate import Speed, sweep_seconds
 from flashviz.measure.guards import calls_per_row, input_bytes, request_flops
 from flashviz.measure.jobs import WARMUP, complete, repeats_of
+from flashviz.measure.stats import min_repeats
 from flashviz.units import format_bytes
-from flashviz.vocab import FORWARD, TRAINING
+from flashviz.vocab import FORWARD, IMPLS, NAIVE, SDPA, TILED_IMPLS, TRAINING
+
+Window = tuple[int, int] | None
 
 CACHE_ENTRIES = 32  # sweeps kept per cached function (a DataFrame of a few dozen rows each)
 
-__all__ = ["WARMUP", "block_sweep", "causal_pair", "complete", "correctness", "repeats_of", "sweep", "sweep_args",
-           "work_guard"]
+__all__ = ["WARMUP", "block_estimate", "block_sweep", "causal_pair", "complete", "correctness",
+           "correctness_estimate", "repeats_of", "sweep", "sweep_args", "sweep_estimate", "work_guard"]
 
 sweep = timed_run(measure_jobs.sweep, keep=complete)
 block_sweep = timed_run(measure_jobs.block_sweep, keep=complete)
@@ -65,3 +71,39 @@ def sweep_args(s: Settings, *, ns: tuple[int, ...] | None = None, impls: tuple[s
     """The hashable arguments of `sweep` for settings s (the Benchmark's own tile size, not the sidebar's)."""
     return (ns or s.ns, s.d, s.bench_block, s.bench_block, s.causal, s.window, impls or s.impls, s.batch, s.heads,
             s.dtype, s.device, s.threads, s.reps, mode, s.sure)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# how long each run will take here (flashviz.measure.estimate): seconds at a measured Speed, shown before Run
+
+
+def _calls(reps: int, sure: bool) -> int:
+    """Timed calls a row gets: `reps`, or with `sure` at least the fewest that give a 95% interval."""
+    return max(reps, min_repeats()) if sure else reps
+
+
+def sweep_estimate(ns: Iterable[int], impls: Iterable[str], *, d: int, block: int, batch: int, heads: int, reps: int,
+                   sure: bool, causal: bool = False, window: Window = None,
+                   training: bool = False) -> Callable[[Speed], float]:
+    """Seconds of `sweep` (or one half of `causal_pair`) at a measured Speed."""
+    ns, impls = tuple(ns), tuple(impls)
+    return lambda speed: sweep_seconds(speed, ns, impls, d=d, repeats=_calls(reps, sure), warmup=WARMUP, batch=batch,
+                                       heads=heads, block_q=block, block_k=block, causal=causal, window=window,
+                                       training=training)
+
+
+def block_estimate(s: Settings) -> Callable[[Speed], float]:
+    """Seconds of `block_sweep` at the Block size view's settings: both loop orders at every tile size, then naive
+    and SDPA as references."""
+    def seconds(speed: Speed) -> float:
+        common = dict(d=s.d, repeats=_calls(s.reps, s.sure), warmup=WARMUP, batch=s.batch, heads=s.heads,
+                      causal=s.causal, window=s.window)
+        return (sum(sweep_seconds(speed, (s.n,), TILED_IMPLS, block_q=b, block_k=b, **common) for b in s.blocks)
+                + sweep_seconds(speed, (s.n,), (NAIVE, SDPA), **common))
+    return seconds
+
+
+def correctness_estimate(s: Settings) -> Callable[[Speed], float]:
+    """Seconds of `correctness` at the Correctness view's settings: every implementation once at every (d, N)."""
+    return lambda speed: sum(sweep_seconds(speed, s.correct_ns, IMPLS, d=d, repeats=1, warmup=0, block_q=s.br,
+                                           block_k=s.bc, causal=s.causal, window=s.window) for d in s.correct_ds)

@@ -25,6 +25,7 @@ from typing import Any
 import streamlit as st
 
 from flashviz.app.lock import Progress, log_timing, timing_worker
+from flashviz.measure.estimate import Speed, estimate_sentence
 from flashviz.measure.load import RunReport
 from flashviz.measure.progress import Cancelled  # raised by a Job's progress callback after Cancel was pressed
 from flashviz.measure.worker import CANCEL_GRACE_S, InlineWorker, TimingWorker, target_of
@@ -211,19 +212,55 @@ def run_and_remember(name: str, title: str, fn: Callable[..., Any], args: tuple,
 
 
 def run_button_ui(name: str, fn: Callable[..., Any], args: tuple, *, label: str, help: str, title: str,
-                  idle: str, on_partial: Callable[[Any], None] | None = None) -> Any:
+                  idle: str, on_partial: Callable[[Any], None] | None = None,
+                  estimate: Callable[[Speed], float] | None = None, budget_s: float | None = None) -> Any:
     """A view's run button: on press, run fn(*args) in the timing worker with a progress bar and keep the result
     in this session (on_partial draws results as they come). Returns the result for exactly these args, or None
-    after saying what to press (or what went wrong). Under a result it says what the run saw (report_ui)."""
+    after saying what to press (or what went wrong) and, with `estimate` (seconds of the run at a measured Speed),
+    how long it will take here. Under a result it says what the run saw (report_ui)."""
     pressed = st.button(f"▶ {label}", type="primary", key=f"{name}_run", help=help)
     if pressed and run_and_remember(name, title, fn, args, on_partial=on_partial, _worker=timing_worker()) is None:
         return None  # cancelled or failed: the page says which
     result = remembered(name, args)
     if result is None:
         st.info(idle)
+        if estimate is not None:
+            estimate_ui(estimate, budget_s)
     elif isinstance(fn, TimedRun):
         report_ui(fn.report_of(args))
     return result
+
+
+SPEED_TTL_S = 300.0  # seconds a measured Speed stands for this machine before it is measured again
+_speeds: dict[int, Speed] = {}  # the Speed measured in each SPEED_TTL_S stretch of time (the last few)
+
+
+def machine_speed_now() -> Speed | None:
+    """This machine's Speed (flashviz.measure.estimate), measured in the timing worker at most every SPEED_TTL_S;
+    the last one measured while the worker is busy with a run (None if none was measured yet)."""
+    bucket = int(time.time() // SPEED_TTL_S)
+    if bucket in _speeds:
+        return _speeds[bucket]
+    worker = timing_worker()
+    if isinstance(worker, TimingWorker) and worker.waiting():
+        return _speeds[max(_speeds)] if _speeds else None
+    _speeds[bucket] = worker.run("flashviz.measure.estimate:machine_speed")
+    for old in sorted(_speeds)[:-4]:
+        _speeds.pop(old)
+    return _speeds[bucket]
+
+
+def estimate_ui(estimate: Callable[[Speed], float], budget_s: float | None) -> None:
+    """How long the run will take here, from this machine's speed measured just now."""
+    try:
+        speed = machine_speed_now()
+    except (RuntimeError, OSError) as e:  # the worker could not start or died: say so, the Run button still works
+        st.caption(f"No estimate of the run's time: {e}")
+        return
+    if speed is None:
+        st.caption("No estimate of the run's time yet: the timing worker is busy with another run.")
+        return
+    st.caption(estimate_sentence(estimate(speed), speed, budget_s))
 
 
 def report_ui(report: RunReport | None) -> None:

@@ -6,6 +6,7 @@ kernel, its computed tiles at the measured cost of one tile: the Python loop pay
 the tile's FLOPs, which is why the tiled kernels trail naive attention on a CPU at small N. `machine_speed` measures
 both (a 256 x 256 matmul; FA2's loop over 64 tiles) in about half a second; `sweep_seconds` adds a sweep's calls.
 An estimate, not a promise: the load can change while the run goes on, and the page says it measured just before.
+Torch-free at import (the dashboard's shell imports it); the probe imports torch in the timing worker.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from flashviz.core.validate import Window
-from flashviz.measure.guards import calls_per_row
 from flashviz.model.flops import impl_flops
 from flashviz.units import format_flops
 from flashviz.vocab import TILED_IMPLS
@@ -103,7 +103,7 @@ def sweep_seconds(speed: Speed, ns: Iterable[int], impls: Iterable[str], *, d: i
         >>> round(sweep_seconds(s, [256, 512], ["naive", "flash2"], d=64, repeats=3), 3)
         0.125
     """
-    calls = calls_per_row(repeats, warmup)
+    calls = repeats + warmup + 2  # flashviz.measure.guards.calls_per_row: a memory measurement and a reference too
     return calls * sum(call_seconds(speed, impl, n, d, batch=batch, heads=heads, block_q=block_q, block_k=block_k,
                                     causal=causal, window=window, training=training)
                        for n in ns for impl in impls)
@@ -114,10 +114,10 @@ def estimate_sentence(seconds: float, speed: Speed, budget_s: float | None = Non
 
     Example:
         >>> estimate_sentence(42.0, Speed(4.8e10, 4.1e-5, 1), 120.0)
-        'About 42 s here, from this machine's speed measured just now in the timing worker (a matmul ran at 48 \
-GFLOP/s and the tile loop took 41 µs a tile, at 1 thread).'
+        "About 42 s here, from this machine's speed measured just now in the timing worker (a matmul ran at 48 \
+GFLOP/s and the tile loop took 41 µs a tile, at 1 thread)."
         >>> estimate_sentence(300.0, Speed(4.8e10, 4.1e-5, 1), 120.0).split(". ")[0]
-        'About 300 s here, more than the run's budget of 120 s: the rows it does not reach will say "not run"'
+        'About 300 s here, more than the run\\'s budget of 120 s: the rows it does not reach will say "not run"'
     """
     lead = "Under a second here" if seconds < 1 else f"About {seconds:.0f} s here"
     if budget_s is not None and seconds > budget_s:

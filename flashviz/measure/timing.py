@@ -346,7 +346,8 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
     if r == 0:
         return {}  # `stop` said so before the first round
     timings = {name: timing_of(walls[name], n_threads, device, cpu=cpus[name] if cpu_clock is not None else None,
-                               target_rel_ci=target, confidence=confidence) for name in fns}
+                               at_most=None if adaptive else rounds, target_rel_ci=target, confidence=confidence)
+               for name in fns}
     for t in timings.values():
         record(len(t.calls), t.set_aside, t.too_busy)
     return timings
@@ -366,7 +367,8 @@ def median_iqr(samples: list[float]) -> tuple[float, float]:
 
 
 def timing_of(samples: list[float], threads: int, device: torch.device | str, *, cpu: list[float] | None = None,
-              target_rel_ci: float = TARGET_REL_CI, confidence: float = CONFIDENCE) -> Timing:
+              at_most: int | None = None, target_rel_ci: float = TARGET_REL_CI,
+              confidence: float = CONFIDENCE) -> Timing:
     """The Timing of timed calls: median, IQR, the interval of the median and whether it converged.
 
     With `cpu`, the calls the machine disturbed (flashviz.measure.load.disturbed) are set aside: the median, IQR and
@@ -376,6 +378,8 @@ def timing_of(samples: list[float], threads: int, device: torch.device | str, *,
     Args:
         samples: seconds of every timed call (>= 1).  threads, device: what they ran with.
         cpu: this process's CPU seconds over each call, or None (nothing set aside).
+        at_most: keep the first at_most clean calls (a fixed count asked for; the calls run in place of calls set
+            aside may leave a few more clean ones), None: every clean call.
         target_rel_ci: the half-width, as a fraction of the median, at which the median counts as converged.
         confidence: coverage of the interval (stats.median_ci).
     Returns:
@@ -391,7 +395,7 @@ def timing_of(samples: list[float], threads: int, device: torch.device | str, *,
     """
     calls = tuple(float(x) for x in samples)
     aside = tuple(disturbed(calls, cpu, threads)) if cpu is not None else (False,) * len(calls)
-    kept = [w for w, a in zip(calls, aside, strict=True) if not a] or list(calls)
+    kept = [w for w, a in zip(calls, aside, strict=True) if not a][:at_most] or list(calls)
     median, iqr = median_iqr(kept)
     low, high, level = median_ci(kept, confidence)
     too_busy = 2 * sum(aside) > len(calls)
