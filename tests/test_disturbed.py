@@ -146,3 +146,17 @@ def test_report_sentences_state_their_numbers():
     text = r.sentence()
     assert "1 thread of the 2 allowed" in text and "1.3 of 2 cores" in text and "1.1 of 2 cores" in text
     assert "none of its 40 timed calls was disturbed" in text and r.busy_sentence() is None
+
+
+def test_an_adaptive_timing_whose_every_call_is_disturbed_stops_at_its_limit_unsettled():
+    from flashviz.measure.timing import Adaptive
+
+    now, cpu = [0.0], [0.0]
+
+    def call() -> None:  # on the CPU a third of its time, every time
+        now[0] += 1.0
+        cpu[0] += 0.3
+
+    t = time_calls({"k": call}, warmup=0, repeats=Adaptive(max_repeats=9, budget_s=None), threads=1,
+                   clock=lambda: now[0], cpu_clock=lambda: cpu[0])["k"]
+    assert len(t.calls) == 9 and t.set_aside == 9 and t.too_busy and not t.converged

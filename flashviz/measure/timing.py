@@ -316,7 +316,7 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
             return True
         if r >= rounds or (adaptive.budget_s is not None and now() - start >= adaptive.budget_s):
             return False
-        return not all(is_converged(kept(name, n_threads), target, confidence) for name in fns)
+        return not all((clean := kept(name, n_threads)) and is_converged(clean, target, confidence) for name in fns)
 
     if stop is not None and stop():
         return {}

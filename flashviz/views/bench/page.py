@@ -110,7 +110,8 @@ def _results_ui(s: Settings, df: pd.DataFrame) -> None:
             show_figure(summary_table_figure(summary_table(df, flash_impl=flash), title=f"Summary: {flash} vs naive"),
                         key=f"bench_summary_{flash}")
     csv_download_ui(df, "flashviz.csv", "bench_csv", "Every row of the sweep, one per (implementation, N), with its "
-                    "repeats, the median's 95% interval and the run's torch version, CPU model and threads.")
+                    "repeats, the median's 95% interval, the calls set aside and the run's torch version, CPU model, "
+                    "threads and load.", report=jobs.sweep.report_of(jobs.sweep_args(s)))
     with st.expander("All measurements"):
         st.dataframe(df, hide_index=True)
 

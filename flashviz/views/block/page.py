@@ -66,7 +66,8 @@ def block_size_ui(s: Settings) -> None:
     rows = pd.concat([tiled, reference], ignore_index=True)
     rows.attrs = tiled.attrs  # the run's context
     csv_download_ui(rows, "flashviz-block-size.csv", "block_csv", "Every row of the block-size sweep, one per "
-                    "(implementation, block size), and the naive and SDPA reference rows, with the run's context.")
+                    "(implementation, block size), and the naive and SDPA reference rows, with the run's context.",
+                    report=jobs.block_sweep.report_of(args))
     with st.expander("All measurements"):
         st.dataframe(tiled, hide_index=True)
 

@@ -89,7 +89,7 @@ def _run_ui(s: Settings) -> None:
     verdicts_ui(df)
     slower_caption_ui(df, s, "in training", "")  # this view draws no traffic chart: the IO model view has it
     csv_download_ui(df, "flashviz-training.csv", "train_csv", "Every row of the training sweep (forward + backward), "
-                    "one per (implementation, N), with the run's context.")
+                    "one per (implementation, N), with the run's context.", report=jobs.sweep.report_of(args))
     with st.expander("All measurements"):
         st.dataframe(df, hide_index=True)
 
