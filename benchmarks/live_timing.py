@@ -24,11 +24,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,19 +69,40 @@ def busy_process() -> Iterator[None]:
         proc.wait(10)
 
 
-def reload_views(browser, url: str, stop: threading.Event) -> None:
-    """One student's page: open the other views of the server one after the other until stopped."""
+def reload_views(url: str) -> None:
+    """One student's page, in a process of its own (its own Chromium): open the other views of the server one after
+    the other until killed."""
     from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import sync_playwright
 
-    context = browser.new_context(viewport={"width": 1280, "height": 720})
-    page = context.new_page()
-    i = 0
-    while not stop.is_set():
-        with contextlib.suppress(PlaywrightError):
-            page.goto(f"{url}/?view={LOAD_VIEWS[i % len(LOAD_VIEWS)]}", wait_until="commit", timeout=60_000)
-            page.wait_for_selector(IDLE, timeout=60_000)
-        i += 1
-    context.close()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_ARGS)
+        page = browser.new_context(viewport={"width": 1280, "height": 720}).new_page()
+        i = 0
+        while True:
+            with contextlib.suppress(PlaywrightError):
+                page.goto(f"{url}/?view={LOAD_VIEWS[i % len(LOAD_VIEWS)]}", wait_until="commit", timeout=60_000)
+                page.wait_for_selector(IDLE, timeout=60_000)
+            i += 1
+
+
+@contextlib.contextmanager
+def reloading_pages(url: str, pages: int = 2) -> Iterator[None]:
+    """`pages` students reloading other views of the server, each a process of its own, stopped afterwards."""
+    procs = [subprocess.Popen([sys.executable, __file__, "--reload", url], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True) for _ in range(pages)]
+    try:
+        time.sleep(5)  # the pages are up and loading
+        yield
+    finally:
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+
+
+def chromium() -> str:
+    return CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
 
 
 def press_run(page, url: str, view: str, downloads: Path | None = None) -> pd.DataFrame | None:
@@ -90,13 +112,13 @@ def press_run(page, url: str, view: str, downloads: Path | None = None) -> pd.Da
     page.wait_for_selector(CONNECTED, timeout=120_000)
     page.wait_for_selector(PAGE_END, timeout=120_000)
     page.wait_for_selector(IDLE, timeout=120_000)
-    page.locator(f".st-key-{key} button").click(timeout=120_000)
+    page.locator(f".st-key-{key} button:visible").first.click(timeout=120_000)
     page.wait_for_selector(f"text={done}", timeout=RUN_TIMEOUT_S * 1000)
     page.wait_for_selector(IDLE, timeout=120_000)
     if downloads is None:
         return None
     with page.expect_download(timeout=60_000) as info:
-        page.locator(".st-key-bench_csv button").click()
+        page.locator(".st-key-bench_csv button:visible").first.click()
     path = downloads / f"dashboard-{time.monotonic_ns()}.csv"
     info.value.save_as(path)
     return pd.read_csv(path)
@@ -106,15 +128,11 @@ def dashboard_run_under_load(tmp: Path, shots: Path | None) -> pd.DataFrame:
     """A fresh server; 2 pages reloading its other views and a busy process; the Benchmark's Run in a third page."""
     from playwright.sync_api import sync_playwright
 
-    executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
-    with own_server(tmp / "timing.jsonl", tmp / "server.log") as (url, _), sync_playwright() as p, busy_process():
-        browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        stop = threading.Event()
-        loaders = [threading.Thread(target=reload_views, args=(browser, url, stop), daemon=True) for _ in range(2)]
+    with own_server(tmp / "timing.jsonl", tmp / "server.log") as (url, _), sync_playwright() as p, busy_process(), \
+            reloading_pages(url):
+        browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_ARGS)
         try:
             page = browser.new_context(viewport={"width": 1280, "height": 720}, accept_downloads=True).new_page()
-            for t in loaders:
-                t.start()
             started = time.monotonic()
             df = press_run(page, url, "bench", tmp)
             df.attrs["seconds"] = time.monotonic() - started
@@ -127,9 +145,6 @@ def dashboard_run_under_load(tmp: Path, shots: Path | None) -> pd.DataFrame:
                     print(f"{view}: its Run at the defaults took {time.monotonic() - t0:.0f} s under the load")
                     page.screenshot(path=str(shots / f"{view}-under-load.png"))
         finally:
-            stop.set()
-            for t in loaders:
-                t.join(90)
             browser.close()
     return df
 
@@ -148,7 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--reruns", type=int, default=5, help="fresh dashboard runs under load (default 5)")
     p.add_argument("--shots", type=Path, default=None, help="save 1280 x 720 screenshots here")
+    p.add_argument("--reload", metavar="URL", default=None, help=argparse.SUPPRESS)  # one reloading page (internal)
     args = p.parse_args(argv)
+    if args.reload:
+        reload_views(args.reload)
+        return 0
     with tempfile.TemporaryDirectory(prefix="flashviz-live-") as name:
         tmp = Path(name)
         print("1. the CLI bench at the defaults, quiet machine ...", flush=True)
@@ -162,33 +181,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"{df['thread_policy'].iloc[0]}", flush=True)
             runs.append(df)
         print("3. the CLI bench under the same load ...", flush=True)
-        with contextlib.ExitStack() as stack:
-            stack.enter_context(busy_process())
-            # the 2 reloading pages need a server: the last dashboard's load without its Run
-            cli_loaded = cli_bench_under_page_load(tmp, stack)
+        with own_server(tmp / "timing2.jsonl", tmp / "server2.log") as (url, _), busy_process(), reloading_pages(url):
+            cli_loaded = cli_bench(tmp / "loaded.csv")
     report(quiet, runs, cli_loaded)
     return 0
-
-
-def cli_bench_under_page_load(tmp: Path, stack: contextlib.ExitStack) -> pd.DataFrame:
-    """The CLI bench while 2 pages reload other views of a server (the busy process is the caller's)."""
-    from playwright.sync_api import sync_playwright
-
-    executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
-    url, _ = stack.enter_context(own_server(tmp / "timing2.jsonl", tmp / "server2.log"))
-    p = stack.enter_context(sync_playwright())
-    browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-    stop = threading.Event()
-    loaders = [threading.Thread(target=reload_views, args=(browser, url, stop), daemon=True) for _ in range(2)]
-    for t in loaders:
-        t.start()
-    try:
-        return cli_bench(tmp / "loaded.csv")
-    finally:
-        stop.set()
-        for t in loaders:
-            t.join(90)
-        browser.close()
 
 
 def report(quiet: pd.DataFrame, runs: list[pd.DataFrame], cli_loaded: pd.DataFrame) -> None:

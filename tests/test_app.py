@@ -273,6 +273,31 @@ def test_a_run_waits_visibly_while_another_sessions_run_has_the_worker(make_app,
     assert any(t.startswith("Waited") and "another run" in t for t in texts), texts
 
 
+@pytest.mark.real_worker
+def test_a_worker_killed_under_a_run_fails_it_with_the_reason_and_the_next_run_works(make_app, server_worker):
+    import signal
+
+    jobs.sweep.clear()
+    at = make_app(**{**TINY, "ns": "1024", "impls": "flash", "d": "8", "reps": "10"}, view="bench")
+    assert_clean(at)
+
+    def kill_when_running() -> None:  # the out-of-memory killer, once the run is in the worker
+        while server_worker.waiting() == 0:
+            time.sleep(0.01)
+        time.sleep(0.5)
+        os.kill(server_worker.pid(), signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_when_running, daemon=True)
+    killer.start()
+    at.button(key="bench_run").click().run()
+    killer.join(60)
+    (error,) = [e.value for e in at.error]
+    assert "could not run: the timing worker stopped during sweep (killed by SIGKILL" in error
+    assert "A fresh timing worker starts with the next run." in error
+    at = run_heavy(make_app, "bench", ns="48", impls="flash2", d="8")
+    assert "Peak memory vs sequence length" in charts(at) and server_worker.restarts >= 1
+
+
 def test_timing_runs_log_start_and_end_when_asked(make_app, monkeypatch, tmp_path):
     jobs.sweep.clear()  # a cache miss: one timing run
     log = tmp_path / "timing.jsonl"

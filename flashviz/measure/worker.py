@@ -55,7 +55,11 @@ Progress = Callable[..., None]  # progress(done, total, label, partial=None)
 
 
 class WorkerDied(RuntimeError):
-    """The timing worker process ended while it ran a job (killed, out of memory, crashed)."""
+    """The timing worker process ended while it ran a job (killed, out of memory, crashed); the next job starts a
+    fresh one, and the message says so."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()} A fresh timing worker starts with the next run."
 
 
 def target_of(fn: Callable[..., Any]) -> str:

@@ -37,10 +37,10 @@ TIMED_COLUMNS = ["device", "algorithm", "flops", "hbm_bytes", "intensity", "atta
                  "speedup_vs_naive", "measured"]
 
 
-def cpu_device(threads: int) -> Device:
+def cpu_device(threads: int, *, progress: object = None) -> Device:
     """This CPU as a roofline Device at `threads` threads: its matmul rate and read bandwidth, each the best of
     several calls (flashviz.measure.roof_probe), measured once per thread count and raised only by a later, better
-    measurement."""
+    measurement. The page measures it as a timed run (in the timing worker; `progress` is a timed run's)."""
     return replace(machine_roof(threads), name=CPU_NAME)
 
 

@@ -26,6 +26,7 @@ import streamlit as st
 
 from flashviz.app import jobs
 from flashviz.app.drawing import not_run_ui, show_figure
+from flashviz.app.lock import timing_worker
 from flashviz.app.machine import machine_env
 from flashviz.app.runs import remembered, run_button_ui, timed_run
 from flashviz.app.state import Settings
@@ -64,6 +65,13 @@ from flashviz.views.roof.sentences import (
 from flashviz.vocab import NAIVE
 
 measure = timed_run(data.measure_and_roof)  # naive, FA1 and FA2 timed, then the CPU roof that bounds them
+cpu_roof = timed_run(cpu_device)  # this CPU's roof, probed in the timing worker
+
+
+def _cpu_roof(threads: int):
+    """This CPU's roof, probed in the timing worker (after any run queued there) and cached."""
+    with st.spinner("Measuring this CPU's roof in the timing worker ..."):
+        return cpu_roof(threads, _worker=timing_worker())
 
 
 def points_of(s: Settings, cpu: Device) -> pd.DataFrame:
@@ -103,7 +111,7 @@ def roofline_ui(s: Settings) -> None:
         result = fresh
         _chart_ui(chart, s, result, key="roof_chart_timed")
     df, check = result if result is not None else (None, None)
-    cpu = check.roof if check is not None else cpu_device(s.threads)
+    cpu = check.roof if check is not None else _cpu_roof(s.threads)
     points, rates = points_of(s, cpu), device_rates(s.gpu_dtype, cpu, s.dtype)
     timed = timed_points(df)
     if df is not None:
@@ -127,7 +135,7 @@ def _chart_ui(slot, s: Settings, result: tuple[pd.DataFrame, RoofCheck] | None, 
     """The roofline chart in `slot`: the GPUs' panel and this CPU's, the model's points and stars for the kernels
     timed here (if any), on the CPU roof that bounds them."""
     df, check = result if result is not None else (None, None)
-    cpu = check.roof if check is not None else cpu_device(s.threads)
+    cpu = check.roof if check is not None else _cpu_roof(s.threads)
     timed = timed_points(df)
     fig = roofline_figure(pd.concat([points_of(s, cpu), timed], ignore_index=True),
                           with_band(device_rates(s.gpu_dtype, cpu, s.dtype), check), here=HERE,
