@@ -9,8 +9,8 @@ from flashviz.model.decode import attention_variants, decode_cost, decode_points
 from flashviz.model.iomodel import io_cost
 from flashviz.model.roofline import (
     A100,
-    GPUS,
     B200,
+    GPUS,
     H100,
     H200,
     ROOFLINE_COLUMNS,

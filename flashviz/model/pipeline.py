@@ -335,8 +335,8 @@ def cta_ops(schedule: str, device: Device | str, *, k_tiles: int, block_m: int =
 
     Example:
         >>> ops = cta_ops("FA2", "H100", k_tiles=2)
-        >>> [o.name for o in ops][:8]
-        ['load Q', 'load K,V', 'QKᵀ', 'max', 'exp', 'sum', 'rescale O', 'PV']
+        >>> [o.name for o in ops][7:13]  # tile 1: its max waits for tile 0's P V, O's rescale before its own P V
+        ['load K,V', 'QKᵀ', 'max', 'exp', 'sum', 'rescale O']
     """
     device = gpu(device)
     _check(dtype, device)
@@ -451,9 +451,9 @@ def simulate(schedule: str, device: Device | str, *, seq_len: int, head_dim: int
         the CTA's cycles, programs, SMs, waves and each unit's busy share.
 
     Example:
-        >>> p = simulate("FA3", "H100", seq_len=1024, head_dim=128)
+        >>> p = simulate("FA3", "H100", seq_len=1024, head_dim=128)  # 16 x 16 heads x 8 Q blocks
         >>> p.programs, p.waves, sorted(set(p.ops["unit"]))
-        (256, 2, ['exp', 'fma', 'load', 'mma'])
+        (2048, 16, ['exp', 'fma', 'load', 'mma'])
     """
     device = gpu(device)
     if isinstance(seq_len, bool) or not isinstance(seq_len, int) or seq_len < 1:

@@ -8,9 +8,9 @@ O(N d) per pass instead of O(N^2), so their intensity grows with the tile size a
 FLOPs and bytes come from flashviz.model.iomodel.io_cost, so the prediction and the IO model agree. This machine's
 roof is measured in flashviz.measure.roof_probe; this module is arithmetic only.
 
-A GPU has a level between the chip's SRAM and HBM: its L2 cache (40 MiB on an A100, 50 MiB on an H100 or H200), with
-a few times HBM's bandwidth (126 MB measured on a B200, see its comment). `roofline_points` is a hierarchical roofline (Yang, Kurth, Williams, "Hierarchical
-Roofline analysis for GPUs", CCPE 2020): everything the IO model moves off the SMs passes through L2 (io_cost's
+A GPU has a level between the chip's SRAM and HBM: its L2 cache (40 MiB on an A100, 50 MiB on an H100 or H200, 126 MB
+on a B200: see its comment), with a few times HBM's bandwidth. `roofline_points` is a hierarchical roofline (Yang,
+Kurth, Williams, "Hierarchical Roofline analysis for GPUs", CCPE 2020): everything the IO model moves off the SMs passes through L2 (io_cost's
 bytes: the L2 traffic), and only part of it reaches HBM: the compulsory bytes (each input read once, each output
 written once; for standard attention S and P written once) and the re-reads whose data did not stay in L2. A
 re-read hits L2 when everything the kernel re-reads fits in it: K and V for FA2 (read once per Q block), Q, O, l
