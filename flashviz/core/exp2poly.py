@@ -9,8 +9,9 @@ polynomial with the smallest largest relative error |p(f) / 2^f - 1| on [0, 1] a
 Remez's exchange algorithm.
 
 Its error matters only next to what P becomes: P is rounded to bf16 (or fp16) before P V. Degree 3's error is 8.6e-5
-here (FA4's write-ups quote about 8.8e-5 for their coefficients), far below bf16's unit roundoff 2^-8 = 3.9e-3, so
-after rounding to bf16 it changes P in about 1% of cases, by one unit in the last place; degrees 1 and 2 do worse. `poly_error` measures both, against float64's exp2, on the scores' range of a softmax (x <= 0).
+here (FA4's write-ups quote about 8.8e-5 for their coefficients), far below bf16's unit roundoff 2^-8 = 3.9e-3, so after
+rounding to bf16 it changes P in about 1% of cases, by one unit in the last place; degrees 1 and 2 do worse.
+`poly_error` measures both, against float64's exp2, on the scores' range of a softmax (x <= 0).
 
 References:
     Cody and Waite, "Software Manual for the Elementary Functions", 1980 (range reduction).

@@ -8,15 +8,15 @@ O(N d) per pass instead of O(N^2), so their intensity grows with the tile size a
 FLOPs and bytes come from flashviz.model.iomodel.io_cost, so the prediction and the IO model agree. This machine's
 roof is measured in flashviz.measure.roof_probe; this module is arithmetic only.
 
-A GPU has a level between the chip's SRAM and HBM: its L2 cache (40 MiB on an A100, 50 MiB on an H100 or H200, 126 MB
-on a B200: see its comment), with a few times HBM's bandwidth. `roofline_points` is a hierarchical roofline (Yang,
-Kurth, Williams, "Hierarchical Roofline analysis for GPUs", CCPE 2020): everything the IO model moves off the SMs passes through L2 (io_cost's
-bytes: the L2 traffic), and only part of it reaches HBM: the compulsory bytes (each input read once, each output
-written once; for standard attention S and P written once) and the re-reads whose data did not stay in L2. A
-re-read hits L2 when everything the kernel re-reads fits in it: K and V for FA2 (read once per Q block), Q, O, l
-and m for FA1 (once per K/V block), S and P for standard attention. The predicted time is then
-max(F / peak, HBM bytes / HBM bandwidth, L2 bytes / L2 bandwidth), and the largest term names the regime that bounds
-the kernel ("compute", "memory" for HBM, "L2"): where two GPUs differ in the rate of that regime, their predictions
+A GPU has a level between the chip's SRAM and HBM: its L2 cache (40 MiB on an A100, 50 MiB on an H100 or H200, 126 MB on
+a B200: see its comment), with a few times HBM's bandwidth. `roofline_points` is a hierarchical roofline (Yang, Kurth,
+Williams, "Hierarchical Roofline analysis for GPUs", CCPE 2020): everything the IO model moves off the SMs passes
+through L2 (io_cost's bytes: the L2 traffic), and only part of it reaches HBM: the compulsory bytes (each input read
+once, each output written once; for standard attention S and P written once) and the re-reads whose data did not stay in
+L2. A re-read hits L2 when everything the kernel re-reads fits in it: K and V for FA2 (read once per Q block), Q, O, l
+and m for FA1 (once per K/V block), S and P for standard attention. The predicted time is then max(F / peak, HBM bytes /
+HBM bandwidth, L2 bytes / L2 bandwidth), and the largest term names the regime that bounds the kernel ("compute",
+"memory" for HBM, "L2"): where two GPUs differ in the rate of that regime, their predictions
 differ. A device without an L2 figure (this CPU) keeps the two-level model.
 
 References:
