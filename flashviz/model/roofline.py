@@ -16,8 +16,8 @@ once, each output written once; for standard attention S and P written once) and
 L2. A re-read hits L2 when everything the kernel re-reads fits in it: K and V for FA2 (read once per Q block), Q, O, l
 and m for FA1 (once per K/V block), S and P for standard attention. The predicted time is then max(F / peak, HBM bytes /
 HBM bandwidth, L2 bytes / L2 bandwidth), and the largest term names the regime that bounds the kernel ("compute",
-"memory" for HBM, "L2"): where two GPUs differ in the rate of that regime, their predictions
-differ. A device without an L2 figure (this CPU) keeps the two-level model.
+"memory" for HBM, "L2"): where two GPUs differ in the rate of that regime, their predictions differ. A device without an
+L2 figure (this CPU) keeps the two-level model.
 
 References:
     Williams, Waterman, Patterson, "Roofline: an insightful visual performance model" (CACM 2009).
