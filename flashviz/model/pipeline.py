@@ -388,7 +388,7 @@ def cta_ops(schedule: str, device: Device | str, *, k_tiles: int, block_m: int =
             r = None
             if c.rescale > 0 and j > 0:
                 r = add("rescale O", "fma", j, "correction" if schedule == "FA4" else lane, c.rescale,
-                        pre, pv.get((q, j - 1)))
+                        pre, pv.get((q, j - 1)), post[q, j] if serial else None)  # FA2: after its sum
                 last_rescale[q] = r
             pv_deps = [post[q, j], r, loads[j], pv.get((q, j - 1))]
             if schedule == "FA3":  # ping-pong: WG2's GEMMs of tile j follow WG1's (named barriers, FA3 3.1)
