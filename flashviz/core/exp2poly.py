@@ -111,9 +111,9 @@ class PolyError:
     fp16_changed: float  # the same in fp16
 
 
-def poly_error(degree: int, *, n: int = 1 << 16, x_min: float = -16.0, seed: int = 0) -> PolyError:
-    """Measure exp2_poly against float64 exp2 on n seeded scores uniform in [x_min, 0] (a softmax's range; below
-    2^-14 fp16's normal range ends, so its relative rounding error grows there).
+def poly_error(degree: int, *, n: int = 1 << 16, x_min: float = -14.0, seed: int = 0) -> PolyError:
+    """Measure exp2_poly against float64 exp2 on n seeded scores uniform in [x_min, 0] (a softmax's range, down to
+    where fp16's normal numbers end, 2^-14: below it fp16 keeps fewer bits and its own rounding error grows).
 
     Args:
         degree: the polynomial's degree.  n: inputs.  x_min: the lowest score.  seed: the generator's seed.
