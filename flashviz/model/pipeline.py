@@ -166,15 +166,15 @@ def tile_cycles(device: Device | str, *, block_m: int = 128, block_n: int = 128,
 
 
 def gpu(device: Device | str) -> Device:
-    """The Device of a short name ("A100", "H100", "H200", "B200") or the Device itself.
+    """The Device of a short name ("A100", "H100", "H200", "B200", in any case) or the Device itself.
 
     Example:
-        >>> gpu("H100").name
-        'H100 (SXM)'
+        >>> gpu("H100").name, gpu("b200").name
+        ('H100 (SXM)', 'B200 (SXM)')
     """
     if isinstance(device, Device):
         return device
-    found = [g for g in GPUS if g.name.split(" (")[0] == device or g.name == device]
+    found = [g for g in GPUS if g.name.split(" (")[0] == str(device).upper() or g.name == device]
     if not found:
         raise ValueError(f"device must be one of {[g.name.split(' (')[0] for g in GPUS]}, got {device!r}.")
     return found[0]

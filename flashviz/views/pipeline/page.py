@@ -53,8 +53,8 @@ def pipeline_ui(s: Settings) -> None:
         st.markdown(text.poly_md(cached_poly()))
     with tabs[4]:
         w = cached_waves(s.pipe_gpu, s.pipe_d)
-        show_figure(figs.waves_figure(w, gpu=s.pipe_gpu), key="pipe_waves")
-        st.markdown(text.waves_md(w, gpu=s.pipe_gpu))
+        show_figure(figs.waves_figure(w, gpu=s.pipe_gpu.upper()), key="pipe_waves")
+        st.markdown(text.waves_md(w, gpu=s.pipe_gpu.upper()))
     with tabs[5]:
         st.dataframe(cached_units(), hide_index=True)
 
@@ -69,10 +69,10 @@ def _pipelines_ui(s: Settings, skip: data.SkipRate) -> None:
         return
     window = data.gantt_window(preds)
     rows = pd.concat([data.gantt_rows(p, window) for p in runs.values()], ignore_index=True)
-    show_figure(figs.gantt_figure(rows, {k: p.tflops for k, p in runs.items()}, window=window,
-                                  title=f"One CTA on the {s.pipe_gpu}: ▶ Play races the schedules over the same "
-                                        f"cycles"), key="pipe_gantt")
-    st.markdown(text.pipeline_md(preds, gpu=s.pipe_gpu, dtype=s.pipe_dtype, head_dim=s.pipe_d, n=s.pipe_n,
+    title = f"One CTA on the {s.pipe_gpu.upper()}: ▶ Play races the schedules over the same cycles"
+    show_figure(figs.gantt_figure(rows, {k: p.tflops for k, p in runs.items()}, window=window, title=title),
+                key="pipe_gantt")
+    st.markdown(text.pipeline_md(preds, gpu=s.pipe_gpu.upper(), dtype=s.pipe_dtype, head_dim=s.pipe_d, n=s.pipe_n,
                                  causal=s.pipe_causal))
     if "FA4" in runs:
         st.markdown(text.extras_md(runs["FA4"], skip))

@@ -6,7 +6,8 @@ from __future__ import annotations
 from flashviz.app.spec import BOOL, CHOICE, INT, VIEW, Spec, setting
 
 # -- GPU pipeline: the GPUs of flashviz.model.roofline.GPUS by short name (the model reads them by that name)
-PIPE_GPUS = ("A100", "H100", "H200", "B200")
+PIPE_GPUS = ("a100", "h100", "h200", "b200")  # a link's values are lower case (flashviz.app.query)
+PIPE_GPU_LABELS = {g: g.upper() for g in PIPE_GPUS}
 PIPE_DTYPES = ("bfloat16", "float16", "float8_e4m3fn")  # torch's names; fp8 from Hopper on
 PIPE_DTYPE_LABELS = {"bfloat16": "bf16", "float16": "fp16", "float8_e4m3fn": "fp8 (e4m3)"}
 PIPE_D_OPTIONS = (64, 128, 256)  # head dimensions the papers report
@@ -14,8 +15,8 @@ PIPE_N_OPTIONS = (512, 1024, 2048, 4096, 8192, 16384)  # N, at batch x N = 16k t
 PIPE_N_MAX = 16384
 
 OWN = dict(  # this view's own settings: name -> setting(default, Spec, key=its short URL key)
-        pipe_gpu=setting("B200", Spec(
-            CHOICE, "selectbox", "GPU", options=PIPE_GPUS, place=VIEW, short="GPU",
+        pipe_gpu=setting("b200", Spec(
+            CHOICE, "selectbox", "GPU", options=PIPE_GPUS, labels=PIPE_GPU_LABELS, place=VIEW, short="GPU",
             help="The GPU whose units the schedules run on: SMs, clock, tensor FLOP per clock, exp2 per clock (MUFU), "
                  "FP32 FMA per clock, shared-memory bytes per clock, each with its source in "
                  "flashviz/model/roofline.py."), key="pipegpu"),
