@@ -357,8 +357,8 @@ def lesson_markdown(lesson: Lesson) -> str:
 
     Example:
         >>> text = lesson_markdown(INTRO)
-        >>> text.splitlines()[0], text.count("\\n### ")
-        ('<!-- lesson intro: begin -->', 13)
+        >>> text.splitlines()[0], text.count("\\n### ") == len(INTRO.steps)  # one heading per step
+        ('<!-- lesson intro: begin -->', True)
     """
     total = _mmss(sum(step.minutes for step in lesson.steps))
     head = (f"{BEGIN.format(slug=lesson.slug)}\n"
