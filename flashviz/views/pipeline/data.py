@@ -23,6 +23,7 @@ from flashviz.views.numerics.data import NOT_COMPUTED, LabSettings, lazy_rescale
 
 TAU = 8.0  # FA4's threshold, log2 units (a factor of 256)
 SKIP_N, SKIP_D, SKIP_BLOCK = 1024, 128, 128  # the skip-rate run: N_q = N_k, d, Br = Bc (the Numerics lab's caps)
+SHORT_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float8_e4m3fn": "fp8"}
 TOLERANCE = 0.25  # a paper's figure more than 25% from the model's is flagged on screen, with the reason
 BAR_UNITS = ("mma", "exp", "fma", "smem")  # the units the per-tile bars show (l2 and hbm: the Roofline view's)
 GANTT_TILES = 4  # K/V tiles the Gantt animates
@@ -38,10 +39,10 @@ PAPER_TILES = (  # FlashAttention-4 (Zadouri et al., 2026), Section 2 and its bl
 # one). FlashAttention-4 (Zadouri et al., 2026): 1,613 TFLOP/s, 71%, on a B200 in BF16 (the blog says 1,605: the two
 # sources differ by 0.5%); compared here at d = 128, N = 16k, non-causal (its headline shape as we read it).
 PAPER_THROUGHPUT = (
-    ("FA2", "H100", "bfloat16", 128, 16384, 370.0, "FA3 paper, Figure 5 (FA2 bar, d = 128, N = 16k)"),
-    ("FA3", "H100", "bfloat16", 128, 16384, 648.0, "FA3 paper, Figure 5 (FA3 bar, d = 128, N = 16k)"),
-    ("FA3", "H100", "float8_e4m3fn", 128, 16384, 1200.0, "FA3 paper, abstract: FP8 \"close to 1.2 PFLOPs/s\""),
-    ("FA4", "B200", "bfloat16", 128, 16384, 1613.0, "FA4 paper (1,613 TFLOP/s, 71%; blog: 1,605)"),
+    ("FA2", "H100", "bfloat16", 128, 16384, 370.0, "FA3 paper, Fig. 5 (d = 128, N = 16k)"),
+    ("FA3", "H100", "bfloat16", 128, 16384, 648.0, "FA3 paper, Fig. 5 (d = 128, N = 16k)"),
+    ("FA3", "H100", "float8_e4m3fn", 128, 16384, 1200.0, "FA3 paper: FP8 \"close to 1.2 PFLOPs/s\""),
+    ("FA4", "B200", "bfloat16", 128, 16384, 1613.0, "FA4 paper, 71% (blog: 1,605)"),
 )
 # Why the model may stand above a paper: what it leaves out (each schedule's largest omission first).
 WHY_ABOVE = {
@@ -181,31 +182,31 @@ def paper_checks(rate: float) -> pd.DataFrame:
     flagged beyond TOLERANCE with the reason).
 
     Returns:
-        DataFrame: figure, source, paper, model, off (model / paper - 1), flagged, why.
+        DataFrame: figure, source, paper, model, load (the loads' busy share of the CTA; NaN for a count), off
+        (model / paper - 1), flagged, why.
 
     Example:
         >>> c = paper_checks(0.01).set_index("figure")
-        >>> float(c.at["H100 exp / MMA per tile, d = 128", "model"])
-        0.5
+        >>> float(c.at["H100 tile, exp / mma cycles", "model"]), bool(c.at["FA4 on B200, bf16, TFLOP/s", "flagged"])
+        (0.5, True)
     """
     rows = []
-    for g, phase, unit, cycles in PAPER_TILES:
-        model = tile_cycles(g, phase=phase)[unit]
-        rows.append({"figure": f"{g} {phase} {unit} cycles per tile", "source": "FA4 paper and blog",
-                     "paper": float(cycles), "model": model})
-    h100 = tile_cycles("H100")
-    rows.append({"figure": "H100 exp / MMA per tile, d = 128", "source": "FA3 paper, Section 3",
-                 "paper": 0.5, "model": h100["exp"] / h100["mma"]})
-    for schedule, g, dtype, d, n, tflops, source in PAPER_THROUGHPUT:
+    for schedule, g, dtype, d, n, tflops, source in PAPER_THROUGHPUT:  # first: what a class asks about
         p = simulate(schedule, g, seq_len=n, head_dim=d, dtype=dtype,
                      rescale_rate=rate if schedule == "FA4" else None)
-        rows.append({"figure": f"{schedule} on {g}, {dtype}, TFLOP/s", "source": source, "paper": tflops,
-                     "model": p.tflops})
+        rows.append({"figure": f"{schedule} on {g}, {SHORT_DTYPE[dtype]}, TFLOP/s", "source": source,
+                     "paper": tflops, "model": p.tflops, "load": p.busy["load"]})
+    for g, phase, unit, cycles in PAPER_TILES:
+        rows.append({"figure": f"{g} {phase} tile, {unit} cycles", "source": "FA4 paper and blog",
+                     "paper": float(cycles), "model": tile_cycles(g, phase=phase)[unit]})
+    h100 = tile_cycles("H100")
+    rows.append({"figure": "H100 tile, exp / mma cycles", "source": "FA3 paper, Section 3",
+                 "paper": 0.5, "model": h100["exp"] / h100["mma"]})
     df = pd.DataFrame(rows)
     df["off"] = df["model"] / df["paper"] - 1
     df["flagged"] = df["off"].abs() > TOLERANCE
-    df["why"] = [WHY_ABOVE[f.split()[0]] if flag and f.split()[0] in WHY_ABOVE else ""
-                 for f, flag in zip(df["figure"], df["flagged"], strict=True)]
+    df["why"] = [WHY_ABOVE[f.split()[0]].format(load=load) if flag and f.split()[0] in WHY_ABOVE else ""
+                 for f, flag, load in zip(df["figure"], df["flagged"], df["load"], strict=True)]
     return df
 
 

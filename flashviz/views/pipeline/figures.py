@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from flashviz.figures.slide import finish_slide
-from flashviz.figures.style import flashviz_template, set_subtitle
+from flashviz.figures.style import flashviz_template
 
 if TYPE_CHECKING:
     from flashviz.app.state import Settings
@@ -52,10 +52,10 @@ def tile_bars_figure(bars: pd.DataFrame, *, head_dim: int, phase: str = "forward
         fig.add_trace(go.Bar(
             x=[f"{g}<br>{DTYPE_SHORT[t]}" for g, t in zip(rows["GPU"], rows["dtype"], strict=True)],
             y=rows["cycles"], name=UNIT_LABELS[unit], marker={"color": UNIT_COLORS[unit]},
-            customdata=rows["share"], texttemplate="%{y:,.0f}", textposition="outside", cliponaxis=False,
+            customdata=rows["share"],
             hovertemplate=f"{UNIT_LABELS[unit]}: %{{y:,.0f}} cycles (%{{customdata:.0%}} of the MMA's)<extra></extra>"))
     fig.update_layout(template=flashviz_template(), barmode="group", height=BARS_HEIGHT_PX,
-                      title={"text": f"One 128 × 128 tile, d = {head_dim}, {phase}: cycles on each unit of an SM"},
+                      title={"text": f"One 128 × 128 tile, d = {head_dim}, {phase}: cycles per unit"},
                       legend={"orientation": "h", "x": 0, "y": 1.0, "yanchor": "bottom"}, margin={"t": 110})
     fig.update_xaxes(categoryorder="array", categoryarray=groups, tickangle=0)
     fig.update_yaxes(title_text="cycles per tile", rangemode="tozero")
@@ -105,7 +105,8 @@ def gantt_figure(rows: pd.DataFrame, tflops: Mapping[str, float], *, window: flo
     fig.update_layout(
         template=flashviz_template(), barmode="overlay", height=GANTT_HEIGHT_PX, title={"text": title},
         legend={"orientation": "v", "x": 1.01, "y": 1, "font": {"size": 14}}, margin={"t": 80, "r": 130, "b": 60},
-        updatemenus=[{"type": "buttons", "x": 0, "y": 1.16, "xanchor": "left", "showactive": False, "buttons": [
+        updatemenus=[{"type": "buttons", "x": 1.01, "y": 0, "xanchor": "left", "yanchor": "bottom",
+                      "showactive": False, "buttons": [
             {"label": "▶ Play", "method": "animate",
              "args": [None, {"frame": {"duration": 350, "redraw": True}, "fromcurrent": False}]}]}])
     return fig
@@ -132,8 +133,9 @@ def waves_figure(w: pd.DataFrame, *, gpu: str) -> go.Figure:
     fig.update_layout(template=flashviz_template(), height=BARS_HEIGHT_PX,
                       title={"text": f"Wave quantisation on the {gpu}: CTAs over SMs (batch 1)"},
                       legend={"orientation": "h", "x": 0, "y": -0.25})
-    set_subtitle(fig, "a launch takes ceil(CTAs / SMs) waves; the last one runs part-empty")
-    fig.update_xaxes(title_text="sequence length N (log)", type="log", tickvals=sorted(set(w["N"])))
+    ns = sorted(set(w["N"]))
+    fig.update_xaxes(title_text="sequence length N (log)", type="log", tickvals=ns,
+                     ticktext=[f"{n // 1024}k" if n >= 1024 else str(n) for n in ns])
     fig.update_yaxes(title_text="share of the SMs' time used", range=(0, 1.05), tickformat=".0%")
     return fig
 

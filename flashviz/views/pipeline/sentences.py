@@ -86,8 +86,8 @@ def papers_md(checks: pd.DataFrame) -> str:
     Example:
         >>> from flashviz.views.pipeline.data import paper_checks
         >>> md = papers_md(paper_checks(0.01))
-        >>> md.splitlines()[2]
-        '| B200 forward mma cycles per tile | 1,024 | 1,024 | +0% | FA4 paper and blog |'
+        >>> md.splitlines()[6]
+        '| B200 forward tile, mma cycles | 1,024 | 1,024 | +0% | FA4 paper and blog |'
     """
     lines = [PAPERS_HEADER]
     for r in checks.itertuples():
@@ -138,5 +138,6 @@ def waves_md(w: pd.DataFrame, *, gpu: str) -> str:
             f"{r.at['prefill', 'sms']} SMs ({r.at['prefill', 'efficiency']:.0%} of their time); one decode step "
             f"launches {r.at['decode', 'programs']} ({r.at['decode', 'efficiency']:.0%}), so Flash-Decoding splits "
             f"the keys: {r.at['decode, keys split', 'programs']} CTAs "
-            f"({r.at['decode, keys split', 'efficiency']:.0%}). With few CTAs a fused kernel that cannot fill the "
+            f"({r.at['decode, keys split', 'efficiency']:.0%}). A launch takes ceil(CTAs / SMs) waves, the last one "
+            f"part-empty: with few CTAs a fused kernel that cannot fill the "
             f"SMs loses to one that can, whatever its schedule.")
