@@ -255,7 +255,7 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
          "Explore this view and press ▶ Play: in the same cycles FA3 and FA4 finish more tiles than FA2, because the "
          "exponential of one tile runs under the matmul of another.", 0.5,
          (("H100: exp / MMA per tile", "{h100_share:.0%}"), ("B200: exp / MMA per tile", "{b200_share:.0%}"),
-          ("FA4's exp2 by polynomial", "{poly:.0%}"), ("Its error (bf16 rounds by)", "{poly_err:.1e} ({bf16:.1e})"))),
+          ("The cubic's error", "{poly_err:.1e}"), ("bf16's own rounding", "{bf16:.1e}"))),
     Step("Causal halves the work", "how", {"causal": "1"},
          "With the causal mask only {computed} of the {tiles} tiles are computed ({share:.0%}): the {skipped} above "
          "the diagonal are skipped, never loaded. {order}'s HBM traffic per head falls from {unmasked} without the "

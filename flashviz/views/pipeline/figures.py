@@ -152,5 +152,6 @@ def pipeline_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
                              hovertemplate=f"{UNIT_LABELS[unit]}: %{{y:,.0f}} cycles<extra></extra>"))
     fig.update_layout(barmode="group")
     fig.update_yaxes(title_text="cycles per tile", rangemode="tozero")
-    return finish_slide(fig, "One 128 × 128 tile, d = 128, bf16",
-                        f"exp is {v['h100_share']:.0%} of the MMA on an H100, {v['b200_share']:.0%} on a B200")
+    return finish_slide(fig, f"One 128 × 128 tile, d = {v['d']}, {DTYPE_SHORT[s.pipe_dtype]}",
+                        f"exp is {v['h100_share']:.0%} of the MMA on an H100, {v['b200_share']:.0%} on a B200"
+                        ).update_layout(legend={"x": 0.99, "xanchor": "right"})  # over the B200's lower bars
