@@ -142,6 +142,10 @@ def poly_error(degree: int, *, n: int = 1 << 16, x_min: float = -14.0, seed: int
 def error_table(degrees: tuple[int, ...] = DEGREES, **kw) -> list[PolyError]:
     """poly_error at each degree (the view's table and the lesson's numbers).
 
+    Args:
+        degrees: the degrees.  **kw: poly_error's n, x_min, seed.
+    Returns:
+        one PolyError per degree, in order.
     Example:
         >>> [e.degree for e in error_table((1, 3), n=1024)]
         [1, 3]

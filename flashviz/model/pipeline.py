@@ -85,6 +85,10 @@ def _check(dtype: str, device: Device) -> None:
 def l2_bytes_per_clk(device: Device) -> float:
     """One SM's share of the L2 bandwidth, bytes per clock (the roofline model's L2 figure over the SMs).
 
+    Args:
+        device: a GPU of GPUS (with an L2 figure and SM units).
+    Returns:
+        bytes per clock per SM.
     Example:
         >>> from flashviz.model.roofline import H100
         >>> round(l2_bytes_per_clk(H100), 1)  # 7.18 TB/s over 132 SMs at 1.83 GHz
@@ -97,6 +101,10 @@ def l2_bytes_per_clk(device: Device) -> float:
 def hbm_bytes_per_clk(device: Device) -> float:
     """One SM's share of the HBM bandwidth, bytes per clock.
 
+    Args:
+        device: a GPU of GPUS.
+    Returns:
+        bytes per clock per SM.
     Example:
         >>> from flashviz.model.roofline import B200
         >>> round(hbm_bytes_per_clk(B200), 1)  # 8 TB/s over 148 SMs at 1.86 GHz
@@ -168,6 +176,10 @@ def tile_cycles(device: Device | str, *, block_m: int = 128, block_n: int = 128,
 def gpu(device: Device | str) -> Device:
     """The Device of a short name ("A100", "H100", "H200", "B200", in any case) or the Device itself.
 
+    Args:
+        device: a Device, or a GPU's short name.
+    Returns:
+        the Device (ValueError for an unknown name, listing the known ones).
     Example:
         >>> gpu("H100").name, gpu("b200").name
         ('H100 (SXM)', 'B200 (SXM)')
@@ -185,6 +197,11 @@ def poly_share(device: Device | str, *, block_m: int = 128, block_n: int = 128, 
     """FA4's share of exp2 computed by polynomial on the FMA units: the share that balances the MUFU's cycles against
     the FMA units' (the softmax's bookkeeping, O's rescale at rescale_rate and POLY_FMA_PER_EXP per emulated exp2).
 
+    Args:
+        device: a GPU.  block_m, block_n, head_dim: Br, Bc, d.  rescale_rate: the share of rows that
+            rescale O at each tile (1: all).
+    Returns:
+        the share in [0, 1] (0 where the FMA units are already the busier).
     Example:
         >>> round(poly_share("B200"), 3)  # (1024 - 576) / (1024 + 768)
         0.25
@@ -306,6 +323,10 @@ def shape(schedule: str, block_m: int) -> Shape:
     """One CTA of a schedule: FA2 one warpgroup on Br rows, FA3 two consumer warpgroups on Br / 2 rows each, FA4 two
     Q tiles of Br rows each.
 
+    Args:
+        schedule: "FA2", "FA3" or "FA4".  block_m: Br.
+    Returns:
+        Shape: Q tiles per CTA, rows of each, their warpgroups.
     Example:
         >>> shape("FA3", 128).rows, shape("FA4", 128).q_tiles * shape("FA4", 128).rows
         (64, 256)
@@ -508,6 +529,10 @@ def simulate(schedule: str, device: Device | str, *, seq_len: int, head_dim: int
 def wave_efficiency(programs: int, sms: int) -> float:
     """The share of SM time a launch of equal programs uses: programs / (waves x SMs), waves = ceil(programs / SMs).
 
+    Args:
+        programs: CTAs launched (>= 1).  sms: SMs (>= 1).
+    Returns:
+        the share in (0, 1].
     Example:
         >>> wave_efficiency(132, 132), round(wave_efficiency(133, 132), 3)  # one program past a wave: half idle
         (1.0, 0.504)

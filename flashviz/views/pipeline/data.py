@@ -61,6 +61,10 @@ def unit_table() -> pd.DataFrame:
     """Each GPU's units per SM, one row per GPU: SMs, clock (GHz), tensor FLOP/clk (bf16, fp8), exp2/clk, FMA/clk,
     shared memory bytes/clk, shared memory and TMEM (KiB), HBM and L2 (TB/s: the Roofline model's), source.
 
+    Args:
+        none: every GPU of flashviz.model.roofline.GPUS.
+    Returns:
+        DataFrame, one row per GPU, the columns above.
     Example:
         >>> t = unit_table().set_index("GPU")
         >>> int(t.at["B200", "tensor bf16 FLOP/clk"]), int(t.at["H100", "exp2/clk"])
@@ -82,9 +86,10 @@ def tile_bars(head_dim: int, phase: str = "forward", dtypes: tuple[str, ...] = (
               ) -> pd.DataFrame:
     """One 128 x 128 tile's cycles on each unit, for every GPU and dtype it has (A100: no FP8).
 
+    Args:
+        head_dim: d.  phase: "forward" or "backward".  dtypes: the MMA dtypes to show.
     Returns:
         DataFrame: GPU, dtype, unit (BAR_UNITS), cycles, share (of the tile's MMA cycles).
-
     Example:
         >>> b = tile_bars(128).set_index(["GPU", "dtype", "unit"])
         >>> float(b.at[("H100", "bfloat16", "exp"), "share"]), float(b.at[("B200", "bfloat16", "exp"), "share"])
@@ -120,6 +125,10 @@ class SkipRate:
 def skip_rate(tau: float = TAU) -> SkipRate:
     """The share of (row, tile) updates that rescale O with FA4's threshold, on the Numerics lab's outlier inputs.
 
+    Args:
+        tau: the threshold, log2 units (FA4's 8).
+    Returns:
+        SkipRate.
     Example:
         >>> r = skip_rate()
         >>> r.lazy < r.classic < r.cells, r.rate < 0.05
@@ -136,6 +145,10 @@ def predictions(gpu_name: str, dtype: str, head_dim: int, n: int, causal: bool, 
                 ) -> dict[str, Prediction | str]:
     """The three schedules simulated at one setting; a schedule that cannot run there maps to why (FA2 has no FP8).
 
+    Args:
+        gpu_name: a GPU's short name.  dtype, head_dim, n, causal: simulate's.  rate: FA4's measured rescale rate.
+    Returns:
+        schedule -> Prediction, or the reason it cannot run (a str).
     Example:
         >>> p = predictions("H100", "bfloat16", 128, 2048, False, 0.01)
         >>> p["FA2"].tflops < p["FA3"].tflops
@@ -154,6 +167,10 @@ def predictions(gpu_name: str, dtype: str, head_dim: int, n: int, causal: bool, 
 def gantt_window(preds: dict[str, Prediction | str], tiles: int = GANTT_TILES) -> float:
     """The cycles the Gantt shows: until the slowest schedule has finished its first `tiles` K/V tiles.
 
+    Args:
+        preds: predictions' answer.  tiles: K/V tiles the slowest schedule must finish.
+    Returns:
+        cycles.
     Example:
         >>> p = predictions("H100", "bfloat16", 128, 1024, False, 0.01)
         >>> gantt_window(p, 2) == float(p["FA2"].ops.query("0 <= tile <= 1")["end"].max())  # FA2: the slowest
@@ -167,6 +184,10 @@ def gantt_window(preds: dict[str, Prediction | str], tiles: int = GANTT_TILES) -
 def gantt_rows(p: Prediction, window: float) -> pd.DataFrame:
     """A prediction's Gantt rows that start within the window (the epilogue left out), with the schedule's name.
 
+    Args:
+        p: a Prediction.  window: the cycles shown.
+    Returns:
+        DataFrame: op, unit, tile, lane, start, end, schedule.
     Example:
         >>> g = gantt_rows(simulate("FA2", "H100", seq_len=1024), 8000)
         >>> sorted(set(g["tile"])), g["schedule"].iloc[0]
@@ -181,10 +202,11 @@ def paper_checks(rate: float) -> pd.DataFrame:
     """Each paper figure beside the model's: the per-tile cycles and FA3's 50% (exact), the throughputs (model first;
     flagged beyond TOLERANCE with the reason).
 
+    Args:
+        rate: FA4's measured lazy rescale rate (skip_rate().rate).
     Returns:
         DataFrame: figure, source, paper, model, load (the loads' busy share of the CTA; NaN for a count), off
         (model / paper - 1), flagged, why.
-
     Example:
         >>> c = paper_checks(0.01).set_index("figure")
         >>> float(c.at["H100 tile, exp / mma cycles", "model"]), bool(c.at["FA4 on B200, bf16, TFLOP/s", "flagged"])
@@ -213,6 +235,10 @@ def paper_checks(rate: float) -> pd.DataFrame:
 def poly_errors(degrees: tuple[int, ...] = DEGREES) -> list[PolyError]:
     """The exp2 polynomial's error at each degree, against float64 (flashviz.core.exp2poly.error_table).
 
+    Args:
+        degrees: the polynomial's degrees.
+    Returns:
+        one PolyError per degree.
     Example:
         >>> e = {x.degree: x for x in poly_errors((3,))}
         >>> e[3].fp32 < 1e-4
@@ -226,9 +252,10 @@ def waves(gpu_name: str, head_dim: int, rows_per_cta: int = 128) -> pd.DataFrame
     rows_per_cta queries) and of one decode step (one per head), without and with the keys split so that the CTAs
     fill the SMs (Flash-Decoding), and the share of the SMs' time they use.
 
+    Args:
+        gpu_name: a GPU's short name.  head_dim: d (heads = 2,048 / d).  rows_per_cta: queries per CTA.
     Returns:
         DataFrame: N, kind ("prefill", "decode", "decode, keys split"), programs, sms, efficiency.
-
     Example:
         >>> w = waves("H100", 128).set_index(["N", "kind"])
         >>> int(w.at[(512, "prefill"), "programs"]), round(float(w.at[(512, "decode"), "efficiency"]), 3)

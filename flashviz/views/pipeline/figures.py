@@ -39,6 +39,8 @@ def tile_bars_figure(bars: pd.DataFrame, *, head_dim: int, phase: str = "forward
         bars: flashviz.views.pipeline.data.tile_bars' rows (GPU, dtype, unit, cycles, share).
         head_dim: d, for the title.  phase: "forward" or "backward", for the title.
 
+    Returns:
+        the grouped bar figure.
     Example:
         >>> from flashviz.views.pipeline.data import tile_bars
         >>> fig = tile_bars_figure(tile_bars(128), head_dim=128)
@@ -71,6 +73,8 @@ def gantt_figure(rows: pd.DataFrame, tflops: Mapping[str, float], *, window: flo
         tflops: schedule -> predicted TFLOP/s (the panel's title).
         window: the cycles shown (the x axis' fixed range).  title: the figure's title.
 
+    Returns:
+        the animated figure (FRAMES frames, fixed x range).
     Example:
         >>> from flashviz.model.pipeline import simulate
         >>> from flashviz.views.pipeline.data import gantt_rows
@@ -116,6 +120,10 @@ def waves_figure(w: pd.DataFrame, *, gpu: str) -> go.Figure:
     """The share of the SMs' time a launch uses, against N: prefill, one decode step, and a decode step with its keys
     split (Flash-Decoding).
 
+    Args:
+        w: data.waves' rows.  gpu: the GPU's name, for the title.
+    Returns:
+        the figure.
     Example:
         >>> from flashviz.views.pipeline.data import waves
         >>> [t.name for t in waves_figure(waves("H100", 128), gpu="H100").data]
@@ -141,8 +149,21 @@ def waves_figure(w: pd.DataFrame, *, gpu: str) -> go.Figure:
 
 
 def pipeline_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
-    """The lesson's slide: per 128 x 128 tile at d = 128 in bf16, MMA and exp cycles on the H100 and the B200, from the
-    check's values (h100_mma, h100_exp, b200_mma, b200_exp)."""
+    """The lesson's slide: per 128 x 128 tile at the step's d and dtype, MMA and exp cycles on the H100 and the B200.
+
+    Args:
+        s: the step's settings (its dtype names the picture).  v: exp_bottleneck's values (h100_mma, h100_exp,
+            b200_mma, b200_exp, their shares, d).
+    Returns:
+        the slide's figure.
+
+    Example:
+        >>> from flashviz.app.state import Settings
+        >>> v = {"h100_mma": 2048, "h100_exp": 1024, "b200_mma": 1024, "b200_exp": 1024, "h100_share": 0.5,
+        ...      "b200_share": 1.0, "d": 128}
+        >>> [list(t.y) for t in pipeline_picture(Settings(), v).data]
+        [[2048, 1024], [1024, 1024]]
+    """
     gpus: Sequence[str] = ("H100", "B200")
     fig = go.Figure()
     for unit in ("mma", "exp"):

@@ -16,6 +16,10 @@ PAPERS_HEADER = "| figure | paper | model | off | source |\n|---|---|---|---|---
 def tile_md(bars: pd.DataFrame, *, head_dim: int) -> str:
     """What the per-tile bars say: the exponential's cycles as a share of the MMA's on each GPU, bf16 and fp8.
 
+    Args:
+        bars: data.tile_bars' rows.  head_dim: d.
+    Returns:
+        markdown.
     Example:
         >>> from flashviz.views.pipeline.data import tile_bars
         >>> tile_md(tile_bars(128), head_dim=128).split(". ")[0].split(": ")[1]
@@ -42,6 +46,10 @@ def tile_md(bars: pd.DataFrame, *, head_dim: int) -> str:
 def pipeline_md(preds: Mapping[str, object], *, gpu: str, dtype: str, head_dim: int, n: int, causal: bool) -> str:
     """The three schedules' predictions in one paragraph: TFLOP/s, share of the peak, the busiest unit.
 
+    Args:
+        preds: data.predictions' answer.  gpu, dtype, head_dim, n, causal: the settings, as the page shows them.
+    Returns:
+        markdown.
     Example:
         >>> from flashviz.views.pipeline.data import predictions
         >>> md = pipeline_md(predictions("H100", "bfloat16", 128, 1024, False, 0.01), gpu="H100",
@@ -66,6 +74,10 @@ def pipeline_md(preds: Mapping[str, object], *, gpu: str, dtype: str, head_dim: 
 def extras_md(p: object, skip: object) -> str:
     """FA4's two numerics tricks as the model runs them: the share of exp2 by polynomial, the lazy rescale's rate.
 
+    Args:
+        p: FA4's Prediction.  skip: data.SkipRate.
+    Returns:
+        markdown.
     Example:
         >>> from flashviz.model.pipeline import simulate
         >>> from flashviz.views.pipeline.data import SkipRate
@@ -83,6 +95,10 @@ def extras_md(p: object, skip: object) -> str:
 def papers_md(checks: pd.DataFrame) -> str:
     """The papers' figures beside the model's, one table row each, then why for each row flagged (> 25% off).
 
+    Args:
+        checks: data.paper_checks' rows.
+    Returns:
+        markdown: the table, then one bullet per flagged row.
     Example:
         >>> from flashviz.views.pipeline.data import paper_checks
         >>> md = papers_md(paper_checks(0.01))
@@ -103,6 +119,10 @@ def papers_md(checks: pd.DataFrame) -> str:
 def poly_md(errors: Sequence[object]) -> str:
     """The exp2 polynomial's error by degree, unrounded and after P's rounding, as a table.
 
+    Args:
+        errors: PolyError per degree (data.poly_errors).
+    Returns:
+        markdown: the table and what it says.
     Example:
         >>> from flashviz.core.exp2poly import error_table
         >>> poly_md(error_table((3,), n=1024)).splitlines()[2].startswith("| 3 | 8.")
@@ -127,6 +147,10 @@ def poly_md(errors: Sequence[object]) -> str:
 def waves_md(w: pd.DataFrame, *, gpu: str) -> str:
     """What the wave chart says at its smallest N, in numbers.
 
+    Args:
+        w: data.waves' rows.  gpu: the GPU's name.
+    Returns:
+        markdown.
     Example:
         >>> from flashviz.views.pipeline.data import waves
         >>> waves_md(waves("H100", 128), gpu="H100").split(";")[0]
