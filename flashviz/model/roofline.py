@@ -192,8 +192,8 @@ H200 = Device("H200 (SXM)", {"float16": 989.4 * TERA, "bfloat16": 989.4 * TERA, 
               l2_bytes=50 * MIB, l2_bandwidth=HOPPER_L2_BANDWIDTH, units=H100_UNITS)
 # NVIDIA B200 (HGX B200 datasheet, per GPU: 36 PFLOPS FP16 / BF16 with sparsity for 8 GPUs, so 2.25 dense; FP32 600
 # and FP64 296 TFLOPS for 8 GPUs: 75 and 37 per GPU; 180 GB of HBM3e at 8 TB/s per GPU).
-# L2: sources disagree. NVIDIA publishes none for B200; Chips and Cheese (2025) measured 126 MB across its two dies
-# (the figure used here, a measurement: cudaDeviceProp.l2CacheSize on a B200); spec listings give 65.5 MB or 96 MB.
+# L2: sources disagree. NVIDIA's datasheet gives none for B200; Chips and Cheese (2025), testing one, report 126 MB
+# across its two dies (the figure used here); spec listings give 65.5 MB or 96 MB.
 # L2 bandwidth: not published and not measured here; an estimate that keeps the H100 estimate's ratio of L2 to HBM
 # bandwidth (7.2 / 3.35 TB/s) at the B200's 8 TB/s of HBM: about 17 TB/s. (Hopper's bytes per clock per SM carried
 # over to 148 SMs would give 7.6 TB/s, below the B200's own HBM: not credible.) The model's B200 L2 regimes depend on
@@ -202,7 +202,7 @@ B200_L2_BANDWIDTH = HOPPER_L2_BANDWIDTH / (3.35 * TERA) * (8 * TERA)  # bytes/s:
 B200 = Device("B200 (SXM)", {"float16": 2250 * TERA, "bfloat16": 2250 * TERA, "float8_e4m3fn": 4500 * TERA,
                              "float32": 75 * TERA, "float64": 37 * TERA},
               8 * TERA, 228 * KIB, "NVIDIA HGX B200 datasheet (per GPU: dense = half the sparsity figure, 8 TB/s); "
-                                   "Blackwell tuning guide (shared memory); L2 126 MB measured (Chips and Cheese "
+                                   "Blackwell tuning guide (shared memory); L2 126 MB as tested (Chips and Cheese "
                                    "2025; listings disagree), L2 bandwidth estimated from Hopper's per SM",
               l2_bytes=126 * 1000 * 1000, l2_bandwidth=B200_L2_BANDWIDTH, units=B200_UNITS)
 GPUS = (A100, H100, H200, B200)
