@@ -203,7 +203,7 @@ B200 = Device("B200 (SXM)", {"float16": 2250 * TERA, "bfloat16": 2250 * TERA, "f
                              "float32": 75 * TERA, "float64": 37 * TERA},
               8 * TERA, 228 * KIB, "NVIDIA HGX B200 datasheet (per GPU: dense = half the sparsity figure, 8 TB/s); "
                                    "Blackwell tuning guide (shared memory); L2 126 MB as tested (Chips and Cheese "
-                                   "2025; listings disagree), L2 bandwidth estimated from Hopper's per SM",
+                                   "2025; listings disagree), L2 bandwidth estimated at the H100's L2 / HBM ratio",
               l2_bytes=126 * 1000 * 1000, l2_bandwidth=B200_L2_BANDWIDTH, units=B200_UNITS)
 GPUS = (A100, H100, H200, B200)
 
