@@ -240,9 +240,22 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
           "fa2_bound": "L2"},
          "roofline_gpu",
          "Explore this view and press *Time naive, FA1 and FA2 here* to put this CPU's measured speedup next to the "
-         "model's.", 1.5,
+         "model's.", 1.0,
          (("Naive's FLOPs per byte", "{intensity:.1f}"), ("{gpu}'s ridge, {dtype}", "{ridge:.0f}"),
           ("Predicted: FA2", "{fa2:.2f}×"), ("Predicted: FA1", "{fa1:.2f}×"))),
+    Step("On a GPU the exponential is the bottleneck", "pipeline", {},
+         "Inside the chip the limit is the exponential. Per 128 × 128 tile at d = {d} in bf16, an H100's tensor cores "
+         "need {h100_mma:,.0f} cycles and its exponential unit {h100_exp:,.0f} ({h100_share:.0%}); a B200 doubled the "
+         "tensor cores but not the exponential unit: {b200_mma:,.0f} against {b200_exp:,.0f} ({b200_share:.0%}). So "
+         "FA4 computes {poly:.0%} of the exponentials by a cubic polynomial on the FP32 units; its error, "
+         "{poly_err:.1e}, hides under bf16's own rounding, {bf16:.1e}.",
+         {"d": 128, "h100_mma": 2048, "h100_exp": 1024, "h100_share": 0.5, "b200_mma": 1024, "b200_exp": 1024,
+          "b200_share": 1.0, "poly": 0.32, "poly_err": 8.6e-5, "bf16": 3.9e-3},
+         "exp_bottleneck",
+         "Explore this view and press ▶ Play: in the same cycles FA3 and FA4 finish more tiles than FA2, because the "
+         "exponential of one tile runs under the matmul of another.", 0.5,
+         (("H100: exp / MMA per tile", "{h100_share:.0%}"), ("B200: exp / MMA per tile", "{b200_share:.0%}"),
+          ("The cubic's error", "{poly_err:.1e}"), ("bf16's own rounding", "{bf16:.1e}"))),
     Step("Causal halves the work", "how", {"causal": "1"},
          "With the causal mask only {computed} of the {tiles} tiles are computed ({share:.0%}): the {skipped} above "
          "the diagonal are skipped, never loaded. {order}'s HBM traffic per head falls from {unmasked} without the "
@@ -344,8 +357,8 @@ def lesson_markdown(lesson: Lesson) -> str:
 
     Example:
         >>> text = lesson_markdown(INTRO)
-        >>> text.splitlines()[0], text.count("\\n### ")
-        ('<!-- lesson intro: begin -->', 13)
+        >>> text.splitlines()[0], text.count("\\n### ") == len(INTRO.steps)  # one heading per step
+        ('<!-- lesson intro: begin -->', True)
     """
     total = _mmss(sum(step.minutes for step in lesson.steps))
     head = (f"{BEGIN.format(slug=lesson.slug)}\n"

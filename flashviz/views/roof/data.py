@@ -95,7 +95,7 @@ def costs(n: int, d: int, br: int, bc: int, causal: bool, window: Window, batch:
 
 def model_points(n: int, d: int, br: int, bc: int, causal: bool, window: Window, batch: int, heads: int,
                  cpu_dtype: str, gpu_dtype: str, cpu: Device) -> pd.DataFrame:
-    """roofline_points on A100, H100, H200 at gpu_dtype and on this CPU at cpu_dtype, with a dtype column.
+    """roofline_points on A100, H100, H200, B200 at gpu_dtype and on this CPU at cpu_dtype, with a dtype column.
 
     The CPU rows keep measured=False: their roof is measured, but each point is placed by the model (stars are kept
     for kernels actually timed).
@@ -103,8 +103,8 @@ def model_points(n: int, d: int, br: int, bc: int, causal: bool, window: Window,
     Example:
         >>> cpu = Device(CPU_NAME, {"float32": 1e11}, 1e10, None, "a fake CPU")
         >>> df = model_points(256, 64, 64, 64, True, None, 1, 1, "float32", "float16", cpu)
-        >>> len(df), sorted(set(df["dtype"]))  # 3 algorithms on 3 GPUs and the CPU
-        (12, ['float16', 'float32'])
+        >>> len(df), sorted(set(df["dtype"]))  # 3 algorithms on 4 GPUs and the CPU
+        (15, ['float16', 'float32'])
     """
     kw = dict(block_q=br, block_k=bc, causal=causal, window=window, batch=batch, heads=heads)
     gpus = roofline_points(n, d, dtype=gpu_dtype, devices=GPUS, **kw).assign(dtype=gpu_dtype)

@@ -4,7 +4,7 @@ A kernel that does F FLOPs and moves B bytes between main memory and the chip ne
 max(F / peak, B / bandwidth) seconds (the roofline model); on a GPU, with its L2 level, max(F / peak, HBM bytes / HBM
 bandwidth, L2 bytes / L2 bandwidth) (flashviz.model.roofline), and the largest term is the regime (HBM, L2, compute)
 that bounds the kernel and makes the GPUs' predictions differ, or not. The chart places naive attention, FA1
-(kv_outer) and FA2 (q_outer) at the sidebar's settings on the published roofs of A100, H100 and H200 (at a
+(kv_outer) and FA2 (q_outer) at the sidebar's settings on the published roofs of A100, H100, H200 and B200 (at a
 tensor-core dtype: what FlashAttention runs on), each at its FLOPs per HBM byte and (dotted) per L2 byte, and on this
 CPU's roof, measured (flashviz.measure.roof_probe). A Run button times
 the three kernels here, so the predicted GPU speedup stands next to a measured one; where PyTorch sees a CUDA GPU
