@@ -25,6 +25,7 @@ from flashviz.views.how.figures import row_picture, scores_picture, tiles_pictur
 from flashviz.views.io.figures import io_picture
 from flashviz.views.masks.figures import masks_picture
 from flashviz.views.numerics.figures import numerics_picture
+from flashviz.views.ring.figures import context_picture
 from flashviz.views.roof.figures import roof_picture
 from flashviz.views.train.figures import train_picture
 
@@ -46,6 +47,7 @@ PICTURES: dict[str, Picture] = {  # a step's check -> the one picture that prove
     "training_recompute": train_picture,
     "backward_recompute": backward_picture,
     "decode_merge": decode_picture,
+    "context_parallel": context_picture,
     "gqa_bytes": gqa_picture,
     "numerics_rounding": numerics_picture,
 }

@@ -289,9 +289,21 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
          "the output is exact attention over the whole cache.",
          {"keys": 16384, "splits": 4, "lse": 10.5006, "weights": 1.0}, "decode_merge",
          "Explore this view and press ▶ Play on the animation: the splits read their blocks in parallel, the last "
-         "frame merges them.", 1.0,
+         "frame merges them.", 0.5,
          (("Cached keys", "{keys:,}"), ("Splits", "{splits}"), ("L = log Σ exp(L_s)", "{lse:.4g}"),
           ("The weights sum to", "{weights:.3f}"))),
+    Step("Context parallelism: one sequence, W devices", "ring", {"rgw": "4"},
+         "At N = {n:,} tokens a model of Llama 3 8B's shape keeps {kv} of K/V, and standard attention's S and P "
+         "would take {scores} a layer. FlashAttention never writes them, yet one device computes {flops} of attention "
+         "a layer. Context parallelism deals the sequence to W = {world} ranks, one process per device, each keeping "
+         "a shard of N / W = {shard:,} positions: {kv_rank} of K/V and {flops_rank} a layer each, while the K/V "
+         "shards travel round a ring and each rank merges its partials as Flash-Decoding does.",
+         {"n": 131072, "kv": "16.0 GiB", "scores": "2048.0 GiB", "flops": "281 TFLOP", "world": 4, "shard": 32768,
+          "kv_rank": "4.0 GiB", "flops_rank": "70.4 TFLOP"}, "context_parallel",
+         "Explore this view: the map deals a classroom's N = 256 to the 4 ranks; switch *Layout* to zigzag under "
+         "causal, then ▶ Run the ring in real processes.", 0.5,
+         (("K/V, one device", "{kv}"), ("K/V per rank, W = {world}", "{kv_rank}"), ("S and P, one layer", "{scores}"),
+          ("Attention per rank, a layer", "{flops_rank}"))),
     Step("Grouped-query attention reads g-fold fewer bytes", "decode", {},
          "Each decode step reads the whole K/V cache. With {hq} query heads sharing {hkv} K/V heads (GQA, g = {g}), "
          "a step reads {gqa} of K/V against multi-head attention's {mha}: {ratio:g}× fewer bytes for the same "
@@ -345,7 +357,7 @@ def lesson_markdown(lesson: Lesson) -> str:
     Example:
         >>> text = lesson_markdown(INTRO)
         >>> text.splitlines()[0], text.count("\\n### ")
-        ('<!-- lesson intro: begin -->', 13)
+        ('<!-- lesson intro: begin -->', 14)
     """
     total = _mmss(sum(step.minutes for step in lesson.steps))
     head = (f"{BEGIN.format(slug=lesson.slug)}\n"

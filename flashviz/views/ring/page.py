@@ -33,6 +33,7 @@ RAN_WITH = (*SLIDERS, *CHOICES)
 
 cached_map = st.cache_data(data.score_map, show_spinner=False, max_entries=64)  # the model's tiles, rank by step
 cached_work = st.cache_data(data.layout_work, show_spinner=False, max_entries=64)  # each layout's work per rank
+cached_long = st.cache_data(data.long_context, show_spinner=False, max_entries=8)  # a long context, per device
 
 
 @timed_run
@@ -43,7 +44,7 @@ def ring_run(setup: RingSetup, progress: Progress | None = None) -> RingResult:
 
 def ring_ui(s: Settings) -> None:
     """Draw the view for settings s."""
-    st.markdown(text.INTRO)
+    st.markdown(text.intro(cached_long(s.world), data.LONG_MODEL))  # why, and what a rank and a shard are, first
     for name, col in zip(SLIDERS, st.columns(len(SLIDERS)), strict=True):
         draw(name, col)
     row = st.columns((1, 1, 1.2))
