@@ -198,14 +198,14 @@ def slide_ui(env: Env, settings: Settings) -> None:
 
 def presenter_ui(env: Env, settings: Settings) -> None:
     """While exploring a step's full view, above the view: the step's claim as a callout with its number and title,
-    then Previous / Next, Back to the slide and what to do there."""
+    then Previous / Next, Back to the slide, and under them what to do there."""
     at = presenting()
     if at is None or not exploring():
         return
     lesson, k = at
     step, n = lesson.steps[k - 1], len(lesson.steps)
     st.info(f"**Step {k} of {n} · {step.title}.** {step.text}")  # one block: the view starts higher at 720 px
-    row = _buttons(env, lesson, k, slide=False)
+    _buttons(env, lesson, k, slide=False)
     where = ("" if settings.view == step.view else  # a link with its own `view` opened another one
              f" This step is on **{LABELS[step.view]}**: ↺ This step's settings opens it.")
-    row.caption(f"**Try:** {step.action}{where}")
+    st.caption(f"**Try:** {step.action}{where}")  # under the row: beside it, the arrow keys' buttons squeeze it

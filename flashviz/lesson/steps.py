@@ -293,11 +293,10 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
          (("Cached keys", "{keys:,}"), ("Splits", "{splits}"), ("L = log Σ exp(L_s)", "{lse:.4g}"),
           ("The weights sum to", "{weights:.3f}"))),
     Step("Context parallelism: one sequence, W devices", "ring", {"rgw": "4"},
-         "At N = {n:,} tokens a model of Llama 3 8B's shape keeps {kv} of K/V, and standard attention's S and P "
-         "would take {scores} a layer. FlashAttention never writes them, yet one device computes {flops} of attention "
-         "a layer. Context parallelism deals the sequence to W = {world} ranks, one process per device, each keeping "
-         "a shard of N / W = {shard:,} positions: {kv_rank} of K/V and {flops_rank} a layer each, while the K/V "
-         "shards travel round a ring and each rank merges its partials as Flash-Decoding does.",
+         "At N = {n:,} tokens, Llama 3 8B's shape keeps {kv} of K/V; standard attention's S and P would take "
+         "{scores} a layer, and even FlashAttention computes {flops} a layer on one device. Context parallelism gives "
+         "each of W = {world} ranks (a process per device) a shard of N / W = {shard:,} positions: {kv_rank} of K/V "
+         "and {flops_rank} a layer.",
          {"n": 131072, "kv": "16.0 GiB", "scores": "2048.0 GiB", "flops": "281 TFLOP", "world": 4, "shard": 32768,
           "kv_rank": "4.0 GiB", "flops_rank": "70.4 TFLOP"}, "context_parallel",
          "Explore this view: the map deals a classroom's N = 256 to the 4 ranks; switch *Layout* to zigzag under "
