@@ -26,6 +26,7 @@ from flashviz.views.io.figures import io_picture
 from flashviz.views.masks.figures import masks_picture
 from flashviz.views.numerics.figures import numerics_picture
 from flashviz.views.pipeline.figures import pipeline_picture
+from flashviz.views.ring.figures import context_picture
 from flashviz.views.roof.figures import roof_picture
 from flashviz.views.train.figures import train_picture
 
@@ -48,6 +49,7 @@ PICTURES: dict[str, Picture] = {  # a step's check -> the one picture that prove
     "training_recompute": train_picture,
     "backward_recompute": backward_picture,
     "decode_merge": decode_picture,
+    "context_parallel": context_picture,
     "gqa_bytes": gqa_picture,
     "numerics_rounding": numerics_picture,
 }

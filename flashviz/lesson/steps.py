@@ -302,9 +302,20 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
          "the output is exact attention over the whole cache.",
          {"keys": 16384, "splits": 4, "lse": 10.5006, "weights": 1.0}, "decode_merge",
          "Explore this view and press ▶ Play on the animation: the splits read their blocks in parallel, the last "
-         "frame merges them.", 1.0,
+         "frame merges them.", 0.5,
          (("Cached keys", "{keys:,}"), ("Splits", "{splits}"), ("L = log Σ exp(L_s)", "{lse:.4g}"),
           ("The weights sum to", "{weights:.3f}"))),
+    Step("Context parallelism: one sequence, W devices", "ring", {"rgw": "4"},
+         "At N = {n:,} tokens, Llama 3 8B's shape keeps {kv} of K/V; standard attention's S and P would take "
+         "{scores} a layer, and even FlashAttention computes {flops} a layer on one device. Context parallelism gives "
+         "each of W = {world} ranks (a process per device) a shard of N / W = {shard:,} positions: {kv_rank} of K/V "
+         "and {flops_rank} a layer.",
+         {"n": 131072, "kv": "16.0 GiB", "scores": "2048.0 GiB", "flops": "281 TFLOP", "world": 4, "shard": 32768,
+          "kv_rank": "4.0 GiB", "flops_rank": "70.4 TFLOP"}, "context_parallel",
+         "Explore this view: the map deals a classroom's N = 256 to the 4 ranks; switch *Layout* to zigzag under "
+         "causal, then ▶ Run the ring in real processes.", 0.5,
+         (("K/V, one device", "{kv}"), ("K/V per rank, W = {world}", "{kv_rank}"), ("S and P, one layer", "{scores}"),
+          ("Attention per rank, a layer", "{flops_rank}"))),
     Step("Grouped-query attention reads g-fold fewer bytes", "decode", {},
          "Each decode step reads the whole K/V cache. With {hq} query heads sharing {hkv} K/V heads (GQA, g = {g}), "
          "a step reads {gqa} of K/V against multi-head attention's {mha}: {ratio:g}× fewer bytes for the same "

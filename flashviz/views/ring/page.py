@@ -32,6 +32,7 @@ RAN_WITH = (*SLIDERS, *CHOICES)
 
 cached_map = st.cache_data(data.score_map, show_spinner=False, max_entries=64)  # the model's tiles, rank by step
 cached_work = st.cache_data(data.layout_work, show_spinner=False, max_entries=64)  # each layout's work per rank
+cached_long = st.cache_data(data.long_context, show_spinner=False, max_entries=8)  # a long context, per device
 
 
 ring_run = timed_run(data.ring_run)  # the W processes, every ring the view draws, run from the timing worker
@@ -39,7 +40,7 @@ ring_run = timed_run(data.ring_run)  # the W processes, every ring the view draw
 
 def ring_ui(s: Settings) -> None:
     """Draw the view for settings s."""
-    st.markdown(text.INTRO)
+    st.markdown(text.intro(cached_long(s.world), data.LONG_MODEL))  # why, and what a rank and a shard are, first
     for name, col in zip(SLIDERS, st.columns(len(SLIDERS)), strict=True):
         draw(name, col)
     row = st.columns((1, 1, 1.2))
