@@ -318,7 +318,7 @@ def test_a_hostile_link_is_repaired_with_a_notice_and_the_view_still_draws(make_
     assert at.selectbox(key="input_dtype").value == "bfloat16" and at.selectbox(key="p_dtype").value == "none"
     assert at.select_slider(key="tau").value == 0 and at.toggle(key="hadamard").value is True
     repaired = lab_of({k: v for k, v in dict(at.query_params).items() if k != "view"})  # the link as repaired
-    assert len(charts(at)) == 4 + (tile_spread(repaired).max_spread > 0)
+    assert len(charts(at)) == 5 + (tile_spread(repaired).max_spread > 0)
 
 
 @pytest.mark.parametrize(("query", "words"), [
@@ -342,7 +342,7 @@ def test_settings_estimated_long_wait_for_the_button_then_show_the_labs_numbers(
     assert_clean(at)
     r = kernel_errors(lab_of(query))
     assert all(close(quoted_errors(at)[row.label], row.stats.max_abs) for row in r.rows)
-    drawn = 4 + (tile_spread(lab_of(query)).max_spread > 0)  # the tile sizes' map only where they differ
+    drawn = 5 + (tile_spread(lab_of(query)).max_spread > 0)  # the tile sizes' map only where they differ
     assert len(charts(at)) == drawn
     at.run()  # a rerun keeps the result for these settings without a button press
     assert len(charts(at)) == drawn

@@ -49,14 +49,14 @@ class RingStepEvent:
 
     rank: int  # r
     step: int  # t, 0 .. W-1
-    kv_rank: int  # whose K/V shard the rank held: read from the owner tag that travels with the shard
+    kv_rank: int  # whose K/V shard the rank held: read from the owner message that travels with the shard
     phase: str  # "forward" or "backward"
     world: int  # W
     tiles_computed: int  # tiles the kernel computed (full + partial), from the kernel's own tile schedule
     tiles_partial: int  # of them, computed with an element mask
     tiles_skipped: int  # tiles never loaded; all of them when the step is skipped whole
     flops: int  # FLOPs of the computed tiles (4 B H d per score element forward, 10 B H d backward)
-    bytes_sent: int  # bytes of K/V (and dK/dV in the backward) this rank sent at this step; the 8-byte owner tags
+    bytes_sent: int  # bytes of K/V (and dK/dV in the backward) this rank sent at this step; the 8-byte owner messages
     #                  that travel with them are not counted
     bytes_received: int  # bytes it received at this step (the same in a ring)
     start_s: float  # time.time() when the step began: one clock for all the processes of a machine
