@@ -96,10 +96,14 @@ def versions(device: torch.device) -> list[str]:
              f"- Python {platform.python_version()}, torch {torch.__version__}, {platform.platform()}"]
     if device.type == "cuda":
         p = torch.cuda.get_device_properties(device)
+        try:
+            nccl = torch.cuda.nccl.version()  # a tuple (major, minor, patch), an int in older builds
+            nccl = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
+        except (AttributeError, RuntimeError):
+            nccl = "n/a"
         lines += [f"- device: {p.name}, compute capability {p.major}.{p.minor}, {p.total_memory / 2**30:.1f} GiB, "
                   f"{p.multi_processor_count} SMs; {torch.cuda.device_count()} GPU(s)",
-                  f"- CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, NCCL "
-                  f"{'.'.join(map(str, torch.cuda.nccl.version())) if hasattr(torch.cuda, 'nccl') else 'n/a'}"]
+                  f"- CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, NCCL {nccl}"]
     else:
         lines.append(f"- device: CPU ({torch.get_num_threads()} torch threads), --cpu-smoke sizes")
     try:

@@ -254,8 +254,8 @@ MUTANTS = [
            "zigzag deals every rank's second half the last chunk instead of chunk 2W-1-r (shards overlap)",
            ("tests/test_ring.py",)),
     Mutant("ring_merge_keeps_last_step", "flashviz/ring/attention.py",
-           "                O, L = merge_partials(torch.stack((O, O_t[:, 0])), torch.stack((L, L_flat[:, 0])))",
-           "                O, L = O_t[:, 0], L_flat[:, 0]",
+           "    O, L = merge_partials(torch.stack((O, O_t)), torch.stack((L, L_flat)))  # (B H, n, d), (B H, n)",
+           "    O, L = O_t, L_flat  # (B H, n, d), (B H, n)",
            "ring attention keeps the last step's partial instead of merging every step by logsumexp",
            ("tests/test_ring_processes.py",)),
 ]
