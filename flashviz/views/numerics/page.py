@@ -57,7 +57,7 @@ def numerics_ui(s: Settings) -> None:
     if result is None:
         return
     ran_with_ui(s, RAN_WITH)
-    for section in (_errors_ui, _orders_ui, _rescale_ui, _fp8_ui, _causal_ui):
+    for section in (_errors_ui, _orders_ui, _rescale_ui, _fp8_ui, _causal_ui, _two_errors_ui):
         section(result)
 
 
@@ -104,6 +104,12 @@ def _fp8_ui(r: LabResult) -> None:
     left.markdown(text.fp8_sentence(t))
     right.markdown(text.fp8_table_markdown(t))
     show_figure(figs.fp8_figure(t), key="numerics_fp8")
+
+
+def _two_errors_ui(r: LabResult) -> None:
+    st.markdown("#### 6. flash-attn's test, kernel by kernel")
+    st.markdown(text.two_errors_sentence(r.two))
+    show_figure(figs.two_errors_figure(r.two), key="numerics_two_errors")
 
 
 def _causal_ui(r: LabResult) -> None:
