@@ -22,16 +22,18 @@ from flashviz.vocab import (
     DTYPE_BYTES,
     FLASH,
     FLASH2,
+    FULL,
     IMPL_LABELS,
     IMPL_LOOP_ORDER,
     IMPLS,
     LOOP_ORDER_SHORT,
     NAIVE,
     OK,
+    PARTIAL,
     SDPA,
 )
 from tests._apptest import assert_clean, chart, charts, decode, run_heavy, tile_map
-from tests._numbers import counted, says, shows, stated, value
+from tests._numbers import counted, numbers, says, shows, stated, value
 
 MS_PER_S = 1e3
 
@@ -291,14 +293,46 @@ def test_the_slower_than_naive_caption_shows_only_when_true(make_app, monkeypatc
         assert "see the modelled traffic chart below and the IO model view" in captions[0]  # the chart is below
 
 
-def test_benchmark_compares_causal_with_no_mask(make_app):
+def causal_times(monkeypatch, times: dict[tuple[str, bool], tuple[float, float, float, int]]) -> None:
+    """Make the causal pair report these (median, low, high, repeats) per (implementation, causal)."""
+    real = jobs.run_sweep
+
+    def run_sweep(ns, **kwargs):
+        df = real(ns, **kwargs)
+        for (impl, causal), (median, low, high, repeats) in times.items():
+            if causal == kwargs["causal"]:
+                mine = df["impl"] == impl
+                df.loc[mine, ["time_s", "time_lo_s", "time_hi_s"]] = (median, low, high)
+                df.loc[mine, "repeats"] = repeats
+        return df
+
+    monkeypatch.setattr(jobs, "run_sweep", run_sweep)
     jobs.causal_pair.clear()
+
+
+def test_benchmark_compares_causal_with_no_mask_through_the_verdict_rule(make_app, monkeypatch):
+    times = {(FLASH2, False): (2.0e-3, 1.98e-3, 2.02e-3, 30), (FLASH2, True): (1.0e-3, 0.99e-3, 1.01e-3, 30),
+             (NAIVE, False): (1.0e-3, 0.8e-3, 1.3e-3, 20), (NAIVE, True): (1.1e-3, 0.85e-3, 1.4e-3, 20)}
+    causal_times(monkeypatch, times)
     at = run_heavy(make_app, "bench", ns="64", impls="naive,flash2")
     at.button(key="causal_run").click().run()
     assert_clean(at)
     (table,) = [df.value for df in at.dataframe if "causal / no mask" in df.value.columns]
     assert list(table["implementation"]) == [FLASH2, NAIVE]
-    assert np.allclose(table["causal / no mask"], table["causal (ms)"] / table["no mask (ms)"])
+    cells = dict(zip(table["implementation"], table["causal / no mask"], strict=True))
+    fa2 = [value(x) for x in numbers(cells[FLASH2])]  # separated: the ratio and its interval
+    assert fa2 == pytest.approx([0.5, 0.99 / 2.02, 1.01 / 1.98], abs=0.006)
+    assert cells[NAIVE].startswith("too close to call")  # the intervals overlap: no ratio stands alone
+    assert [value(x) for x in numbers(cells[NAIVE])] == pytest.approx([0.85 / 1.3, 1.4 / 0.8], abs=0.006)
+    (text,) = [m.value for m in at.markdown if "without the mask" in m.value]
+    fa2_line, naive_line = text.split("\n")
+    assert "FA2 causal is 2.00x faster" in fa2_line  # the verdict the rule gives: separated
+    computed, total = stated(fa2_line, r"tiles it computes \(", 0), stated(fa2_line, r"tiles it computes \(", 1)
+    counts = tile_schedule(64, 64, 32, 32, causal=True).counts()
+    assert value(computed) == counts[FULL] + counts[PARTIAL] and value(total) == sum(counts.values())
+    assert shows(stated(fa2_line, "would take"), (counts[FULL] + counts[PARTIAL]) / sum(counts.values()), rel=0.01)
+    assert "too close to call here" in naive_line and "faster than" not in naive_line
+    jobs.causal_pair.clear()
 
 
 # ----------------------------------------------------------------------------------------------------------------------

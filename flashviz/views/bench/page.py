@@ -19,6 +19,7 @@ from flashviz.core.tiling import tile_schedule
 from flashviz.figures.plots import gflops_figure, hbm_figure, memory_figure, time_figure
 from flashviz.figures.report import summary_table, summary_table_figure
 from flashviz.views.bench.sentences import (
+    causal_md,
     causal_ratios,
     plural,
     repeats_said,
@@ -132,5 +133,7 @@ def _causal_ui(s: Settings) -> None:
     st.dataframe(causal_ratios(df), hide_index=True, column_config={
         "no mask (ms)": st.column_config.NumberColumn(format="%.1f"),
         "causal (ms)": st.column_config.NumberColumn(format="%.1f"),
-        "causal / no mask": st.column_config.NumberColumn(format="%.2f",
-                                                          help="Below 1: the mask saved time.")})
+        "causal / no mask": st.column_config.TextColumn(
+            help="Causal time / unmasked time with its 95% interval; below 1: the mask saved time. A ratio only "
+                 "where the two medians' intervals separate.")})
+    st.markdown(causal_md(df, computed, total))
