@@ -104,6 +104,23 @@ def block_verdicts(tiled: pd.DataFrame, reference: pd.DataFrame) -> list[tuple[i
     return out
 
 
+def tiles_md(verdicts: list[tuple[int, Verdict]]) -> str:
+    """The Block size view's verdicts, one bullet per (tile size, kernel): the verdict's own sentence (a winner with
+    its interval only where the intervals separate, else too close to call and what would settle it)."""
+    return "\n".join(f"- **{b} × {b} tiles**: {sentence(v)}" for b, v in verdicts)
+
+
+def slower_by(v: Verdict) -> str:
+    """How much slower the slower side is, with the interval of that factor (for a separated verdict).
+
+    Example:
+        >>> slower_by(compare([2.0, 2.02, 1.98, 2.01, 1.99, 2.0], [1.0, 1.01, 0.99, 1.02, 0.98, 1.0]))
+        '2.00x slower, 1.94-2.06x'
+    """
+    speedup, low, high = v.speedup
+    return f"{speedup:.2f}x slower, {low:.2f}-{high:.2f}x"
+
+
 def verdicts_md(df: pd.DataFrame) -> str:
     """Each N's verdict, naive against each tiled kernel, as markdown bullets (empty where nothing can be compared)."""
     return "\n".join(f"- **N = {n}**: {sentence(v)}" for n, _, v in speed_verdicts(df))
