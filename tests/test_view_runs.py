@@ -32,7 +32,7 @@ from flashviz.vocab import (
     PARTIAL,
     SDPA,
 )
-from tests._apptest import assert_clean, chart, charts, decode, run_heavy, tile_map
+from tests._apptest import TINY, assert_clean, chart, charts, decode, run_heavy, tile_map
 from tests._numbers import counted, numbers, says, shows, stated, value
 
 MS_PER_S = 1e3
@@ -620,3 +620,24 @@ def test_how_it_works_says_why_fa1s_counter_opens_above_standard_attentions_with
     fa2 = make_app(view="how", order="fa2")
     assert not [m.value for m in fa2.markdown if "counter opens at" in m.value]
     assert fa1_start_md(s.n, s.d, nbytes, start.hbm_bytes, 1000.0, 1000.0) == ""  # not above: nothing to explain
+
+
+@pytest.mark.parametrize(("flash", "separated"), [((0.5e-3, 0.495e-3, 0.505e-3, 30), True),
+                                                  ((1.1e-3, 0.85e-3, 1.4e-3, 20), False)])
+def test_the_training_summary_states_a_speedup_only_where_the_verdict_separates(make_app, monkeypatch, flash,
+                                                                                  separated):
+    naive = (1.0e-3, 0.8e-3, 1.3e-3, 20) if not separated else (1.0e-3, 0.99e-3, 1.01e-3, 30)
+    with_times(monkeypatch, {NAIVE: naive, FLASH: flash})
+    at = run_heavy(make_app, "train", impls="naive,flash")
+    table = chart(at, "Training summary: flash vs naive")["data"][0]
+    header = [h.replace("<b>", "").replace("</b>", "").replace("<br>", " ") for h in table["header"]["values"]]
+    cells = table["cells"]["values"][header.index("speedup (x)")]
+    assert len(cells) == len(TINY["ns"].split(","))
+    for text in cells:  # naive / flash at each N, from the rows' own intervals
+        shown = [value(x) for x in numbers(text)]
+        if separated:
+            assert shown == pytest.approx([naive[0] / flash[0], naive[1] / flash[2], naive[2] / flash[1]], abs=0.006)
+        else:
+            assert text.startswith("too close") and shown == pytest.approx([naive[1] / flash[2], naive[2] / flash[1]],
+                                                                           abs=0.006)
+    jobs.sweep.clear()
