@@ -104,9 +104,8 @@ def proportion_md(v: Verdict | None) -> str:
     if word == CLOSE:
         return f"{cell(v)} that; {sentence(v)}"
     if word == IN_PROPORTION:  # not separated from it, and its whole interval inside the band
-        return (f"**{v.ratio:.2f}x** that ({v.ratio_low:.2f}-{v.ratio_high:.2f}x), {word}: the whole interval lies "
-                f"within ±{PROPORTION_TOLERANCE:.0%} of it")
-    return f"**{cell(v)}** that, {word} (within ±{PROPORTION_TOLERANCE:.0%} counts as in proportion)"
+        return f"**{v.ratio:.2f}x** that ({v.ratio_low:.2f}-{v.ratio_high:.2f}x), {word}"
+    return f"**{cell(v)}** that, {word}"
 
 
 def same_kernel_md(run: Sequence[Row] | None, sweep: Sequence[Row] | None) -> str:
