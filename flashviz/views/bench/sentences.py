@@ -1,6 +1,6 @@
 """What the Benchmark view says, pure functions of its measured rows and settings: which kernel is faster at each N
 (only where the medians' 95% intervals separate: flashviz.measure.verdict; otherwise "too close to call here" and
-what would settle it), the speedups, the causal ratios, and why a tiled kernel can be slower than standard attention
+what would settle it), the causal ratios, and why a tiled kernel can be slower than standard attention
 here. The Block size and Training views say the same."""
 
 from __future__ import annotations
@@ -152,15 +152,6 @@ def repeats_said(s: Settings) -> str:
     if not s.sure:
         return plural(s.reps, "repeat")
     return f"at least {plural(max(s.reps, min_repeats()), 'repeat')}, until its median is known to ±{TARGET_REL_CI:.0%}"
-
-
-def speedups(df: pd.DataFrame) -> pd.DataFrame:
-    """naive time / tiled time per (N, tiled impl) where both ran: one row each, column "speedup"."""
-    ok = df[df["status"].astype(str) == OK]
-    naive = ok[ok["impl"] == NAIVE].set_index("N")["time_s"]
-    tiled = ok[ok["impl"].isin(TILED_IMPLS)]
-    out = tiled.assign(speedup=tiled["N"].map(naive) / tiled["time_s"])
-    return out.dropna(subset=["speedup"])[["impl", "N", "speedup"]]
 
 
 def causal_verdicts(df: pd.DataFrame) -> list[tuple[str, Verdict]]:
