@@ -19,9 +19,11 @@ import xml.etree.ElementTree as ET
 import pytest
 import torch
 
+from flashviz.app.state import spec_of
 from flashviz.core.backward import flash_attention_backward
 from flashviz.core.flash import flash_attention_forward
 from flashviz.core.tiling import tile_schedule
+from flashviz.measure.verdict import MORE_REPEATS
 from flashviz.model.iomodel import io_trace
 from flashviz.units import format_bytes, format_flops
 from flashviz.views.backward.claims import (
@@ -353,8 +355,9 @@ def test_the_price_names_a_faster_side_and_asks_why_slower_only_where_the_verdic
         low, high = (tiled * (1 - half)) / (naive * (1 + half)), (tiled * (1 + half)) / (naive * (1 - half))
         assert [value(x) for x in numbers(said.split("Naive autograd is")[1])[1:3]] == pytest.approx([low, high],
                                                                                                      abs=0.006)
-    else:
+    else:  # what would settle it names the control that sets this view's repeats, on the view that draws it
         assert "faster than" not in said and ("too close to call" in said or "not settled" in said)
+        assert (f"Benchmark view's **{spec_of('reps').label}**" in said) == (v.settle == MORE_REPEATS)
 
 
 def test_the_lesson_checks_return_the_numbers_their_claims_state():

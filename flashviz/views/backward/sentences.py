@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from flashviz.measure.verdict import sentence
+from flashviz.measure.verdict import MORE_REPEATS, sentence
 from flashviz.units import format_bytes, format_flops
 from flashviz.vocab import DTYPE_BYTES
 
@@ -208,6 +208,8 @@ def price_text(p: RecomputePrice) -> str:
     if v is not None:
         said = sentence(v)
         speed = " " + said[0].upper() + said[1:]
+        if v.settle == MORE_REPEATS:  # the repeats this view reads are set on the Benchmark view
+            speed += " This view times the Benchmark view's **Repeats**."
     elif not math.isnan(time):
         speed = " The times carry no interval here, so they name no faster side."
     else:

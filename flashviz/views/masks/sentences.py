@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from flashviz.measure.verdict import Verdict, cell, compare, estimate_of, row_estimate, sentence
+from flashviz.measure.stats import min_repeats
+from flashviz.measure.verdict import MORE_REPEATS, Verdict, cell, compare, estimate_of, row_estimate
 from flashviz.units import format_bytes
 from flashviz.vocab import DENSE, MASKED, UNMASKED
 
@@ -102,10 +103,29 @@ def proportion_md(v: Verdict | None) -> str:
         return "no interval was recorded, so no word on its proportion"
     word = proportion_word(v)
     if word == CLOSE:
-        return f"{cell(v)} that; {sentence(v)}"
+        return f"{cell(v)} that: {settle_words(v)}"
     if word == IN_PROPORTION:  # not separated from it, and its whole interval inside the band
         return f"**{v.ratio:.2f}x** that ({v.ratio_low:.2f}-{v.ratio_high:.2f}x), {word}"
     return f"**{cell(v)}** that, {word}"
+
+
+def settle_words(v: Verdict) -> str:
+    """Why a verdict of this view names nothing, and what would settle it with what the view offers (its repeats are
+    fixed: a quieter machine, or a larger N in the sidebar), from the verdict's own numbers.
+
+    Example:
+        >>> settle_words(compare([1.0, 1.3, 0.8, 1.1, 0.9, 1.2], [1.0, 1.01, 0.99, 1.0, 1.02, 0.98]))[:40]
+        'too close to call here: the intervals re'
+    """
+    if v.settle == MORE_REPEATS:
+        fewest = min_repeats(v.confidence)
+        if min(v.a.repeats, v.b.repeats) < fewest:
+            return (f"too close to call here: {min(v.a.repeats, v.b.repeats)} timed calls give no "
+                    f"{v.confidence:.0%} interval of a median (at least {fewest})")
+        return (f"too close to call here: the intervals reach ±{v.widest:.0%} of the median (target "
+                f"±{v.target_rel_ci:.0%}), the machine was busy while it timed; run again on a quieter machine")
+    return (f"too close to call here: the {v.difference:.0%} difference is within the {v.noise:.0%} the intervals "
+            "reach; a larger N (sidebar) gives each call more work")
 
 
 def same_kernel_md(run: Sequence[Row] | None, sweep: Sequence[Row] | None) -> str:
@@ -133,7 +153,7 @@ def same_kernel_md(run: Sequence[Row] | None, sweep: Sequence[Row] | None) -> st
     if v.separated:
         return text + (f" The same kernel on the same inputs took {cell(v)} the time in the mask's run: the "
                        "machine's load changed between the two runs, so compare times within one run only.")
-    return text + " " + sentence(v)
+    return text + f" The two are {cell(v)} apart, {settle_words(v)}."
 
 
 def _f(row: Row, name: str) -> float:
