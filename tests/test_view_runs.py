@@ -15,6 +15,7 @@ from flashviz.app import jobs
 from flashviz.app.query import parse_query
 from flashviz.app.state import PRESETS, Settings, apply_preset
 from flashviz.core.tiling import tile_schedule
+from flashviz.measure.verdict import compare, estimate_of
 from flashviz.model.iomodel import hbm_vs_memory, io_cost
 from flashviz.units import MIB, format_bytes
 from flashviz.views.how.sentences import fa1_start_md, x_standard_md
@@ -641,3 +642,41 @@ def test_the_training_summary_states_a_speedup_only_where_the_verdict_separates(
             assert text.startswith("too close") and shown == pytest.approx([naive[1] / flash[2], naive[2] / flash[1]],
                                                                            abs=0.006)
     jobs.sweep.clear()
+
+
+def test_block_size_states_each_tile_sizes_verdict_from_the_rows_intervals(make_app, monkeypatch):
+    # naive at 1 ms +-1%; the tiled kernels at 16 x 16 tiles twice as slow (separated), at 32 x 32 as fast in noise
+    real_blocks, real_sweep = jobs.run_block_sweep, jobs.run_sweep
+    times = {16: (2.0e-3, 0.01), 32: (1.05e-3, 0.3)}
+
+    def blocks(*a, **k):
+        df = real_blocks(*a, **k)
+        for b, (t, h) in times.items():
+            mine = df["block_q"] == b
+            df.loc[mine, ["time_s", "time_lo_s", "time_hi_s"]] = (t, t * (1 - h), t * (1 + h))
+            df.loc[mine, "repeats"] = 20
+        return df
+
+    def sweep(*a, **k):
+        df = real_sweep(*a, **k)
+        df[["time_s", "time_lo_s", "time_hi_s"]] = (1e-3, 0.99e-3, 1.01e-3)
+        df["repeats"] = 20
+        return df
+
+    monkeypatch.setattr(jobs, "run_block_sweep", blocks)
+    monkeypatch.setattr(jobs, "run_sweep", sweep)
+    jobs.block_sweep.clear()
+    at = run_heavy(make_app, "block", n="64", blocks="16,32")
+    (text,) = [m.value for m in at.markdown if m.value.startswith("**Naive against each tile size")]
+    bullets = [line for line in text.split("\n") if line.startswith("- ")]
+    assert len(bullets) == 4  # FA1 and FA2 at each tile size
+    for line in bullets:
+        b = int(stated(line, r"\*\*"))
+        t, h = times[b]
+        v = compare(estimate_of(1e-3, 0.99e-3, 1.01e-3, 20), estimate_of(t, t * (1 - h), t * (1 + h), 20))
+        if v.separated:  # naive faster, by the tiled time over naive's, with its interval
+            assert "naive is" in line and shows(stated(line, "naive is"), 1 / v.ratio)
+        else:
+            assert "too close to call here" in line and "faster than" not in line
+        assert v.separated == (b == 16)
+    jobs.block_sweep.clear()
