@@ -25,7 +25,8 @@ PURE_PLOT_MODULES = ("flashviz.figures.plots", "flashviz.figures.style", "flashv
                      "flashviz.figures.slide", "flashviz.figures.tilegrid", "flashviz.views.correct.figures",
                      "flashviz.views.roof.figures")
 PURE_PACKAGES = {*PURE_PLOT_MODULES, "flashviz.figures", "flashviz.figures.palette", "flashviz._lazy",
-                 "flashviz.vocab"}  # what importing them may load of flashviz
+                 "flashviz.vocab",  # what importing them may load of flashviz; and the verdict rule (pure Python)
+                 "flashviz.measure", "flashviz.measure.verdict", "flashviz.measure.stats", "flashviz.limits"}
 MIB = 1 << 20
 
 
