@@ -37,6 +37,7 @@ from pathlib import Path
 import pandas as pd
 from load import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, PAGE_END, own_server
 
+from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.views.bench.sentences import speed_verdicts
 from flashviz.vocab import NAIVE, OK
 
@@ -47,8 +48,16 @@ RUN_TIMEOUT_S = 900.0  # seconds one Run may take before the script gives up on 
 RUNS = {  # view -> (its run button's key, the status label its run ends with)
     "bench": ("bench_run", "Benchmark sweep: done"),
     "block": ("block_run", "Block-size sweep: done"),
-    "ring": ("ring_run", ": done"),
+    "correct": ("correct_run", "Correctness check: done"),
+    "train": ("train_run", "Training sweep: done"),
+    "backward": ("backward_price_run", "Backward price: done"),
+    "roof": ("roof_run", "Roofline timing: done"),
+    "decode": ("decode_run", "Decode timing: done"),
+    "masks": ("masks_run", "Mask timing: done"),
+    "numerics": ("numerics_run", "Numerics lab: done"),
+    "ring": ("ring_run", "Ring run: done"),
 }
+SHOT_VIEWS = ("block", "ring")  # screenshots after Run (with the Benchmark's)
 
 
 def cli_bench(out: Path) -> pd.DataFrame:
@@ -124,7 +133,7 @@ def press_run(page, url: str, view: str, downloads: Path | None = None) -> pd.Da
     return pd.read_csv(path)
 
 
-def dashboard_run_under_load(tmp: Path, shots: Path | None) -> pd.DataFrame:
+def dashboard_run_under_load(tmp: Path, shots: Path | None, views: tuple[str, ...] = ()) -> pd.DataFrame:
     """A fresh server; 2 pages reloading its other views and a busy process; the Benchmark's Run in a third page."""
     from playwright.sync_api import sync_playwright
 
@@ -139,14 +148,23 @@ def dashboard_run_under_load(tmp: Path, shots: Path | None) -> pd.DataFrame:
             if shots is not None:
                 shots.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(shots / "bench-under-load.png"))
-                for view in ("block", "ring"):
-                    t0 = time.monotonic()
-                    press_run(page, url, view)
-                    print(f"{view}: its Run at the defaults took {time.monotonic() - t0:.0f} s under the load")
+            for view in views:
+                t0 = time.monotonic()
+                press_run(page, url, view)
+                print(f"   {view}: its Run at the defaults took {time.monotonic() - t0:.0f} s under the load "
+                      f"(budget {LIVE_TIME_BUDGET_S:.0f} s)", flush=True)
+                if shots is not None and view in SHOT_VIEWS:
                     page.screenshot(path=str(shots / f"{view}-under-load.png"))
         finally:
             browser.close()
     return df
+
+
+def said(df: pd.DataFrame) -> str:
+    """What a run's CSV says of its load and the calls it set aside."""
+    row = df.iloc[0]
+    return (f"other work kept {row['other_busy_cores']:.1f} cores busy, {int(row['calls_set_aside'])} of "
+            f"{int(row['timed_calls'])} calls set aside, {row['thread_policy']}")
 
 
 def medians(df: pd.DataFrame) -> pd.Series:
@@ -163,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--reruns", type=int, default=5, help="fresh dashboard runs under load (default 5)")
     p.add_argument("--shots", type=Path, default=None, help="save 1280 x 720 screenshots here")
+    p.add_argument("--views", default=",".join(v for v in RUNS if v != "bench"),
+                   help="after the first rerun's Benchmark, press Run on these views' defaults under the same load "
+                        "and print how long each took (default: every view with a Run; '' for none)")
     p.add_argument("--reload", metavar="URL", default=None, help=argparse.SUPPRESS)  # one reloading page (internal)
     args = p.parse_args(argv)
     if args.reload:
@@ -175,14 +196,14 @@ def main(argv: list[str] | None = None) -> int:
         print("2. the dashboard's Benchmark under load, fresh servers ...", flush=True)
         runs = []
         for i in range(args.reruns):
-            df = dashboard_run_under_load(tmp, args.shots if i == 0 else None)
-            print(f"   run {i + 1}: {df.attrs['seconds']:.0f} s from Run to its results, "
-                  f"{int(df['calls_set_aside'].iloc[0])} of {int(df['timed_calls'].iloc[0])} calls set aside, "
-                  f"{df['thread_policy'].iloc[0]}", flush=True)
+            views = tuple(v for v in args.views.split(",") if v) if i == 0 else ()
+            df = dashboard_run_under_load(tmp, args.shots if i == 0 else None, views)
+            print(f"   run {i + 1}: {df.attrs['seconds']:.0f} s from Run to its results; {said(df)}", flush=True)
             runs.append(df)
         print("3. the CLI bench under the same load ...", flush=True)
         with own_server(tmp / "timing2.jsonl", tmp / "server2.log") as (url, _), busy_process(), reloading_pages(url):
             cli_loaded = cli_bench(tmp / "loaded.csv")
+        print(f"   the quiet CLI: {said(quiet)}\n   the CLI under load: {said(cli_loaded)}", flush=True)
     report(quiet, runs, cli_loaded)
     return 0
 

@@ -19,9 +19,11 @@ import xml.etree.ElementTree as ET
 import pytest
 import torch
 
+from flashviz.app.state import spec_of
 from flashviz.core.backward import flash_attention_backward
 from flashviz.core.flash import flash_attention_forward
 from flashviz.core.tiling import tile_schedule
+from flashviz.measure.verdict import MORE_REPEATS
 from flashviz.model.iomodel import io_trace
 from flashviz.units import format_bytes, format_flops
 from flashviz.views.backward.claims import (
@@ -259,9 +261,11 @@ def test_the_run_button_shows_recompute_prices_measured_numbers(make_app, monkey
     assert tiled < 2 * 128 * 128 * 4  # the tiled kernel never holds one N x N matrix per head
     (caption,) = [c.value for c in at.caption if c.value.startswith(("Naive autograd peaked", "Here naive"))]
     assert f"peaked at {format_bytes(naive)}, {naive / tiled:.1f}× the tiled kernel's {format_bytes(tiled)}" in caption
-    speed = price.time_s[1] / price.time_s[0]
-    assert (f"was {speed:.1f}× faster" if speed > 1 else f"took {1 / speed:.1f}× naive autograd's time") in caption
-    assert ("Why slower here?" in caption) == (speed < 1)
+    v = price.time_verdict()  # the run's own medians and intervals, by the verdict rule
+    assert (v.a.median, v.b.median) == (price.time_s[1], price.time_s[0]) and v.a.repeats == price.repeats == 1
+    assert not v.separated and ("too close to call here" in caption or "not settled here" in caption)
+    assert "faster than" not in caption  # one timed call each: no 95% interval, no faster side
+    assert "Why slower here?" not in caption
     assert any(c.value.startswith("**Ran with** N = 128, d = 16, Br = 32, Bc = 32, causal, no window, float32, B = 1, "
                                   "H = 2") for c in at.caption)
 
@@ -332,7 +336,28 @@ def test_each_sentence_says_the_opposite_where_the_general_claim_fails():
     assert "not above" in said and small.peak_bytes[1] <= small.peak_bytes[0]  # naive's peak against the tiled one's
     assert [format_bytes(b) in said.split(": ")[0] for b in (1e6, 2e6)] == [True, True]
     assert shows(equated(said)[0], 64) and format_bytes(64 * 64 * 4) in said  # N, and one N x N fp32 matrix
-    assert shows(stated(said, "took"), 0.1 / 0.05)  # the tiled kernel's time over naive autograd's
+    assert "faster than" not in said and "took" not in said  # no intervals recorded: no verdict, no bare ratio
+
+
+@pytest.mark.parametrize(("half", "timed", "faster"), [(0.01, 30, "naive autograd"), (0.3, 30, None),
+                                                       (0.01, 3, None)])
+def test_the_price_names_a_faster_side_and_asks_why_slower_only_where_the_verdict_separates(half, timed, faster):
+    tiled, naive = 0.2, 0.1  # seconds: the tiled kernel takes twice naive autograd's median
+    price = RecomputePrice(("flash2", "naive", "sdpa"), ("a", "b", "c"), (tiled, naive, 0.05), (0, 0, 0),
+                           (2e6, 8e6, 1e6), ("ok",) * 3, 256, 16, 1, 1, 16, 16, True, None, "float32", "cpu", 1, timed,
+                           time_lo_s=(tiled * (1 - half), naive * (1 - half), 0.05),
+                           time_hi_s=(tiled * (1 + half), naive * (1 + half), 0.05), timed=(timed,) * 3)
+    v = price.time_verdict()
+    assert v.faster == faster and v.ratio == pytest.approx(naive / tiled)
+    said = price_text(price)
+    if faster:  # naive autograd is faster: its factor and interval, the tiled one's over naive's
+        assert shows(stated(said, "Naive autograd is"), tiled / naive)
+        low, high = (tiled * (1 - half)) / (naive * (1 + half)), (tiled * (1 + half)) / (naive * (1 - half))
+        assert [value(x) for x in numbers(said.split("Naive autograd is")[1])[1:3]] == pytest.approx([low, high],
+                                                                                                     abs=0.006)
+    else:  # what would settle it names the control that sets this view's repeats, on the view that draws it
+        assert "faster than" not in said and ("too close to call" in said or "not settled" in said)
+        assert (f"Benchmark view's **{spec_of('reps').label}**" in said) == (v.settle == MORE_REPEATS)
 
 
 def test_the_lesson_checks_return_the_numbers_their_claims_state():

@@ -17,6 +17,7 @@ from flashviz.app.query import parse_query
 from flashviz.app.state import Settings
 from flashviz.core.decode import num_splits_heuristic
 from flashviz.measure.progress import Cancelled
+from flashviz.measure.verdict import compare, estimate_of, row_estimate
 from flashviz.model.decode import decode_cost
 from flashviz.model.decode_batch import decode_roofline_rows
 from flashviz.model.roofline import GPUS, bound
@@ -303,23 +304,34 @@ def test_the_page_says_why_one_splits_and_what_the_merge_weights_mean(make_app, 
     assert "each split has read k of its" in text
 
 
-def split_rows(times_ms, spread_ms, repeats=5):
-    """Timed flash_decode rows at S = 1, 2, 4 and SDPA: medians with quartiles median -/+ spread (ms)."""
+def split_rows(times_ms, spread_ms, repeats=20):
+    """Timed flash_decode rows at S = 1, 2, 4 and SDPA: medians with 95% intervals median -/+ spread (ms), and
+    quartiles as wide."""
     labels = ["flash_decode S=1", "flash_decode S=2", "flash_decode S=4", "SDPA (enable_gqa)"]
     t, w = np.array(times_ms) / 1e3, np.array(spread_ms) / 1e3
-    return pd.DataFrame({"label": labels, "time_s": t, "q1_s": t - w, "q3_s": t + w, "repeats": repeats})
+    return pd.DataFrame({"label": labels, "time_s": t, "q1_s": t - w, "q3_s": t + w, "time_lo_s": t - w,
+                         "time_hi_s": t + w, "repeats": repeats})
 
 
 def assert_split_timings_said(text, df):
-    """Each split count's median and IQR (ms), and its time against S = 1's, as the sentence states them, are df's."""
+    """Each split count's median and 95% interval (ms), and its time against S = 1's by the verdict rule (the ratio
+    and its interval where it separates, else "too close to call" and the interval), as the sentence states them."""
     by_s = {int(str(r.label).split("S=")[1]): r for r in df.itertuples() if str(r.label).startswith("flash_decode")}
-    timed = text.split("**", 2)[2].split(". Here")[0]  # "... S = 1: 10 ms (IQR 9.8–10.2); S = 2: ..."
+    timed = text.split("**", 2)[2].split(". Here")[0]  # "... S = 1: 10 ms (95% interval 9.8–10.2); S = 2: ..."
     parts = re.split(r"S = (\d+): ", timed)[1:]
     said = dict(zip((int(x) for x in parts[::2]), parts[1::2], strict=True))
     assert set(said) == set(by_s)
     for s, r in by_s.items():
-        ms = (r.time_s * 1e3, r.q1_s * 1e3, r.q3_s * 1e3)
-        assert says(said[s], *ms) if s == 1 else says(said[s], *ms, r.time_s / by_s[1].time_s, 1), said[s]
+        ms = (r.time_s * 1e3, r.time_lo_s * 1e3, r.time_hi_s * 1e3)
+        if s == 1:
+            assert says(said[s].replace("95% interval", ""), *ms), said[s]
+            continue
+        v = compare(estimate_of(r.time_s, r.time_lo_s, r.time_hi_s, r.repeats),
+                    estimate_of(by_s[1].time_s, by_s[1].time_lo_s, by_s[1].time_hi_s, by_s[1].repeats))
+        ratio = (v.ratio,) if v.separated else ()
+        assert says(said[s].replace("95% interval", "").replace("S = 1", ""), *ms, *ratio, v.ratio_low,
+                    v.ratio_high), said[s]
+        assert said[s].split("S = 1's ")[1].startswith("too close to call") != v.separated
 
 
 def assert_tiles_against_units_said(text, tiles, units):
@@ -339,8 +351,7 @@ def test_the_split_timings_are_told_against_s_equals_one_in_both_directions():
     assert "every split count was slower" in slower
     assert_split_timings_said(slower, df)
     assert_tiles_against_units_said(slower, setup.work_tiles(), 2)
-    faster = df.assign(time_s=[0.010, 0.006, 0.004, 0.005], q1_s=[0.0098, 0.0058, 0.0038, 0.0048],
-                       q3_s=[0.0102, 0.0062, 0.0042, 0.0052])
+    faster = split_rows([10, 6, 4, 5], [0.2] * 4)
     assert split_verdicts(faster) == {2: FASTER, 4: FASTER}
     assert_split_timings_said(splits_md(faster, setup, 16, "cpu"), faster)
     assert_tiles_against_units_said(splits_md(faster, setup, 16, "cpu"), setup.work_tiles(), 16)
@@ -348,17 +359,18 @@ def test_the_split_timings_are_told_against_s_equals_one_in_both_directions():
 
 
 @pytest.mark.parametrize("spread_ms, repeats, wanted", [
-    (0.2, 5, {2: CLOSE, 4: FASTER}),  # S = 4 took 0.53x S = 1's time and the IQRs separate; S = 2's overlap
-    (3.0, 5, {2: CLOSE, 4: CLOSE}),  # the same medians in noise: nothing separates
-    (0.2, 2, {2: CLOSE, 4: CLOSE}),  # two repeats: no spread to judge by
+    (0.2, 20, {2: CLOSE, 4: FASTER}),  # S = 4 took 0.53x S = 1's time and the intervals separate; S = 2's overlap
+    (3.0, 20, {2: CLOSE, 4: CLOSE}),  # the same medians in noise: nothing separates
+    (0.2, 3, {2: CLOSE, 4: CLOSE}),  # three repeats: no 95% interval of a median
 ])
 def test_a_split_count_is_called_faster_only_where_the_measurements_separate(spread_ms, repeats, wanted):
     df = split_rows([10, 10.1, 5.3, 4], [spread_ms] * 4, repeats)  # H_kv = 1's case: S = 4 at 0.53x S = 1
     found = split_verdicts(df)
     assert found == wanted
     by_s = {int(r.label.split("S=")[1]): r for r in df.iloc[:3].itertuples()}
-    for s, v in found.items():  # the verdict is the quartiles' order, nothing else
-        separated = by_s[s].q3_s < by_s[1].q1_s and repeats >= 3
+    for s, v in found.items():  # the verdict is compare()'s, nothing else
+        separated = compare(estimate_of(by_s[s].time_s, by_s[s].time_lo_s, by_s[s].time_hi_s, repeats),
+                            estimate_of(by_s[1].time_s, by_s[1].time_lo_s, by_s[1].time_hi_s, repeats)).separated
         assert (v == FASTER) == separated
     text = splits_md(df, DecodeSetup((1024,), 1, 1, 64, 0, 4, "float32", 2), 2, "cpu")
     assert "at least as fast" not in text
@@ -369,24 +381,26 @@ def test_a_split_count_is_called_faster_only_where_the_measurements_separate(spr
     if "every split count was faster" in text:
         named[FASTER] = sorted(found)
     assert named == {kind: [s for s, v in found.items() if v == kind] for kind in (FASTER, CLOSE)}
-    if CLOSE in found.values() and repeats >= 3:
-        assert shows(counted(text, "repeats"), repeats)
+    if CLOSE in found.values():
+        assert shows(counted(text, "repeat"), repeats)
 
 
-def gqa_rows(bytes_ratio, time_ratio, spread, repeats=5, small_bytes=2**22):
-    """flash_decode at S = 2 on this GQA's K/V and on MHA's: quartiles median x (1 -/+ spread)."""
+def gqa_rows(bytes_ratio, time_ratio, spread, repeats=20, small_bytes=2**22):
+    """flash_decode at S = 2 on this GQA's K/V and on MHA's: 95% intervals (and quartiles) median x (1 -/+ spread)."""
     t = np.array([1e-3, 1e-3 * time_ratio])
     kv = np.array([small_bytes, small_bytes * bytes_ratio])
     return pd.DataFrame({"label": ["flash_decode S=2", "MHA K/V: flash_decode S=2"], "time_s": t,
-                         "q1_s": t * (1 - spread), "q3_s": t * (1 + spread), "kv_bytes": kv,
+                         "q1_s": t * (1 - spread), "q3_s": t * (1 + spread), "time_lo_s": t * (1 - spread),
+                         "time_hi_s": t * (1 + spread), "kv_bytes": kv,
                          "GB_per_s": kv / t / 1e9, "repeats": repeats})
 
 
 @pytest.mark.parametrize("time_ratio, spread, repeats, wanted", [
-    (1.8, 0.02, 5, NOT_FOLLOWS),  # what was measured here: 4x fewer bytes gave 1.8x
-    (3.9, 0.02, 5, FOLLOWS),
-    (2.8, 0.5, 5, CLOSE),  # its range reaches into the band around 4x
-    (3.9, 0.02, 2, CLOSE),  # two repeats: no verdict
+    (1.8, 0.02, 20, NOT_FOLLOWS),  # what was measured here: 4x fewer bytes gave 1.8x
+    (3.9, 0.02, 20, FOLLOWS),
+    (2.8, 0.5, 20, CLOSE),  # its interval reaches into the band around 4x
+    (4.0, 0.3, 20, CLOSE),  # the ratio on the bytes', but the medians not known to +-5%: no verdict
+    (3.9, 0.02, 3, CLOSE),  # three repeats: no 95% interval
 ])
 def test_time_follows_bytes_only_where_the_measured_ratios_show_it(time_ratio, spread, repeats, wanted):
     setup = DecodeSetup((4096,), 8, 2, 64, 0, 2, "float32", 2)
@@ -402,8 +416,8 @@ def test_time_follows_bytes_only_where_the_measured_ratios_show_it(time_ratio, s
     # the ratios and shares it states, from the rows themselves: MHA's K/V against this GQA's, and the probe's 20 GB/s
     assert shows(counted(text, r"× the bytes"), df["kv_bytes"][1] / df["kv_bytes"][0])
     assert shows(counted(text, r"× the time"), df["time_s"][1] / df["time_s"][0])
-    lo, hi = df["q1_s"][1] / df["q3_s"][0], df["q3_s"][1] / df["q1_s"][0]
-    assert shows(stated(text, r"from the quartiles,", 0), lo) and shows(stated(text, r"from the quartiles,", 1), hi)
+    lo, hi = df["time_lo_s"][1] / df["time_hi_s"][0], df["time_hi_s"][1] / df["time_lo_s"][0]
+    assert shows(stated(text, r"95% interval,", 0), lo) and shows(stated(text, r"95% interval,", 1), hi)
     assert shows(stated(text, r"read the cache at", 0), 100 * min(rates))
     assert shows(stated(text, r"read the cache at", 1), 100 * max(rates)) and shows(counted(text, r"GB/s this"), 20)
     assert bytes_vs_time(df.iloc[:1], 20e9, setup, 2) is None  # no reference run: nothing to say
@@ -480,7 +494,10 @@ def test_the_timing_run_measures_every_implementation_and_says_what_it_saw(make_
     best = df[df["label"].str.startswith("flash")].sort_values("time_s").iloc[0]
     assert f"Fastest flash_decode here: **{best['label']}**" in text_of(at)
     sdpa = df[df["label"].str.startswith("SDPA")].iloc[0]
-    assert f"took {best['time_s'] / sdpa['time_s']:.2f}× SDPA's time" in text_of(at)
+    v = compare(row_estimate(best), row_estimate(sdpa))  # two repeats each: no 95% interval, no faster side
+    said = text_of(at).split("GB/s). ")[1]
+    assert not v.separated and "too close to call here" in said.split(".")[0] + said
+    assert shows(stated(said, "takes"), v.ratio) and "faster than" not in said.split("\n")[0]
 
 
 def test_the_timing_run_waits_for_the_lock_holds_it_and_reports_progress():
@@ -506,8 +523,9 @@ def test_the_timing_run_waits_for_the_lock_holds_it_and_reports_progress():
 
 def test_the_measured_sentence_compares_with_the_bandwidth_only_when_there_is_one():
     df = pd.DataFrame({"label": ["flash_decode S=1", "flash_decode S=2", "SDPA (enable_gqa)"],
-                       "time_s": [0.004, 0.002, 0.003], "kv_bytes": [2e7] * 3})
+                       "time_s": [0.004, 0.002, 0.003], "kv_bytes": [2e7] * 3, "repeats": 20})
     df["GB_per_s"] = df["kv_bytes"] / df["time_s"] / 1e9
+    df["time_lo_s"], df["time_hi_s"] = df["time_s"] * 0.99, df["time_s"] * 1.01
     text = measured_md(df, 5e9, "m")
     best = df.loc[df[df["label"].str.startswith("flash_decode")]["time_s"].idxmin()]
     assert f"**{best['label']}**," in text  # the fastest flash_decode, named, with its time and rate
@@ -515,7 +533,12 @@ def test_the_measured_sentence_compares_with_the_bandwidth_only_when_there_is_on
     assert shows(stated(text, r"reading the cache at"), best["kv_bytes"] / best["time_s"] / 1e9)
     assert shows(counted(text, "% of the"), 100 * best["kv_bytes"] / best["time_s"] / 5e9)
     assert shows(stated(text, "% of the"), 5)  # the bandwidth measured here, GB/s
-    assert shows(counted(text, r"× SDPA's time"), best["time_s"] / df["time_s"][2])
+    sdpa = df.iloc[2]  # separated by the verdict rule: the factor and its interval, SDPA over the fastest
+    assert shows(stated(text, rf"{best['label']} is"), sdpa["time_s"] / best["time_s"])
+    assert shows(stated(text, r"faster than SDPA \("), sdpa["time_lo_s"] / best["time_hi_s"])
+    noisy = df.assign(time_lo_s=df["time_s"] * 0.6, time_hi_s=df["time_s"] * 1.5)
+    said = measured_md(noisy, 5e9, "m")
+    assert "faster than SDPA" not in said and shows(stated(said, "takes"), best["time_s"] / sdpa["time_s"])
     assert "flash_decode S=2, SDPA (enable_gqa) read faster" in text  # 10 and 6.67 GB/s against the probe's 5
     slow = measured_md(df, 50e9, "m")
     assert shows(counted(slow, "% of the"), 100 * best["kv_bytes"] / best["time_s"] / 50e9)

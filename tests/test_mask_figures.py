@@ -145,17 +145,28 @@ def test_score_mod_figures():
     assert list(ali.layout.xaxis.range) == [-63, 0]
 
 
-RUNS = [  # data.masked_runs rows: 64 of 256 tiles computed with the mask, in 8 steps of 8 tiles; 32 unmasked
+HALF = 0.01  # each median's 95% interval: +-1% of it, from REPEATS calls (intervals that separate where they differ)
+REPEATS = 20
+
+
+def timed(row: dict) -> dict:
+    """A row with its median's 95% interval, as the view's runs record it."""
+    return {**row, "time_lo_s": row["time_s"] * (1 - HALF), "time_hi_s": row["time_s"] * (1 + HALF),
+            "repeats": REPEATS}
+
+
+RUNS_UNTIMED = [  # data.masked_runs rows: 64 of 256 tiles computed with the mask, in 8 steps of 8 tiles; 32 unmasked
     {"kind": "masked", "label": "tiled, this mask", "time_s": 0.02, "iqr_s": 0.002, "peak_bytes": 3 << 20,
      "tiles_computed": 64, "tiles": 256, "tiles_partial": 16, "steps": 8, "build_s": 0.01},
     {"kind": "dense", "label": "SDPA, dense mask", "time_s": 0.05, "iqr_s": 0.004, "peak_bytes": 9 << 20,
      "tiles_computed": 256, "tiles": 256, "tiles_partial": 0, "steps": 0, "build_s": 0.003},
     {"kind": "unmasked", "label": "tiled, no mask", "time_s": 0.08, "iqr_s": 0.0, "peak_bytes": 3 << 20,
      "tiles_computed": 256, "tiles": 256, "tiles_partial": 0, "steps": 32, "build_s": 0.002}]
+RUNS = [timed(r) for r in RUNS_UNTIMED]
 
 
 def with_time(runs: list[dict], kind: str, seconds: float, **more) -> list[dict]:
-    return [{**r, "time_s": seconds, **more} if r["kind"] == kind else r for r in runs]
+    return [timed({**r, "time_s": seconds, **more}) if r["kind"] == kind else r for r in runs]
 
 
 def test_run_figures_carry_the_numbers():
@@ -193,7 +204,9 @@ def stated_run(runs: list[dict]) -> tuple[float, ...]:
     c, n, t, t0 = m["tiles_computed"], m["tiles"], m["time_s"] * 1e3, u["time_s"] * 1e3
     expect = t0 * c / n
     s, c0, s0 = m["steps"], u["tiles_computed"], u["steps"]
-    return (c, n, 100 * c / n, t, c0, t0, expect, 100 * c / n, t0, t / expect, t / c, t0 / c0,
+    ratio = t / expect  # and its interval: the masked one over the unmasked one's, scaled to the tiles
+    low, high = ratio * (1 - HALF) / (1 + HALF), ratio * (1 + HALF) / (1 - HALF)
+    return (c, n, 100 * c / n, t, c0, t0, expect, 100 * c / n, t0, ratio, low, high, t / c, t0 / c0,
             t / s, s, c / s, t0 / s0, s0, c0 / s0)
 
 
@@ -238,12 +251,13 @@ def test_the_run_sentence_quotes_memory_and_the_builds_with_the_one_byte_formatt
     assert says(builds, 10, 2, 3)  # ms: the masked schedule, the unmasked one, the dense boolean mask
 
 
-SWEEP = [{"label": "causal", "computed": 0.5, "tiles_computed": 8, "tiles": 16, "tiles_partial": 4, "steps": 4,
+SWEEP_UNTIMED = [{"label": "causal", "computed": 0.5, "tiles_computed": 8, "tiles": 16, "tiles_partial": 4, "steps": 4,
           "time_s": 0.02, "iqr_s": 0.0, "build_s": 0.001},
          {"label": "sliding window", "computed": 0.25, "tiles_computed": 4, "tiles": 16, "tiles_partial": 4,
           "steps": 4, "time_s": 0.03, "iqr_s": 0.0, "build_s": 0.002},
          {"label": "no mask", "computed": 1.0, "tiles_computed": 16, "tiles": 16, "tiles_partial": 0, "steps": 4,
           "time_s": 0.04, "iqr_s": 0.0, "build_s": 0.0005}]
+SWEEP = [timed(r) for r in SWEEP_UNTIMED]
 
 
 def test_the_sweep_sentence_counts_the_presets_in_proportion_and_explains_the_others():
@@ -254,16 +268,19 @@ def test_the_sweep_sentence_counts_the_presets_in_proportion_and_explains_the_ot
     (line,) = [x for x in rest if x.startswith("- **sliding window**")]
     window = SWEEP[1]
     expect = t0 * window["tiles_computed"] / window["tiles"]
+    ratio = window["time_s"] * 1e3 / expect  # with its interval, from the two rows' intervals
     assert says(line, 100 * window["computed"], window["steps"], window["tiles_computed"] / window["steps"],
-                window["time_s"] * 1e3, expect, window["time_s"] * 1e3 / expect,
-                window["time_s"] * 1e3 / window["steps"]), line
+                window["time_s"] * 1e3, expect, ratio, ratio * (1 - HALF) / (1 + HALF),
+                ratio * (1 + HALF) / (1 - HALF), window["time_s"] * 1e3 / window["steps"]), line
     why = text.split("**Why more than in proportion.**")[1].split("\n\n")[0]
     unmasked = SWEEP[-1]
     assert says(why, unmasked["steps"], unmasked["tiles_computed"] / unmasked["steps"], t0 / unmasked["steps"],
                 1, 1), why  # 1 of these 1 presets packs fewer tiles a step (1 against 4)
     best = text.split("\n\n")[-1]
     assert best.startswith("**sliding window**")  # the fewest tiles: 4 of 16
+    over = window["time_s"] * 1e3 / t0  # its time over the unmasked kernel's, by the verdict rule: separated
     assert says(best, window["tiles_computed"], window["tiles"], 100 * window["computed"], window["time_s"] * 1e3,
-                100 * window["time_s"] * 1e3 / t0, t0, 100 * window["computed"], window["build_s"] * 1e3), best
-    every = sweep_md([{**SWEEP[1], "time_s": 0.01}, SWEEP[2]])
+                over, over * (1 - HALF) / (1 + HALF), over * (1 + HALF) / (1 - HALF), t0, window["computed"],
+                window["build_s"] * 1e3), best
+    every = sweep_md([timed({**SWEEP[1], "time_s": 0.01}), SWEEP[2]])
     assert says(every.split("\n")[0], 1, 1, 1.2, t0) and "\n- **" not in every

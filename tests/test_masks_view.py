@@ -25,12 +25,23 @@ from flashviz.masks import (
     prefix_lm,
     sliding_window,
 )
+from flashviz.measure.verdict import compare, row_estimate
 from flashviz.views.masks.data import SWEEP_REPEATS, MaskSpec, build_mask, doc_lengths
 from flashviz.views.masks.page import CHECK_N_MAX
 from flashviz.views.masks.presets import PRESETS
+from flashviz.views.masks.sentences import (
+    CLOSE,
+    IN_PROPORTION,
+    LESS,
+    MORE,
+    proportion,
+    proportion_md,
+    proportion_word,
+    same_kernel_md,
+)
 from flashviz.views.masks.settings import MASK_PRESETS
 from tests._apptest import assert_clean, charts, decode, done_grid, tile_map
-from tests._numbers import counted, shows, stated, value
+from tests._numbers import counted, numbers, shows, stated, value
 
 
 def summary(at) -> str:
@@ -343,9 +354,14 @@ def assert_run_sentence_quotes_the_chart(at, n: int, block: int, mask_mod) -> No
     line = run_sentence(at)
     assert f"computed **{computed} of {tiles} tiles ({computed / tiles:.1%})** and took **{masked:.3g} ms**" in line
     assert f"in **{unmasked:.3g} ms**" in line and f"it would take **{expect:.3g} ms**" in line
-    ratio = masked / expect
-    assert f"it took **{ratio:.2f}×** that" in line
-    assert ("**Why more than in proportion here.**" in line) == (ratio > 1.25)  # explained exactly when it is over
+    rows = {str(r["kind"]): r for r in at.dataframe[-1].value.to_dict("records")}  # the run's rows, intervals too
+    v = proportion(rows["masked"], rows["unmasked"])  # this run's masked time against its unmasked one, scaled
+    assert v.ratio == pytest.approx(masked / expect, rel=0.01)
+    said = [value(x) for x in numbers(line.split("it took ")[1].split(" that")[0])]
+    assert said == pytest.approx([v.ratio_low, v.ratio_high] if not v.separated else
+                                 [v.ratio, v.ratio_low, v.ratio_high], abs=0.006)
+    word = proportion_word(v)
+    assert (word in line) and (("**Why more than in proportion here.**" in line) == (word == MORE))
     assert f"every pair: {dense:.3g} ms" in line
 
 
@@ -404,16 +420,54 @@ def test_time_every_preset_draws_one_bar_per_preset_next_to_its_time_in_proporti
     assert all(t > 0 for t in times.values())
     assert decode(marks["x"]).tolist() == pytest.approx([unmasked] + [unmasked * computed[lb] / 16 for lb in order])
     text = next(m.value for m in at.markdown if "presets took at most" in m.value)
-    ratios = {lb: times[f"{lb} · {computed[lb] / 16:.0%}"] / (unmasked * computed[lb] / 16) for lb in mods}
-    held = [lb for lb in mods if ratios[lb] <= 1.25]
+    rows = at.dataframe[-1].value.to_dict("records")  # the sweep's rows: each preset's interval, the unmasked last
+    words = {str(r["label"]): proportion_word(proportion(r, rows[-1])) for r in rows[:-1]}
+    held = [lb for lb in mods if words[lb] in (LESS, IN_PROPORTION)]
     assert text.startswith(f"**{len(held)} of {len(mods)} presets took at most 1.2× their time in proportion**")
-    for lb in mods:  # each preset over its time in proportion has its own line, with its ratio
-        assert (f"- **{lb}** ({computed[lb] / 16:.0%} of tiles, " in text) == (lb not in held)
+    for lb in mods:  # each preset over its time in proportion, by the verdict rule, has its own line
+        assert (f"- **{lb}** ({computed[lb] / 16:.0%} of tiles, " in text) == (words[lb] == MORE)
     best = min(mods, key=lambda label: computed[label])  # the first on a tie, as the page says
     t = times[f"{best} · {computed[best] / 16:.0%}"]
     assert (f"**{best}** computed the fewest tiles, {computed[best]} of 16 ({computed[best] / 16:.1%}), and took "
-            f"**{t:.3g} ms**, {t / unmasked:.1%} of the unmasked kernel's {unmasked:.3g} ms") in text
+            f"**{t:.3g} ms**, ") in text
+    v = compare(row_estimate(next(r for r in rows if r["label"] == best)), row_estimate(rows[-1]))
+    against = text.split(f"**{t:.3g} ms**, ")[1].split(" the unmasked kernel's")[0]
+    assert [value(x) for x in numbers(against)] == pytest.approx(
+        [v.ratio, v.ratio_low, v.ratio_high] if v.separated else [v.ratio_low, v.ratio_high], abs=0.006)
     rows = at.dataframe[-1].value
     build = float(rows.loc[rows["label"] == best, "build_s"].iloc[0])
     assert f"Its schedule took {build * 1e3:.3g} ms to build, once, before the timing." in text
     assert list(rows["label"]) == [*mods, "no mask"] and (rows["repeats"] == SWEEP_REPEATS).all()
+
+
+def timed(kind: str, t: float, half: float, repeats: int = 20, **more) -> dict:
+    return {"kind": kind, "label": kind, "time_s": t, "time_lo_s": t * (1 - half), "time_hi_s": t * (1 + half),
+            "repeats": repeats, "iqr_s": t * half, **more}
+
+
+def test_the_same_unmasked_kernel_in_two_runs_is_compared_by_the_verdict_rule():
+    # the trial's page: the unmasked kernel at 181 ms in the mask's run, then 64.5 ms in the presets' sweep
+    run, sweep = [timed("unmasked", 0.181, 0.02)], [timed("unmasked", 0.0645, 0.02)]
+    said = same_kernel_md(run, sweep)
+    assert shows(stated(said, "on this page: "), 181) and shows(stated(said, "ms in the mask's run, "), 64.5)
+    v = compare(row_estimate(run[0]), row_estimate(sweep[0]))
+    assert v.separated and "load changed between the two runs" in said
+    assert [value(x) for x in numbers(said.split("took ")[1].split(" the time")[0])] == pytest.approx(
+        [v.ratio, v.ratio_low, v.ratio_high], abs=0.006)
+    close = same_kernel_md(run, [timed("unmasked", 0.175, 0.3)])  # a noisy sweep: nothing said of the load
+    assert "load changed" not in close and "too close to call here" in close
+    assert same_kernel_md(run, None) == "" and same_kernel_md(None, sweep) == ""
+
+
+@pytest.mark.parametrize(("t", "half", "word"), [(0.1, 0.01, MORE), (0.05, 0.01, IN_PROPORTION),
+                                                 (0.02, 0.01, LESS), (0.05, 0.3, CLOSE), (0.1, 0.01, CLOSE)])
+def test_a_masked_time_is_called_in_proportion_or_not_only_where_the_intervals_say_so(t, half, word):
+    repeats = 3 if (t, word) == (0.1, CLOSE) else 20  # three calls: no 95% interval, no word
+    masked = timed("masked", t, half, repeats, tiles_computed=8, tiles=16)
+    unmasked = timed("unmasked", 0.1, 0.01, repeats, tiles_computed=16, tiles=16)
+    v = proportion(masked, unmasked)
+    assert v.ratio == pytest.approx(t / 0.05) and proportion_word(v) == word  # 8 of 16 tiles: 0.05 s in proportion
+    if word == CLOSE:  # and its advice names nothing this view lacks: it has no repeats control
+        assert "too close to call" in proportion_md(v) and "repeats" not in proportion_md(v)
+    else:
+        assert word in proportion_md(v) and shows(numbers(proportion_md(v))[0], v.ratio)

@@ -3,6 +3,7 @@ drawn; empty input survives; no torch inside."""
 
 import ast
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from plotly.offline import get_plotlyjs
 
 from flashviz.figures import palette, plots, report, style
 from flashviz.measure.sweep import COLUMNS
+from flashviz.measure.verdict import compare, row_estimate
 from flashviz.model.iomodel import hbm_vs_memory
 from flashviz.views.correct import figures as correctness
 from flashviz.views.roof import figures as roofline
@@ -23,7 +25,8 @@ PURE_PLOT_MODULES = ("flashviz.figures.plots", "flashviz.figures.style", "flashv
                      "flashviz.figures.slide", "flashviz.figures.tilegrid", "flashviz.views.correct.figures",
                      "flashviz.views.roof.figures")
 PURE_PACKAGES = {*PURE_PLOT_MODULES, "flashviz.figures", "flashviz.figures.palette", "flashviz._lazy",
-                 "flashviz.vocab"}  # what importing them may load of flashviz
+                 "flashviz.vocab",  # what importing them may load of flashviz; and the verdict rule (pure Python)
+                 "flashviz.measure", "flashviz.measure.verdict", "flashviz.measure.stats", "flashviz.limits"}
 MIB = 1 << 20
 
 
@@ -139,11 +142,40 @@ def test_summary_table_speedup_and_memory_saving():
                                    "flash peak (MiB)", "memory saving (x)"]
     assert list(table["N"]) == [256, 1024, 4096]
     row = table.set_index("N").loc[1024]
-    assert row["speedup (x)"] == pytest.approx(0.5)  # naive 1e-9 N^2 s, flash 2e-9 N^2 s
+    assert row["speedup (x)"] == report.NO_INTERVAL  # rows without an interval: no bare point ratio
     assert row["memory saving (x)"] == pytest.approx(8 * 1024 / 4096)
     assert math.isnan(table.set_index("N").loc[4096, "speedup (x)"])  # naive did not run there
     other = report.summary_table(fake_sweep(), flash_impl="flash2")
     assert "flash2 time (ms)" in other.columns
+
+
+def with_intervals(df: pd.DataFrame, half: dict[str, float], repeats: int = 30) -> pd.DataFrame:
+    """The sweep with each implementation's interval +- half[impl] of its median, from `repeats` calls."""
+    df = df.copy()
+    for impl, h in half.items():
+        mine = df["impl"] == impl
+        df.loc[mine, "time_lo_s"], df.loc[mine, "time_hi_s"] = df["time_s"] * (1 - h), df["time_s"] * (1 + h)
+        df.loc[mine, "repeats"] = repeats
+    return df
+
+
+@pytest.mark.parametrize(("half", "separated"), [(0.01, True), (0.04, True), (0.3, False)])
+def test_summary_table_speedup_is_the_verdict_rules(half, separated):
+    df = with_intervals(fake_sweep(), {"naive": half, "flash": half})
+    table = report.summary_table(df).set_index("N")
+    naive = df[(df["impl"] == "naive") & (df["N"] == 1024)].iloc[0]
+    flash = df[(df["impl"] == "flash") & (df["N"] == 1024)].iloc[0]
+    v = compare(row_estimate(naive), row_estimate(flash))
+    assert v.separated == separated
+    text = table.loc[1024, "speedup (x)"]
+    shown = [float(x) for x in re.findall(r"\d+\.\d+", text)]
+    if separated:  # the ratio, then its interval: naive 1e-9 N^2 s against flash 2e-9 N^2 s
+        assert shown == pytest.approx([0.5, 0.5 * (1 - half) / (1 + half), 0.5 * (1 + half) / (1 - half)], abs=0.006)
+    else:
+        assert text.startswith("too close to call") and shown == pytest.approx([v.ratio_low, v.ratio_high], abs=0.006)
+    fig = report.summary_table_figure(report.summary_table(df))
+    column = list(fig.data[0].cells.values[3])
+    assert column[1].startswith("too close") != separated  # the figure shows the same verdict
 
 
 def test_summary_table_figure_shows_skipped_cells():

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 
 import pytest
 import torch
 
+from flashviz.app.machine import cpu_cores
 from flashviz.app.state import Settings
-from flashviz.ring import FORWARD, LAYOUTS, positions, ring_schedule
+from flashviz.measure.verdict import compare
+from flashviz.ring import FORWARD, LAYOUTS, RingStepEvent, positions, ring_schedule
 from flashviz.views.ring import claims, data
 from flashviz.views.ring import sentences as text
 from flashviz.views.ring.data import (
@@ -158,6 +161,10 @@ def test_a_real_run_draws_its_own_events_within_the_fp32_bar(make_app):
         assert values(bars["base"]) == pytest.approx([(e.start_s - t0) * 1e3 for e in steps])
         waits = trace(timeline, "waiting for transfers", ("forward", "backward").index(phase))
         assert values(waits["x"]) == pytest.approx([e.comm_s * 1e3 for e in steps])
+    (said,) = [m.value for m in at.markdown if "from the first step's start" in m.value]
+    assert said.startswith("**2 processes shared") == (cpu_cores() < 2)  # W = 2 processes on this machine's cores
+    assert ("computed longest" in said) == text.rank_verdict(
+        [[e.compute_s for e in r.events if e.phase == FORWARD and e.rank == k] for k in range(2)])[2].separated
     # the bytes: each rank's bars are its events', the dashes the model's
     sent = chart(at, "Bytes sent per step")
     for rank in range(2):
@@ -332,3 +339,36 @@ def test_the_slide_picture_draws_the_checks_bytes():
     want = long_oracle(4)
     assert list(bars.y) == [want["kv"] / GIB, want["kv_rank"] / GIB, want["scores"] / GIB]
     assert list(bars.text) == [format_bytes(want[k]) for k in ("kv", "kv_rank", "scores")]
+
+
+def steps_of(times: dict[int, list[float]], tiles: dict[int, int]) -> list[RingStepEvent]:
+    """Forward step events with these compute times per rank (seconds, one per step) and tiles per step."""
+    world = len(times)
+    return [RingStepEvent(rank, step, (rank - step) % world, FORWARD, world, tiles[rank], 0, 0, 0, 0, 0,
+                          100.0 + step, t, 1e-4 * (1 + rank), ()) for rank, ts in times.items()
+            for step, t in enumerate(ts)]
+
+
+def test_the_timeline_names_no_rank_from_four_steps_and_says_when_processes_shared_cores():
+    # the trial's case: rank 3 did 5x rank 0's tiles yet computed shortest, 4 processes on 2 cores
+    times = {0: [4e-3, 5e-3, 4.5e-3, 6e-3], 1: [3e-3] * 4, 2: [3.5e-3] * 4, 3: [2e-3, 2.5e-3, 1.8e-3, 2.2e-3]}
+    said = text.timeline_sentence(steps_of(times, {0: 1, 1: 2, 2: 3, 3: 5}), cores=2)
+    assert said.startswith("**4 processes shared 2 cores here.**")  # W processes on fewer cores than W
+    assert "shortest" not in said and "longest" not in said  # four steps per rank: no 95% interval, no rank named
+    assert "waiting for transfers, no rank" in said  # nor for the waits
+    ratio = statistics.median(times[0]) / statistics.median(times[3])  # the slowest median over the fastest
+    assert shows(stated(said, "rank 0's median step took"), ratio)
+    assert shows(stated(said, "too close to call here: "), 4) and shows(stated(said, "fewer than"), 6)
+    assert shows(stated(said, "rank 3: "), sum(times[3]) * 1e3, rel=5e-3)  # each rank's compute in all, as measured
+    assert "processes shared" not in text.timeline_sentence(steps_of(times, {r: 1 for r in times}), cores=4)
+
+
+def test_the_timeline_names_the_longest_and_shortest_rank_only_where_the_verdict_separates():
+    slow, fast = [2.0e-3 * (1 + 0.001 * k) for k in range(8)], [1.0e-3 * (1 + 0.001 * k) for k in range(8)]
+    said = text.timeline_sentence(steps_of({0: fast, 1: slow}, {0: 1, 1: 1}), cores=2)
+    v = compare(slow, fast, ("rank 1", "rank 0"))
+    assert v.separated and "rank 1's steps computed longest and rank 0's shortest" in said
+    assert shows(stated(said, "rank 0 is"), v.speedup[0]) and shows(stated(said, "faster per step \\("), v.speedup[1])
+    noisy = [1.0e-3 * (1 + 0.8 * (k % 2)) for k in range(8)]  # spread beyond the target: no rank named
+    said = text.timeline_sentence(steps_of({0: noisy, 1: [x * 1.1 for x in noisy]}, {0: 1, 1: 1}), cores=2)
+    assert "computed longest" not in said and "computed measurably longer than another's" in said

@@ -122,7 +122,8 @@ def test_the_gap_sentence_tells_the_per_tile_overhead_and_the_benchmarks_tiles()
                                                   measured=True))
     df = pd.DataFrame({"impl": ["naive", "flash", "flash2"], "status": "ok", "flops": [4e6, 4e6, 4e6],
                        "hbm_bytes": [1e6, 5e5, 4e5], "time_s": [0.001, 0.004, 0.002],
-                       "device_name": roofline_runs.CPU_TIMED})
+                       "device_name": roofline_runs.CPU_TIMED, "repeats": 20})
+    df["time_lo_s"], df["time_hi_s"] = df["time_s"] * 0.99, df["time_s"] * 1.01  # intervals that separate
     timed = roofline_runs.timed_points(df)
     text = roofline_text.gap_md(timed, points, FAKE, "float32", 16, 32, 32, 64, 4)
     # FA1: 4 ms over 16 tiles = 0.25 ms per tile; 4 MFLOP / 16 tiles at 10 GFLOP/s = 0.025 ms: 90% overhead
@@ -132,8 +133,14 @@ def test_the_gap_sentence_tells_the_per_tile_overhead_and_the_benchmarks_tiles()
                                         strict=False)] == [True] * 3
     model = points[points["device"].eq(roofline_runs.CPU_NAME)].set_index("algorithm")["speedup_vs_naive"]
     for short, alg, time_s in (("FA1", "kv_outer", 0.004), ("FA2", "q_outer", 0.002)):
-        assert shows(stated(text, f"{short} measured"), 0.001 / time_s)  # naive's time over the kernel's
-        assert shows(stated(text, f"{short} measured", 1), model[alg])  # predicted on this CPU's roof
+        assert shows(stated(text, f"{short} measured"), 0.001 / time_s)  # naive's time over the kernel's, separated
+        assert shows(stated(text, f"{short} measured", 1), 0.99e-3 / (1.01 * time_s))  # with its 95% interval
+        assert shows(stated(text, f"{short} measured", 3), model[alg])  # predicted on this CPU's roof
+    close = roofline_text.gap_md(roofline_runs.timed_points(df.assign(repeats=3)), points, FAKE, "float32", 16, 32,
+                                 32, 64, 4)  # three calls: no 95% interval, no ratio stands alone
+    assert "FA1 measured too close to call (" in close and "FA2 measured too close to call (" in close
+    assert "measured no interval" in roofline_text.gap_md(roofline_runs.timed_points(df.drop(columns="repeats")),
+                                                          points, FAKE, "float32", 16, 32, 32, 64, 4)
     bench = text.split("Benchmark view")[1]
     assert [value(n) for n in numbers(bench)[:4]] == [64, 64, 4, 4] and "fewer" in bench  # 16 tiles here, 4 there
     same = roofline_text.gap_md(timed, points, FAKE, "float32", 16, 32, 32, 32, 16)

@@ -21,6 +21,7 @@ from flashviz.app import machine
 from flashviz.app.query import parse_query
 from flashviz.app.state import PRESETS, Env, Settings, apply_preset
 from flashviz.measure import sweep as sweep_module
+from flashviz.measure.verdict import compare, row_estimate
 from flashviz.model.iomodel import io_cost
 from flashviz.model.roofline import A100, B200, GPUS, H100, H200
 from flashviz.units import format_bytes
@@ -396,18 +397,32 @@ def test_the_run_button_times_the_kernels_and_every_measured_claim_matches(make_
     assert_measured_claims_match(at, tiles=16, bench_tiles=1)  # (128 / 32)^2 tiles; the Benchmark's 256: one
 
 
+def assert_speed_said(said: str, naive: pd.Series, kernel: pd.Series) -> None:
+    """A measured speed over naive as the page says it: the verdict of the two rows' intervals (compare), its ratio
+    and interval where it separates, else "too close to call" and the interval, never a bare ratio."""
+    v = compare(row_estimate(naive), row_estimate(kernel))
+    assert v.ratio == pytest.approx(naive["time_s"] / kernel["time_s"])
+    shown = [float(x) for x in re.findall(r"\d+\.\d+", said)]
+    assert said.startswith("too close to call") != v.separated, said
+    assert shown == pytest.approx([v.ratio, v.ratio_low, v.ratio_high] if v.separated else
+                                  [v.ratio_low, v.ratio_high], abs=0.006), said
+
+
 def assert_measured_claims_match(at, *, tiles: int, bench_tiles: int) -> None:
     """After a run: the speedups and rates quoted are the table's, the stars sit at them, every star is on or under
     this CPU's roof as drawn, and the gap to the model is told per computed tile."""
     df = at.dataframe[0].value.set_index("impl")
     assert set(df["status"]) == {"ok"} and set(df["device"]) == {"cpu"}
     speed = {a: df.at["naive", "time_s"] / df.at[i, "time_s"] for a, i in (("FA1", "flash"), ("FA2", "flash2"))}
-    m = re.search(r"\*\*Measured on this CPU\*\* \(float32, (\d+) threads?, median of 3 calls\): FA1 ([0-9.]+)×, "
-                  r"FA2 ([0-9.]+)× naive's speed\. Reached \(.*?\): naive ([0-9.e+]+) GFLOP/s \((\d+)%\), "
+    m = re.search(r"\*\*Measured on this CPU\*\* \(float32, (\d+) threads?, median of (\d+) calls with its 95% "
+                  r"interval\): speed over naive \(its time / theirs, by the verdict rule\), FA1 (.+?), FA2 (.+?)\. "
+                  r"Reached \(.*?\): naive ([0-9.e+]+) GFLOP/s \((\d+)%\), "
                   r"FA1 ([0-9.e+]+) GFLOP/s \((\d+)%\), FA2 ([0-9.e+]+) GFLOP/s \((\d+)%\)\.", text(at))
     assert m, text(at)
-    assert float(m[2]) == pytest.approx(speed["FA1"], abs=0.005) and float(m[3]) == pytest.approx(speed["FA2"],
-                                                                                                   abs=0.005)
+    assert int(m[2]) == roofline_runs.REPEATS
+    assert_speed_said(m[3], df.loc["naive"], df.loc["flash"])
+    assert_speed_said(m[4], df.loc["naive"], df.loc["flash2"])
+    m = [None, m[1], None, None, *m.groups()[4:]]  # the rates and shares, at the indices below
     stars = chart_points(at).query("star").set_index("algorithm")
     assert set(stars["device"]) == {"this CPU (timed here)"}
     model = chart_points(at).query("not star and device == @roofline_runs.CPU_NAME").set_index("algorithm")
@@ -431,9 +446,10 @@ def assert_measured_claims_match(at, *, tiles: int, bench_tiles: int) -> None:
     for alg, impl in (("FA1", "flash"), ("FA2", "flash2")):
         per_tile = df.at[impl, "time_s"] / tiles
         assert f"{alg} took {per_tile * 1e3:.3g} ms per computed tile, where its FLOPs need " in gap
-        assert (f"{alg} measured {speed[alg]:.2f}× against "
-                f"{model.at['naive', 'time_ms'] / model.at[{'FA1': 'kv_outer', 'FA2': 'q_outer'}[alg], 'time_ms']:.2f}×"
-                " predicted on this CPU's roof") in gap
+        said = gap.split(f"{alg} measured ")[1].split(" against ")[0]
+        assert_speed_said(said, df.loc["naive"], df.loc[impl])
+        predicted = model.at["naive", "time_ms"] / model.at[{"FA1": "kv_outer", "FA2": "q_outer"}[alg], "time_ms"]
+        assert f" against {predicted:.2f}× predicted on this CPU's roof" in gap
     assert f"({tiles:,} computed tiles per call at Br × Bc" in gap
     assert (f"The Benchmark view times its own tile size, 256 × 256: {bench_tiles:,} computed tiles" in gap) == (
         bench_tiles != tiles)
@@ -484,7 +500,7 @@ def test_a_cuda_device_is_timed_too_and_joins_the_chart(make_app, monkeypatch):
     assert shows(counted(measured, "threads?"), 1) and shows(counted(measured, "calls"), roofline_runs.REPEATS)
     speeds, reached = measured.split("Reached", 1)
     for alg, impl in (("FA1", "flash"), ("FA2", "flash2")):
-        assert shows(stated(speeds, alg), gpu.at["naive", "time_s"] / gpu.at[impl, "time_s"])
+        assert_speed_said(speeds.split(f"{alg} ")[1].split(", FA")[0], gpu.loc["naive"], gpu.loc[impl])
     for alg, impl in (("naive", "naive"), ("FA1", "flash"), ("FA2", "flash2")):
         assert shows(stated(reached, rf"\b{alg} "), gpu.at[impl, "flops"] / gpu.at[impl, "time_s"] / 1e9)
     assert all(t["xaxis"] == "x" for t in charts(at)[CHART]["data"] if t.get("name", "").endswith("(measured)")

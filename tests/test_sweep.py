@@ -304,7 +304,7 @@ def test_the_time_budget_skips_the_remaining_rows_and_returns_what_it_has(monkey
     assert status["flash", 32] == status["sdpa", 32] == "ok"
     assert status["sdpa", 48] == status["flash", 64] == status["sdpa", 64] == (
         "not run: time budget of 30 s used up before this row ran; lower N, the repeats or the number of "
-        "implementations, or raise the time budget")
+        "implementations, or raise time_budget_s (the CLI's --time-budget)")
     assert status["flash", 48].startswith("not run: time budget of 30 s used up while timing (0 of 1 repeats done)")
     assert df[df["N"] > 32]["time_s"].isna().all()
     assert cut_short(df) and df.attrs["time_budget_s"] == 30

@@ -16,6 +16,7 @@ from flashviz.app.query import parse_query
 from flashviz.app.state import PRESETS, Settings, apply_preset
 from flashviz.core.tiling import tile_schedule
 from flashviz.measure import jobs as measure_jobs
+from flashviz.measure.verdict import compare, estimate_of
 from flashviz.model.iomodel import hbm_vs_memory, io_cost
 from flashviz.units import MIB, format_bytes
 from flashviz.views.how.sentences import fa1_start_md, x_standard_md
@@ -23,16 +24,18 @@ from flashviz.vocab import (
     DTYPE_BYTES,
     FLASH,
     FLASH2,
+    FULL,
     IMPL_LABELS,
     IMPL_LOOP_ORDER,
     IMPLS,
     LOOP_ORDER_SHORT,
     NAIVE,
     OK,
+    PARTIAL,
     SDPA,
 )
-from tests._apptest import assert_clean, chart, charts, decode, run_heavy, tile_map
-from tests._numbers import counted, says, shows, stated, value
+from tests._apptest import TINY, assert_clean, chart, charts, decode, run_heavy, tile_map
+from tests._numbers import counted, numbers, says, shows, stated, value
 
 MS_PER_S = 1e3
 
@@ -292,14 +295,46 @@ def test_the_slower_than_naive_caption_shows_only_when_true(make_app, monkeypatc
         assert "see the modelled traffic chart below and the IO model view" in captions[0]  # the chart is below
 
 
-def test_benchmark_compares_causal_with_no_mask(make_app):
+def causal_times(monkeypatch, times: dict[tuple[str, bool], tuple[float, float, float, int]]) -> None:
+    """Make the causal pair report these (median, low, high, repeats) per (implementation, causal)."""
+    real = jobs.run_sweep
+
+    def run_sweep(ns, **kwargs):
+        df = real(ns, **kwargs)
+        for (impl, causal), (median, low, high, repeats) in times.items():
+            if causal == kwargs["causal"]:
+                mine = df["impl"] == impl
+                df.loc[mine, ["time_s", "time_lo_s", "time_hi_s"]] = (median, low, high)
+                df.loc[mine, "repeats"] = repeats
+        return df
+
+    monkeypatch.setattr(jobs, "run_sweep", run_sweep)
     jobs.causal_pair.clear()
+
+
+def test_benchmark_compares_causal_with_no_mask_through_the_verdict_rule(make_app, monkeypatch):
+    times = {(FLASH2, False): (2.0e-3, 1.98e-3, 2.02e-3, 30), (FLASH2, True): (1.0e-3, 0.99e-3, 1.01e-3, 30),
+             (NAIVE, False): (1.0e-3, 0.8e-3, 1.3e-3, 20), (NAIVE, True): (1.1e-3, 0.85e-3, 1.4e-3, 20)}
+    causal_times(monkeypatch, times)
     at = run_heavy(make_app, "bench", ns="64", impls="naive,flash2")
     at.button(key="causal_run").click().run()
     assert_clean(at)
     (table,) = [df.value for df in at.dataframe if "causal / no mask" in df.value.columns]
     assert list(table["implementation"]) == [FLASH2, NAIVE]
-    assert np.allclose(table["causal / no mask"], table["causal (ms)"] / table["no mask (ms)"])
+    cells = dict(zip(table["implementation"], table["causal / no mask"], strict=True))
+    fa2 = [value(x) for x in numbers(cells[FLASH2])]  # separated: the ratio and its interval
+    assert fa2 == pytest.approx([0.5, 0.99 / 2.02, 1.01 / 1.98], abs=0.006)
+    assert cells[NAIVE].startswith("too close to call")  # the intervals overlap: no ratio stands alone
+    assert [value(x) for x in numbers(cells[NAIVE])] == pytest.approx([0.85 / 1.3, 1.4 / 0.8], abs=0.006)
+    (text,) = [m.value for m in at.markdown if "without the mask" in m.value]
+    fa2_line, naive_line = text.split("\n")
+    assert "FA2 causal is 2.00x faster" in fa2_line  # the verdict the rule gives: separated
+    computed, total = stated(fa2_line, r"tiles it computes \(", 0), stated(fa2_line, r"tiles it computes \(", 1)
+    counts = tile_schedule(64, 64, 32, 32, causal=True).counts()
+    assert value(computed) == counts[FULL] + counts[PARTIAL] and value(total) == sum(counts.values())
+    assert shows(stated(fa2_line, "would take"), (counts[FULL] + counts[PARTIAL]) / sum(counts.values()), rel=0.01)
+    assert "too close to call here" in naive_line and "faster than" not in naive_line
+    jobs.causal_pair.clear()
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -587,3 +622,62 @@ def test_how_it_works_says_why_fa1s_counter_opens_above_standard_attentions_with
     fa2 = make_app(view="how", order="fa2")
     assert not [m.value for m in fa2.markdown if "counter opens at" in m.value]
     assert fa1_start_md(s.n, s.d, nbytes, start.hbm_bytes, 1000.0, 1000.0) == ""  # not above: nothing to explain
+
+
+@pytest.mark.parametrize(("flash", "separated"), [((0.5e-3, 0.495e-3, 0.505e-3, 30), True),
+                                                  ((1.1e-3, 0.85e-3, 1.4e-3, 20), False)])
+def test_the_training_summary_states_a_speedup_only_where_the_verdict_separates(make_app, monkeypatch, flash,
+                                                                                  separated):
+    naive = (1.0e-3, 0.8e-3, 1.3e-3, 20) if not separated else (1.0e-3, 0.99e-3, 1.01e-3, 30)
+    with_times(monkeypatch, {NAIVE: naive, FLASH: flash})
+    at = run_heavy(make_app, "train", impls="naive,flash")
+    table = chart(at, "Training summary: flash vs naive")["data"][0]
+    header = [h.replace("<b>", "").replace("</b>", "").replace("<br>", " ") for h in table["header"]["values"]]
+    cells = table["cells"]["values"][header.index("speedup (x)")]
+    assert len(cells) == len(TINY["ns"].split(","))
+    for text in cells:  # naive / flash at each N, from the rows' own intervals
+        shown = [value(x) for x in numbers(text)]
+        if separated:
+            assert shown == pytest.approx([naive[0] / flash[0], naive[1] / flash[2], naive[2] / flash[1]], abs=0.006)
+        else:
+            assert text.startswith("too close") and shown == pytest.approx([naive[1] / flash[2], naive[2] / flash[1]],
+                                                                           abs=0.006)
+    jobs.sweep.clear()
+
+
+def test_block_size_states_each_tile_sizes_verdict_from_the_rows_intervals(make_app, monkeypatch):
+    # naive at 1 ms +-1%; the tiled kernels at 16 x 16 tiles twice as slow (separated), at 32 x 32 as fast in noise
+    real_blocks, real_sweep = jobs.run_block_sweep, jobs.run_sweep
+    times = {16: (2.0e-3, 0.01), 32: (1.05e-3, 0.3)}
+
+    def blocks(*a, **k):
+        df = real_blocks(*a, **k)
+        for b, (t, h) in times.items():
+            mine = df["block_q"] == b
+            df.loc[mine, ["time_s", "time_lo_s", "time_hi_s"]] = (t, t * (1 - h), t * (1 + h))
+            df.loc[mine, "repeats"] = 20
+        return df
+
+    def sweep(*a, **k):
+        df = real_sweep(*a, **k)
+        df[["time_s", "time_lo_s", "time_hi_s"]] = (1e-3, 0.99e-3, 1.01e-3)
+        df["repeats"] = 20
+        return df
+
+    monkeypatch.setattr(jobs, "run_block_sweep", blocks)
+    monkeypatch.setattr(jobs, "run_sweep", sweep)
+    jobs.block_sweep.clear()
+    at = run_heavy(make_app, "block", n="64", blocks="16,32")
+    (text,) = [m.value for m in at.markdown if m.value.startswith("**Naive against each tile size")]
+    bullets = [line for line in text.split("\n") if line.startswith("- ")]
+    assert len(bullets) == 4  # FA1 and FA2 at each tile size
+    for line in bullets:
+        b = int(stated(line, r"\*\*"))
+        t, h = times[b]
+        v = compare(estimate_of(1e-3, 0.99e-3, 1.01e-3, 20), estimate_of(t, t * (1 - h), t * (1 + h), 20))
+        if v.separated:  # naive faster, by the tiled time over naive's, with its interval
+            assert "naive is" in line and shows(stated(line, "naive is"), 1 / v.ratio)
+        else:
+            assert "too close to call here" in line and "faster than" not in line
+        assert v.separated == (b == 16)
+    jobs.block_sweep.clear()

@@ -270,7 +270,7 @@ def report_ui(report: RunReport | None) -> None:
         return
     busy = report.busy_sentence()
     if busy:
-        st.warning(busy, icon="🐢")
+        st.warning(busy, icon=":material/speed:")
     st.caption(report.sentence())
 
 

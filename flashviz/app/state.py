@@ -87,7 +87,9 @@ class SharedSettings:
              "always runs its small trace on the CPU."))
     threads: int = setting(2, Spec(
         INT, "select_slider", "CPU threads", lo=1, hi=2, env="threads", short="threads",
-        help="Intra-op threads for timing runs (set explicitly and reported with every result)."))
+        help="The most intra-op threads a timing run may use. The timing worker uses fewer when other work keeps "
+             "cores busy (two threads on one free core wait for each other at every small op), and says under "
+             "each result how many it used and why."))
 
 
 def _loop_orders(self: Any) -> tuple[str, ...]:

@@ -16,17 +16,37 @@ import plotly.graph_objects as go
 
 from flashviz.figures.palette import BASE_FONT_PX
 from flashviz.figures.style import MIB, MS_PER_S, add_note, flashviz_template, ok_rows
+from flashviz.measure.verdict import cell, compare, row_estimate
+from flashviz.vocab import OK
 
 TABLE_TITLE_PX = 100  # title, subtitle and top margin of a table figure
 TABLE_BOTTOM_PX = 8
 TABLE_HEADER_PX = 64  # two lines of header text (each column title is split over two lines)
 TABLE_ROW_PX = 40  # one line of cell text at TABLE_FONT_PX, with padding
 TABLE_FONT_PX = 20
+SPEEDUP_WIDTH = 2.2  # the speedup column's width relative to the others: a verdict cell and its interval
 TABLE_SLACK_PX = 12  # below the last row: its bottom border and rounding, so plotly never adds a scroll bar
 
 
 # ----------------------------------------------------------------------------------------------------------------------
 # the summary table
+
+
+NO_INTERVAL = "no interval"  # a speedup cell where a row carries no interval: no ratio is shown without one
+CLOSE, CLOSE_SHORT = "too close to call", "too close"  # verdict.cell's words, and the table figure's shorter ones
+
+
+def speedup_cell(df: pd.DataFrame, n: int, flash: str, baseline: str) -> str | float:
+    """The speedup at N = n as a verdict cell (flashviz.measure.verdict.cell: baseline time / flash time with its 95%
+    interval where the intervals separate, else "too close to call" and the interval); NO_INTERVAL where either row
+    has none; NaN where either did not run."""
+    rows = {impl: df[(df["N"] == n) & df["impl"].astype(str).eq(impl)] for impl in (baseline, flash)}
+    if any(len(r) == 0 or str(r["status"].iloc[0]) != OK for r in rows.values()):
+        return math.nan
+    a, b = (row_estimate(rows[impl].iloc[0]) for impl in (baseline, flash))
+    if a is None or b is None:
+        return NO_INTERVAL
+    return cell(compare(a, b, (baseline, flash)))
 
 
 def summary_table(df: pd.DataFrame | None, *, flash_impl: str = "flash", baseline: str = "naive") -> pd.DataFrame:
@@ -38,7 +58,8 @@ def summary_table(df: pd.DataFrame | None, *, flash_impl: str = "flash", baselin
     Returns:
         DataFrame indexed 0.., columns N, "<baseline> time (ms)", "<flash> time (ms)", "speedup (x)",
         "<baseline> peak (MiB)", "<flash> peak (MiB)", "memory saving (x)"; NaN where a row did not run.
-        speedup = baseline time / flash time; memory saving = baseline peak / flash peak.
+        speedup = baseline time / flash time, as a verdict (speedup_cell: a ratio only where the two medians' 95%
+        intervals separate, never a bare point ratio); memory saving = baseline peak / flash peak (exact counts).
 
     Example:
         >>> list(summary_table(pd.DataFrame()).columns)[:3]
@@ -61,11 +82,11 @@ def summary_table(df: pd.DataFrame | None, *, flash_impl: str = "flash", baselin
     mb, mf = pick(b, "peak_bytes", 1 / MIB), pick(f, "peak_bytes", 1 / MIB)
     table[columns[1]] = table["N"].map(tb)
     table[columns[2]] = table["N"].map(tf)
-    table[columns[3]] = table[columns[1]] / table[columns[2]]
+    table[columns[3]] = pd.Series([speedup_cell(df, n, f, b) for n in ns], dtype=object)
     table[columns[4]] = table["N"].map(mb)
     table[columns[5]] = table["N"].map(mf)
     table[columns[6]] = table[columns[4]] / table[columns[5]]
-    return table.astype({c: "float64" for c in columns[1:]})
+    return table.astype({c: "float64" for c in columns[1:] if c != columns[3]})
 
 
 def _fmt(value: object) -> str:
@@ -73,7 +94,7 @@ def _fmt(value: object) -> str:
         return "not run"
     if isinstance(value, float):
         return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
-    return str(value)
+    return str(value).replace(CLOSE, CLOSE_SHORT)
 
 
 def _two_lines(column: str) -> str:
@@ -95,15 +116,17 @@ def summary_table_figure(table: pd.DataFrame, *, title: str = "Summary: flash vs
         >>> summary_table_figure(summary_table(None)).data[0].type
         'table'
     """
+    widths = [SPEEDUP_WIDTH if c == "speedup (x)" else 1 for c in table.columns]  # room for its interval
     fig = go.Figure(go.Table(
-        header={"values": [_two_lines(c) for c in table.columns], "fill_color": "#DDE6F0",
+        columnwidth=widths, header={"values": [_two_lines(c) for c in table.columns], "fill_color": "#DDE6F0",
                 "font": {"size": TABLE_FONT_PX}, "align": "right", "height": TABLE_HEADER_PX},
         cells={"values": [[_fmt(v) for v in table[c].tolist()] for c in table.columns],
                "fill_color": [["white", "#F4F6F9"] * (len(table) // 2 + 1)],  # zebra rows: easier to follow
                "font": {"size": TABLE_FONT_PX}, "align": "right", "height": TABLE_ROW_PX}))
     names = [str(c).split(" ")[0] for c in table.columns[1:3]]  # "naive time (ms)", "flash time (ms)"
     b, f = names if len(names) == 2 else ("naive", "flash")
-    subtitle = f"speedup = {b} time / {f} time;  memory saving = {b} peak / {f} peak"
+    subtitle = (f"speedup = {b} time / {f} time (95% interval; a ratio only where the intervals separate);  "
+                f"memory saving = {b} peak / {f} peak")
     fig.update_layout(template=flashviz_template(),
                       title={"text": title, "subtitle": {"text": subtitle, "font": {"size": BASE_FONT_PX}}},
                       margin={"t": TABLE_TITLE_PX, "b": TABLE_BOTTOM_PX, "l": 20, "r": 20},

@@ -179,18 +179,19 @@ def guard(impl: str, cfg: RunConfig, budget: int) -> str | None:
         return (f"not run: naive {what} would need {need} bytes ({format_bytes(need)}: "
                 f"{NAIVE_SCORE_COPIES[cfg.mode]} x B x H x N^2 x {cfg.dtype_bytes} bytes"
                 f"{' + the N x N mask' if cfg.masked else ''}), over the memory budget of {budget} bytes "
-                f"({format_bytes(budget)}); lower N, or raise memory_budget_bytes")
+                f"({format_bytes(budget)}); lower N, or raise memory_budget_bytes (the CLI's --memory-budget-mib)")
     need = input_bytes_needed(cfg)
     if need > budget:
         elements = cfg.batch * cfg.heads * cfg.n * cfg.d  # of one (B, H, N, d) tensor
         return (f"not run: inputs need {format_bytes(need)}, budget {format_bytes(budget)} ({need} > {budget} "
                 f"bytes: q, k, v, dO and the outputs, plus float64 copies for the error check, "
-                f"B x H x N x d = {elements} elements each); lower batch, heads, N or d, or raise memory_budget_bytes")
+                f"B x H x N x d = {elements} elements each); lower batch, heads, N or d, or raise memory_budget_bytes "
+                "(the CLI's --memory-budget-mib)")
     need = dense_mask_bytes(cfg)
     if impl == "sdpa" and need > budget:
         return (f"not run: sdpa with a window needs a dense N x N mask of {need} bytes ({format_bytes(need)}), "
                 f"over the memory budget of {budget} bytes ({format_bytes(budget)}); "
-                "lower N, or raise memory_budget_bytes")
+                "lower N, or raise memory_budget_bytes (the CLI's --memory-budget-mib)")
     return None
 
 
@@ -207,4 +208,4 @@ class TimeBudget:
 
     def status(self, when: str = "before this row ran") -> str:
         return (f"{TIME_BUDGET_STATUS} of {self.seconds:g} s used up {when}; lower N, the repeats or the number of "
-                "implementations, or raise the time budget")
+                "implementations, or raise time_budget_s (the CLI's --time-budget)")

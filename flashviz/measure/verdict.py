@@ -45,6 +45,7 @@ from flashviz.measure.stats import (
     repeats_for_width,
     validate_fraction,
 )
+from flashviz.vocab import OK
 
 SEPARATED = "separated"  # Verdict.settle when the intervals separate: nothing left to settle
 MORE_REPEATS = "more repeats"  # Verdict.settle: an interval is too wide or not a real 95% one yet
@@ -253,3 +254,48 @@ def sentence(v: Verdict) -> str:
             f"; at this N about {v.repeats_needed} repeats might separate them")
     return (lead + f"from {calls}: the {v.difference:.1%} difference is within the {v.noise:.1%} the two intervals "
             f"reach towards each other at this N. Try a larger N, where each call does more work{more}.")
+
+
+ROW_COLUMNS = ("time_s", "time_lo_s", "time_hi_s", "repeats")  # a measured row's median, its interval, its calls
+
+
+def _number(value: object) -> float | None:
+    """A finite number, or None (missing, NaN, pandas' NA)."""
+    try:
+        x = float(value)  # pandas' NA raises TypeError here
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def row_estimate(row: object) -> Estimate | None:
+    """The Estimate of a measured row (a mapping or a pandas row with time_s, time_lo_s, time_hi_s and repeats: a
+    sweep's row, or a view's timed row): estimate_of its summary; None where the row did not run (a status other than
+    "ok") or carries no interval.
+
+    Example:
+        >>> row_estimate({"time_s": 1.0, "time_lo_s": 0.99, "time_hi_s": 1.01, "repeats": 20}).converged
+        True
+        >>> row_estimate({"time_s": 1.0, "time_lo_s": float("nan"), "time_hi_s": 1.1, "repeats": 3}) is None
+        True
+    """
+    get = row.get if hasattr(row, "get") else (lambda key, default=None: default)
+    if str(get("status", OK)) != OK:
+        return None
+    values = [_number(get(c)) for c in ROW_COLUMNS]
+    if any(v is None for v in values) or values[3] < 1 or values[0] <= 0:
+        return None
+    return estimate_of(values[0], values[1], values[2], int(values[3]))
+
+
+def cell(v: Verdict) -> str:
+    """The verdict in a table cell, a's time over b's with the ratio's interval: the ratio only where the verdict
+    separates, else "too close to call" with the interval, so that a bare point ratio never reads as a conclusion.
+
+    Example:
+        >>> slow, fast = [2.0, 2.02, 1.98, 2.01, 1.99, 2.0], [1.0, 1.01, 0.99, 1.02, 0.98, 1.0]
+        >>> cell(compare(slow, fast)), cell(compare([1.0, 1.5, 0.8], [2.0, 2.4, 1.7]))
+        ('2.00x (1.94-2.06x)', 'too close to call (0.33-0.88x)')
+    """
+    span = f"{_x(v.ratio_low).removesuffix('x')}-{_x(v.ratio_high)}"
+    return f"{_x(v.ratio)} ({span})" if v.separated else f"too close to call ({span})"

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from flashviz._lazy import lazy_import
 from flashviz.core.tiling import tile_schedule
 from flashviz.core.validate import Window
+from flashviz.measure.verdict import Verdict, compare, row_estimate
 from flashviz.model.iomodel import io_cost, io_trace_steps
 from flashviz.model.iomodel_backward import MATMULS_PER_TILE
 from flashviz.model.iosteps import row_bands
@@ -471,6 +472,25 @@ class RecomputePrice:
     device: str  # where it ran
     threads: int  # torch intra-op threads
     repeats: int  # timed calls per implementation
+    time_lo_s: tuple[float, ...] = ()  # low end of each median's 95% interval (NaN: not run; empty: not recorded)
+    time_hi_s: tuple[float, ...] = ()  # high end
+    timed: tuple[int, ...] = ()  # timed calls behind each median (0: not run)
+
+    def time_verdict(self) -> Verdict | None:
+        """Naive autograd's time against the tiled kernel's, by the verdict rule (flashviz.measure.verdict: a faster
+        side only where the two medians' 95% intervals separate); None where either did not run or has no interval.
+        Its ratio is naive / tiled: above 1, the tiled kernel is faster."""
+        if not (self.time_lo_s and self.time_hi_s and self.timed):
+            return None
+        sides = []
+        for impl in ("naive", self.impls[0]):
+            i = self.impls.index(impl)
+            sides.append(row_estimate({"status": self.status[i], "time_s": self.time_s[i],
+                                       "time_lo_s": self.time_lo_s[i], "time_hi_s": self.time_hi_s[i],
+                                       "repeats": self.timed[i]}))
+        if any(e is None for e in sides):
+            return None
+        return compare(sides[0], sides[1], ("naive autograd", "the tiled kernel"))
 
     @property
     def cut_short(self) -> bool:
@@ -528,5 +548,8 @@ def recompute_price(n: int, d: int, *, batch: int = 1, heads: int = 1, block_q: 
         peak_bytes=tuple(float(b) if ok else math.nan for b, ok in zip(rows["peak_bytes"], ran, strict=True)),
         status=tuple(str(s) for s in rows["status"]), n=n, d=d, batch=batch, heads=heads, block_q=block_q,
         block_k=block_k, causal=causal, window=window, dtype=str(dtype).removeprefix("torch."),
-        device=str(rows["device"].iloc[0]), threads=int(rows["threads"].iloc[0]), repeats=repeats)
+        device=str(rows["device"].iloc[0]), threads=int(rows["threads"].iloc[0]), repeats=repeats,
+        time_lo_s=tuple(float(t) if ok else math.nan for t, ok in zip(rows["time_lo_s"], ran, strict=True)),
+        time_hi_s=tuple(float(t) if ok else math.nan for t, ok in zip(rows["time_hi_s"], ran, strict=True)),
+        timed=tuple(int(r) if ok else 0 for r, ok in zip(rows["repeats"], ran, strict=True)))
 

@@ -227,7 +227,8 @@ def _price_ui(s: Settings, scale_cost: DqComparison) -> None:
         return
     ran_with_ui(s, PRICE_RAN_WITH)
     show_figure(recompute_price_figure(price), key="backward_price")
-    slower = price.ratio("time_s", "naive") < 1
+    v = price.time_verdict()  # "why slower" only where naive autograd is faster beyond the noise
+    slower = v is not None and v.faster == "naive autograd"
     st.caption(price_text(price) + (" " + slower_text(price, scale_cost) if slower else ""))
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from flashviz.measure.verdict import MORE_REPEATS, sentence
 from flashviz.units import format_bytes, format_flops
 from flashviz.vocab import DTYPE_BYTES
 
@@ -174,7 +175,8 @@ def determinism_text(r: DqRuns) -> str:
 
 
 def price_text(p: RecomputePrice) -> str:
-    """The measured price in words: peak memory and time of the tiled kernel against naive autograd, as ratios.
+    """The measured price in words: peak memory of the tiled kernel against naive autograd as a ratio (exact counts),
+    and their times by the verdict rule (p.time_verdict: a faster side only where the intervals separate).
 
     Example:
         >>> from flashviz.views.backward.data import RecomputePrice
@@ -184,7 +186,11 @@ def price_text(p: RecomputePrice) -> str:
         >>> price_text(p).split(": ")[0]
         "Naive autograd peaked at 70.6 MiB, 16.8× the tiled kernel's 4.2 MiB"
         >>> price_text(p).split(". ")[-1]
-        "The tiled kernel took 2.0× naive autograd's time here."
+        'The times carry no interval here, so they name no faster side.'
+        >>> from dataclasses import replace
+        >>> q = replace(p, time_lo_s=(0.39, 0.19, 0.06), time_hi_s=(0.41, 0.21, 0.08), timed=(5, 5, 5))
+        >>> price_text(q).split("in the backward. ")[1][:62]
+        'Naive autograd and the tiled kernel are not settled here, thou'
     """
     mem, time = p.ratio("peak_bytes", "naive"), p.ratio("time_s", "naive")
     tiled_peak, naive_peak = p.peak_bytes[0], p.peak_bytes[1]
@@ -198,12 +204,16 @@ def price_text(p: RecomputePrice) -> str:
     else:
         memory = (f"Here naive autograd's peak ({format_bytes(naive_peak)}) is not above the tiled kernel's "
                   f"({format_bytes(tiled_peak)}): at N = {p.n} an N × N matrix is only {square} per head.")
-    if math.isnan(time):
-        speed = ""
-    elif time > 1:  # naive / tiled above 1: the tiled kernel was faster
-        speed = f" The tiled kernel was {time:.1f}× faster than naive autograd here."
+    v = p.time_verdict()
+    if v is not None:
+        said = sentence(v)
+        speed = " " + said[0].upper() + said[1:]
+        if v.settle == MORE_REPEATS:  # the repeats this view reads are set on the Benchmark view
+            speed += " This view times the Benchmark view's **Repeats**."
+    elif not math.isnan(time):
+        speed = " The times carry no interval here, so they name no faster side."
     else:
-        speed = f" The tiled kernel took {1 / time:.1f}× naive autograd's time here."
+        speed = ""
     return memory + speed
 
 

@@ -12,6 +12,7 @@ import streamlit as st
 
 from flashviz.app import jobs
 from flashviz.app.drawing import csv_download_ui, not_run_ui, ran_with_ui, show_figure
+from flashviz.app.registry import view_of
 from flashviz.app.runs import run_button_ui
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
@@ -20,9 +21,11 @@ from flashviz.figures.plots import gflops_figure, hbm_figure, memory_figure, tim
 from flashviz.figures.report import summary_table, summary_table_figure
 from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.views.bench.sentences import (
+    causal_md,
     causal_ratios,
     plural,
     repeats_said,
+    slower_by,
     slower_cases,
     slower_why,
     tiles_note,
@@ -51,7 +54,7 @@ def slower_caption_ui(df: pd.DataFrame, s: Settings, where: str, traffic: str) -
     slow = slower_cases(df)
     if not slow:
         return
-    cases = ", ".join(f"{v.slower} at N = {n} ({v.speedup[0]:.2f}x slower)" for n, _, v in slow)
+    cases = ", ".join(f"{v.slower} at N = {n} ({slower_by(v)})" for n, _, v in slow)
     st.markdown(f"**Why is the tiled kernel slower than naive {where}?** Slower beyond the noise: {cases}. "
                 f"{slower_why(max(n for n, _, _ in slow), s.bench_block, s.heads, s.batch, traffic)}")
 
@@ -98,7 +101,7 @@ def benchmark_ui(s: Settings) -> None:
 
 def _results_ui(s: Settings, df: pd.DataFrame) -> None:
     ran_with_ui(s, RAN_WITH)
-    not_run_ui(df)
+    not_run_ui(df, view_of("bench"))
     show_figure(memory_figure(df), key="bench_memory")  # full width: legible from the back of the room
     show_figure(time_figure(df), key="bench_time")
     verdicts_ui(df)
@@ -137,9 +140,11 @@ def _causal_ui(s: Settings) -> None:
     if df is None:
         return
     ran_with_ui(s, CAUSAL_RAN_WITH)
-    not_run_ui(df)
+    not_run_ui(df, view_of("bench"))
     st.dataframe(causal_ratios(df), hide_index=True, column_config={
         "no mask (ms)": st.column_config.NumberColumn(format="%.1f"),
         "causal (ms)": st.column_config.NumberColumn(format="%.1f"),
-        "causal / no mask": st.column_config.NumberColumn(format="%.2f",
-                                                          help="Below 1: the mask saved time.")})
+        "causal / no mask": st.column_config.TextColumn(
+            help="Causal time / unmasked time with its 95% interval; below 1: the mask saved time. A ratio only "
+                 "where the two medians' intervals separate.")})
+    st.markdown(causal_md(df, computed, total))

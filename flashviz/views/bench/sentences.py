@@ -1,6 +1,6 @@
 """What the Benchmark view says, pure functions of its measured rows and settings: which kernel is faster at each N
 (only where the medians' 95% intervals separate: flashviz.measure.verdict; otherwise "too close to call here" and
-what would settle it), the speedups, the causal ratios, and why a tiled kernel can be slower than standard attention
+what would settle it), the causal ratios, and why a tiled kernel can be slower than standard attention
 here. The Block size and Training views say the same."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from flashviz.measure import verdict
 from flashviz.measure.stats import TARGET_REL_CI, min_repeats
-from flashviz.measure.verdict import Estimate, Verdict, compare, estimate_of, sentence
+from flashviz.measure.verdict import Estimate, Verdict, cell, compare, sentence
 from flashviz.units import format_bytes
 from flashviz.vocab import NAIVE, NUMERICS_KERNEL_LABELS, OK, TILED_IMPLS
 
@@ -64,10 +65,7 @@ def short(impl: str) -> str:
 
 def row_estimate(row: pd.Series) -> Estimate | None:
     """A sweep row's median time with its interval (None where the row did not run or carries no interval)."""
-    values = [row.get(c) for c in ("time_s", "time_lo_s", "time_hi_s", "repeats")]
-    if str(row.get("status")) != OK or any(v is None or pd.isna(v) for v in values):
-        return None
-    return estimate_of(float(values[0]), float(values[1]), float(values[2]), int(values[3]))
+    return verdict.row_estimate(row)
 
 
 def speed_verdicts(df: pd.DataFrame, base: str = NAIVE) -> list[tuple[int, str, Verdict]]:
@@ -106,6 +104,23 @@ def block_verdicts(tiled: pd.DataFrame, reference: pd.DataFrame) -> list[tuple[i
     return out
 
 
+def tiles_md(verdicts: list[tuple[int, Verdict]]) -> str:
+    """The Block size view's verdicts, one bullet per (tile size, kernel): the verdict's own sentence (a winner with
+    its interval only where the intervals separate, else too close to call and what would settle it)."""
+    return "\n".join(f"- **{b} × {b} tiles**: {sentence(v)}" for b, v in verdicts)
+
+
+def slower_by(v: Verdict) -> str:
+    """How much slower the slower side is, with the interval of that factor (for a separated verdict).
+
+    Example:
+        >>> slower_by(compare([2.0, 2.02, 1.98, 2.01, 1.99, 2.0], [1.0, 1.01, 0.99, 1.02, 0.98, 1.0]))
+        '2.00x slower, 1.94-2.06x'
+    """
+    speedup, low, high = v.speedup
+    return f"{speedup:.2f}x slower, {low:.2f}-{high:.2f}x"
+
+
 def verdicts_md(df: pd.DataFrame) -> str:
     """Each N's verdict, naive against each tiled kernel, as markdown bullets (empty where nothing can be compared)."""
     return "\n".join(f"- **N = {n}**: {sentence(v)}" for n, _, v in speed_verdicts(df))
@@ -139,20 +154,46 @@ def repeats_said(s: Settings) -> str:
     return f"at least {plural(max(s.reps, min_repeats()), 'repeat')}, until its median is known to ±{TARGET_REL_CI:.0%}"
 
 
-def speedups(df: pd.DataFrame) -> pd.DataFrame:
-    """naive time / tiled time per (N, tiled impl) where both ran: one row each, column "speedup"."""
-    ok = df[df["status"].astype(str) == OK]
-    naive = ok[ok["impl"] == NAIVE].set_index("N")["time_s"]
-    tiled = ok[ok["impl"].isin(TILED_IMPLS)]
-    out = tiled.assign(speedup=tiled["N"].map(naive) / tiled["time_s"])
-    return out.dropna(subset=["speedup"])[["impl", "N", "speedup"]]
+def causal_verdicts(df: pd.DataFrame) -> list[tuple[str, Verdict]]:
+    """Per implementation timed both ways: the verdict of its causal time against its unmasked one (a: causal, b: no
+    mask; a winner only where the two medians' 95% intervals separate)."""
+    out = []
+    for impl, rows in df.groupby("impl", sort=True):  # the table's order
+        by = {bool(r["causal"]): row_estimate(r) for _, r in rows.iterrows()}
+        if by.get(True) is not None and by.get(False) is not None:
+            name = short(str(impl))
+            out.append((str(impl), compare(by[True], by[False], (f"{name} causal", f"{name} without the mask"))))
+    return out
 
 
 def causal_ratios(df: pd.DataFrame) -> pd.DataFrame:
-    """Per implementation: time without and with the causal mask and their ratio (causal / no mask)."""
+    """Per implementation: time without and with the causal mask, and causal / no mask as a verdict cell (the ratio
+    with its interval where the intervals separate, else "too close to call": flashviz.measure.verdict.cell)."""
     ok = df[df["status"].astype(str) == OK]
     table = ok.pivot_table(index="impl", columns="causal", values="time_s", aggfunc="first")
     table = table.reindex(columns=[False, True]).dropna()
+    cells = {impl: cell(v) for impl, v in causal_verdicts(df)}
     return pd.DataFrame({"implementation": table.index, "no mask (ms)": table[False].values * 1e3,
                          "causal (ms)": table[True].values * 1e3,
-                         "causal / no mask": table[True].values / table[False].values})
+                         "causal / no mask": [cells.get(impl, "no interval") for impl in table.index]})
+
+
+def causal_md(df: pd.DataFrame, computed: int, total: int) -> str:
+    """Each implementation's causal verdict as markdown bullets, and what the tiles skipped predict for the tiled
+    kernels (computed of total tiles): a verdict only where the intervals separate.
+
+    Example:
+        >>> rows = [dict(impl="flash", causal=c, time_s=t, time_lo_s=t * 0.99, time_hi_s=t * 1.01, repeats=20,
+        ...              status="ok") for c, t in ((False, 2e-3), (True, 1.2e-3))]
+        >>> text = causal_md(pd.DataFrame(rows), 36, 64)
+        >>> text[:36], text[-32:]
+        ('- FA1 causal is 1.67x faster than FA', 'ld take 0.56x its unmasked time.')
+    """
+    lines = []
+    for impl, v in causal_verdicts(df):
+        text = f"- {sentence(v)}"
+        if impl in TILED_IMPLS and total:
+            text += (f" In proportion to the tiles it computes ({computed} of {total}) it would take "
+                     f"{computed / total:.2f}x its unmasked time.")
+        lines.append(text)
+    return "\n".join(lines)

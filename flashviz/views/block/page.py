@@ -11,12 +11,13 @@ import streamlit as st
 
 from flashviz.app import jobs
 from flashviz.app.drawing import csv_download_ui, not_run_ui, ran_with_ui, show_figure
+from flashviz.app.registry import view_of
 from flashviz.app.runs import run_button_ui
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
 from flashviz.figures.plots import block_sweep_figure
 from flashviz.limits import LIVE_TIME_BUDGET_S
-from flashviz.views.bench.sentences import block_verdicts, repeats_said, short, slower_why
+from flashviz.views.bench.sentences import block_verdicts, repeats_said, short, slower_by, slower_why, tiles_md
 from flashviz.vocab import NAIVE
 
 RAN_WITH = ("n", "d", "causal", "window", "dtype", "batch", "heads", "device", "threads", "reps", "sure")
@@ -59,8 +60,7 @@ def block_size_ui(s: Settings) -> None:
         return
     tiled, reference = result
     ran_with_ui(s, RAN_WITH)
-    not_run_ui(tiled)
-    not_run_ui(reference)
+    not_run_ui(pd.concat([tiled, reference], ignore_index=True), view_of("block"), here=("reps", "sure"))
     show_figure(block_sweep_figure(tiled, reference=reference), key="block_figure")
     _slower_caption_ui(s, tiled, reference)
     rows = pd.concat([tiled, reference], ignore_index=True)
@@ -76,12 +76,10 @@ def _slower_caption_ui(s: Settings, tiled: pd.DataFrame, reference: pd.DataFrame
     """Say why, only where a tiled point is slower than naive at the same N beyond the noise (block_verdicts)."""
     verdicts = block_verdicts(tiled, reference)
     slow = [(b, v) for b, v in verdicts if v.faster == short(NAIVE)]
-    close = [(b, v) for b, v in verdicts if not v.separated]
-    if close:
-        st.markdown("**Too close to call here:** " + "; ".join(
-            f"{v.names[1]} at {b}: {v.ratio:.2f}x naive's time ({v.settle} would settle it)" for b, v in close) + ".")
+    if verdicts:
+        st.markdown(f"**Naive against each tile size at N = {s.n}**\n\n" + tiles_md(verdicts))
     if not slow:
         return
-    cases = ", ".join(f"{v.slower} at {b} ({v.speedup[0]:.2f}x slower)" for b, v in slow)
+    cases = ", ".join(f"{v.slower} at {b} ({slower_by(v)})" for b, v in slow)
     st.markdown(f"**Why are some tiled points above the naive line?** Slower than naive beyond the noise: {cases}. "
                 f"{slower_why(s.n, min(b for b, _ in slow), s.heads, s.batch, 'the modelled traffic panel above')}")

@@ -13,6 +13,7 @@ import streamlit as st
 
 from flashviz.app import jobs
 from flashviz.app.drawing import not_run_ui, ran_with_ui, show_figure
+from flashviz.app.registry import view_of
 from flashviz.app.runs import run_button_ui
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
@@ -57,7 +58,7 @@ def correctness_ui(s: Settings) -> None:
     if df is None:
         return
     ran_with_ui(s, RAN_WITH)
-    not_run_ui(df)
+    not_run_ui(df, view_of("correct"))
     table = df.pivot_table(index=["d", "N"], columns="impl", values="max_abs_err", aggfunc="max")
     table = table[[i for i in IMPLS if i in table.columns]]
     worst = float(table.max().max()) if table.size else float("nan")

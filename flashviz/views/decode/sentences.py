@@ -3,9 +3,9 @@ measurements, each sentence a pure function of its numbers (the traces and costs
 timed rows of flashviz.views.decode.data.decode_timing (median and quartiles of the repeats) and of this machine's
 measured read bandwidth, so that a verdict stands only where the measurements separate. Streamlit-free.
 
-A time is the median of the repeats with its interquartile range (q1_s, q3_s). One run is faster than another when
-its upper quartile lies below the other's lower quartile, at MIN_REPEATS repeats or more; where the ranges overlap,
-or too few repeats ran, the sentence says it is too close to call here and what would settle it.
+A time is the median of the repeats with its 95% interval (time_lo_s, time_hi_s). One run is faster than another only
+by the verdict rule every view uses (flashviz.measure.verdict.compare: the two intervals separate and both medians
+converged); otherwise the sentence says it is too close to call here and what would settle it.
 
 Legend: B sequences, H_q / H_kv query / K/V heads, g = H_q / H_kv, S splits.
 """
@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from flashviz.core.decode import BLOCK_M, FILLED, num_splits_heuristic
+from flashviz.measure.stats import TARGET_REL_CI, min_repeats
+from flashviz.measure.verdict import MORE_REPEATS, Verdict, cell, compare, row_estimate, sentence
 from flashviz.model.decode_batch import (
     DECODE,
     PREFILL,
@@ -37,44 +39,53 @@ from flashviz.views.decode.data import (
 )
 from flashviz.vocab import DTYPE_BYTES
 
-MIN_REPEATS = 3  # fewer repeats give no verdict: two samples' quartiles say nothing of the spread
 FOLLOWS_TOL = 0.2  # "time follows bytes" when the time ratio is within 20% of the bytes ratio
 FAR_BELOW_ROOF = 0.5  # a read rate under this share of the probe's bandwidth is "far below its roof"
 FASTER, SLOWER, CLOSE = "faster", "slower", "too close to call"  # what `verdict` finds
 
 
+def timed_verdict(a: pd.Series, b: pd.Series, names: tuple[str, str] = ("a", "b")) -> Verdict | None:
+    """compare() of two timed rows by their medians' 95% intervals; None where either row carries no interval."""
+    ea, eb = row_estimate(a), row_estimate(b)
+    return None if ea is None or eb is None else compare(ea, eb, names)
+
+
 def verdict(a: pd.Series, b: pd.Series) -> str:
-    """Whether run a is faster or slower than run b, from their medians' interquartile ranges: FASTER when a's upper
-    quartile is below b's lower one, SLOWER the other way round, CLOSE when they overlap or either has fewer than
-    MIN_REPEATS repeats.
+    """Whether run a is faster or slower than run b by the verdict rule (timed_verdict): FASTER or SLOWER only where it
+    separates them, else CLOSE.
 
     Args:
-        a, b: timed rows with q1_s, q3_s (quartiles of the repeats, s) and repeats.
+        a, b: timed rows with time_s, time_lo_s, time_hi_s (the median and its 95% interval, s) and repeats.
     Returns:
         FASTER, SLOWER or CLOSE.
 
     Example:
-        >>> row = lambda q1, q3, n=5: pd.Series({"q1_s": q1, "q3_s": q3, "repeats": n})
-        >>> verdict(row(1.0, 1.1), row(1.2, 1.4)), verdict(row(1.0, 1.3), row(1.2, 1.4)), verdict(row(3, 4), row(1, 2))
+        >>> row = lambda t, h, n=20: pd.Series({"time_s": t, "time_lo_s": t - h, "time_hi_s": t + h, "repeats": n})
+        >>> verdict(row(1, .02), row(1.3, .02)), verdict(row(1, .02), row(1.03, .02)), verdict(row(3, .1), row(1, .02))
         ('faster', 'too close to call', 'slower')
-        >>> verdict(row(1.0, 1.1, 2), row(1.2, 1.4))  # two repeats: no verdict
+        >>> verdict(row(1.0, 0.02, 3), row(1.3, 0.02, 3))  # three repeats: no 95% interval, no verdict
         'too close to call'
     """
-    if min(int(a["repeats"]), int(b["repeats"])) < MIN_REPEATS:
+    v = timed_verdict(a, b)
+    if v is None or not v.separated:
         return CLOSE
-    if a["q3_s"] < b["q1_s"]:
-        return FASTER
-    if a["q1_s"] > b["q3_s"]:
-        return SLOWER
-    return CLOSE
+    return FASTER if v.ratio < 1 else SLOWER
 
 
-def _settle(rows: pd.DataFrame) -> str:
-    """What would settle a comparison too close to call: more repeats (or, past MIN_REPEATS, a longer cache)."""
-    n = int(rows["repeats"].min())
-    if n < MIN_REPEATS:
-        return f"{n} repeat(s) give no spread to judge by; {MIN_REPEATS} or more would settle it"
-    return f"their interquartile ranges overlap at {n} repeats; more repeats or a longer cache would settle it"
+def _settle(verdicts: list[Verdict]) -> str:
+    """What would settle comparisons too close to call, from their verdicts: more repeats (fewer than a 95% interval
+    needs, or intervals wider than the target), or a longer cache (a difference within the noise)."""
+    if not verdicts:
+        return "no interval was recorded to judge by"
+    n = min(min(v.a.repeats, v.b.repeats) for v in verdicts)
+    fewest = min_repeats()
+    if n < fewest:
+        return f"{n} repeat(s) give no 95% interval of a median; {fewest} or more would settle it"
+    wide = [v for v in verdicts if v.settle == MORE_REPEATS]
+    if wide:
+        return (f"at {n} repeats their intervals reach ±{max(v.widest for v in wide):.0%} of the median (target "
+                f"±{TARGET_REL_CI:.0%}); more repeats or a quieter machine would settle it")
+    return f"the difference is within the noise at {n} repeats; a longer cache would settle it"
 
 
 def split_count(label: str) -> int:
@@ -92,8 +103,9 @@ def split_verdicts(df: pd.DataFrame) -> dict[int, str]:
 
     Example:
         >>> df = pd.DataFrame({"label": ["flash_decode S=1", "flash_decode S=2", "flash_decode S=4"],
-        ...                    "q1_s": [9.5, 9.0, 5.1], "q3_s": [10.5, 11.0, 5.5], "repeats": [5] * 3})
-        >>> split_verdicts(df)  # S = 4 took about half S = 1's time, and the ranges separate
+        ...                    "time_s": [10.0, 10.0, 5.3], "time_lo_s": [9.8, 9.5, 5.2],
+        ...                    "time_hi_s": [10.2, 10.5, 5.4], "repeats": [20] * 3})
+        >>> split_verdicts(df)  # S = 4 took about half S = 1's time, and the intervals separate
         {2: 'too close to call', 4: 'faster'}
     """
     flash = df[df["label"].str.startswith(FLASH_LABEL)]
@@ -104,16 +116,21 @@ def split_verdicts(df: pd.DataFrame) -> dict[int, str]:
 
 
 def _ms(row: pd.Series) -> str:
-    return f"{row['time_s'] * 1e3:.3g} ms (IQR {row['q1_s'] * 1e3:.3g}–{row['q3_s'] * 1e3:.3g})"
+    return f"{row['time_s'] * 1e3:.3g} ms (95% interval {row['time_lo_s'] * 1e3:.3g}–{row['time_hi_s'] * 1e3:.3g})"
+
+
+def _against(v: Verdict | None) -> str:
+    """A row's time against another's as a verdict cell (flashviz.measure.verdict.cell), or "no interval"."""
+    return "no interval" if v is None else cell(v)
 
 
 def splits_md(df: pd.DataFrame, setup: DecodeSetup, units: int, device: str) -> str:
-    """The split counts timed against S = 1, each with its median and IQR, a verdict per split count only where the
-    measurements separate, and why splitting can help or not here: the work tiles against the parallel units (a split
-    fills idle ones, and always adds the merge).
+    """The split counts timed against S = 1, each with its median and 95% interval, a verdict per split count only where
+    the verdict rule separates it from S = 1, and why splitting can help or not here: the work tiles against the
+    parallel units (a split fills idle ones, and always adds the merge).
 
     Args:
-        df: decode_timing's rows (label, time_s, q1_s, q3_s, repeats).  setup: the decode step.
+        df: decode_timing's rows (label, time_s, time_lo_s, time_hi_s, repeats).  setup: the decode step.
         units: the parallel units flash_decode's heuristic sees.  device: "cpu" or a CUDA device.
     Returns:
         A markdown paragraph; "" without S = 1 or another split count.
@@ -125,8 +142,9 @@ def splits_md(df: pd.DataFrame, setup: DecodeSetup, units: int, device: str) -> 
     one, tiles = by_s[1], setup.work_tiles()
     what = "threads" if device == CPU else "units"
     others = sorted(s for s in by_s if s > 1)
-    timed = ", ".join(f"S = {s}: {_ms(by_s[s])}, {by_s[s]['time_s'] / one['time_s']:.2f}× S = 1's" for s in others)
-    text = f"**Splits, measured** (median of the repeats, IQR in brackets). S = 1: {_ms(one)}; {timed}. "
+    against = {s: timed_verdict(by_s[s], one, (f"S = {s}", "S = 1")) for s in others}
+    timed = ", ".join(f"S = {s}: {_ms(by_s[s])}, time against S = 1's {_against(against[s])}" for s in others)
+    text = f"**Splits, measured** (median of the repeats, its 95% interval in brackets). S = 1: {_ms(one)}; {timed}. "
     if tiles >= units:
         text += (f"Here S = 1 already has {tiles} work tile(s) for {units} {what}, so none is idle: a split adds the "
                  "merge (S partial outputs and logsumexps written, then combined) and fills nothing")
@@ -143,8 +161,8 @@ def splits_md(df: pd.DataFrame, setup: DecodeSetup, units: int, device: str) -> 
                          f"{'was' if every or len(mine) == 1 else 'were'} {words}")
     close = [s for s in others if found[s] == CLOSE]
     if close:
-        rows = pd.DataFrame([one, *(by_s[s] for s in close)])
-        parts.append(f"S = {', '.join(map(str, close))} against S = 1 is too close to call here: {_settle(rows)}")
+        settle = _settle([against[s] for s in close if against[s] is not None])
+        parts.append(f"S = {', '.join(map(str, close))} against S = 1 is too close to call here: {settle}")
     return text + "; " + "; ".join(parts) + "."
 
 
@@ -161,8 +179,9 @@ def measured_md(df: pd.DataFrame, bandwidth: float | None, machine: str) -> str:
         text += (f": {best['GB_per_s'] * 1e9 / bandwidth:.0%} of the **{bandwidth / 1e9:.3g} GB/s** read bandwidth "
                  f"measured here ({machine}); the flash_decode runs reached {shares.min():.0%}–{shares.max():.0%} "
                  "of it")
-    text += (f". SDPA: {sdpa['time_s'] * 1e3:.3g} ms ({sdpa['GB_per_s']:.3g} GB/s), so flash_decode took "
-             f"{best['time_s'] / sdpa['time_s']:.2f}× SDPA's time.")
+    text += f". SDPA: {sdpa['time_s'] * 1e3:.3g} ms ({sdpa['GB_per_s']:.3g} GB/s). "
+    v = timed_verdict(best, sdpa, (str(best["label"]), "SDPA"))
+    text += sentence(v) if v is not None else "The two times carry no interval, so they name no faster side."
     above = df[df["GB_per_s"] * 1e9 > bandwidth] if bandwidth else df.iloc[:0]
     if len(above):
         text += (f" {', '.join(above['label'])} read faster than the x.sum() probe measured: part of the "
@@ -182,8 +201,8 @@ class BytesTime:
     small_bytes: float  # of the smaller
     bytes_ratio: float  # big_bytes / small_bytes
     time_ratio: float  # the larger cache's median time / the smaller's
-    lo: float  # the time ratio's range from the quartiles: big q1 / small q3
-    hi: float  # big q3 / small q1
+    lo: float  # the time ratio's 95% interval (compare's ratio_low): big low / small high
+    hi: float  # big high / small low
     shares: tuple[float, float] | None  # (larger, smaller) read rate / the probe's bandwidth; None without one
     follows: str  # FOLLOWS, NOT_FOLLOWS or CLOSE
     repeats: int  # the fewer repeats of the two runs
@@ -194,11 +213,12 @@ FOLLOWS, NOT_FOLLOWS = "time follows bytes", "time does not follow bytes"  # Byt
 
 def bytes_vs_time(df: pd.DataFrame, bandwidth: float | None, setup: DecodeSetup, units: int) -> BytesTime | None:
     """flash_decode at the chosen S on this step's K/V and on the reference variant's (MHA's under GQA or MQA, MQA's
-    under MHA): FOLLOWS when the time ratio is within FOLLOWS_TOL of the bytes ratio (at MIN_REPEATS repeats or more),
-    NOT_FOLLOWS when the time ratio's whole range from the quartiles lies outside that band, CLOSE otherwise.
+    under MHA), compared by the verdict rule (compare): FOLLOWS when the time ratio's whole 95% interval lies within
+    FOLLOWS_TOL of the bytes ratio, NOT_FOLLOWS when it lies wholly outside that band, each only where both intervals
+    are real 95% ones and both medians converged; CLOSE otherwise.
 
     Args:
-        df: decode_timing's rows (label, time_s, q1_s, q3_s, kv_bytes, GB_per_s, repeats).
+        df: decode_timing's rows (label, time_s, time_lo_s, time_hi_s, kv_bytes, GB_per_s, repeats).
         bandwidth: this machine's measured read bandwidth (bytes/s), or None.  setup: the step.
         units: the parallel units flash_decode's heuristic sees (which S the runs used).
     Returns:
@@ -207,7 +227,8 @@ def bytes_vs_time(df: pd.DataFrame, bandwidth: float | None, setup: DecodeSetup,
     Example:
         >>> setup = DecodeSetup((4096,), 8, 2, 64, 0, 2, "float32", 2)
         >>> df = pd.DataFrame({"label": ["flash_decode S=2", "MHA K/V: flash_decode S=2"], "time_s": [1.0, 1.8],
-        ...                    "q1_s": [0.95, 1.7], "q3_s": [1.05, 1.9], "kv_bytes": [4e6, 16e6], "repeats": [5, 5]})
+        ...                    "time_lo_s": [0.98, 1.77], "time_hi_s": [1.02, 1.83], "kv_bytes": [4e6, 16e6],
+        ...                    "repeats": [20, 20]})
         >>> df["GB_per_s"] = df["kv_bytes"] / df["time_s"] / 1e9
         >>> r = bytes_vs_time(df, 1e9, setup, 2)
         >>> r.bytes_ratio, round(r.time_ratio, 2), r.follows  # 4x the bytes took 1.8x the time
@@ -225,14 +246,14 @@ def bytes_vs_time(df: pd.DataFrame, bandwidth: float | None, setup: DecodeSetup,
     (big, big_name), (small, small_name) = (ref, mine) if ref[0]["kv_bytes"] > mine[0]["kv_bytes"] else (mine, ref)
     bytes_ratio = float(big["kv_bytes"] / small["kv_bytes"])
     time_ratio = float(big["time_s"] / small["time_s"])
-    lo, hi = float(big["q1_s"] / small["q3_s"]), float(big["q3_s"] / small["q1_s"])
+    v = timed_verdict(big, small)
+    lo, hi = (v.ratio_low, v.ratio_high) if v is not None else (math.nan, math.nan)
     band = (bytes_ratio / (1 + FOLLOWS_TOL), bytes_ratio * (1 + FOLLOWS_TOL))
     repeats = min(int(big["repeats"]), int(small["repeats"]))
-    if repeats < MIN_REPEATS:
-        follows = CLOSE
-    elif band[0] <= time_ratio <= band[1]:
+    known = v is not None and min(v.a.level, v.b.level) >= v.confidence and v.a.converged and v.b.converged
+    if known and band[0] <= lo and hi <= band[1]:
         follows = FOLLOWS
-    elif hi < band[0] or lo > band[1]:
+    elif known and (hi < band[0] or lo > band[1]):
         follows = NOT_FOLLOWS
     else:
         follows = CLOSE
@@ -251,21 +272,22 @@ def bytes_time_md(df: pd.DataFrame, bandwidth: float | None, setup: DecodeSetup,
         return ""
     text = (f"**Bytes against time, measured.** flash_decode at S = {r.split} read {format_bytes(r.big_bytes)} of K/V "
             f"for {r.big} and {format_bytes(r.small_bytes)} for {r.small}: **{r.bytes_ratio:.3g}× the bytes took "
-            f"{r.time_ratio:.2f}× the time** (from the quartiles, {r.lo:.2f}–{r.hi:.2f}×).")
+            f"{r.time_ratio:.2f}× the time** (95% interval, {r.lo:.2f}–{r.hi:.2f}×).")
     if r.follows == FOLLOWS:
-        text += f" Time follows bytes here: the time ratio is within {FOLLOWS_TOL:.0%} of the bytes ratio."
+        text += f" Time follows bytes here: the time ratio's interval is within {FOLLOWS_TOL:.0%} of the bytes ratio."
     elif r.follows == NOT_FOLLOWS:
         text += (" Time does not follow bytes here: the bytes cost less than their share of the time, and the rest "
                  "(the Python loop over splits and blocks, the merge, each call's fixed work) does not shrink with "
                  "the cache." if r.hi < r.bytes_ratio else
                  " Time does not follow bytes here: the larger cache cost more than its bytes (it falls out of the "
                  "CPU's caches).")
-    elif r.repeats < MIN_REPEATS:
-        text += (f" Whether time follows bytes is too close to call here: {r.repeats} repeat(s) give no spread to "
-                 f"judge by; {MIN_REPEATS} or more would settle it.")
+    elif r.repeats < min_repeats():
+        text += (f" Whether time follows bytes is too close to call here: {r.repeats} repeat(s) give no 95% "
+                 f"interval of a median; {min_repeats()} or more would settle it.")
     else:
-        text += (f" Whether time follows bytes is too close to call here: the time ratio's range overlaps the band "
-                 f"within {FOLLOWS_TOL:.0%} of the bytes ratio; more repeats would settle it.")
+        text += (f" Whether time follows bytes is too close to call here: the time ratio's interval reaches across "
+                 f"the band within {FOLLOWS_TOL:.0%} of the bytes ratio, or a median is not known to "
+                 f"±{TARGET_REL_CI:.0%}; more repeats would settle it.")
     if r.shares is not None:
         text += (f" The two read the cache at {min(r.shares):.0%}–{max(r.shares):.0%} of the "
                  f"{bandwidth / 1e9:.3g} GB/s this machine's probe measured"

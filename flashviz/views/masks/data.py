@@ -41,6 +41,7 @@ from flashviz.masks import MaskMod, ScoreMod
 from flashviz.measure.impls import resolve_dtype
 from flashviz.measure.memory import measure_memory
 from flashviz.measure.progress import Progress, stage
+from flashviz.measure.stats import min_repeats
 from flashviz.measure.timing import threads_set_to, time_calls
 from flashviz.measure.trace import ScheduleTrace, schedule_trace
 from flashviz.model.flops import attention_flops
@@ -407,13 +408,13 @@ def mask_traces(spec: MaskSpec, n: int, block_q: int, block_k: int, loop_orders:
 RUN_WARMUP = 1  # untimed kernel calls per run after the peak-memory call (itself a first call)
 
 
-RUN_REPEATS = 5  # interleaved timed calls per run: the median of five
+RUN_REPEATS = min_repeats()  # interleaved timed calls per run: 6, the fewest whose median has a 95% interval
 
 
 SWEEP_WARMUP = 1  # untimed calls per preset
 
 
-SWEEP_REPEATS = 5  # interleaved timed calls per preset
+SWEEP_REPEATS = min_repeats()  # interleaved timed calls per preset: 6, the fewest with a 95% interval
 
 
 BUILD_REPEATS = 3  # interleaved timed builds of each schedule (and of the dense mask): the median of three
@@ -563,7 +564,8 @@ def time_mask_runs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask_mod: 
         q, k, v: (1, H, N, d) on the CPU.  mask_mod, score_mod: FlexAttention's signatures (score_mod may be None;
             SDPA gets the mask only).  block_q, block_k: Br and Bc.  progress: see flashviz.measure.progress.
     Returns:
-        one dict per run (MASKED, DENSE, UNMASKED): kind, label, time_s, iqr_s (s), repeats, peak_bytes (above the
+        one dict per run (MASKED, DENSE, UNMASKED): kind, label, time_s, iqr_s, time_lo_s, time_hi_s (the median's
+        95% interval) (s), repeats, peak_bytes (above the
         inputs), build_s, build_iqr_s (s: the schedule, or the dense mask), tiles_computed, tiles, tiles_partial,
         steps (the schedule the timed calls used and the kernel's loop iterations on it; the dense run computes every
         tile in one call: its tiles_partial and steps are 0).
@@ -593,7 +595,8 @@ def time_mask_runs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask_mod: 
     numbers = {MASKED: schedule_numbers(built[MASKED]), UNMASKED: schedule_numbers(built[UNMASKED]),
                DENSE: {"tiles_computed": tiles, "tiles": tiles, "tiles_partial": 0, "steps": 0}}
     return [{"kind": name, "label": MASK_RUN_LABELS[name], "time_s": t.median, "iqr_s": t.iqr,
-             "repeats": len(t.samples), "peak_bytes": peaks[name], "build_s": build_t[name].median,
+             "time_lo_s": t.ci_low, "time_hi_s": t.ci_high, "repeats": len(t.samples), "peak_bytes": peaks[name],
+             "build_s": build_t[name].median,
              "build_iqr_s": build_t[name].iqr, **numbers[name]}
             for name, t in run_t.items()]
 
@@ -630,7 +633,8 @@ def time_preset_runs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mods: di
         q, k, v: (1, H, N, d) on the CPU.  mods: name -> mask_mod (preset_mods).  block_q, block_k: Br and Bc.
     Returns:
         one dict per mask_mod, in mods' order: preset, label, computed (fraction of tiles), tiles_computed, tiles,
-        tiles_partial, steps (the kernel's loop iterations), time_s, iqr_s, repeats, build_s, build_iqr_s (s).
+        tiles_partial, steps (the kernel's loop iterations), time_s, iqr_s, time_lo_s, time_hi_s (the median's 95%
+        interval), repeats, build_s, build_iqr_s (s).
     """
     n, heads = q.shape[2], q.shape[1]
     builds = {name: (lambda mod=mod: prebuilt_schedule(n, block_q, block_k, mod, heads)) for name, mod in mods.items()}
@@ -649,7 +653,8 @@ def time_preset_runs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mods: di
         numbers = schedule_numbers(schedules[name])
         rows.append({"preset": name, "label": PRESETS[name].label if name in PRESETS else NO_MASK_LABEL,
                      "computed": numbers["tiles_computed"] / numbers["tiles"], **numbers, "time_s": t.median,
-                     "iqr_s": t.iqr, "repeats": len(t.samples), "build_s": build_t[name].median,
+                     "iqr_s": t.iqr, "time_lo_s": t.ci_low, "time_hi_s": t.ci_high, "repeats": len(t.samples),
+                     "build_s": build_t[name].median,
                      "build_iqr_s": build_t[name].iqr})
     return rows
 

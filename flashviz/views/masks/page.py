@@ -19,7 +19,7 @@ import streamlit as st
 
 from flashviz.app.drawing import show_figure, show_map
 from flashviz.app.lock import threads_lock
-from flashviz.app.runs import run_button_ui, timed_run
+from flashviz.app.runs import remembered, run_button_ui, timed_run
 from flashviz.app.sizes import grid_error
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
@@ -55,7 +55,7 @@ from flashviz.views.masks.figures import (
     sparsity_time_figure,
 )
 from flashviz.views.masks.presets import PICKERS, PRESETS, mask_settings, params_of
-from flashviz.views.masks.sentences import run_md, sweep_md
+from flashviz.views.masks.sentences import run_md, same_kernel_md, sweep_md
 from flashviz.vocab import FULL, PARTIAL, SKIPPED
 
 TILE_GRID_MAX = 256  # tiles per side the tile map draws (65,536 tiles)
@@ -268,6 +268,8 @@ def _sweep_ui(s: Settings, spec: MaskSpec) -> None:
         return
     show_figure(sparsity_time_figure(rows[:-1], unmasked_s=float(rows[-1]["time_s"])), key="mask_sweep")
     st.markdown(sweep_md(rows))
+    if same := same_kernel_md(remembered("masks", args), rows):
+        st.markdown(same)
     with st.expander("All preset timings"):
         st.dataframe(rows, hide_index=True)
 

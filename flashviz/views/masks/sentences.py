@@ -2,7 +2,9 @@
 every number a sentence quotes is one the chart next to it draws. No torch, no streamlit.
 
 The claim the view makes: a tiled kernel never loads a skipped tile, so its time follows the tiles it computes. The
-yardstick is the unmasked kernel's time scaled by the fraction of tiles computed ("in proportion"). Where a measured
+yardstick is the unmasked kernel's time, from the same interleaved run, scaled by the fraction of tiles computed ("in
+proportion"), its 95% interval scaled with it; a time is compared with it by the verdict rule every view uses
+(flashviz.measure.verdict.compare: `proportion`), so a word stands only where the intervals say it. Where a measured
 time is off that yardstick, the sentence says by how much and why, from the same rows: the cost per computed tile
 and per kernel step (on a CPU each step is one Python loop iteration with a fixed overhead, whatever its width), the
 partial tiles' element masks, and the spread of the repeats (a busy machine).
@@ -14,10 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from flashviz.measure.stats import min_repeats
+from flashviz.measure.verdict import MORE_REPEATS, Verdict, cell, compare, estimate_of, row_estimate
 from flashviz.units import format_bytes
 from flashviz.vocab import DENSE, MASKED, UNMASKED
 
 PROPORTION_TOLERANCE = 0.25  # a time within 25 % of the proportional one is "in proportion": timing noise on a CPU
+LESS, IN_PROPORTION, MORE = "less than in proportion", "in proportion", "more than in proportion"
+CLOSE = "too close to call"  # the intervals neither separate from the proportional time nor fit within the band
 Row = Mapping[str, object]
 
 
@@ -42,15 +48,112 @@ def proportional_s(unmasked_s: float, computed: int, tiles: int) -> float:
 
 
 def ratio_word(ratio: float) -> str:
-    """How a measured time compares with its proportional one, in words.
+    """How a ratio of a measured time to its proportional one reads, ignoring how sure it is (see proportion_word).
 
     Example:
         >>> ratio_word(0.5), ratio_word(1.1), ratio_word(3.0)
         ('less than in proportion', 'in proportion', 'more than in proportion')
     """
     if ratio < 1 - PROPORTION_TOLERANCE:
-        return "less than in proportion"
-    return "in proportion" if ratio <= 1 + PROPORTION_TOLERANCE else "more than in proportion"
+        return LESS
+    return IN_PROPORTION if ratio <= 1 + PROPORTION_TOLERANCE else MORE
+
+
+def proportion(row: Row, unmasked: Row) -> Verdict | None:
+    """compare() of a masked row's time with the unmasked row's (of the same interleaved run) scaled by the fraction
+    of tiles the mask computes, its interval scaled with it; None where either row has no interval."""
+    a, u = row_estimate(row), row_estimate(unmasked)
+    if a is None or u is None:
+        return None
+    f = _i(row, "tiles_computed") / max(_i(row, "tiles"), 1)
+    if f <= 0:
+        return None
+    scaled = estimate_of(u.median * f, u.low * f, u.high * f, u.repeats)
+    return compare(a, scaled, ("its time", "its time in proportion"))
+
+
+def proportion_word(v: Verdict | None) -> str:
+    """The word a proportion verdict supports: LESS or MORE only where the intervals separate and the ratio is past
+    the PROPORTION_TOLERANCE band; IN_PROPORTION where the ratio's whole interval lies within the band and both medians
+    converged; CLOSE otherwise (no interval, or one too wide to say).
+
+    Example:
+        >>> row = lambda t, h, c=16: {"time_s": t, "time_lo_s": t - h, "time_hi_s": t + h, "repeats": 20,
+        ...                           "tiles_computed": c, "tiles": 16}
+        >>> [proportion_word(proportion(row(t, h, 8), row(0.1, 0.001))) for t, h in ((0.1, 0.001), (0.05, 0.001),
+        ...                                                                          (0.05, 0.03))]
+        ['more than in proportion', 'in proportion', 'too close to call']
+    """
+    if v is None:
+        return CLOSE
+    if v.separated and v.ratio > 1 + PROPORTION_TOLERANCE:
+        return MORE
+    if v.separated and v.ratio < 1 - PROPORTION_TOLERANCE:
+        return LESS
+    known = v.a.converged and v.b.converged and min(v.a.level, v.b.level) >= v.confidence
+    if known and v.ratio_low >= 1 - PROPORTION_TOLERANCE and v.ratio_high <= 1 + PROPORTION_TOLERANCE:
+        return IN_PROPORTION
+    return CLOSE
+
+
+def proportion_md(v: Verdict | None) -> str:
+    """A proportion verdict in words: the ratio (with its interval) and the word it supports; where it supports none,
+    the verdict's own sentence (what would settle it)."""
+    if v is None:
+        return "no interval was recorded, so no word on its proportion"
+    word = proportion_word(v)
+    if word == CLOSE:
+        return f"{cell(v)} that: {settle_words(v)}"
+    if word == IN_PROPORTION:  # not separated from it, and its whole interval inside the band
+        return f"**{v.ratio:.2f}x** that ({v.ratio_low:.2f}-{v.ratio_high:.2f}x), {word}"
+    return f"**{cell(v)}** that, {word}"
+
+
+def settle_words(v: Verdict) -> str:
+    """Why a verdict of this view names nothing, and what would settle it with what the view offers (its repeats are
+    fixed: a quieter machine, or a larger N in the sidebar), from the verdict's own numbers.
+
+    Example:
+        >>> settle_words(compare([1.0, 1.3, 0.8, 1.1, 0.9, 1.2], [1.0, 1.01, 0.99, 1.0, 1.02, 0.98]))[:40]
+        'too close to call here: the intervals re'
+    """
+    if v.settle == MORE_REPEATS:
+        fewest = min_repeats(v.confidence)
+        if min(v.a.repeats, v.b.repeats) < fewest:
+            return (f"too close to call here: {min(v.a.repeats, v.b.repeats)} timed calls give no "
+                    f"{v.confidence:.0%} interval of a median (at least {fewest})")
+        return (f"too close to call here: the intervals reach ±{v.widest:.0%} of the median (target "
+                f"±{v.target_rel_ci:.0%}), the machine was busy while it timed; run again on a quieter machine")
+    return (f"too close to call here: the {v.difference:.0%} difference is within the {v.noise:.0%} the intervals "
+            "reach; a larger N (sidebar) gives each call more work")
+
+
+def same_kernel_md(run: Sequence[Row] | None, sweep: Sequence[Row] | None) -> str:
+    """Where the page holds both runs: the unmasked kernel's time in each, compared by the verdict rule. Each
+    comparison on the page uses the unmasked time of its own interleaved run; this says how far the two runs' agree.
+
+    Example:
+        >>> u = lambda t: {"kind": "unmasked", "time_s": t, "time_lo_s": t * .98, "time_hi_s": t * 1.02, "repeats": 20}
+        >>> same_kernel_md([u(0.181)], [u(0.0645)])[:72]
+        'The unmasked kernel ran in both timings on this page: 181 ms in the mask'
+    """
+    if not run or not sweep:
+        return ""
+    mine = next((r for r in run if str(r.get("kind")) == UNMASKED), None)
+    theirs = sweep[-1]
+    if mine is None:
+        return ""
+    a, b = row_estimate(mine), row_estimate(theirs)
+    text = (f"The unmasked kernel ran in both timings on this page: {ms(_f(mine, 'time_s'))} in the mask's run, "
+            f"{ms(_f(theirs, 'time_s'))} in the presets' sweep. Each comparison above uses the unmasked time of its "
+            "own run, timed call by call beside what it is compared with.")
+    if a is None or b is None:
+        return text
+    v = compare(a, b, ("the mask's run", "the sweep"))
+    if v.separated:
+        return text + (f" The same kernel on the same inputs took {cell(v)} the time in the mask's run: the "
+                       "machine's load changed between the two runs, so compare times within one run only.")
+    return text + f" The two are {cell(v)} apart, {settle_words(v)}."
 
 
 def _f(row: Row, name: str) -> float:
@@ -134,12 +237,12 @@ def run_md(runs: Sequence[Row]) -> str:
     m, u, d = r[MASKED], r[UNMASKED], r[DENSE]
     c, n_tiles = _i(m, "tiles_computed"), _i(m, "tiles")
     t, t0, expect = _f(m, "time_s"), _f(u, "time_s"), proportional_s(_f(u, "time_s"), c, _i(m, "tiles"))
-    ratio = t / expect if expect else float("inf")
+    v = proportion(m, u)
     text = (f"With this mask the tiled kernel computed **{c} of {n_tiles} tiles ({c / n_tiles:.1%})** and took "
-            f"**{ms(t)}**; without a mask it computed all {_i(u, 'tiles_computed')} in **{ms(t0)}**. In proportion "
-            f"to the tiles computed it would take **{ms(expect)}** ({c / n_tiles:.1%} of {ms(t0)}, the mark on its "
-            f"bar): it took **{ratio:.2f}×** that, {ratio_word(ratio)}. {per_tile_md(m, u)}.")
-    if ratio > 1 + PROPORTION_TOLERANCE:
+            f"**{ms(t)}**; without a mask it computed all {_i(u, 'tiles_computed')} in **{ms(t0)}**, timed call by "
+            f"call beside it. In proportion to the tiles computed it would take **{ms(expect)}** ({c / n_tiles:.1%} "
+            f"of {ms(t0)}, the mark on its bar): it took {proportion_md(v)}. {per_tile_md(m, u)}.")
+    if proportion_word(v) == MORE:
         text += f"\n\n**Why more than in proportion here.** {why_not_md(m, u)}"
     return text + (f"\n\nDense SDPA with the boolean mask computes every pair: {ms(_f(d, 'time_s'))}. Peak memory "
                    f"above the inputs: {_bytes(m)} masked tiled, {_bytes(d)} dense SDPA, {_bytes(u)} unmasked tiled. "
@@ -167,17 +270,22 @@ def sweep_md(rows: Sequence[Row]) -> str:
     *presets, unmasked = rows
     t0, s0, c0 = _f(unmasked, "time_s"), _i(unmasked, "steps"), _i(unmasked, "tiles_computed")
     expect = {str(p["label"]): proportional_s(t0, _i(p, "tiles_computed"), _i(p, "tiles")) for p in presets}
-    held = [str(p["label"]) for p in presets if _f(p, "time_s") <= (1 + PROPORTION_TOLERANCE) * expect[str(p["label"])]]
-    over = [p for p in presets if str(p["label"]) not in held]
+    verdicts = {str(p["label"]): proportion(p, unmasked) for p in presets}
+    word = {label: proportion_word(v) for label, v in verdicts.items()}
+    held = [label for label, w in word.items() if w in (LESS, IN_PROPORTION)]
+    over = [p for p in presets if word[str(p["label"])] == MORE]
+    close = [label for label, w in word.items() if w == CLOSE]
     text = (f"**{len(held)} of {len(presets)} presets took at most {1 + PROPORTION_TOLERANCE:.2g}× their time in "
-            f"proportion** (their fraction of tiles × the unmasked kernel's {ms(t0)}, the marks on the bars)"
-            + (f": {', '.join(held)}." if held else "."))
+            f"proportion** by the verdict rule (their fraction of tiles × the unmasked kernel's {ms(t0)} in the same "
+            "run, the marks on the bars)" + (f": {', '.join(held)}." if held else "."))
+    if close:
+        text += (f" Too close to call here: {', '.join(close)} (their intervals reach across the "
+                 f"±{PROPORTION_TOLERANCE:.0%} band; more repeats or a quieter machine would settle it).")
     for p in over:
         label, s = str(p["label"]), _i(p, "steps")
         text += (f"\n- **{label}** ({_f(p, 'computed'):.0%} of tiles, {s} kernel steps of "
                  f"{_tiles(_i(p, 'tiles_computed') / max(s, 1))}): {ms(_f(p, 'time_s'))} against {ms(expect[label])} "
-                 f"in proportion ({_f(p, 'time_s') / max(expect[label], 1e-12):.2f}×), "
-                 f"{ms(_f(p, 'time_s') / max(s, 1))} a step.")
+                 f"in proportion ({cell(verdicts[label])}), {ms(_f(p, 'time_s') / max(s, 1))} a step.")
     if over:
         packed = [p for p in over if _i(p, "tiles_computed") / max(_i(p, "steps"), 1) < c0 / max(s0, 1)]
         text += (f"\n\n**Why more than in proportion.** On this CPU a kernel step is one Python loop iteration with a "
@@ -189,7 +297,10 @@ def sweep_md(rows: Sequence[Row]) -> str:
                    "(the error bars).")
     best = min(presets, key=lambda p: _i(p, "tiles_computed"))
     t = _f(best, "time_s")
+    a, b = row_estimate(best), row_estimate(unmasked)
+    against = (f"{cell(compare(a, b))} the unmasked kernel's {ms(t0)}" if a is not None and b is not None
+               else f"against the unmasked kernel's {ms(t0)}")
     return text + (f"\n\n**{best['label']}** computed the fewest tiles, {best['tiles_computed']} of {best['tiles']} "
-                   f"({_f(best, 'computed'):.1%}), and took **{ms(t)}**, {t / t0:.1%} of the unmasked kernel's "
-                   f"{ms(t0)}: time proportional to tiles computed would be {_f(best, 'computed'):.1%}. Its schedule "
-                   f"took {ms(_f(best, 'build_s'))} to build, once, before the timing.")
+                   f"({_f(best, 'computed'):.1%}), and took **{ms(t)}**, {against}: time proportional to tiles "
+                   f"computed would be {_f(best, 'computed'):.2f}x. Its schedule took {ms(_f(best, 'build_s'))} to "
+                   "build, once, before the timing.")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import streamlit as st
 
 from flashviz.app.drawing import ran_with_ui, show_figure
+from flashviz.app.machine import cpu_cores
 from flashviz.app.runs import run_button_ui, timed_run
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
@@ -76,7 +77,7 @@ def _measured_ui(r: RingResult, s: Settings) -> None:
     st.subheader("Measured in the run")
     ran_with_ui(s, RAN_WITH)
     show_figure(figs.timeline_figure(r.events), key="ring_timeline")
-    st.markdown(text.timeline_sentence(r.events))
+    st.markdown(text.timeline_sentence(r.events, cpu_cores()))
     if r.setup.world > 1:
         show_figure(figs.bytes_figure(r.events, r.model_bytes), key="ring_bytes")
     st.markdown(text.bytes_sentence(r.events, r.model_bytes, r.setup.heads, r.setup.n // r.setup.world, r.setup.d,

@@ -9,10 +9,13 @@ logsumexp, L the merged one.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from flashviz.figures.style import fmt_sci
+from flashviz.measure.stats import min_repeats
+from flashviz.measure.verdict import MORE_REPEATS, Verdict, compare
 from flashviz.units import format_bytes, format_flops
 from flashviz.vocab import PARTIAL, SKIPPED
 
@@ -73,7 +76,7 @@ def run_idle(processes: int, others: int, sweep: int) -> str:
     return f"Press **Run the ring**: {processes} processes, {1 + others + sweep} rings."
 
 
-def ranks_list(values: Sequence[object]) -> str:
+def ranks_list(values: Iterable[object]) -> str:
     """'rank 0: a, rank 1: b, ...'"""
     return ", ".join(f"rank {r}: {v}" for r, v in enumerate(values))
 
@@ -193,8 +196,61 @@ def work_match_sentence(model: Sequence[LayoutWork], run: Sequence[LayoutWork], 
             + (f", e.g. {mismatches[0]}" if mismatches else "") + ".")
 
 
-def timeline_sentence(events: Sequence) -> str:
-    """Per phase: its span, the ranks that computed longest and shortest, the rank that waited longest."""
+def rank_verdict(samples: Sequence[Sequence[float]]) -> tuple[int, int, Verdict | None]:
+    """The rank whose median step took longest, the one whose median took shortest, and the verdict of the first's
+    step times against the second's (compare: a difference only where their 95% intervals separate); None where the
+    shorter median is 0 (no ratio to take) or there is only one rank."""
+    medians = [statistics.median(x) for x in samples]
+    most, least = medians.index(max(medians)), medians.index(min(medians))
+    if most == least or medians[least] <= 0:
+        return most, least, None
+    return most, least, compare(list(samples[most]), list(samples[least]), (f"rank {most}", f"rank {least}"))
+
+
+def ranks_apart(v: Verdict, what: str) -> str:
+    """A rank verdict in words: the ranks named only where it separates, else how far apart their medians look and
+    why no rank is named (from the verdict's own numbers).
+
+    Example:
+        >>> v = compare([1.0, 1.2, 0.9, 1.1], [0.5, 0.6, 0.4, 0.5], ("rank 3", "rank 0"))
+        >>> ranks_apart(v, "computed")[:75]
+        "no rank's steps computed measurably longer than another's: rank 3's median "
+    """
+    a, b = v.names
+    if v.separated:
+        return (f"{a}'s steps {what} longest and {b}'s shortest: {b} is {v.speedup[0]:.2f}x faster per step "
+                f"({v.speedup[1]:.2f}-{v.speedup[2]:.2f}x; {v.confidence:.0%} intervals of {v.a.repeats} and "
+                f"{v.b.repeats} steps)")
+    text = (f"no rank's steps {what} measurably longer than another's: {a}'s median step took {v.ratio:.2f}x "
+            f"{b}'s ({v.ratio_low:.2f}-{v.ratio_high:.2f}x), too close to call here")
+    fewest = min_repeats(v.confidence)
+    if v.settle == MORE_REPEATS and min(v.a.repeats, v.b.repeats) < fewest:
+        return text + (f": {min(v.a.repeats, v.b.repeats)} steps per rank, and fewer than {fewest} give no "
+                       f"{v.confidence:.0%} interval of a median")
+    if v.settle == MORE_REPEATS:
+        return text + f": the steps' times spread too widely (intervals up to ±{v.widest:.0%} of the median)"
+    return text + f": the {v.difference:.0%} difference is within the {v.noise:.0%} the intervals reach"
+
+
+def shared_cores(world: int, cores: int | None) -> str:
+    """Where W processes shared fewer cores than W (cores: this process's CPU affinity, os.sched_getaffinity): what
+    that does to the step times. Empty where each process had a core of its own or the cores are not known.
+
+    Example:
+        >>> shared_cores(4, 2)[:39], shared_cores(2, 2)
+        ('**4 processes shared 2 cores here.** A ', '')
+    """
+    if cores is None or cores >= world:
+        return ""
+    return (f"**{world} processes shared {cores} core{'s' if cores != 1 else ''} here.** A step's time is wall "
+            "time: it includes the time its process waited for a core, so which rank looks slow says as much about "
+            "the machine's scheduler as about the rank's work. ")
+
+
+def timeline_sentence(events: Sequence, cores: int | None = None) -> str:
+    """Per phase: its span, each rank's compute in all, and which rank computed and waited longest, by the verdict
+    rule over each rank's step times (a rank named only where compare() separates its steps from another's); first,
+    whether the W processes shared fewer cores than W (`cores`, as shared_cores)."""
     parts = []
     for phase in (FORWARD, BACKWARD):
         steps = [e for e in events if e.phase == phase]
@@ -202,15 +258,16 @@ def timeline_sentence(events: Sequence) -> str:
             continue
         world = max(e.rank for e in steps) + 1
         took = span(events, phase)
-        compute = [sum(e.compute_s for e in steps if e.rank == r) for r in range(world)]
-        wait = [sum(e.comm_s for e in steps if e.rank == r) for r in range(world)]
-        most, least = compute.index(max(compute)), compute.index(min(compute))
-        waits = wait.index(max(wait))
+        compute = [[e.compute_s for e in steps if e.rank == r] for r in range(world)]
+        wait = [[e.comm_s for e in steps if e.rank == r] for r in range(world)]
         text = (f"**{phase.capitalize()}**: {took * 1e3:.3g} ms from the first step's start to the last step's end; "
-                f"rank {most} computed longest ({compute[most] * 1e3:.3g} ms over its steps), rank {least} shortest "
-                f"({compute[least] * 1e3:.3g} ms)")
-        text += (f"; rank {waits} waited longest for its transfers ({wait[waits] * 1e3:.3g} ms in all)." if world > 1
-                 else ".")
+                f"compute over each rank's steps: {ranks_list(f'{sum(c) * 1e3:.3g} ms' for c in compute)}")
+        if world > 1:
+            _, _, v = rank_verdict(compute)
+            text += f"; {ranks_apart(v, 'computed')}" if v is not None else ""
+            _, _, w = rank_verdict(wait)
+            text += f"; waiting for transfers, {ranks_apart(w, 'waited')}" if w is not None else ""
+        text += "."
         later = [e.compute_s for e in steps if e.step > 0 and e.tiles_computed > 0]
         first = [e.compute_s for e in steps if e.step == 0]
         if phase == FORWARD and later and first and (sum(first) / len(first) > WARMUP_FACTOR * sum(later) / len(later)):
@@ -218,7 +275,8 @@ def timeline_sentence(events: Sequence) -> str:
                      f"{sum(later) / len(later) * 1e3:.3g} ms for the later computed steps: the first kernel call "
                      "in each process pays its warm-up.")
         parts.append(text)
-    return " ".join(parts)
+    world = max((e.rank for e in events), default=0) + 1
+    return shared_cores(world, cores) + " ".join(parts)
 
 
 def bytes_sentence(events: Sequence, model_bytes: Mapping[tuple[str, int], int], heads: int, n_local: int, d: int,

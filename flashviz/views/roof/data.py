@@ -19,6 +19,7 @@ from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.measure.guards import TimeBudget
 from flashviz.measure.progress import Progress
 from flashviz.measure.roof_probe import RoofCheck, bounded, machine_roof, measure_again, with_spread
+from flashviz.measure.stats import min_repeats
 from flashviz.measure.sweep import run_sweep
 from flashviz.model.iomodel import IOCost, io_cost
 from flashviz.model.roofline import GPUS, Device, roof_lines, roofline_points
@@ -26,7 +27,7 @@ from flashviz.vocab import ALGORITHMS, DTYPE_BYTES, FULL, IMPL_LOOP_ORDER, NAIVE
 
 RUN_IMPLS = (NAIVE, *TILED_IMPLS)  # what the Run button times
 IMPL_ALGORITHM = {NAIVE: NAIVE, **IMPL_LOOP_ORDER}  # sweep name -> roofline algorithm
-REPEATS = 3  # timed calls per kernel (median): the default run stays a few seconds on 2 cores
+REPEATS = min_repeats()  # timed calls per kernel: 6, the fewest whose median has a 95% interval (for a verdict)
 WARMUP = 0  # run_sweep's memory measurement calls each kernel once before it is timed: that is the warm-up
 CPU_NAME = "this CPU, measured"  # the roof's legend reads "this CPU, measured roof"
 CPU_TIMED = "this CPU"  # the device_name of the CPU's timed rows
@@ -34,7 +35,7 @@ TIMED = " (timed here)"  # appended to a device's name on the points the Run but
 CPU, CUDA = "cpu", "cuda"
 COST_DTYPE = "float32"  # costs() counts bytes at this dtype; the traffic sentence reads element counts only
 TIMED_COLUMNS = ["device", "algorithm", "flops", "hbm_bytes", "intensity", "attainable_flops", "time_s",
-                 "speedup_vs_naive", "measured"]
+                 "speedup_vs_naive", "measured", "time_lo_s", "time_hi_s", "repeats"]
 
 
 def cpu_device(threads: int, *, progress: object = None) -> Device:
@@ -136,7 +137,8 @@ def computed_tiles(n: int, br: int, bc: int, causal: bool, window: Window) -> in
 
 def timed_points(df: pd.DataFrame | None) -> pd.DataFrame:
     """Roofline rows (measured=True) of the kernels `measure_roofline` timed: I = modelled FLOPs / modelled bytes, at
-    the FLOP/s the kernel reached (FLOPs / median time), one row per (device, algorithm) that ran (none for None).
+    the FLOP/s the kernel reached (FLOPs / median time), one row per (device, algorithm) that ran (none for None),
+    with the median's 95% interval and timed calls (time_lo_s, time_hi_s, repeats: NaN where the rows carry none).
 
     Example:
         >>> df = pd.DataFrame({"impl": ["naive", "flash2"], "status": ["ok", "ok"], "flops": [8e9, 8e9],
@@ -156,7 +158,7 @@ def timed_points(df: pd.DataFrame | None) -> pd.DataFrame:
                          "hbm_bytes": r.hbm_bytes, "intensity": r.flops / r.hbm_bytes,
                          "attainable_flops": r.flops / r.time_s, "time_s": r.time_s,
                          "speedup_vs_naive": float(naive.iloc[0]) / r.time_s if len(naive) else float("nan"),
-                         "measured": True})
+                         "measured": True, **{c: getattr(r, c, float("nan")) for c in TIMED_COLUMNS[-3:]}})
     return pd.DataFrame(rows, columns=TIMED_COLUMNS)
 
 

@@ -28,6 +28,7 @@ from flashviz.app import jobs
 from flashviz.app.drawing import not_run_ui, show_figure
 from flashviz.app.lock import timing_worker
 from flashviz.app.machine import machine_env
+from flashviz.app.registry import view_of
 from flashviz.app.runs import remembered, run_button_ui, timed_run
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
@@ -195,7 +196,7 @@ def _speedup_ui(s: Settings, points: pd.DataFrame, timed: pd.DataFrame, df: pd.D
                 key="roof_speedup")
     if df is None:
         return
-    not_run_ui(df)
+    not_run_ui(df, view_of("roof"))
     st.markdown(timed_md(timed, points, s.dtype, s.gpu_dtype, s.threads))
     tiles = computed_tiles(s.n, s.br, s.bc, s.causal, s.window)
     st.markdown(gap_md(timed, points, cpu, s.dtype, tiles, s.br, s.bc, s.bench_block,

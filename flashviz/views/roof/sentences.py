@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from flashviz.measure.roof_probe import COPY_BYTES, MATMUL_N, PROBE_REPEATS, RoofCheck
+from flashviz.measure.verdict import Verdict, cell, compare, row_estimate
 from flashviz.model.iomodel import IOCost
 from flashviz.model.roofline import COMPUTE, MEMORY, Device
 from flashviz.units import MIB, and_list, format_bytes
@@ -24,6 +25,20 @@ GIGA = 1e9  # FLOP/s per GFLOP/s, bytes/s per GB/s
 def x(v: float) -> str:
     """A speedup: '1.31×'."""
     return f"{v:.2f}×"
+
+
+def speed_verdict(by: pd.DataFrame, algorithm: str) -> Verdict | None:
+    """Naive's timed row against a tiled kernel's (rows of timed_points by algorithm) by the verdict rule: its ratio is
+    naive's time over the kernel's, the kernel's speed over naive's; None where either has no interval."""
+    a, b = row_estimate(by.loc[NAIVE]), row_estimate(by.loc[algorithm])
+    return None if a is None or b is None else compare(a, b, ("naive", SHORT[algorithm]))
+
+
+def speed_cell(by: pd.DataFrame, algorithm: str) -> str:
+    """A tiled kernel's measured speed over naive as a verdict cell: the ratio with its interval only where the two
+    medians' intervals separate, else "too close to call" and the interval (no interval: said so, no ratio)."""
+    v = speed_verdict(by, algorithm)
+    return "no interval" if v is None else cell(v)
 
 
 def g3(v: float) -> str:
@@ -237,13 +252,15 @@ def timed_md(timed: pd.DataFrame, points: pd.DataFrame, dtype: str, gpu_dtype: s
         by = mine.set_index("algorithm")
         cpu = device == f"{CPU_TIMED}{TIMED}"
         ran = [a for a in (KV_OUTER, Q_OUTER) if a in by.index and NAIVE in by.index]
-        speed = ", ".join(f"{SHORT[a]} {x(by.at[a, 'speedup_vs_naive'])}" for a in ran)
+        speed = ", ".join(f"{SHORT[a]} {speed_cell(by, a)}" for a in ran)
         rates = ", ".join(f"{SHORT[a]} {by.at[a, 'attainable_flops'] / GIGA:.3g} GFLOP/s"
                           + (f" ({by.at[a, 'attainable_flops'] / model.at[a, 'attainable_flops']:.0%})" if cpu else "")
                           for a in by.index)
         share = " (and the share of this CPU's roof at each one's intensity)" if cpu else ""
-        speed = f"{speed} naive's speed" if speed else "no speedup to show (naive or the tiled kernels did not run)"
-        ran_as = f"{dtype if cpu else gpu_dtype}, {threads_text(threads)}, median of {REPEATS} calls"
+        speed = (f"speed over naive (its time / theirs, by the verdict rule), {speed}" if speed
+                 else "no speedup to show (naive or the tiled kernels did not run)")
+        ran_as = (f"{dtype if cpu else gpu_dtype}, {threads_text(threads)}, median of {REPEATS} calls with its 95% "
+                  "interval")
         text = f"**Measured on {device.removesuffix(TIMED)}** ({ran_as}): {speed}. Reached{share}: {rates}."
         if not cpu:
             text += (" These are flashviz's PyTorch kernels (a Python loop over tiles), not flash-attn's fused CUDA "
@@ -269,7 +286,7 @@ def gap_md(timed: pd.DataFrame, points: pd.DataFrame, cpu: Device, dtype: str, t
         parts.append(f"{SHORT[a]} took {per_tile * 1e3:.3g} ms per computed tile, where its FLOPs need "
                      f"{need * 1e3:.3g} ms at this CPU's roof: {max(0.0, 1 - need / per_tile):.0%} of its time is "
                      "per-tile overhead")
-    speeds = ", ".join(f"{SHORT[a]} measured {x(by.at[a, 'speedup_vs_naive'])} against "
+    speeds = ", ".join(f"{SHORT[a]} measured {speed_cell(by, a)} against "
                        f"{x(model.at[a, 'speedup_vs_naive'])} predicted on this CPU's roof" for a in tiled)
     text = (f"**Predicted against measured.** {speeds}. The roofline counts FLOPs and bytes only; flashviz's kernels "
             f"are plain PyTorch, one Python loop iteration with a few small matmuls per tile ({tiles:,} computed "

@@ -12,6 +12,7 @@ import streamlit as st
 
 from flashviz.app import jobs
 from flashviz.app.drawing import csv_download_ui, not_run_ui, ran_with_ui, show_figure
+from flashviz.app.registry import view_of
 from flashviz.app.runs import run_button_ui
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
@@ -76,7 +77,7 @@ def _run_ui(s: Settings) -> None:
     if df is None:
         return
     ran_with_ui(s, RAN_WITH)
-    not_run_ui(df)
+    not_run_ui(df, view_of("train"), here=("ns",))
     show_figure(memory_figure(df).update_layout(title_text="Forward + backward: peak memory vs N"),
                 key="train_memory")
     bars = "95% intervals" if time_bars(df).startswith("95%") else "interquartile range"
