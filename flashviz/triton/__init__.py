@@ -105,7 +105,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool
 
     Example:
         >>> import pytest, torch
-        >>> _ = pytest.importorskip("triton")
+        >>> _ = pytest.importorskip("flashviz.triton.kernel")
         >>> q, k, v = torch.randn(3, 1, 1, 50, 16).unbind(0)
         >>> o = attention(q, k, v, causal=True, block_m=32, block_n=16)
         >>> bool((o - torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)).abs().max() < 1e-5)
@@ -127,7 +127,7 @@ def trace(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool = F
 
     Example:
         >>> import pytest, torch
-        >>> _ = pytest.importorskip("triton")
+        >>> _ = pytest.importorskip("flashviz.triton.kernel")
         >>> q, k, v = torch.zeros(3, 1, 1, 128, 16).unbind(0)
         >>> t = trace(q, k, v, causal=True)
         >>> [len(t.tiles_of(p)) for p in t.programs]  # K blocks per program: off the band + 2 on it
