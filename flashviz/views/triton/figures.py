@@ -24,6 +24,8 @@ STAGE_WORDS = {0: "not loaded", 1: "STAGE 1: off the band, no mask", 2: "STAGE 2
                3: "STAGE 3: not causal, no mask"}
 MAP_HEIGHT_PX = 420
 LINE_BG = "#FFF3B0"  # the running line's background (pale yellow)
+CODE_STYLE = "font-family:monospace;font-size:12px;line-height:1.3;white-space:pre;"
+SOURCE_LINES = 22  # lines of the kernel shown around the running one
 
 
 def source_html(lines: Sequence[str], first: int, last: int, current: int, note: str) -> str:
@@ -37,10 +39,22 @@ def source_html(lines: Sequence[str], first: int, last: int, current: int, note:
     rows = []
     for number in range(first, last + 1):
         text = html.escape(lines[number - 1]) or " "
-        mark = f' class="fv-run" style="background:{LINE_BG};font-weight:bold"' if number == current else ""
-        rows.append(f'<div{mark}><span style="color:#888;user-select:none">{number:4d}  </span>{text}</div>')
-    return (f'<div class="fv-source"><pre style="font-size:13px;line-height:1.35;max-height:560px;overflow:auto;'
-            f'margin:0">{"".join(rows)}</pre><p style="margin-top:.4em">{html.escape(note)}</p></div>')
+        style = CODE_STYLE + (f"background:{LINE_BG};font-weight:bold;" if number == current else "")
+        mark = ' class="fv-run"' if number == current else ""
+        rows.append(f'<div{mark} style="{style}"><span style="color:#888">{number:4d}  </span>{text}</div>')
+    return (f'<div class="fv-source" style="border:1px solid #ddd;padding:4px;overflow-x:auto">{"".join(rows)}</div>'
+            f'<p style="margin-top:.4em">{html.escape(note)}</p>')
+
+
+def window(first: int, last: int, current: int, size: int = SOURCE_LINES) -> tuple[int, int]:
+    """The lines first..last cut to `size` lines around `current` (the running line stays in sight).
+
+    Example:
+        >>> window(1, 100, 50, 10), window(1, 100, 2, 10), window(1, 8, 5, 10)
+        ((45, 54), (1, 10), (1, 8))
+    """
+    lo = max(first, min(current - size // 2, last - size + 1))
+    return lo, min(last, lo + size - 1)
 
 
 def record_figure(loaded: Sequence[Sequence[tuple[int, int]]], n_k_blocks: int, followed: int,
@@ -57,7 +71,7 @@ def record_figure(loaded: Sequence[Sequence[tuple[int, int]]], n_k_blocks: int, 
 
     Example:
         >>> fig = record_figure([[(0, 2)], [(0, 1), (1, 2)]], 2, 1)
-        >>> fig.data[0].z.tolist(), fig.data[0].text
+        >>> [list(r) for r in fig.data[0].z], [list(r) for r in fig.data[0].text]
         ([[2, 0], [1, 2]], [['1', ''], ['1', '2']])
     """
     z = [[0] * n_k_blocks for _ in loaded]
@@ -74,7 +88,7 @@ def record_figure(loaded: Sequence[Sequence[tuple[int, int]]], n_k_blocks: int, 
         z=z, text=text, customdata=words, texttemplate="%{text}", textfont={"size": BASE_FONT_PX - 4},
         zmin=-0.5, zmax=len(stages) - 0.5, colorscale=scale, showscale=False, xgap=1, ygap=1, name="record",
         hovertemplate="program pid_m = %{y}, K block %{x}<br>%{customdata}<br>loaded %{text}.<extra></extra>"))
-    for s in (1, 2, 3):
+    for s in sorted({stage for row in loaded for _, stage in row}):
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=STAGE_WORDS[s].split(":")[0],
                                  marker={"size": 14, "symbol": "square", "color": STAGE_COLORS[s]}))
     fig.add_shape(type="rect", x0=-0.5, x1=n_k_blocks - 0.5, y0=followed - 0.5, y1=followed + 0.5,
@@ -83,7 +97,7 @@ def record_figure(loaded: Sequence[Sequence[tuple[int, int]]], n_k_blocks: int, 
         i, j = current
         fig.add_shape(type="rect", x0=j - 0.5, x1=j + 0.5, y0=i - 0.5, y1=i + 0.5,
                       line={"color": CURRENT_TILE_COLOR, "width": 4})
-    style_figure(fig, title="The kernel's record: K blocks each program loaded", x_title="K block (BLOCK_N keys)",
+    style_figure(fig, title="Kernel's record", x_title="K block (BLOCK_N keys)",
                  y_title="program pid_m (Q block)")
     fig.update_yaxes(autorange="reversed", dtick=1)
     fig.update_xaxes(dtick=1 if n_k_blocks <= 16 else None)
@@ -95,7 +109,7 @@ def smem_figure(gpus: Sequence[str], need: int, limits: Sequence[int]) -> go.Fig
     """The forward's shared memory per program against each GPU's limit.
 
     Example:
-        >>> smem_figure(["A100"], 100, [200]).data[0].y.tolist()
+        >>> list(smem_figure(["A100"], 100, [200]).data[0].y)
         [100]
     """
     colors = [TILE_COLORS[FULL] if need <= lim else REFERENCE_COLOR for lim in limits]

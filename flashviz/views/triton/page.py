@@ -51,7 +51,7 @@ def _loop(record: data.KernelRecord) -> None:
         slider.slider("Step of the program's loop", 1, len(steps), key=STEP, label_visibility="collapsed")
         now = steps[st.session_state[STEP] - 1]
         lines = cached_lines()
-        first, last = data.forward_span(lines)
+        first, last = figs.window(*data.forward_span(lines), now.line)
         note = text.step_note(st.session_state[STEP], len(steps), now.kind, now.tensor, now.block, now.stage,
                               now.nbytes)
         show_map(figs.source_html(lines, first, last, now.line, note))
