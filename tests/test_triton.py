@@ -16,7 +16,7 @@ from flashviz import triton as ft  # before triton: it sets TRITON_INTERPRET whe
 from flashviz.core.reference import naive_attention
 from tests._oracle import FLOOR, make_qkv, max_err, reference, reference_grads
 
-pytest.importorskip("triton")
+pytest.importorskip("flashviz.triton.kernel")
 pytest.importorskip("numpy")
 
 CUDA = torch.cuda.is_available()

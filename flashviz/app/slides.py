@@ -27,6 +27,7 @@ from flashviz.views.masks.figures import masks_picture
 from flashviz.views.numerics.figures import numerics_picture
 from flashviz.views.roof.figures import roof_picture
 from flashviz.views.train.figures import train_picture
+from flashviz.views.triton.figures import triton_picture
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -48,6 +49,7 @@ PICTURES: dict[str, Picture] = {  # a step's check -> the one picture that prove
     "decode_merge": decode_picture,
     "gqa_bytes": gqa_picture,
     "numerics_rounding": numerics_picture,
+    "triton_schedule": triton_picture,
 }
 
 

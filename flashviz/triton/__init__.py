@@ -6,9 +6,11 @@ what it did, read from the interpreter's own calls (`record.py`). Triton is an o
 it, and `available()` says whether it is here.
 
 Where there is no CUDA device, importing this package sets TRITON_INTERPRET=1, which triton reads when `triton.jit`
-decorates a function, its own library's functions (tl.zeros, tl.maximum ...) included: this package must be imported
-before triton is. `triton.jit` then makes interpreted functions that numpy runs on the CPU; on CUDA the kernel
-compiles. Importing it does not import triton, nor torch where torch is a CPU build.
+decorates a function, its own library's functions (tl.zeros, tl.maximum ...) included: it must be set before triton
+is imported, and torch's profiler imports triton when it can. So `import flashviz` already sets it where torch is a
+CPU-only build (read from torch/version.py, nothing imported: triton cannot compile there anyway), and this package
+decides for CUDA builds by asking torch. `triton.jit` then makes interpreted functions that numpy runs on the CPU;
+on CUDA the kernel compiles. Importing it does not import triton, nor torch where torch is a CPU build.
 """
 
 from __future__ import annotations
@@ -50,13 +52,28 @@ def _torch_cpu_build() -> bool:
     return "cuda: Optional[str] = None" in text and "hip: Optional[str] = None" in text
 
 
-def _no_cuda() -> bool:
-    """No CUDA device here: a CPU build of torch, or torch.cuda.is_available() false."""
-    if "torch" not in sys.modules and _torch_cpu_build():
-        return True
-    import torch
+def prefer_interpreter(*, import_torch: bool = True) -> None:
+    """Set TRITON_INTERPRET=1 where there is no CUDA device, unless the user set it: before triton is imported.
 
-    return not torch.cuda.is_available()
+    Args:
+        import_torch: also ask torch.cuda.is_available() (imports torch) when torch is a CUDA build; False decides
+            only from the build, without importing anything (what `import flashviz` does).
+
+    Example:
+        >>> import os
+        >>> prefer_interpreter(import_torch=False)
+        >>> os.environ.get("TRITON_INTERPRET") in (None, "0", "1")
+        True
+    """
+    if "TRITON_INTERPRET" in os.environ:
+        return
+    if "torch" not in sys.modules and _torch_cpu_build():
+        os.environ["TRITON_INTERPRET"] = "1"
+    elif import_torch:
+        import torch
+
+        if not torch.cuda.is_available():
+            os.environ["TRITON_INTERPRET"] = "1"
 
 
 def interpreted() -> bool:
@@ -72,9 +89,8 @@ def interpreted() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
-_TRITON_FIRST = "triton" in sys.modules and not interpreted()  # triton imported before this package decided
-if "TRITON_INTERPRET" not in os.environ and _no_cuda():
-    os.environ["TRITON_INTERPRET"] = "1"  # before triton.jit decorates anything
+_TRITON_FIRST = "triton" in sys.modules and not interpreted()  # triton imported before anything decided
+prefer_interpreter()  # before triton.jit decorates anything
 
 
 def _kernel():
@@ -85,7 +101,7 @@ def _kernel():
         raise RuntimeError("triton was imported before flashviz.triton on a machine without CUDA, so its functions "
                            "were compiled-mode functions: import flashviz.triton first, or set TRITON_INTERPRET=1 "
                            "before Python starts.")
-    from flashviz.triton import kernel
+    import flashviz.triton.kernel as kernel
 
     return kernel
 

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from triton.runtime import interpreter
 
-from flashviz.triton import kernel
+import flashviz.triton.kernel as kernel
 
 KERNEL_FILE = inspect.getsourcefile(kernel)  # the interpreter runs the kernels' source under this file name
 LOAD, DOT, STORE = "load", "dot", "store"  # the kinds of event recorded

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from flashviz.units import and_list, format_bytes
 from flashviz.views.claim import Result
 from flashviz.views.triton.data import kernel_record, setup_of
 
@@ -20,7 +21,8 @@ def triton_schedule(s: Settings) -> Result:
     Args:
         s: the settings (the view's N, d, causal, BLOCK_M, BLOCK_N).
     Returns:
-        Result: k_blocks and schedule_k_blocks (per program), programs, tiles, schedule_tiles, mismatched_programs,
+        Result: n, k_blocks and schedule_k_blocks (per program) and blocks (k_blocks in words), read (bytes loaded
+        in words), programs, tiles, schedule_tiles, mismatched_programs,
         bytes_loaded, model_bytes_loaded, error, seconds; holds when every program loaded its schedule row, the
         bytes equal the model's and the error is at most 1e-5.
 
@@ -33,7 +35,8 @@ def triton_schedule(s: Settings) -> Result:
         (True, [2, 4, 6, 8], 20)
     """
     r = kernel_record(setup_of(s))
-    values = {"k_blocks": [len(row) for row in r.loaded],
+    values = {"n": r.setup.n, "k_blocks": [len(row) for row in r.loaded],
+              "blocks": and_list([str(len(row)) for row in r.loaded]), "read": format_bytes(r.bytes_loaded),
               "schedule_k_blocks": [sum(x != "skipped" for x in row) for row in r.status],
               "programs": r.grid[0] * r.grid[1], "tiles": r.tiles, "schedule_tiles": r.schedule_tiles,
               "mismatched_programs": r.mismatched_programs, "bytes_loaded": r.bytes_loaded,
