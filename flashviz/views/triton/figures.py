@@ -101,7 +101,8 @@ def record_figure(loaded: Sequence[Sequence[tuple[int, int]]], n_k_blocks: int, 
                  y_title="program pid_m (Q block)")
     fig.update_yaxes(autorange="reversed", dtick=1)
     fig.update_xaxes(dtick=1 if n_k_blocks <= 16 else None)
-    fig.update_layout(height=MAP_HEIGHT_PX, legend={"orientation": "h", "y": -0.2})
+    fig.update_layout(height=MAP_HEIGHT_PX, legend={"orientation": "h", "y": -0.32, "x": 0},
+                      margin={"b": 120})
     return fig
 
 
@@ -120,9 +121,10 @@ def smem_figure(gpus: Sequence[str], need: int, limits: Sequence[int]) -> go.Fig
                              marker={"symbol": "line-ew", "size": 60, "line": {"width": 4, "color": "black"}},
                              text=[format_bytes(x) for x in limits],
                              hovertemplate="%{x}: at most %{text}<extra></extra>"))
-    style_figure(fig, title="Shared memory per program (fp16)", x_title="GPU", y_title="bytes")
+    style_figure(fig, title="SMEM per program", x_title="GPU (fp16)", y_title="bytes")
+    fig.update_xaxes(type="category")  # style_figure sets a linear axis
     fig.update_yaxes(rangemode="tozero", range=[0, max(need, *limits) * 1.15])
-    fig.update_layout(height=MAP_HEIGHT_PX - 60, legend={"orientation": "h", "y": -0.25})
+    fig.update_layout(height=MAP_HEIGHT_PX, legend={"orientation": "h", "y": -0.3, "x": 0}, margin={"b": 120})
     return fig
 
 

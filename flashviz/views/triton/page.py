@@ -9,6 +9,8 @@ Widgets -> the cached record (flashviz.views.triton.data) -> the figures and sen
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
 from flashviz.app.drawing import show_figure, show_map
@@ -23,6 +25,7 @@ from flashviz.views.triton import sentences as text
 PROBLEM = ("tr_n", "tr_d", "tr_causal", "tr_program")  # the first row of controls
 KNOBS = ("tr_bm", "tr_bn", "tr_warps", "tr_stages")  # tutorial 06's knobs, the second row
 STEP, PLAYING = "triton_step", "triton_playing"  # session keys: the followed step (1-based), Play on
+FULL_RUN = "triton_full_run"  # session key: the page runs whole (not only the loop's fragment)
 PLAY_EVERY_S = 0.8  # seconds per step while Play runs
 
 cached_record = st.cache_data(data.kernel_record, show_spinner="Running the kernel under Triton's interpreter…",
@@ -35,8 +38,10 @@ def _play() -> None:
     st.session_state[PLAYING] = not st.session_state.get(PLAYING, False)
 
 
+@st.fragment
 def _loop(record: data.KernelRecord) -> None:
-    """The source with the running line, Play and the step slider, and the record beside it."""
+    """The source with the running line, Play and the step slider, and the record beside it. While Play is on, the
+    fragment waits PLAY_EVERY_S and reruns itself (only itself), one step on each time; any widget stops it."""
     steps = record.steps
     step = min(max(int(st.session_state.get(STEP, 1)), 1), len(steps))
     if st.session_state.get(PLAYING, False):
@@ -62,8 +67,15 @@ def _loop(record: data.KernelRecord) -> None:
         counts = {st_: sum(x == st_ for row in record.status for x in row) for st_ in ("full", "partial", "skipped")}
         fig = tile_map_figure(record.status, n=record.setup.n, block_q=record.setup.block_m,
                               block_k=record.setup.block_n, counts=counts)
-        fig.update_layout(title={"text": "The torch kernel's tile map (tile_schedule)"}, height=figs.MAP_HEIGHT_PX)
+        fig.update_layout(title={"text": "Torch kernel's tiles"})
         show_figure(fig, key="triton_schedule")
+    full_run = st.session_state.pop(FULL_RUN, False)  # set by triton_ui: this is the whole page's run
+    if st.session_state.get(PLAYING, False):
+        if full_run:  # only a fragment's own rerun may rerun the fragment: Play goes on from the next press
+            st.session_state[PLAYING] = False
+        else:
+            time.sleep(PLAY_EVERY_S)
+            st.rerun(scope="fragment")
 
 
 def triton_ui(s: Settings) -> None:
@@ -83,8 +95,8 @@ def triton_ui(s: Settings) -> None:
     record = cached_record(setup)
     st.markdown(text.record_sentence(record.grid, [len(r) for r in record.loaded], record.tiles,
                                      record.schedule_tiles, record.mismatched_programs, record.stage2, record.partial))
-    playing = st.session_state.get(PLAYING, False)
-    st.fragment(run_every=PLAY_EVERY_S if playing else None)(_loop)(record)
+    st.session_state[FULL_RUN] = True
+    _loop(record)
     st.markdown(text.bytes_sentence(record.bytes_loaded, record.model_bytes_loaded, record.bytes_stored,
                                     record.model_bytes_stored, record.dots, record.error, record.seconds))
     rows = data.smem_budget(setup.block_m, setup.block_n, setup.num_stages, setup.d)

@@ -5,11 +5,9 @@ from __future__ import annotations
 from flashviz.units import and_list, format_bytes
 
 INTRO = (
-    "**FA2's schedule as a Triton kernel**, in the shape of Triton's tutorial 06-fused-attention: `_attn_fwd` loads "
-    "one Q block per program and `_attn_fwd_inner` walks the K/V blocks, STAGE 1 off the diagonal band without a "
-    "mask and STAGE 2 on it with the causal mask (STAGE 3 when not causal), m_i, l_i and acc in base 2. Here it runs "
-    "under **Triton's interpreter** (numpy on the CPU, program after program); the record below is read from the "
-    "interpreter's own calls. Press **▶ Play** to follow one program's loop line by line.")
+    "**FA2's schedule as a Triton kernel** shaped like Triton's tutorial 06 (`_attn_fwd`, `_attn_fwd_inner`: STAGE 1 "
+    "off the diagonal band, STAGE 2 on it with the causal mask), run here by **Triton's interpreter**; the record is "
+    "read from the interpreter's own calls. **▶ Play** follows one program's loop line by line.")
 INSTALL = ('Triton is not installed here, so the kernel cannot run. It is an optional extra (a 286 MB wheel, about '
            '1 GB installed): `pip install -e ".[triton]"` installs triton==3.9.0 and numpy, then reload this page.')
 PLAY_HELP = "Step through the followed program's loads, dots and stores, one line of the kernel each."
