@@ -115,7 +115,7 @@ def smem_figure(gpus: Sequence[str], need: int, limits: Sequence[int]) -> go.Fig
     """
     colors = [TILE_COLORS[FULL] if need <= lim else REFERENCE_COLOR for lim in limits]
     fig = go.Figure(go.Bar(x=list(gpus), y=[need] * len(gpus), name="needed", marker={"color": colors},
-                           text=[format_bytes(need)] * len(gpus), textposition="inside",
+                           text=[format_bytes(need)] * len(gpus), textposition="inside", insidetextanchor="start",
                            hovertemplate="%{x}: needs %{text}<extra></extra>"))
     fig.add_trace(go.Scatter(x=list(gpus), y=list(limits), mode="markers", name="limit per program",
                              marker={"symbol": "line-ew", "size": 60, "line": {"width": 4, "color": "black"}},

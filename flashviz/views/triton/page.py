@@ -50,7 +50,7 @@ def _loop(record: data.KernelRecord) -> None:
     st.session_state[STEP] = step
     left, right = st.columns((1.25, 1))
     with left:
-        play, slider = st.columns((1, 4))
+        play, slider = st.columns((1.5, 4))
         play.button("❚❚ Pause" if st.session_state.get(PLAYING) else "▶ Play", key="triton_play", on_click=_play,
                     help=text.PLAY_HELP)
         slider.slider("Step of the program's loop", 1, len(steps), key=STEP, label_visibility="collapsed")
