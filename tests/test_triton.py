@@ -99,3 +99,14 @@ def test_cuda_compiled_gradients_within_twice_plain():
     ref = reference_grads(*(t.cpu() for t in (q, k, v, dO)), causal=True)
     for g, b, r in zip(got, base, ref, strict=True):
         assert max_err(g.cpu(), r) <= 2 * max_err(b.cpu(), r) + FLOOR[torch.float16]
+
+
+def test_the_benchmark_times_the_three_side_by_side(capsys):
+    """benchmarks/bench_triton.py here: the interpreter's times next to SDPA's and the torch kernel's, all correct."""
+    from bench_triton import main  # benchmarks/ is on pytest's pythonpath
+
+    rows = main(["--ns", "48", "--repeats", "1", "--heads", "1"])
+    assert [(r["causal"], r["impl"]) for r in rows] == [(c, i) for c in (False, True)
+                                                         for i in ("triton", "sdpa", "flashviz torch")]
+    assert all(float(r["ms"]) > 0 and float(r["max err"]) <= FORWARD_TOL for r in rows)
+    assert "Triton interpreter on the CPU" in capsys.readouterr().out or CUDA
