@@ -117,3 +117,18 @@ def test_without_cuda_the_package_chose_the_interpreter():
     if torch.cuda.is_available():
         pytest.skip("CUDA is here: the kernel compiles (unless the user set TRITON_INTERPRET)")
     assert ft.interpreted() and os.environ["TRITON_INTERPRET"] == "1"
+
+
+def test_where_triton_compiles_the_view_says_how_to_record_it():
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import os
+        os.environ["TRITON_INTERPRET"] = "0"  # as on a CUDA machine: the kernel would compile
+        from streamlit.testing.v1 import AppTest
+        at = AppTest.from_file("app.py", default_timeout=240)
+        at.query_params.update(view="triton")
+        at.run()
+        assert not at.exception and not at.error, (at.exception, at.error)
+        print([i.value for i in at.info])
+    """)], cwd=ROOT, text=True, capture_output=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "TRITON_INTERPRET=1" in done.stdout

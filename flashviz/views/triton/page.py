@@ -17,7 +17,7 @@ from flashviz.app.drawing import show_figure, show_map
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
 from flashviz.figures.tilegrid import tile_map_figure
-from flashviz.triton import available
+from flashviz.triton import available, interpreted
 from flashviz.views.triton import data
 from flashviz.views.triton import figures as figs
 from flashviz.views.triton import sentences as text
@@ -83,6 +83,9 @@ def triton_ui(s: Settings) -> None:
     st.markdown(text.INTRO)
     if not available():
         st.info(text.INSTALL, icon="📦")
+        return
+    if not interpreted():
+        st.info(text.COMPILED, icon="🖥️")
         return
     for row in (PROBLEM, KNOBS):
         for name, col in zip(row, st.columns(len(row)), strict=True):

@@ -10,6 +10,9 @@ INTRO = (
     "read from the interpreter's own calls. **▶ Play** follows one program's loop line by line.")
 INSTALL = ('Triton is not installed here, so the kernel cannot run. It is an optional extra (a 286 MB wheel, about '
            '1 GB installed): `pip install -e ".[triton]"` installs triton==3.9.0 and numpy, then reload this page.')
+COMPILED = ("Triton compiles the kernel on this machine's GPU, and a compiled kernel cannot be recorded line by line: "
+            "start the dashboard with `TRITON_INTERPRET=1` to run it under Triton's interpreter here "
+            "(`benchmarks/bench_triton.py` times the compiled kernel).")
 PLAY_HELP = "Step through the followed program's loads, dots and stores, one line of the kernel each."
 
 
