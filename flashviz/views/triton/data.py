@@ -99,6 +99,11 @@ class KernelRecord:
     error: float  # max |O - O_ref| against SDPA in float64
     seconds: float  # wall time of the traced launch under the interpreter
 
+    @property
+    def counts(self) -> dict[str, int]:
+        """tile_schedule's tiles of each status: full, partial, skipped."""
+        return {s: sum(x == s for row in self.status for x in row) for s in ("full", "partial", "skipped")}
+
 
 def kernel_record(setup: TritonSetup) -> KernelRecord:
     """Run the kernel under Triton's interpreter at the setup (batch 1, one head, fp32) and read its record.

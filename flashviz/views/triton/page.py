@@ -64,9 +64,8 @@ def _loop(record: data.KernelRecord) -> None:
         current = (record.setup.program, now.block) if now.tensor in ("K", "V") else None
         show_figure(figs.record_figure(record.loaded, len(record.status[0]), record.setup.program, current),
                     key="triton_record")
-        counts = {st_: sum(x == st_ for row in record.status for x in row) for st_ in ("full", "partial", "skipped")}
         fig = tile_map_figure(record.status, n=record.setup.n, block_q=record.setup.block_m,
-                              block_k=record.setup.block_n, counts=counts)
+                              block_k=record.setup.block_n, counts=record.counts)
         fig.update_layout(title={"text": "Torch kernel's tiles"})
         show_figure(fig, key="triton_schedule")
     full_run = st.session_state.pop(FULL_RUN, False)  # set by triton_ui: this is the whole page's run
