@@ -132,6 +132,7 @@ def own_server(timing_log: Path, log: Path) -> Iterator[tuple[str, subprocess.Po
     """`streamlit run app.py` on a free loopback port with the timing log switched on; always stopped afterwards."""
     port = free_port()
     env = {**os.environ, TIMING_LOG_ENV: str(timing_log), "PYTHONUNBUFFERED": "1"}
+    env.pop("FLASHVIZ_TIMING_WORKER", None)  # a served dashboard always times in its timing worker
     with open(log, "w") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),

@@ -7,14 +7,18 @@
     torchrun --nproc-per-node 4 -m flashviz ring --seq-len 1024 --causal --layout zigzag
 
 `bench` runs run_sweep with a progress bar on stderr, prints the measurements and the summary table (speedup and
-memory saving of flash over naive at each N), writes the tidy CSV and, with --html, a standalone report whose
-figures carry plotly.js inline (it opens offline). `check` runs a correctness matrix of the tiled kernels against
+memory saving of flash over naive at each N), writes the tidy CSV with --out and, with --html, a standalone report
+whose figures carry plotly.js inline (it opens offline). `check` runs a correctness matrix of the tiled kernels against
 PyTorch's SDPA in float64 and exits 1 if any error exceeds the bar. `ring` shards one sequence over W ranks
 (flashviz.ring), runs the ring forward and backward and prints the error against one process in float64, the time of
 every ring step and each rank's work; under torchrun (RANK and WORLD_SIZE in the environment) the ranks are torchrun's
 and rank 0 prints, otherwise --world processes are started here. torchrun reads any option that is a prefix of one of
 its own as its own (--n would be --nnodes), hence --seq-len, --head-dim. Bad arguments print a usage message and
-exit 2.
+exit 2. A ring that cannot run says why in one line on stderr and exits 2: --backend nccl without CUDA, a --world
+other than torchrun's WORLD_SIZE, the sizes the dashboard's Ring view refuses (flashviz.views.ring.data.setup_problem),
+and a float64 reference that would not fit in memory. A run estimated to take RING_LONG_S or more says its estimate
+on stderr first: the busiest rank's tiles (ring_schedule) at a time per tile measured by a short probe of the same
+kernel, and the reference's time measured at a small N and scaled by N^2.
 
 Resource guards (flashviz.limits, shared with the dashboard): at most LIST_MAX sequence lengths, REPEATS_MAX repeats
 and warm-up calls, BATCH_MAX x HEADS_MAX, TILES_MAX tiles per tiled call and BENCH_FLOP_MAX FLOPs per run, each
@@ -29,7 +33,9 @@ import argparse
 import math
 import os
 import sys
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import TextIO
@@ -53,14 +59,18 @@ from flashviz.limits import (
     tile_problem,
 )
 from flashviz.measure.context import with_context
-from flashviz.measure.guards import calls_per_row, request_flops
+from flashviz.measure.guards import calls_per_row, default_memory_budget, naive_bytes_needed, request_flops
+from flashviz.measure.impls import RunConfig
 from flashviz.measure.stats import TARGET_REL_CI, min_repeats
-from flashviz.measure.sweep import MAX_D, MAX_N, cut_short, run_sweep
+from flashviz.measure.sweep import MAX_D, MAX_N, cut_short
 from flashviz.measure.timing import AUTO
 from flashviz.measure.verdict import sentence
+from flashviz.measure.worker import TimingWorker
 from flashviz.model.iomodel import hbm_vs_memory
 from flashviz.ring import (
     BACKENDS,
+    BACKWARD,
+    FORWARD_FLOPS_PER_ELEMENT,
     LAYOUTS,
     PHASES,
     check_layout,
@@ -73,9 +83,10 @@ from flashviz.ring import (
     tiles_per_rank,
     unshard,
 )
-from flashviz.ring.runner import float64_reference
+from flashviz.ring.runner import THREADS_PER_RANK, float64_reference
 from flashviz.units import format_bytes, format_flops
 from flashviz.views.bench.sentences import speed_verdicts
+from flashviz.views.ring.data import MAP_TILES_MAX, RingSetup, setup_problem
 from flashviz.vocab import DTYPE_BYTES, FLASH, FORWARD, IMPLS, LOOP_ORDERS, OK, TILED_IMPLS, TRAINING
 
 GRAD = "grad"  # the check's kernel id for the backward (dQ, dK, dV), next to the two loop orders
@@ -90,6 +101,12 @@ CHECK_BLOCK = 64
 CHECK_HEADS = 2
 CHECK_WINDOWS = ((32, 0), (16, 16))  # sliding windows checked at the largest N (with and without causal)
 RING_WORLD_MAX = 16  # processes `ring` starts on one machine
+RING_WORLD_DEFAULT = 2  # ranks `ring` starts when --world is not given (and not under torchrun)
+RING_LONG_S = 10.0  # seconds: a ring run estimated to take longer says its estimate before it starts
+RING_PROBE_TILES = 4  # the probe's tiles per side: calls of 4 x 4 tiles, forward (and backward)
+RING_PROBE_CALLS = 3  # timed calls of each probe, after one untimed: their median counts
+RING_PROBE_FLOPS = 2e9  # FLOPs one probe call may cost at most (~0.1 s at 20 GFLOP/s): fewer heads probe beyond
+RING_PROBE_REF_N = 512  # positions of the float64 reference's probe (its time grows as N^2 beyond)
 M_SWEEP = tuple(2 ** k for k in range(10, 19))  # on-chip memory sizes (elements) for the Theorem 2 figure
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
@@ -101,7 +118,9 @@ class ProgressBar:
         self.stream = stream if stream is not None else sys.stderr
         self.width = width  # characters of the bar
 
-    def __call__(self, done: int, total: int, label: str) -> None:
+    def __call__(self, done: int, total: int, label: str, partial: object = None) -> None:
+        if label == "waiting":
+            return
         filled = self.width * done // max(total, 1)
         line = f"\r[{'#' * filled}{'.' * (self.width - filled)}] {done}/{total} {label}"
         self.stream.write(f"{line:<80}")
@@ -198,7 +217,8 @@ def _build_parser() -> argparse.ArgumentParser:
                        default=BENCH_TIME_BUDGET_S, metavar="S",
                        help=f"wall-clock seconds for the whole run; rows still to come when it is used up are "
                             f"not run (default {BENCH_TIME_BUDGET_S:g}; 'none' for no limit)")
-    bench.add_argument("--out", required=True, type=Path, help="CSV file for the tidy results")
+    bench.add_argument("--out", type=Path, default=None,
+                       help="CSV file for the tidy results (default: none; the tables are printed either way)")
     bench.add_argument("--html", type=Path, default=None, help="also write a standalone HTML report here")
     bench.set_defaults(subparser=bench)
 
@@ -231,8 +251,9 @@ def _build_parser() -> argparse.ArgumentParser:
     ring.add_argument("--block-size", type=_int_in(1, None, "--block-size"), default=64,
                       help="tile size Br = Bc of the kernel on each rank (default 64)")
     ring.add_argument("--dtype", choices=("float32", "float64", "bfloat16", "float16"), default="float32")
-    ring.add_argument("--world", type=_int_in(1, RING_WORLD_MAX, "--world"), default=2,
-                      help=f"ranks started here when not under torchrun (1..{RING_WORLD_MAX}; default 2)")
+    ring.add_argument("--world", type=_int_in(1, RING_WORLD_MAX, "--world"), default=None,
+                      help=f"ranks started here when not under torchrun (1..{RING_WORLD_MAX}; default "
+                           f"{RING_WORLD_DEFAULT}); under torchrun, if given, it must be torchrun's world size")
     ring.add_argument("--backend", choices=BACKENDS, default="gloo",
                       help="gloo (CPU) or nccl (rank r on cuda:r)")
     ring.add_argument("--forward-only", action="store_true", help="skip the backward ring")
@@ -283,19 +304,26 @@ def _bench_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+make_worker = TimingWorker  # the timing worker `bench` runs its sweep in (tests put an InlineWorker here)
+SWEEP_JOB = "flashviz.measure.sweep:run_sweep"  # what `bench` runs there: the dashboard's sweeps run it too
+
+
 def _bench(args: argparse.Namespace) -> int:
     if problem := _bench_problem(args):
         args.subparser.error(problem)  # usage + exit 2
     budget = None if args.memory_budget_mib is None else args.memory_budget_mib * 2**20
-    try:
-        df = run_sweep(args.n, d=args.d, block_size=args.block_size, block_q=args.block_q, block_k=args.block_k,
-                       causal=args.causal, window=None if args.window is None else tuple(args.window),
-                       impls=args.impls, batch=args.batch, heads=args.heads, dtype=args.dtype, device=args.device,
-                       threads=args.threads, repeats=args.repeats, warmup=args.warmup,
-                       mode=TRAINING if args.training else FORWARD, memory_budget_bytes=budget,
-                       time_budget_s=args.time_budget, progress=ProgressBar())
+    sweep = dict(d=args.d, block_size=args.block_size, block_q=args.block_q, block_k=args.block_k,
+                 causal=args.causal, window=None if args.window is None else tuple(args.window), impls=args.impls,
+                 batch=args.batch, heads=args.heads, dtype=args.dtype, device=args.device, threads=args.threads,
+                 repeats=args.repeats, warmup=args.warmup, mode=TRAINING if args.training else FORWARD,
+                 memory_budget_bytes=budget, time_budget_s=args.time_budget)
+    worker = make_worker()
+    try:  # in the timing worker, as the dashboard's runs: a process of its own, the threads the free cores allow
+        df, run = worker.run_reported(SWEEP_JOB, (args.n,), sweep, progress=ProgressBar())
     except (ValueError, TypeError) as e:
         args.subparser.error(str(e))  # usage + exit 2
+    finally:
+        worker.close()
     flash_impl = next((i for i in TILED_IMPLS if i in args.impls and (df["impl"].eq(i) & df["status"].eq(OK)).any()),
                       FLASH)
     table = report.summary_table(df, flash_impl=flash_impl)
@@ -303,6 +331,10 @@ def _bench(args: argparse.Namespace) -> int:
     print(f"flashviz bench: {mode}, d={args.d}, B={args.batch}, H={args.heads}, {args.dtype}, "
           f"device={df['device'].iloc[0]}, threads={df['threads'].iloc[0]}, causal={args.causal}, "
           f"window={args.window}, repeats={args.repeats}\n")
+    print(run.sentence())
+    if busy := run.busy_sentence():
+        print(busy)
+    print()
     print(_measurements_text(df))
     print(f"\nSummary: {flash_impl} vs naive (speedup = naive time / {flash_impl} time; "
           f"memory saving = naive peak / {flash_impl} peak)\n")
@@ -316,9 +348,11 @@ def _bench(args: argparse.Namespace) -> int:
               "row(s) were not measured. Raise --time-budget, or measure fewer or smaller configurations.",
               file=sys.stderr)
 
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with_context(df, df.attrs.get("context")).to_csv(args.out, index=False)  # torch version, CPU model, ...
-    print(f"\nwrote {args.out}")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        # torch version, CPU model, ..., then when, which flashviz, the load, the thread policy, the calls set aside
+        with_context(df, {**(df.attrs.get("context") or {}), **run.columns()}).to_csv(args.out, index=False)
+        print(f"\nwrote {args.out}")
     if args.html is not None:
         n_max = max(args.n)
         theorem2 = hbm_vs_memory(M_SWEEP, n_max, args.d, causal=args.causal,
@@ -438,14 +472,170 @@ def _ring_report(args: argparse.Namespace, world: int, how: str, got: dict, even
     return "\n".join(lines)
 
 
+def _ring_refused(message: str) -> int:
+    """A ring request that cannot run: one line on stderr, exit code 2 (no usage block, no traceback)."""
+    print(f"flashviz ring: error: {' '.join(message.split())}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _ring_world_problem(args: argparse.Namespace) -> str | None:
+    """Why the ranks asked for cannot be had: nccl without CUDA, or a --world other than torchrun's world size."""
+    if args.backend == "nccl" and not torch.cuda.is_available():
+        return ("--backend nccl needs CUDA (rank r runs on cuda:r) and this machine's torch sees no GPU; use "
+                "--backend gloo (CPU) here.")
+    if "WORLD_SIZE" in os.environ and args.world is not None and args.world != int(os.environ["WORLD_SIZE"]):
+        return (f"--world {args.world} differs from torchrun's world size {os.environ['WORLD_SIZE']} (WORLD_SIZE); "
+                "under torchrun the ranks are torchrun's: drop --world or pass --nproc-per-node "
+                f"{args.world} to torchrun.")
+    return None
+
+
 def _ring_settings_problem(args: argparse.Namespace, world: int) -> str | None:
+    """Why these settings cannot run, and the fix: the layout's divisibility and the Ring view's own size check
+    (flashviz.views.ring.data.setup_problem: at most MAP_TILES_MAX tiles per side of the N x N scores)."""
     if args.kv_heads is not None and args.heads % args.kv_heads:
         return f"--kv-heads {args.kv_heads} must divide --heads {args.heads} (each K/V head serves H / H_kv heads)."
     try:
         check_layout(args.seq_len, world, args.layout)
     except ValueError as e:
         return str(e).replace("N = ", "--seq-len ", 1)
-    return None
+    if setup_problem(RingSetup(args.seq_len, world, args.layout, args.causal, args.block_size, args.dtype,
+                               args.heads, args.head_dim)):  # the dashboard refuses it: so does this command
+        per_side = math.ceil(args.seq_len / args.block_size)
+        return (f"--seq-len {args.seq_len} / --block-size {args.block_size} = {per_side} tiles per side of the N x N "
+                f"scores; the Ring view, and this command, allow at most {MAP_TILES_MAX} (the kernel's tile loop runs "
+                f"in Python). Raise --block-size to at least {math.ceil(args.seq_len / MAP_TILES_MAX)} or lower "
+                "--seq-len.")
+    return _reference_problem(args)
+
+
+def reference_bytes(args: argparse.Namespace) -> int:
+    """Bytes of the N x N matrices of the float64 reference the run is checked against (standard attention over the
+    whole sequence in one process, flashviz.ring.runner.float64_reference), counted as the sweep's memory guard
+    counts naive attention's: S and P (+ dP and dS with the backward) and the causal mask's temporaries."""
+    config = RunConfig(n=args.seq_len, d=args.head_dim, block_q=args.block_size, block_k=args.block_size,
+                       causal=args.causal, window=None, batch=args.batch, heads=args.heads, dtype=torch.float64,
+                       device=torch.device("cpu"), mode=FORWARD if args.forward_only else TRAINING)
+    return naive_bytes_needed(config)
+
+
+def _reference_problem(args: argparse.Namespace) -> str | None:
+    """Why the float64 reference would not fit in memory (a MemoryError or the OOM killer otherwise), or None."""
+    need, budget = reference_bytes(args), default_memory_budget()
+    if need <= budget:
+        return None
+    return (f"the float64 reference this run is checked against (attention over the whole sequence in one process) "
+            f"needs {format_bytes(need)} for its N x N matrices at --seq-len {args.seq_len}; this command allows half "
+            f"the memory available here, {format_bytes(budget)}. Lower --seq-len (the matrices grow as N^2), "
+            "--heads or --batch.")
+
+
+@dataclass(frozen=True)
+class RingEstimate:
+    """How long a ring run should take: the busiest rank's tiles, phase by phase, at a measured time per tile, and the
+    float64 reference the run is checked against, at its measured time scaled by N^2."""
+
+    tiles: dict[str, int]  # phase -> tiles the busiest rank computes (ring_schedule's model)
+    tile_s: dict[str, float]  # phase -> seconds per tile, measured by the probe on this machine
+    reference_s: float  # seconds of the float64 reference over the whole sequence (one process)
+    world: int  # W processes
+    cores: int  # cores this process may use; W > cores processes share them
+    probe: str  # what the probe ran, in words
+
+    @property
+    def seconds(self) -> float:
+        """sum over phases of busiest tiles x seconds per tile, x W / cores when the ranks share fewer cores; plus the
+        reference."""
+        share = max(1.0, self.world / self.cores)
+        return share * sum(self.tiles[phase] * self.tile_s[phase] for phase in self.tiles) + self.reference_s
+
+    def sentence(self) -> str:
+        work = ", ".join(f"{self.tiles[p]:,} {p} tiles at {self.tile_s[p] * 1e3:.3g} ms" for p in self.tiles)
+        share = f", {self.world} processes sharing {self.cores} cores" if self.world > self.cores else ""
+        return (f"estimate: about {self.seconds:.0f} s, plus the processes' start (busiest rank: {work}{share}; "
+                f"the float64 reference {self.reference_s:.1f} s; measured here by {self.probe}).")
+
+
+def _median_s(call, prepare) -> float:
+    """Seconds of the median of RING_PROBE_CALLS calls of call(prepare()), after one untimed: the median, not the
+    fastest, so that the machine's other work weighs in as it will on the run."""
+    times = []
+    for i in range(RING_PROBE_CALLS + 1):
+        state = prepare()
+        start = time.perf_counter()
+        call(state)
+        if i:
+            times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def _probe(args: argparse.Namespace, device: torch.device) -> tuple[dict[str, float], float, str]:
+    """Seconds per tile of the ranks' kernel, forward and backward, and of the float64 reference, on this machine.
+
+    The kernel: calls of RING_PROBE_TILES^2 tiles at the run's tile size, d and dtype on one thread (as each rank),
+    the median of RING_PROBE_CALLS; fewer heads (scaled up) where the run's would cost more than RING_PROBE_FLOPS.
+    The reference: float64_reference at RING_PROBE_REF_N positions, scaled by (N / RING_PROBE_REF_N)^2.
+    """
+    side = RING_PROBE_TILES * args.block_size
+    per_head = FORWARD_FLOPS_PER_ELEMENT * side * side * args.head_dim  # one head's forward FLOPs of the probe
+    heads = args.batch * args.heads
+    probe_heads = max(1, min(heads, int(RING_PROBE_FLOPS // per_head)))
+    dtype = getattr(torch, args.dtype)
+    q, k, v, dO = (torch.randn(1, probe_heads, side, args.head_dim, device=device, dtype=dtype) for _ in range(4))
+
+    def forward_with_grad():
+        x = [t.detach().requires_grad_() for t in (q, k, v)]
+        return flash_attention(*x, block_size=args.block_size)
+
+    def synced(fn):
+        return lambda state: (fn(state), device.type == "cuda" and torch.cuda.synchronize(device))
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(THREADS_PER_RANK)
+    try:
+        forward = synced(lambda _: flash_attention_forward(q, k, v, args.block_size))
+        seconds = {FORWARD: _median_s(forward, lambda: None)}
+        if not args.forward_only:
+            seconds[BACKWARD] = _median_s(synced(lambda out: out.backward(dO)), forward_with_grad)
+    finally:
+        torch.set_num_threads(threads)
+    m = min(args.seq_len, RING_PROBE_REF_N)
+    cut = [t[..., :m, :].cpu() for t in (q, k, v, dO)]
+    reference = _median_s(lambda _: float64_reference(*cut[:3], None if args.forward_only else cut[3], args.causal),
+                        lambda: None)
+    scale = heads / probe_heads
+    tile_s = {phase: t * scale / RING_PROBE_TILES ** 2 for phase, t in seconds.items()}
+    reference_s = reference * scale * (args.seq_len / m) ** 2
+    how = (f"the median of {RING_PROBE_CALLS} calls of {RING_PROBE_TILES} x {RING_PROBE_TILES} tiles at tile "
+           f"{args.block_size}, d = {args.head_dim}, {args.dtype}, {THREADS_PER_RANK} thread, {probe_heads} of "
+           f"B H = {heads} heads" + ("" if probe_heads == heads else f" (x {scale:g})")
+           + f", and of the reference at N = {m}" + ("" if m == args.seq_len else f" (x (N / {m})^2)"))
+    return tile_s, reference_s, how
+
+
+def _ring_estimate(args: argparse.Namespace, world: int, device: torch.device) -> RingEstimate:
+    """The run's work from the model (ring_schedule) at the probe's measured time per tile."""
+    model = ring_schedule(args.seq_len, world, args.layout, args.block_size, args.causal, batch=args.batch,
+                          heads=args.heads, heads_kv=args.kv_heads or args.heads, head_dim=args.head_dim,
+                          dtype=args.dtype, backward=not args.forward_only)
+    tile_s, reference_s, how = _probe(args, device)
+    tiles = {phase: max(model.tiles_per_rank(phase)) for phase in tile_s}
+    return RingEstimate(tiles, tile_s, reference_s, world, _cores(), how)
+
+
+def _cores() -> int:
+    """Cores this process may run on (its affinity where the OS says it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _say_estimate(args: argparse.Namespace, world: int, device: torch.device) -> None:
+    """A long run says its estimate on stderr before it starts (and when --timeout would likely cut it)."""
+    estimate = _ring_estimate(args, world, device)
+    if estimate.seconds < RING_LONG_S:
+        return
+    late = (f" That is past --timeout {args.timeout:g} s: raise --timeout, or lower --seq-len or --heads."
+            if estimate.seconds > args.timeout else "")
+    print(estimate.sentence() + late, file=sys.stderr, flush=True)
 
 
 def _ring_torchrun(args: argparse.Namespace) -> int:
@@ -454,11 +644,13 @@ def _ring_torchrun(args: argparse.Namespace) -> int:
 
     world, rank = int(os.environ["WORLD_SIZE"]), int(os.environ["RANK"])
     if problem := _ring_settings_problem(args, world):
-        args.subparser.error(problem)
+        return _ring_refused(problem)
     device = torch.device("cpu")
     if args.backend == "nccl":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
         torch.cuda.set_device(device)
+    if rank == 0:
+        _say_estimate(args, world, device)
     dist.init_process_group(args.backend, timeout=timedelta(seconds=args.timeout))  # env://, torchrun's
     try:
         q, k, v, dO = _ring_inputs(args, device)
@@ -485,16 +677,20 @@ def _ring_torchrun(args: argparse.Namespace) -> int:
 
 
 def _ring(args: argparse.Namespace) -> int:
+    if problem := _ring_world_problem(args):
+        return _ring_refused(problem)
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         return _ring_torchrun(args)
-    if problem := _ring_settings_problem(args, args.world):
-        args.subparser.error(problem)
+    world = args.world or RING_WORLD_DEFAULT
+    if problem := _ring_settings_problem(args, world):
+        return _ring_refused(problem)
+    _say_estimate(args, world, torch.device("cpu"))
     q, k, v, dO = _ring_inputs(args, torch.device("cpu"))
-    run = run_ring(q, k, v, world=args.world, causal=args.causal, layout=args.layout, block_size=args.block_size,
+    run = run_ring(q, k, v, world=world, causal=args.causal, layout=args.layout, block_size=args.block_size,
                    backend=args.backend, dO=None if args.forward_only else dO, timeout_s=args.timeout)
     got = {"out": run.out, "lse": run.lse, "dq": run.dq, "dk": run.dk, "dv": run.dv}
     ref = float64_reference(q, k, v, None if args.forward_only else dO, args.causal)
-    print(_ring_report(args, args.world, "processes started here", got, run.events, ref))
+    print(_ring_report(args, world, "processes started here", got, run.events, ref))
     return EXIT_OK
 
 

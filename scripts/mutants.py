@@ -106,6 +106,13 @@ MUTANTS = [
            "    outs = O",
            "Flash-Decoding merges the unnormalised split outputs with the logsumexp weights exp(L_s - L)",
            ("tests/test_decode.py",)),
+    Mutant("decode_scores_in_input_dtype", "flashviz/core/decode_layouts.py",
+           "    S_ij = torch.bmm(q_b, k3.transpose(1, 2).to(O.dtype)).view(R, count, GN, size)",
+           "    S_ij = torch.bmm(q_b, k3.transpose(1, 2).to(O.dtype)).to(k3.dtype).to(O.dtype)"
+           ".view(R, count, GN, size)",
+           "Flash-Decoding rounds the scores S = Q K^T of a bf16 / fp16 cache to bf16 / fp16 before the softmax: "
+           "7 to 16x SDPA's error on a long cache, invisible in fp32",
+           ("tests/test_dtype_rule.py",)),
     Mutant("backward_drops_D", "flashviz/core/backward.py",
            "    dS_ij = dP_ij.sub_(D_blocks[i]).mul_(P_ij)",
            "    dS_ij = dP_ij.mul_(P_ij)",
@@ -247,8 +254,8 @@ MUTANTS = [
            "zigzag deals every rank's second half the last chunk instead of chunk 2W-1-r (shards overlap)",
            ("tests/test_ring.py",)),
     Mutant("ring_merge_keeps_last_step", "flashviz/ring/attention.py",
-           "                O, L = merge_partials(torch.stack((O, O_t[:, 0])), torch.stack((L, L_flat[:, 0])))",
-           "                O, L = O_t[:, 0], L_flat[:, 0]",
+           "    O, L = merge_partials(torch.stack((O, O_t)), torch.stack((L, L_flat)))  # (B H, n, d), (B H, n)",
+           "    O, L = O_t, L_flat  # (B H, n, d), (B H, n)",
            "ring attention keeps the last step's partial instead of merging every step by logsumexp",
            ("tests/test_ring_processes.py",)),
 ]

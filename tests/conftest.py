@@ -43,6 +43,15 @@ def fresh_streamlit_caches() -> None:
         st.cache_resource.clear()
 
 
+@pytest.fixture(autouse=True)
+def inline_timed_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dashboard's timed runs in the test's own process (flashviz.app.lock.WORKER_ENV), so that a test can
+    replace what a run calls and AppTest runs start no worker process; `@pytest.mark.real_worker` keeps the real
+    timing worker (tests/test_worker.py and the browser tests' server use it)."""
+    if request.node.get_closest_marker("real_worker") is None:
+        monkeypatch.setenv("FLASHVIZ_TIMING_WORKER", "inline")
+
+
 @pytest.fixture
 def make_app() -> Callable[..., object]:
     """make_app(**query) -> an AppTest of the dashboard page (app.py) with those query parameters, after its first

@@ -8,9 +8,11 @@ Every test that counts cache misses clears the cache it counts first, so no test
 from __future__ import annotations
 
 import json
+import os
 import random
 import string
 import threading
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -24,6 +26,7 @@ from flashviz.app.sizes import BLOCK_MAX, D_MAX, N_MAX
 from flashviz.app.state import PRESETS, Env, Settings, apply_preset, default_settings
 from flashviz.core.tiling import tile_schedule
 from flashviz.limits import LIST_MAX
+from flashviz.measure import jobs as measure_jobs
 from flashviz.views.how.settings import ORDERS
 from flashviz.vocab import DTYPES, IMPLS, KV_OUTER, Q_OUTER, SKIPPED
 from tests._apptest import RUN_BUTTON, TINY, assert_clean, charts, run_heavy, tile_map
@@ -211,8 +214,8 @@ def test_training_draws_the_benchmarks_sweep_settings_and_they_are_the_same_sett
 def test_benchmark_results_are_cached_across_sessions(make_app, monkeypatch):
     jobs.sweep.clear()  # counted from an empty cache, whatever ran before
     calls = []
-    real = jobs.run_sweep
-    monkeypatch.setattr(jobs, "run_sweep", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = measure_jobs.run_sweep
+    monkeypatch.setattr(measure_jobs, "run_sweep", lambda *a, **k: calls.append(1) or real(*a, **k))
     query = {"ns": "48", "impls": "flash2", "d": "24"}
     run_heavy(make_app, "bench", **query)
     assert len(calls) == 1
@@ -233,42 +236,66 @@ def test_memory_guard_refusals_show_the_memory_they_would_need(make_app, monkeyp
     assert "naive: not run" in names
 
 
-class SignallingLock:
-    """A lock that says when a run starts waiting for it (so a test can let it go then, not after some time)."""
+@pytest.fixture
+def server_worker():
+    """The server's real timing worker for one test (flashviz.app.lock.timing_worker), stopped afterwards."""
+    import flashviz.app.lock
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.waiting = threading.Event()
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        if blocking:
-            self.waiting.set()
-        return self._lock.acquire(blocking, timeout)
-
-    def release(self) -> None:
-        self._lock.release()
+    worker = flashviz.app.lock.timing_worker()
+    yield worker
+    worker.close()
 
 
-def test_a_run_waits_visibly_while_another_session_holds_the_lock(make_app, monkeypatch):
-    jobs.sweep.clear()  # a cache miss: the run needs the lock
-    lock = SignallingLock()
-    monkeypatch.setattr(runs, "timing_lock", lambda: lock)
+@pytest.mark.real_worker
+def test_a_run_goes_to_the_timing_worker_and_says_what_it_saw(make_app, server_worker):
+    jobs.sweep.clear()
+    jobs.sweep.reports.clear()
+    at = run_heavy(make_app, "bench", ns="48", impls="flash2,naive", d="8")
+    assert server_worker.alive() and server_worker.pid() != os.getpid()  # measured in a process of its own
+    (report,) = jobs.sweep.reports.values()  # the one run since the cache was cleared
+    assert report.calls >= 2  # both kernels, timed at least once each
+    assert report.sentence() in [c.value for c in at.caption]  # said under the result, with its numbers
+
+
+@pytest.mark.real_worker
+def test_a_run_waits_visibly_while_another_sessions_run_has_the_worker(make_app, server_worker):
+    jobs.sweep.clear()  # a cache miss: the run needs the worker
     at = make_app(**{**TINY, "ns": "56", "impls": "flash2", "d": "8"}, view="bench")
     assert_clean(at)
-    assert lock.acquire(blocking=False)  # another session's run holds it
-    lock.waiting.clear()
-
-    def let_go() -> None:  # once the click's run is waiting for the lock
-        if lock.waiting.wait(timeout=600):
-            lock.release()
-
-    releaser = threading.Thread(target=let_go, daemon=True)
-    releaser.start()
+    other = threading.Thread(target=server_worker.run, args=("_jobs:steps", (30, 0.1)), daemon=True)
+    other.start()  # another session's run: 3 s in the worker
+    while server_worker.waiting() == 0:
+        time.sleep(0.01)
     at.button(key="bench_run").click().run()
-    releaser.join()
+    other.join(60)
     assert_clean(at)
     texts = [i.value for i in at.info]
     assert any(t.startswith("Waited") and "another run" in t for t in texts), texts
+
+
+@pytest.mark.real_worker
+def test_a_worker_killed_under_a_run_fails_it_with_the_reason_and_the_next_run_works(make_app, server_worker):
+    import signal
+
+    jobs.sweep.clear()
+    at = make_app(**{**TINY, "ns": "1024", "impls": "flash", "d": "8", "reps": "10"}, view="bench")
+    assert_clean(at)
+
+    def kill_when_running() -> None:  # the out-of-memory killer, once the run is in the worker
+        while server_worker.waiting() == 0:
+            time.sleep(0.01)
+        time.sleep(0.5)
+        os.kill(server_worker.pid(), signal.SIGKILL)
+
+    killer = threading.Thread(target=kill_when_running, daemon=True)
+    killer.start()
+    at.button(key="bench_run").click().run()
+    killer.join(60)
+    (error,) = [e.value for e in at.error]
+    assert "could not run: the timing worker stopped during sweep (killed by SIGKILL" in error
+    assert "A fresh timing worker starts with the next run." in error
+    at = run_heavy(make_app, "bench", ns="48", impls="flash2", d="8")
+    assert "Peak memory vs sequence length" in charts(at) and server_worker.restarts >= 1
 
 
 def test_timing_runs_log_start_and_end_when_asked(make_app, monkeypatch, tmp_path):

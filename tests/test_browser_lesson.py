@@ -6,7 +6,8 @@ numbers the claim states (metrics) and its one picture all inside the window wit
 over another or cut by its edge, nothing wider than the window, no exception box. PageDown and PageUp, a presenter's
 clicker keys, move steps wherever the page was scrolled, from a slide and from a step's full view (Explore this view);
 the step they open shows its claim, numbers and picture in the window (a slide can scroll only through Streamlit's own
-padding under the page, STREAMLIT_FLOOR_PX, and a scroll there is kept by the next step). Leave brings the sidebar back.
+padding under the page, STREAMLIT_FLOOR_PX, and a scroll there is kept by the next step: its size is measured and
+recorded). The arrow keys move steps as PageDown / PageUp do. Leave brings the sidebar back.
 Screenshots of every slide go to artifacts/screenshots/.
 """
 
@@ -113,6 +114,29 @@ def test_every_step_is_a_slide_that_fits_a_projector(browser, streamlit_server):
             page.screenshot(path=str(SHOTS / f"lesson-step-{k:02d}-{WIDTH}x{HEIGHT}.png"))
             if k < len(INTRO.steps):
                 page.get_by_role("button", name="Next ▶").click()
+    finally:
+        page.close()
+
+
+def test_the_arrow_keys_move_steps_and_the_offset_a_wheel_scroll_leaves(browser, streamlit_server, record_property):
+    """ArrowRight / ArrowDown go on and ArrowLeft / ArrowUp back, as PageDown / PageUp do, after a mouse-wheel scroll.
+    The step they open keeps the scroll (Streamlit keeps a page's scroll across reruns, and its public API cannot
+    scroll): only Streamlit's padding under the slide, which the test measures and records (`scroll_offset_px`)."""
+    page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
+    try:
+        page.goto(f"{streamlit_server}/?lesson={INTRO.slug}&step=2")
+        page.wait_for_selector(PAGE_END, state="attached", timeout=LOAD_MS)
+        on_step(page, 2)
+        offsets = []
+        for key, k in (("ArrowRight", 3), ("ArrowDown", 4), ("ArrowLeft", 3), ("ArrowUp", 2)):
+            scroll_down(page, 400)  # the mouse wheel over the slide
+            page.keyboard.press(key)
+            on_step(page, k)
+            assert_slide(page, k, at_top=False)  # its callout, numbers and picture in the window
+            offsets.append(main_scroll(page))
+        record_property("scroll_offset_px", offsets)
+        print(f"scroll offset after a wheel scroll, steps 3, 4, 3, 2: {offsets} px")
+        assert all(0 < o <= STREAMLIT_FLOOR_PX for o in offsets), offsets  # the padding, no further
     finally:
         page.close()
 

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.browser
 
 LOAD_MS = 240_000  # the first load imports torch in the server: slow on a busy 2-core machine
 WIDTH, HEIGHT = 1280, 720
-CHARTS = 5  # the view's plotly figures
+CHARTS = 6  # the view's plotly figures
 QUERIES = {"defaults": "view=numerics",
            "fp8, N_q > N_k, causal": "view=numerics&nmdtype=e4m3&nmpdtype=e4m3&nmnq=300&nmnk=100&nmcausal=1&nmtau=16"}
 # The text of a plotly chart: tick labels, axis titles, legend entries, bar labels, the title and subtitle, notes.

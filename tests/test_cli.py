@@ -1,5 +1,7 @@
-"""cli.py: bench writes a CSV and an offline HTML report; check exits 0 or 1; bad arguments and requests over the
-resource caps exit 2, no traceback; the time budget cuts a run short but keeps its results."""
+"""cli.py: bench writes a CSV and an offline HTML report, or without --out only prints its tables; check exits 0 or 1;
+bad arguments and requests over the resource caps exit 2, no traceback; the time budget cuts a run short but keeps its
+results. ring: what cannot run (nccl without CUDA, a --world that is not torchrun's, sizes the Ring view refuses) is
+one line on stderr and exit 2; a long run says its estimate, from the model's tiles and a measured time per tile."""
 
 import shutil
 import subprocess
@@ -13,6 +15,19 @@ from flashviz.cli import ProgressBar, main
 from flashviz.limits import BENCH_TIME_BUDGET_S
 from flashviz.measure.context import CONTEXT_COLUMNS
 from flashviz.measure.sweep import COLUMNS
+from flashviz.measure.worker import InlineWorker
+
+REPORT_COLUMNS = ("timestamp", "flashviz_version", "threads_allowed", "threads_free", "other_busy_cores",
+                  "load_average", "timed_calls", "calls_set_aside", "thread_policy")
+
+
+@pytest.fixture
+def inline(monkeypatch):
+    """bench's sweep in this process (InlineWorker), so that a test can replace what the sweep calls."""
+    import flashviz.cli
+
+    monkeypatch.setattr(flashviz.cli, "make_worker", InlineWorker)
+
 
 SMALL_BENCH = ["bench", "--n", "32", "64", "--d", "8", "--block-size", "16", "--repeats", "1", "--warmup", "0",
                "--threads", "1"]
@@ -24,14 +39,29 @@ def test_bench_writes_csv_and_html_and_prints_the_summary(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert rc == 0
     df = pd.read_csv(csv)
-    assert tuple(df.columns) == (*COLUMNS, *CONTEXT_COLUMNS)  # each row says where it was measured
-    assert df["torch_version"].unique().tolist() == [torch.__version__] and (df["repeats"] == 1).all()
+    # each row says where, when and under what load it was measured, and how many calls were set aside
+    assert tuple(df.columns) == (*COLUMNS, *CONTEXT_COLUMNS, *REPORT_COLUMNS)
+    assert df["torch_version"].unique().tolist() == [torch.__version__] and (df["repeats"] >= 1).all()
+    assert df["timed_calls"].nunique() == 1 and df["timed_calls"].iloc[0] == (df["repeats"] + df["set_aside"]).sum()
+    assert "Timed in the timing worker with" in out  # the run's report, before the measurements
     assert len(df) == 2 * 4 and (df["status"] == "ok").all()
     assert "speedup (x)" in out and "memory saving (x)" in out
     assert "8/8" in err and "done" in err  # the progress bar went to stderr
     page = report.read_text()
     assert "plotly" in page.lower() and "Plotly.newPlot" in page and "<table" in page
     assert 'src="http' not in page  # offline: plotly.js inline
+
+
+def test_bench_without_out_prints_its_tables_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main([*SMALL_BENCH, "--impls", "naive", "flash"]) == 0
+    out, _ = capsys.readouterr()
+    rows = [line.split() for line in out.splitlines() if line.split()[:1] in (["naive"], ["flash"])]
+    want = [(impl, n, "ok") for impl in ("flash", "naive") for n in (32, 64)]
+    assert sorted((r[0], int(r[1]), r[-1]) for r in rows) == want
+    summary = out.split("Summary: flash vs naive")[1]
+    assert "speedup (x)" in summary and "memory saving (x)" in summary and "wrote" not in out
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_bench_defaults_are_the_dashboards_benchmark_defaults():
@@ -74,7 +104,7 @@ def test_bench_memory_budget_skips_naive_but_still_reports(tmp_path, capsys):
     ["bench", "--n", "128", "--block-size", "0", "--out", "x.csv"],
     ["bench", "--n", "128", "--impls", "flash3", "--out", "x.csv"],
     ["bench", "--n", "abc", "--out", "x.csv"],
-    ["bench", "--n", "128"],  # --out missing
+    ["bench", "--n", "128", "--out"],  # --out without its file
     ["bench", "--n", "128", "--window", "-1", "0", "--out", "x.csv"],
     ["bench", "--n", "128", "--device", "tpu", "--out", "x.csv"],
     ["check", "--d", "0"],
@@ -153,13 +183,14 @@ def test_the_console_script_is_installed(tmp_path):
     (["check", "--tol", "0"], "--tol must be a finite number > 0"),
     (["check", "--d", *map(str, range(1, 10))], "--d lists 9 values"),
 ])
-def test_oversized_or_odd_requests_are_usage_errors_that_say_why(argv, says, capsys, tmp_path, monkeypatch):
+def test_oversized_or_odd_requests_are_usage_errors_that_say_why(argv, says, capsys, tmp_path, monkeypatch, inline):
     import flashviz.cli
+    import flashviz.measure.sweep
 
     def never(*args, **kwargs):
         raise AssertionError("a refused request must not start measuring")
 
-    monkeypatch.setattr(flashviz.cli, "run_sweep", never)
+    monkeypatch.setattr(flashviz.measure.sweep, "run_sweep", never)
     monkeypatch.setattr(flashviz.cli, "_check_error", never)
     monkeypatch.chdir(tmp_path)
     assert main(argv) == 2
@@ -187,7 +218,7 @@ def test_inputs_over_the_memory_budget_are_not_run_rows_not_a_traceback(tmp_path
     assert "inputs need 15.0 GiB" in out
 
 
-def test_the_time_budget_cuts_the_run_short_and_still_writes_the_results(tmp_path, capsys, monkeypatch):
+def test_the_time_budget_cuts_the_run_short_and_still_writes_the_results(tmp_path, capsys, monkeypatch, inline):
     import flashviz.measure.sweep
 
     ticks = iter(range(10 ** 6))
@@ -203,12 +234,12 @@ def test_the_time_budget_cuts_the_run_short_and_still_writes_the_results(tmp_pat
     assert "time budget of 3.5 s ran out; 1 row(s) were not measured. Raise --time-budget" in err
 
 
-def test_the_time_budget_reaches_the_sweep(tmp_path, capsys, monkeypatch):
-    import flashviz.cli
+def test_the_time_budget_reaches_the_sweep(tmp_path, capsys, monkeypatch, inline):
+    import flashviz.measure.sweep
 
     seen = {}
-    real = flashviz.cli.run_sweep
-    monkeypatch.setattr(flashviz.cli, "run_sweep", lambda *a, **k: seen.update(k) or real(*a, **k))
+    real = flashviz.measure.sweep.run_sweep
+    monkeypatch.setattr(flashviz.measure.sweep, "run_sweep", lambda *a, **k: seen.update(k) or real(*a, **k))
     assert main([*SMALL_BENCH, "--impls", "flash", "--out", str(tmp_path / "a.csv")]) == 0
     assert seen["time_budget_s"] == BENCH_TIME_BUDGET_S == 600
     assert main([*SMALL_BENCH, "--impls", "flash", "--time-budget", "none", "--out", str(tmp_path / "b.csv")]) == 0
@@ -254,10 +285,13 @@ def test_ring_under_torchrun_uses_its_rendezvous_and_rank_0_prints(monkeypatch, 
     for name, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
                         "MASTER_PORT": str(port)}.items():
         monkeypatch.setenv(name, value)  # what torchrun sets for each rank: a world of one here, no process started
+    monkeypatch.setattr("flashviz.cli.RING_LONG_S", 0.0)  # every run is "long": rank 0 says its estimate first
     assert main([*RING, "--layout", "zigzag"]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     errors, balance, steps = _ring_figures(out)
     assert "W=1 (torchrun, gloo)" in out
+    # W = 1, 6 x 6 tiles, causal: 21 computed in each phase
+    assert "busiest rank: 21 forward tiles at" in err and "21 backward tiles at" in err
     assert max(errors) <= 1e-5 and steps == 2 and balance == [("1.000", "1.000")] * 2
 
 
@@ -269,3 +303,79 @@ def test_ring_without_torchrun_starts_world_processes(capsys):
     assert max(errors) <= 1e-5 and steps == 2 * 2 * 2
     # contiguous causal, 3 x 3 tiles per step: rank 0 computes 6 tiles, rank 1 6 + 9, so 15 / 10.5 = 1.429
     assert balance == [("1.429", "1.429")] * 2
+
+
+def _one_line_refusal(argv: list[str], capsys) -> str:
+    """main(argv) refuses with exit code 2 and one line on stderr (no usage block, no traceback); that line."""
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and err.startswith("flashviz ring: error: "), err
+    return err
+
+
+@pytest.fixture
+def no_ring_run(monkeypatch):
+    """A refused ring must start no process and probe nothing."""
+    import flashviz.cli
+
+    def never(*args, **kwargs):
+        raise AssertionError("a refused ring must not start")
+
+    for name in ("run_ring", "_say_estimate"):
+        monkeypatch.setattr(flashviz.cli, name, never)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for a machine without CUDA")
+def test_ring_nccl_without_cuda_is_a_one_line_error(capsys, no_ring_run):
+    err = _one_line_refusal([*RING, "--backend", "nccl"], capsys)
+    assert "--backend nccl needs CUDA" in err and "use --backend gloo" in err
+
+
+def test_a_world_other_than_torchruns_is_a_one_line_error(monkeypatch, capsys, no_ring_run):
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    err = _one_line_refusal([*RING, "--world", "3"], capsys)
+    assert "--world 3 differs from torchrun's world size 2" in err and "--nproc-per-node 3" in err
+
+
+@pytest.mark.parametrize(("n", "world", "block"), [(4096, 4, 8), (2048, 2, 4), (131072, 2, 64), (4096, 4, 31)])
+def test_ring_refuses_the_sizes_the_ring_view_refuses_and_says_the_fix(n, world, block, capsys, no_ring_run):
+    from flashviz.views.ring.data import MAP_TILES_MAX, RingSetup, setup_problem
+
+    assert setup_problem(RingSetup(n, world, "contiguous", True, block, "float32", 2)) is not None  # the view's
+    err = _one_line_refusal(["ring", "--seq-len", str(n), "--world", str(world), "--block-size", str(block)], capsys)
+    need = -(-n // MAP_TILES_MAX)  # the smallest tile with at most MAP_TILES_MAX tiles per side
+    assert f"= {-(-n // block)} tiles per side" in err and f"Raise --block-size to at least {need}" in err
+    assert setup_problem(RingSetup(n, world, "contiguous", True, need, "float32", 2)) is None  # the fix works
+
+
+def test_the_ring_estimate_is_the_busiest_ranks_tiles_at_the_measured_time_per_tile():
+    from flashviz.cli import RingEstimate, _build_parser, _ring_estimate
+    from flashviz.ring import BACKWARD, FORWARD, ring_schedule
+
+    args = _build_parser().parse_args([*RING, "--world", "3", "--layout", "contiguous"])
+    estimate = _ring_estimate(args, 3, torch.device("cpu"))
+    model = ring_schedule(24, 3, "contiguous", 4, True, heads=2, heads_kv=1, head_dim=4, backward=True)
+    busiest = 2 * 2 ** 2 + 2 * 3 // 2  # contiguous causal: the last rank, 2 full steps of 2 x 2 tiles and the diagonal
+    assert estimate.tiles == {FORWARD: busiest, BACKWARD: busiest}
+    assert estimate.tiles == {p: max(model.tiles_per_rank(p)) for p in (FORWARD, BACKWARD)}
+    assert all(t > 0 for t in estimate.tile_s.values()) and estimate.reference_s > 0  # measured on this machine
+    share = max(1.0, 3 / estimate.cores)
+    kernels = share * busiest * (estimate.tile_s[FORWARD] + estimate.tile_s[BACKWARD])
+    assert estimate.seconds == pytest.approx(kernels + estimate.reference_s)
+    fixed = RingEstimate({FORWARD: 100, BACKWARD: 50}, {FORWARD: 0.01, BACKWARD: 0.04}, reference_s=2.0, world=4,
+                         cores=2, probe="")
+    assert fixed.seconds == pytest.approx(2 * (100 * 0.01 + 50 * 0.04) + 2.0)  # 4 processes on 2 cores: twice
+    assert "about 8 s" in fixed.sentence() and "4 processes sharing 2 cores" in fixed.sentence()
+
+
+def test_the_ring_refuses_a_float64_reference_that_would_not_fit(capsys, no_ring_run):
+    from flashviz.measure.guards import default_memory_budget
+    from flashviz.units import format_bytes
+
+    argv = ["ring", "--seq-len", "131072", "--block-size", "1024", "--heads", "2"]
+    err = _one_line_refusal(argv, capsys)
+    # the oracle: S, P, dP and dS of B H N^2 float64 scores, and the causal mask's temporaries (none here)
+    need = 4 * 2 * 131072 ** 2 * 8
+    assert need > default_memory_budget() and f"needs {format_bytes(need)} for its N x N matrices" in err
+    assert "Lower --seq-len" in err

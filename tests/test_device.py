@@ -17,7 +17,10 @@ put the inputs on a device other than the CPU:
 Every public kernel runs through both where it can (the second device everywhere): naive_attention,
 flash_attention_forward in both loop orders (causal, window, mask_mod, score_mod, GQA, rescale_threshold, p_dtype,
 a prebuilt schedule, return_lse, on_tile), flash_attention forward and backward, flash_attention_backward,
-flash_decode (contiguous, paged in place, paged gathered), fp8_attention and quantize_blocks, to_block_mask.
+flash_decode (contiguous, paged in place, paged gathered, its split heuristic), fp8_attention and quantize_blocks,
+to_block_mask; a mask_mod that closes over a tensor on the device (classified there: the kernels' inputs' device, or
+tile_schedule's device=); the forward and decode in bf16 and fp16; the ring's local step functions (forward_step,
+backward_step, on a rank of a two-rank zigzag ring without a process group) and its clock's synchronisation.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from flashviz.core.reference import naive_attention
 from flashviz.core.tiling import tile_schedule
 from flashviz.masks import alibi, document, softcap
 from flashviz.numerics import fp8_attention, quantize_blocks
+from flashviz.ring import attention as ring_attention_module
 
 SECOND = torch.device("meta")  # the device the second-device tensors report (their data stays on the CPU)
 TRANSFERS = {torch.ops.aten._to_copy.default, torch.ops.aten.copy_.default}  # ops that move data between devices
@@ -208,6 +212,74 @@ def fp8(**options) -> Callable:
     return run
 
 
+def closure_mask(put) -> Callable:
+    """A mask_mod that closes over a tensor, FlexAttention's idiom (document ids passed to create_block_mask(...,
+    device="cuda")): the ids live on the device under test, so the mask_mod runs only where they live."""
+    doc_id = put(torch.repeat_interleave(torch.arange(3), torch.tensor([12, 20, 8])))  # (40,) document of each token
+
+    def same_document(b, h, q_idx, kv_idx):
+        return doc_id[q_idx] == doc_id[kv_idx]
+
+    return same_document
+
+
+def forward_closure(**options) -> Callable:
+    def run(put):
+        q, k, v = map(put, inputs(h=4, h_kv=2))
+        return flash_attention_forward(q, k, v, 16, mask_mod=closure_mask(put), return_lse=True, **options)
+    return run
+
+
+def training_closure(put):
+    q, k, v = map(put, inputs(h=4, h_kv=2, grad=True))
+    out = flash_attention(q, k, v, block_size=16, mask_mod=closure_mask(put), causal=True)
+    out.backward(put(torch.ones(out.shape)))
+    return out, q.grad, k.grad, v.grad
+
+
+def schedule_closure(put):
+    """tile_schedule classified on an explicit device=, like create_block_mask's, exported as a BlockMask there."""
+    device = put(torch.zeros(1)).device
+    schedule = tile_schedule(40, 40, 16, 16, mask_mod=closure_mask(put), batch=1, heads=2, device=device)
+    bm = to_block_mask(schedule, device=device)
+    return bm.kv_num_blocks, bm.kv_indices, bm.full_kv_num_blocks, bm.full_kv_indices
+
+
+def low_precision(dtype: torch.dtype, kernel: str) -> Callable:
+    """A kernel in bf16 / fp16: scores widened to fp32, P rounded back, all on the inputs' device."""
+    def run(put):
+        q, k, v = (put(x.to(dtype)) for x in inputs(h=4, h_kv=2, n_q=3 if kernel == "decode" else 40))
+        if kernel == "decode":
+            return flash_decode(q, k, v, num_splits=2, block_k=8, causal=True, return_lse=True)
+        return flash_attention_forward(q, k, v, 16, causal=True, loop_order=kernel, return_lse=True)
+    return run
+
+
+def ring_steps(put):
+    """The ring's local step functions on rank 1 of a W = 2 zigzag causal ring, without a process group: both forward
+    steps (its own shard, then rank 0's: a mask_mod on global positions) merged, then both backward steps."""
+    world, n_local = 2, 12
+    g = torch.Generator().manual_seed(5)
+    q, dO = (put(torch.randn(1, 4, n_local, 8, generator=g)) for _ in range(2))
+    kvs = {r: put(torch.randn(2, 1, 2, n_local, 8, generator=g)) for r in (1, 0)}  # (2, B, H_kv, n, d) per rank
+    ring = ring_attention_module._Ring(None, 1, world, "zigzag", True, 4, 8 ** -0.5, None, {})
+    O = L = None
+    for kv_rank, kv in kvs.items():
+        O, L, ring.plans[kv_rank], _ = ring_attention_module.forward_step(ring, q, kv, kv_rank, O, L)
+    O, L = O.view(q.shape), L.view(q.shape[:3])
+    grads = [ring_attention_module.backward_step(dO, q, kv, O, L, ring.plans[r]) for r, kv in kvs.items()]
+    return O, L, grads
+
+
+def ring_clock(put):
+    """The ring's clock synchronises the inputs' device around a measured part (a no-op off CUDA) and counts it."""
+    x = put(torch.ones(64, 64))
+    with ring_attention_module._Clock(x.device) as clock:
+        y = x @ x
+    assert clock.wall >= 0 and clock.cpu >= 0
+    return y
+
+
 def block_mask(put):
     schedule = tile_schedule(40, 40, 16, 16, mask_mod=document([15, 25]), batch=1, heads=2)
     device = put(torch.zeros(1)).device
@@ -236,6 +308,18 @@ KERNELS: dict[str, Callable] = {
     "decode_paged_in_place": decode("pool", num_splits=3),
     "decode_paged_gathered": decode("gather", num_splits=2),
     "decode_return_lse": decode(num_splits=2, return_lse=True),
+    "decode_split_heuristic": decode(),
+    "decode_paged_split_heuristic": decode("pool"),
+    "forward_mask_mod_closure_kv_outer": forward_closure(),
+    "forward_mask_mod_closure_q_outer_causal": forward_closure(loop_order="q_outer", causal=True),
+    "flash_attention_mask_mod_closure": training_closure,
+    "tile_schedule_closure_on_device": schedule_closure,
+    "forward_bf16_kv_outer": low_precision(torch.bfloat16, "kv_outer"),
+    "forward_fp16_q_outer": low_precision(torch.float16, "q_outer"),
+    "decode_bf16": low_precision(torch.bfloat16, "decode"),
+    "decode_fp16": low_precision(torch.float16, "decode"),
+    "ring_local_steps": ring_steps,
+    "ring_clock": ring_clock,
     "fp8": fp8(),
     "fp8_causal_e5m2": fp8(causal=True, fmt="e5m2"),
     "fp8_hadamard": fp8(hadamard=True, seed=3),
@@ -252,6 +336,18 @@ READS_DATA = {  # what the meta device cannot run, and why
     "decode_paged_gathered": "reads the cache lengths and the block table",
     "decode_return_lse": "reads the cache lengths",
     "to_block_mask": "BlockMask reads its block counts",
+    "decode_split_heuristic": "reads the cache lengths",
+    "decode_paged_split_heuristic": "reads the cache lengths and the block table",
+    "decode_bf16": "reads the cache lengths",
+    "decode_fp16": "reads the cache lengths",
+    # a mask_mod is classified on the inputs' device, tile by tile: its statuses are data
+    "forward_mask_mod_score_mod": "classifies the mask_mod's tiles on the inputs' device",
+    "flash_attention_mask_mod_score_mod": "classifies the mask_mod's tiles on the inputs' device",
+    "forward_mask_mod_closure_kv_outer": "classifies the mask_mod's tiles on the inputs' device",
+    "forward_mask_mod_closure_q_outer_causal": "classifies the mask_mod's tiles on the inputs' device",
+    "flash_attention_mask_mod_closure": "classifies the mask_mod's tiles on the inputs' device",
+    "tile_schedule_closure_on_device": "classifies the mask_mod's tiles on the given device",
+    "ring_local_steps": "classifies the ring's global-position mask on the shards' device",
 }
 
 

@@ -12,6 +12,7 @@ from flashviz.app import jobs
 from flashviz.app.query import parse_query
 from flashviz.cli import main
 from flashviz.measure import guards
+from flashviz.measure import jobs as measure_jobs
 from flashviz.measure.guards import TIME_BUDGET_STATUS, available_memory_bytes, cgroup_free_bytes
 from flashviz.measure.sweep import COLUMNS
 
@@ -144,7 +145,7 @@ def test_live_runs_carry_a_time_budget_and_a_cut_short_result_is_not_cached(monk
         calls.append(kwargs["time_budget_s"])
         return fake_frame(f"{TIME_BUDGET_STATUS} of 120 s used up before this row ran" if ns == [8] else "ok")
 
-    monkeypatch.setattr(jobs, "run_sweep", fake_run_sweep)
+    monkeypatch.setattr(measure_jobs, "run_sweep", fake_run_sweep)
     jobs.sweep.clear()  # counted from an empty cache, whatever ran before
     args = ((8,), 7, 4, 4, False, None, ("flash",), 1, 1, "float32", "cpu", 1, 1)
     for _ in range(2):
@@ -158,8 +159,12 @@ def test_live_runs_carry_a_time_budget_and_a_cut_short_result_is_not_cached(monk
 
 def test_the_block_sweep_and_its_reference_share_one_time_budget(monkeypatch):
     budgets = []
-    monkeypatch.setattr(jobs, "run_block_sweep", lambda *a, **k: budgets.append(k["time_budget_s"]) or fake_frame("ok"))
-    monkeypatch.setattr(jobs, "run_sweep", lambda *a, **k: budgets.append(k["time_budget_s"]) or fake_frame("ok"))
+    def fake(*a, **k):
+        budgets.append(k["time_budget_s"])
+        return fake_frame("ok")
+
+    monkeypatch.setattr(measure_jobs, "run_block_sweep", fake)
+    monkeypatch.setattr(measure_jobs, "run_sweep", fake)
     jobs.block_sweep(8, (4,), 7, False, None, 1, 1, "float32", "cpu", 1, 1, time_budget_s=30.0)
     assert budgets[0] == 30.0 and 0 <= budgets[1] <= 30.0  # what the tiled sweep left over
 

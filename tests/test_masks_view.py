@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.nn.attention.flex_attention import and_masks, create_block_mask, create_mask, or_masks
 
-from flashviz.app.lock import timing_lock
+from flashviz.app.lock import threads_lock
 from flashviz.app.query import parse_query
 from flashviz.app.state import PRESETS as PRESET_STORIES
 from flashviz.app.state import Env, Settings, apply_preset
@@ -235,7 +235,7 @@ def test_a_grid_beyond_the_cap_is_refused_with_a_fix(make_app):
 
 
 def test_the_tab_never_waits_for_a_timing_run_and_leaves_the_thread_count_alone(make_app):
-    lock = timing_lock()
+    lock = threads_lock()
     assert lock.acquire(timeout=60)  # another session is timing: the view evaluates on the threads it has
     try:
         threads = torch.get_num_threads()

@@ -20,6 +20,8 @@ import torch
 import torch.nn.functional as F
 
 from flashviz.app.query import parse_query
+from flashviz.core.decode import flash_decode
+from flashviz.core.flash import flash_attention_forward
 from flashviz.numerics import make_inputs
 from flashviz.views.numerics import data as numerics_runs
 from flashviz.views.numerics.data import (
@@ -28,9 +30,12 @@ from flashviz.views.numerics.data import (
     flash_vs_sdpa,
     fp8_table,
     kernel_errors,
+    lab_inputs,
     lazy_rescale,
     tile_spread,
+    two_errors,
 )
+from flashviz.vocab import PRECISION_DTYPES
 from tests._apptest import assert_clean, charts, decode
 
 VIEW = {"view": "numerics"}
@@ -93,7 +98,7 @@ def page(request):
     s = lab_of(query)
     at = open_app(**VIEW, **query)
     lab = {"errors": kernel_errors(s), "sdpa": flash_vs_sdpa(s), "spread": tile_spread(s), "rescale": lazy_rescale(s),
-           "fp8": fp8_table(s), "causal": causal_alignment(s)}
+           "fp8": fp8_table(s), "causal": causal_alignment(s), "two": two_errors(s)}
     return at, s, lab
 
 
@@ -219,10 +224,42 @@ def test_the_causal_sentence_counts_the_keys_from_n_q_and_n_k(page):
         assert (int(m[1]), int(m[2])) == (blind, fewer) and close(m[3], r.max_diff)
 
 
+def test_flash_attns_two_errors_on_screen_are_each_kernels_own_recomputed_here(page):
+    """Section 6's sentence and chart quote, per kernel, max|kernel - SDPA's formula in the wider dtype| and
+    max|SDPA in the dtype - the same|: recomputed here from the lab's inputs with torch alone for FA1, FA2 and
+    flash_decode, and the verdict follows from the quoted pair."""
+    at, s, lab = page
+    x = lab_inputs(s)
+    wide = torch.float32 if x.q.dtype in (torch.bfloat16, torch.float16) else torch.float64
+    up = [t.to(wide) for t in (x.q, x.k, x.v)]
+    ref = {c: F.scaled_dot_product_attention(*up, is_causal=c) for c in (False, True)}
+    low = {c: F.scaled_dot_product_attention(x.q, x.k, x.v, is_causal=c) for c in (False, True)}
+    p_dtype = None if s.p_precision is None else getattr(torch, PRECISION_DTYPES[s.p_precision])
+    outs = {name: (flash_attention_forward(x.q, x.k, x.v, s.block, causal=s.causal, loop_order=order,
+                                           rescale_threshold=s.tau, p_dtype=p_dtype), s.causal)
+            for name, order in (("FA1", "kv_outer"), ("FA2", "q_outer"))}
+    outs["decode"] = (flash_decode(x.q, x.k, x.v), False)
+    text = sentence(at, "flash-attn's test, kernel by kernel")
+    pairs = re.findall(r"(FA1|FA2|decode|backward d[QKV]) " + NUM + " vs " + NUM + r" \(", text)
+    quoted = {name: (error, theirs) for name, error, theirs in pairs}
+    assert set(quoted) == {"FA1", "FA2", "decode", "backward dQ", "backward dK", "backward dV"}
+    for name, (out, causal) in outs.items():
+        err = (out.double() - ref[causal].double()).abs().max().item()
+        theirs = (low[causal].double() - ref[causal].double()).abs().max().item()
+        assert close(quoted[name][0], err) and close(quoted[name][1], theirs), name
+    failing = [n for n, (k, r) in quoted.items() if float(k) > 2 * float(r) * (1 + REL)]
+    assert bool(failing) == ("outside 2x" in text)
+    (chart,) = [f for title, f in charts(at).items() if title.startswith("flash-attn's test per kernel")]
+    kernel, reference = chart["data"][:2]
+    assert list(decode(kernel["x"])) == list(quoted)
+    assert decode(kernel["y"]).tolist() == pytest.approx([row.error for row in lab["two"].rows])
+    assert decode(reference["y"]).tolist() == pytest.approx([row.sdpa_error for row in lab["two"].rows])
+
+
 def test_every_chart_draws_the_labs_numbers(page):
     at, s, lab = page
     figs = charts(at)
-    assert len(figs) == 4 + (lab["spread"].max_spread > 0)  # the tile sizes' map only where they differ
+    assert len(figs) == 5 + (lab["spread"].max_spread > 0)  # the tile sizes' map only where they differ
     e = lab["errors"]
     (errors,) = [f for title, f in figs.items() if title.startswith("Max |error| against float64")]
     bars, *lines = [t for t in errors["data"] if t.get("x") != [None]]
@@ -281,7 +318,7 @@ def test_a_hostile_link_is_repaired_with_a_notice_and_the_view_still_draws(make_
     assert at.selectbox(key="input_dtype").value == "bfloat16" and at.selectbox(key="p_dtype").value == "none"
     assert at.select_slider(key="tau").value == 0 and at.toggle(key="hadamard").value is True
     repaired = lab_of({k: v for k, v in dict(at.query_params).items() if k != "view"})  # the link as repaired
-    assert len(charts(at)) == 4 + (tile_spread(repaired).max_spread > 0)
+    assert len(charts(at)) == 5 + (tile_spread(repaired).max_spread > 0)
 
 
 @pytest.mark.parametrize(("query", "words"), [
@@ -305,7 +342,7 @@ def test_settings_estimated_long_wait_for_the_button_then_show_the_labs_numbers(
     assert_clean(at)
     r = kernel_errors(lab_of(query))
     assert all(close(quoted_errors(at)[row.label], row.stats.max_abs) for row in r.rows)
-    drawn = 4 + (tile_spread(lab_of(query)).max_spread > 0)  # the tile sizes' map only where they differ
+    drawn = 5 + (tile_spread(lab_of(query)).max_spread > 0)  # the tile sizes' map only where they differ
     assert len(charts(at)) == drawn
     at.run()  # a rerun keeps the result for these settings without a button press
     assert len(charts(at)) == drawn

@@ -15,9 +15,13 @@ from flashviz.app.presenter import (
     EXPLORE_KEY,
     EXPLORING_KEY,
     LEAVE_KEY,
+    NEXT_ARROWS,
     NEXT_KEY,
+    NEXT_SHORTCUT,
     PRESENTING_KEY,
+    PREV_ARROWS,
     PREV_KEY,
+    PREV_SHORTCUT,
     RESET_KEY,
     SLIDE_KEY,
 )
@@ -97,6 +101,29 @@ def test_next_and_previous_move_load_each_steps_settings_and_open_its_tab(make_a
     assert at.button(key=NEXT_KEY).disabled
     at.button(key=PREV_KEY).click().run()
     assert_presents(at, len(STEPS) - 1)
+
+
+def test_the_arrow_keys_move_steps_as_pageup_and_pagedown_do(make_app):
+    """Right / Down are Next's keys and Left / Up Previous's, next to PageDown / PageUp: one button per key (a Streamlit
+    button takes one shortcut), each doing what Next or Previous does, and disabled where it is."""
+    at = make_app(lesson="intro")
+    shortcuts = {key: at.button(key=key).proto.shortcut for key in (NEXT_KEY, PREV_KEY, *NEXT_ARROWS, *PREV_ARROWS)}
+    assert shortcuts == {NEXT_KEY: NEXT_SHORTCUT.lower(), PREV_KEY: PREV_SHORTCUT.lower(), "lesson_next_right": "right",
+                         "lesson_next_down": "down", "lesson_prev_left": "left", "lesson_prev_up": "up"}
+    assert all(at.button(key=key).disabled for key in (PREV_KEY, *PREV_ARROWS))  # step 1: nothing before it
+    k = 1
+    for key in NEXT_ARROWS:  # Right, then Down
+        at.button(key=key).click().run()
+        k += 1
+        assert_presents(at, k)
+    for key in PREV_ARROWS:  # Left, then Up
+        at.button(key=key).click().run()
+        k -= 1
+        assert_presents(at, k)
+    last = make_app(lesson="intro", step=str(len(STEPS)))
+    assert all(last.button(key=key).disabled for key in (NEXT_KEY, *NEXT_ARROWS))
+    last.button(key="lesson_prev_up").click().run()
+    assert_presents(last, len(STEPS) - 1)
 
 
 def test_a_step_link_opens_that_step(make_app):

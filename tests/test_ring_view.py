@@ -276,3 +276,59 @@ def test_the_precision_sentence_states_growth_from_the_numbers():
     largest = said.split("largest error")[1].split(";")[0]
     assert says(largest, 4e-7, 4e-7, 4e-5, 1, 2, 4, 1e-5) and "not all within" in largest  # 4e-5 > the 1e-5 bar
     assert says(said.split("the mean error")[1], 3e-8, 1, 3e-8, 4, 1) and "stays" in said
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# why split one sequence: the intro's and the lesson step's numbers, against counts written here
+
+L, H, H_KV, D, BF16 = 32, 32, 8, 128, 2  # Llama 3 8B's shape: layers, query heads, K/V heads, head size; bf16 bytes
+N_LONG = 131072
+
+
+def long_oracle(world: int) -> dict[str, int]:
+    """The counts by hand: K and V of every layer, standard attention's S and P of one layer, 4 N^2 d H FLOPs."""
+    shard = -(-N_LONG // world)
+    return {"kv": 2 * L * H_KV * N_LONG * D * BF16, "kv_rank": 2 * L * H_KV * shard * D * BF16,
+            "scores": 2 * H * N_LONG ** 2 * BF16, "flops": 4 * N_LONG ** 2 * D * H,
+            "flops_rank": 4 * shard * N_LONG * D * H, "shard": shard}
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+def test_the_long_context_counts_are_the_bytes_and_flops_counted_by_hand(world):
+    c, want = data.long_context(world), long_oracle(world)
+    assert (c.n, c.world, c.shard) == (N_LONG, world, want["shard"])
+    assert (c.kv_bytes, c.kv_rank_bytes, c.scores_bytes) == (want["kv"], want["kv_rank"], want["scores"])
+    assert (c.flops, c.flops_rank) == (want["flops"], want["flops_rank"])
+    r = claims.context_parallel(Settings(world=world))
+    assert r.holds == (world > 1)  # W = 1 splits nothing
+    assert (r.values["kv_bytes"], r.values["scores_bytes"], r.values["flops_rank_count"]) == \
+        (want["kv"], want["scores"], want["flops_rank"])
+
+
+def test_the_intro_says_why_first_with_the_numbers_and_defines_rank_and_shard_before_using_them(make_app):
+    at = make_app(**VIEW)
+    assert_clean(at)
+    texts = [m.value for m in at.main.markdown]
+    start = next(i for i, t in enumerate(texts) if t.startswith("**Why split one sequence over devices?**"))
+    assert not any(re.search(r"\brank|\bshard", t, re.IGNORECASE) for t in texts[:start])  # the view opens with it
+    page, first = "\n".join(texts[start:]), texts[start]
+    want, W = long_oracle(4), 4
+    assert shows(stated(first, r"At N ="), N_LONG) and shows(stated(first, r"\) in bfloat16 keeps"), want["kv"] / 2**30)
+    assert shows(stated(first, r"would write S and P of"), want["scores"] / 2**30)
+    assert shows(stated(first, r"still computes"), want["flops"] / 1e12, rel=5e-3)  # '281 TFLOP': 3 digits
+    assert shows(stated(first, rf"At W = {W} a shard is"), want["shard"])
+    assert shows(stated(first, r"positions:"), want["kv_rank"] / 2**30)
+    assert shows(stated(first, r"of K/V and"), want["flops_rank"] / 1e12)
+    for word in ("rank", "shard"):  # its first use on the page is its definition
+        assert re.search(rf"\b{word}s?\b", page, re.IGNORECASE).start() == page.index(f"**{word}**") + 2, word
+
+
+def test_the_slide_picture_draws_the_checks_bytes():
+    from flashviz.units import GIB, format_bytes
+    from flashviz.views.ring.figures import context_picture
+
+    v = claims.context_parallel(Settings()).values
+    (bars,) = context_picture(Settings(), v).data
+    want = long_oracle(4)
+    assert list(bars.y) == [want["kv"] / GIB, want["kv_rank"] / GIB, want["scores"] / GIB]
+    assert list(bars.text) == [format_bytes(want[k]) for k in ("kv", "kv_rank", "scores")]

@@ -9,6 +9,7 @@ from flashviz.model.decode import attention_variants, decode_cost, decode_points
 from flashviz.model.iomodel import io_cost
 from flashviz.model.roofline import (
     A100,
+    B200,
     GPUS,
     H100,
     H200,
@@ -35,6 +36,8 @@ def test_the_published_figures_and_their_ridge_points():
     assert (A100.peak("float16"), A100.bandwidth, A100.sram_per_sm) == (312e12, 2039e9, 164 * 1024)
     assert (H100.peak("bfloat16"), H100.bandwidth, H100.sram_per_sm) == (989.4e12, 3.35e12, 228 * 1024)
     assert (H200.peak("float16"), H200.bandwidth) == (989.4e12, 4.8e12)  # H100's compute, faster HBM
+    assert (B200.peak("bfloat16"), B200.bandwidth, B200.l2_bytes) == (2250e12, 8e12, 126e6)
+    assert B200.ridge() == pytest.approx(281.25)  # 2.25e15 / 8e12: twice the tensor peak, 2.4x the HBM of H100
     assert A100.ridge() == pytest.approx(153.02, abs=0.01)  # 312e12 / 2039e9 FLOP/byte
     assert H100.ridge() == pytest.approx(295.34, abs=0.01)
     assert all(g.source and not g.measured for g in GPUS)
@@ -70,14 +73,16 @@ def test_roofline_points_match_the_hand_count():
             assert row["time_s"] == pytest.approx(max(levels.values()))
             assert row["bound"] == max(levels, key=levels.get)
             assert row["attainable_flops"] == pytest.approx(FLOPS / row["time_s"])
-    # naive: HBM on A100 (2.31 us) and H100 (1.41 us), L2 on H200 (its 0.98 us of HBM under L2's 1.24 us);
-    # FA2: compute on A100 (0.86 us > L2's 0.33 us), L2 on the Hoppers (0.33 us > 0.27 us of compute)
-    assert [df.loc[(g.name, "naive"), "bound"] for g in GPUS] == ["memory", "memory", "L2"]
-    assert [df.loc[(g.name, "q_outer"), "bound"] for g in GPUS] == ["compute", "L2", "L2"]
+    # naive: HBM on A100 (2.31 us), H100 (1.41 us) and B200 (0.59 us > L2's 0.52 us), L2 on H200 (its 0.98 us of
+    # HBM under L2's 1.24 us); FA2: compute on A100 (0.86 us > L2's 0.33 us), L2 on the Hoppers (0.33 us > 0.27 us
+    # of compute) and on B200 (0.138 us of L2 at 17.2 TB/s > 0.119 us of compute at 2.25 PFLOP/s)
+    assert [df.loc[(g.name, "naive"), "bound"] for g in GPUS] == ["memory", "memory", "L2", "memory"]
+    assert [df.loc[(g.name, "q_outer"), "bound"] for g in GPUS] == ["compute", "L2", "L2", "L2"]
     speedups = [df.loc[(g.name, "q_outer"), "speedup_vs_naive"] for g in GPUS]
     assert speedups == pytest.approx([(NAIVE_HBM / 2039e9) / (FLOPS / 312e12),
                                       (NAIVE_HBM / 3.35e12) / (FA2_BYTES / H100.l2_bandwidth),
-                                      NAIVE_BYTES / FA2_BYTES])  # H200: both L2-bound, the ratio of L2 bytes
+                                      NAIVE_BYTES / FA2_BYTES,  # H200: both L2-bound, the ratio of L2 bytes
+                                      (NAIVE_HBM / 8e12) / (FA2_BYTES / B200.l2_bandwidth)])
     assert len(set(round(x, 6) for x in speedups)) == 3  # the GPUs differ, by the regime that bounds them
     for gpu in GPUS:
         assert df.loc[(gpu.name, "naive"), "speedup_vs_naive"] == 1.0

@@ -22,7 +22,7 @@ from flashviz.app.query import parse_query
 from flashviz.app.state import PRESETS, Env, Settings, apply_preset
 from flashviz.measure import sweep as sweep_module
 from flashviz.model.iomodel import io_cost
-from flashviz.model.roofline import A100, GPUS, H100, H200
+from flashviz.model.roofline import A100, B200, GPUS, H100, H200
 from flashviz.units import format_bytes
 from flashviz.views.roof import data as roofline_runs
 from flashviz.views.roof import page as roofline
@@ -325,9 +325,10 @@ def test_defaults_show_the_hand_computed_bytes_ridges_and_speedups(make_app):
     assert "(262,144 read besides K and V, 266,240 written)" in page
     assert "(8,388,608 elements of K and V against FA1's 524,288)" in page
     table = bound_table(at).set_index(["device", "algorithm"])
-    # ridges 312e12 / 2039e9, 989.4e12 / 3.35e12, 989.4e12 / 4.8e12 FLOP/byte; L2: 312e12 / 7.22e12, 989.4e12 / 7.18e12
-    assert [table.at[(g, "naive"), "ridge"] for g in GPU_NAMES] == [153, 295, 206]
-    assert [table.at[(g, "naive"), "l2_ridge"] for g in GPU_NAMES] == [43.2, 138, 138]
+    # ridges 312e12 / 2039e9, 989.4e12 / 3.35e12, 989.4e12 / 4.8e12, 2.25e15 / 8e12 FLOP/byte; L2: 312e12 / 7.22e12,
+    # 989.4e12 / 7.18e12, 2.25e15 / 17.2e12
+    assert [table.at[(g, "naive"), "ridge"] for g in GPU_NAMES] == [153, 295, 206, 281]
+    assert [table.at[(g, "naive"), "l2_ridge"] for g in GPU_NAMES] == [43.2, 138, 138, 131]
     # per L2 byte 4 N^2 d / the IO model's bytes, as before: 30.1, 39.4, 60.2. Per HBM byte: every re-read set fits in
     # L2 (S and P 16 MiB; Q, O, l, m 1 MiB; K, V 1 MiB), so only the compulsory bytes reach HBM: naive 18 MiB
     # (4 x (4 N d + 2 N^2) x 2), FA1 4 x (5 N d + 4 N) x 2, FA2 4 x (4 N d + N) x 2 bytes
@@ -338,10 +339,12 @@ def test_defaults_show_the_hand_computed_bytes_ridges_and_speedups(make_app):
     assert [table.at[(A100.name, a), "bound"] for a in SHORT] == ["memory", "L2", "compute"]
     assert [table.at[(H100.name, a), "bound"] for a in SHORT] == ["memory", "L2", "L2"]  # 989 TFLOP/s: L2 first
     assert [table.at[(H200.name, a), "bound"] for a in SHORT] == ["L2", "L2", "L2"]  # 4.8 TB/s of HBM: L2 first
+    assert [table.at[(B200.name, a), "bound"] for a in SHORT] == ["memory", "L2", "L2"]  # 2.25 PFLOP/s: L2 first
     claims = speedup_claims(at)
     assert claims[A100.name][:2] == (2.45, 2.69)  # 9.26 / 3.78, 9.26 / 3.44
     assert claims[H100.name][:2] == (1.48, 2.27)  # 5.63 / 3.80, 5.63 / 2.48
     assert claims[H200.name][:2] == (1.31, 2.00)  # all L2-bound: the ratio of L2 bytes, 34 / 26 and 34 / 17
+    assert claims[B200.name][:2] == (1.48, 2.27)  # naive 18 MiB at 8 TB/s over FA1's 26 and FA2's 17 MiB at 17.2
     assert len({c[:2] for c in claims.values()}) == 3  # the GPUs differ where their bounding regimes do
 
 
@@ -354,6 +357,7 @@ def test_long_sequences_with_wide_tiles_reach_the_compute_roof_on_every_gpu(make
     assert claims[A100.name][:2] == (4.86, 4.86)  # naive's HBM time / the FLOPs' time: 153.0 / 31.51
     assert claims[H100.name][:2] == (9.37, 9.37)  # 295.3 / 31.51
     assert claims[H200.name][:2] == (6.54, 6.54)  # 206.1 / 31.51
+    assert claims[B200.name][:2] == (8.93, 8.93)  # 136.3 / 15.27: naive's HBM time over the FLOPs' at 2.25 PF
     scores = 8 * 2 * 4096**2 * 2  # naive's S and P of 8 heads in float16: 512 MiB
     pts = chart_points(at)
     for gpu in GPUS:
@@ -492,7 +496,7 @@ def test_timing_too_big_to_run_live_is_refused_with_a_fix_while_the_model_still_
     at = make_app(view="roof", n="16384", br="4", bc="4")
     (error,) = [e.value for e in at.error]
     assert error.startswith("Timing here is off at these settings: At N = 16384") and "Raise the block size" in error
-    assert not at.exception and len(chart_points(at)) == 12
+    assert not at.exception and len(chart_points(at)) == 3 * (len(GPUS) + 1)  # each GPU's and this CPU's
     assert_claims_match_the_chart(at)
 
 

@@ -15,6 +15,7 @@ from flashviz.app import jobs
 from flashviz.app.query import parse_query
 from flashviz.app.state import PRESETS, Settings, apply_preset
 from flashviz.core.tiling import tile_schedule
+from flashviz.measure import jobs as measure_jobs
 from flashviz.model.iomodel import hbm_vs_memory, io_cost
 from flashviz.units import MIB, format_bytes
 from flashviz.views.how.sentences import fa1_start_md, x_standard_md
@@ -256,7 +257,7 @@ def _scaled_sweep(monkeypatch, naive_factor: float):
     median sure (30 calls within +-0.1%), so the verdict turns on the factor alone."""
     jobs.sweep.clear()
     jobs.block_sweep.clear()
-    real = jobs.run_sweep
+    real = measure_jobs.run_sweep
 
     def sure(df: pd.DataFrame) -> pd.DataFrame:
         ok = df["status"] == OK
@@ -269,9 +270,9 @@ def _scaled_sweep(monkeypatch, naive_factor: float):
         df.loc[df["impl"] == NAIVE, "time_s"] *= naive_factor
         return sure(df)
 
-    real_blocks = jobs.run_block_sweep
-    monkeypatch.setattr(jobs, "run_sweep", fake)
-    monkeypatch.setattr(jobs, "run_block_sweep", lambda *a, **k: sure(real_blocks(*a, **k)))
+    real_blocks = measure_jobs.run_block_sweep
+    monkeypatch.setattr(measure_jobs, "run_sweep", fake)
+    monkeypatch.setattr(measure_jobs, "run_block_sweep", lambda *a, **k: sure(real_blocks(*a, **k)))
 
 
 @pytest.mark.parametrize(("factor", "shown"), [(1e-6, True), (1e6, False)])
@@ -376,14 +377,14 @@ def test_correctness_tab_passes_the_1e5_bar(make_app):
 
 def test_correctness_fails_in_red_when_an_implementation_is_over_the_bar(make_app, monkeypatch):
     jobs.correctness.clear()
-    real = jobs.run_sweep
+    real = measure_jobs.run_sweep
 
     def broken(*a, **k):  # flash2's output off by 1e-3: a bug the check must catch
         df = real(*a, **k)
         df.loc[df["impl"] == FLASH2, "max_abs_err"] = 1e-3
         return df
 
-    monkeypatch.setattr(jobs, "run_sweep", broken)
+    monkeypatch.setattr(measure_jobs, "run_sweep", broken)
     at = run_heavy_allowing_errors(make_app, "correct")
     assert not at.success
     (box,) = [e.value for e in at.error]
@@ -497,7 +498,7 @@ def test_a_run_at_the_tabs_defaults_draws_and_quotes_what_it_measured(make_app, 
 def with_times(monkeypatch, times: dict[str, tuple[float, float, float, int]]) -> None:
     """Make the Benchmark's sweep report these (median, low, high, repeats) per implementation: a timing source whose
     noise the test chooses, the rest of each row measured for real."""
-    real = jobs.run_sweep
+    real = measure_jobs.run_sweep
 
     def run_sweep(ns, **kwargs):
         df = real(ns, **kwargs)
@@ -507,7 +508,7 @@ def with_times(monkeypatch, times: dict[str, tuple[float, float, float, int]]) -
             df.loc[mine, "repeats"] = repeats
         return df
 
-    monkeypatch.setattr(jobs, "run_sweep", run_sweep)
+    monkeypatch.setattr(measure_jobs, "run_sweep", run_sweep)
     jobs.sweep.clear()
 
 

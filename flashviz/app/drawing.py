@@ -85,11 +85,13 @@ def not_run_ui(df: Any) -> None:
     st.warning(f"**{len(bad)} configuration(s) did not run** (crosses on the plots):\n{lines}", icon="🛑")
 
 
-def csv_download_ui(df: Any, file_name: str, key: str, help: str) -> None:
+def csv_download_ui(df: Any, file_name: str, key: str, help: str, report: Any = None) -> None:
     """A CSV of a run's rows, each with the run's context (torch version, CPU model, threads, ...: the sweep's
-    df.attrs["context"], flashviz.measure.context), so a file says where its numbers come from."""
+    df.attrs["context"], flashviz.measure.context) and, given the run's RunReport (flashviz.measure.load), when it
+    ran, which flashviz, the load, the thread policy and the calls set aside: a file says where its numbers come
+    from."""
     from flashviz.measure.context import with_context  # torch is loaded by now: a run produced df
 
-    out = with_context(df, df.attrs.get("context"))
+    out = with_context(df, {**(df.attrs.get("context") or {}), **(report.columns() if report is not None else {})})
     st.download_button("Download the measurements (CSV)", out.to_csv(index=False).encode(), file_name=file_name,
                        mime="text/csv", key=key, help=help)

@@ -1,32 +1,58 @@
-"""The process-wide timing lock: timing runs from different sessions take turns, so they never skew each other, and a
-run that has to wait says so through its progress callback. With $FLASHVIZ_TIMING_LOG set, every run logs its start
-and end there (the load test reads it to check that no two runs overlapped)."""
+"""The server's side of timing: the one timing worker per server process, the lock on the server's own thread count,
+and the timing log.
+
+Every timed run executes in the timing worker (flashviz.measure.worker), started once per server and fed one run at a
+time: its queue is what makes runs from different sessions take turns, and a run that has to wait says so through
+its progress callback. The server process itself times nothing. Untimed work in the server (the row inspector, mask
+evaluation) sets torch's process-wide thread count only while it holds `threads_lock`.
+
+With $FLASHVIZ_TIMING_LOG set, every timed run logs its start and end there (the load test reads it to check that no
+two runs overlapped).
+"""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import threading
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import streamlit as st
 
+from flashviz.measure.worker import InlineWorker, TimingWorker
+
 Progress = Callable[..., None]  # progress(done, total, label, partial=None): partial = results so far
+WORKER_ENV = "FLASHVIZ_TIMING_WORKER"  # "inline": timed runs in the server's own process (only for tests that
+#                                        replace a function a run calls; such timings are not the kernels' times)
+_worker: TimingWorker | None = None
+_worker_guard = threading.Lock()
+
+
+def timing_worker() -> TimingWorker | InlineWorker:
+    """The server's timing worker: one per server process, kept outside Streamlit's caches so that clearing them
+    never starts a second one. Its process starts with the first run and is restarted after a death or a forced
+    cancel."""
+    global _worker
+    if os.environ.get(WORKER_ENV) == "inline":
+        return InlineWorker()
+    with _worker_guard:
+        if _worker is None:
+            _worker = TimingWorker()
+        return _worker
 
 
 @st.cache_resource(show_spinner=False)
-def timing_lock() -> threading.Lock:
-    """One lock per server process: timing runs from different sessions never overlap (they would skew each other)."""
+def threads_lock() -> threading.Lock:
+    """One lock per server process on torch's thread count, which is process-wide: untimed work that sets it (the
+    row inspector, mask evaluation) does so only while holding this lock."""
     return threading.Lock()
 
 
 TIMING_LOG_ENV = "FLASHVIZ_TIMING_LOG"  # a file: every timing run logs its start and end there (load tests read it)
 
 
-def _log_timing(event: str, run: str) -> None:
+def log_timing(event: str, run: str) -> None:
     """Append {"event", "run", "t", "pid", "thread"} to $FLASHVIZ_TIMING_LOG, if set (one JSON object a line)."""
     path = os.environ.get(TIMING_LOG_ENV)
     if not path:
@@ -35,22 +61,3 @@ def _log_timing(event: str, run: str) -> None:
                        "thread": threading.get_ident()})
     with open(path, "a") as f:
         f.write(line + "\n")
-
-
-@contextlib.contextmanager
-def holding(lock: threading.Lock, progress: Progress | None) -> Iterator[None]:
-    """Hold `lock`; if another run has it, report ("waiting") through progress first, then wait.
-
-    With $FLASHVIZ_TIMING_LOG set, the run logs "start" once it holds the lock and "end" just before it lets go,
-    so a load test can check that timing runs never overlap."""
-    if not lock.acquire(blocking=False):
-        if progress is not None:
-            progress(0, 0, "waiting")
-        lock.acquire()
-    run = uuid.uuid4().hex
-    try:
-        _log_timing("start", run)
-        yield
-    finally:
-        _log_timing("end", run)
-        lock.release()

@@ -6,7 +6,10 @@ settings on screen: a check that measures runs as the slide opens, with a spinne
 picture that proves them, together in a 1280 x 720 window with no scrolling. "Explore this view" leaves the slide for
 the step's full view at the step's settings (the claim stays above it), and "Back to the slide" returns. While
 presenting, the sidebar starts collapsed and the row of views is hidden (the steps pick the view); Previous / Next
-(PageUp / PageDown, a clicker's keys) move through the steps, and a step always opens as its slide, at the top.
+(PageUp / PageDown, a clicker's keys, and the arrow keys: Left / Up back, Right / Down on) move through the steps,
+and a step always opens as its slide. It opens at the top unless the page was scrolled by the mouse wheel: Streamlit
+keeps a page's scroll across reruns, and only its own padding under a slide can scroll (at most about 160 px); the
+public API has no call that scrolls the page, so that offset stays.
 
 Opening a step loads its settings into every widget, as a classroom preset does (every setting at the step's link,
 the rest at their defaults; the machine's device and threads kept), and opens its view; the class may change
@@ -42,6 +45,10 @@ EXPLORE_KEY, SLIDE_KEY = "lesson_explore", "lesson_slide"  # Explore this view /
 SLIDE_COLUMNS = (5, 7)  # the slide's claim and numbers | its picture
 STEP_KEEPS = ("device", "threads")  # what opening a step leaves alone: what this machine has
 NEXT_SHORTCUT, PREV_SHORTCUT = "PageDown", "PageUp"  # what a presenter's clicker sends
+# the arrow keys move steps too: a Streamlit button takes one shortcut, so each arrow is a small button of its own,
+# whose face is its key (an empty label shows only the shortcut); a focused slider or box keeps its arrows
+NEXT_ARROWS = {"lesson_next_right": "Right", "lesson_next_down": "Down"}  # button key -> shortcut
+PREV_ARROWS = {"lesson_prev_left": "Left", "lesson_prev_up": "Up"}
 MEASURES = {  # the checks that measure on this machine, and what a slide says while they run
     "memory_growth": "Measuring the peak memory of naive attention, FA1 and FA2 at each N (exact, the allocator's "
                      "events) ...",
@@ -118,15 +125,19 @@ def sidebar_state() -> str:
 
 
 def _buttons(env: Env, lesson: Lesson, k: int, *, slide: bool) -> Any:
-    """One row: Previous / Next (PageUp / PageDown wherever the page is scrolled), Explore this view or Back to the
-    slide, This step's settings (on the full view), Leave."""
+    """One row: Previous / Next (PageUp / PageDown wherever the page is scrolled, and the arrow keys: Left / Up and
+    Right / Down), Explore this view or Back to the slide, This step's settings (on the full view), Leave."""
     n = len(lesson.steps)
     row = st.container(horizontal=True, vertical_alignment="center", wrap=False)  # no tooltips: they would cover it
     go_ = {"on_click": _open_step, "width": "content"}
-    row.button("◀ Previous", key=PREV_KEY, disabled=k == 1, shortcut=PREV_SHORTCUT, args=(env, lesson.slug, k - 1),
-               **go_)
-    row.button("Next ▶", key=NEXT_KEY, type="primary", disabled=k == n, shortcut=NEXT_SHORTCUT,
-               args=(env, lesson.slug, k + 1), **go_)
+    back = {"disabled": k == 1, "args": (env, lesson.slug, k - 1)}  # to step k - 1
+    on = {"disabled": k == n, "args": (env, lesson.slug, k + 1)}  # to step k + 1
+    for key, arrow in PREV_ARROWS.items():
+        row.button("", key=key, type="tertiary", shortcut=arrow, **back, **go_)
+    row.button("◀ Previous", key=PREV_KEY, shortcut=PREV_SHORTCUT, **back, **go_)
+    row.button("Next ▶", key=NEXT_KEY, type="primary", shortcut=NEXT_SHORTCUT, **on, **go_)
+    for key, arrow in NEXT_ARROWS.items():
+        row.button("", key=key, type="tertiary", shortcut=arrow, **on, **go_)
     if slide:
         row.button("Explore this view", key=EXPLORE_KEY, on_click=_explore, args=(True,), icon=":material/zoom_in:")
     else:
@@ -187,14 +198,14 @@ def slide_ui(env: Env, settings: Settings) -> None:
 
 def presenter_ui(env: Env, settings: Settings) -> None:
     """While exploring a step's full view, above the view: the step's claim as a callout with its number and title,
-    then Previous / Next, Back to the slide and what to do there."""
+    then Previous / Next, Back to the slide, and under them what to do there."""
     at = presenting()
     if at is None or not exploring():
         return
     lesson, k = at
     step, n = lesson.steps[k - 1], len(lesson.steps)
     st.info(f"**Step {k} of {n} · {step.title}.** {step.text}")  # one block: the view starts higher at 720 px
-    row = _buttons(env, lesson, k, slide=False)
+    _buttons(env, lesson, k, slide=False)
     where = ("" if settings.view == step.view else  # a link with its own `view` opened another one
              f" This step is on **{LABELS[step.view]}**: ↺ This step's settings opens it.")
-    row.caption(f"**Try:** {step.action}{where}")
+    st.caption(f"**Try:** {step.action}{where}")  # under the row: beside it, the arrow keys' buttons squeeze it

@@ -20,7 +20,9 @@ from flashviz.limits import LIST_MAX
 
 _TRUE = {"1", "true", "yes", "on", "t", "y"}
 _FALSE = {"0", "false", "no", "off", "f", "n"}
-_INT = re.compile(r"[+-]?[0-9]{1,12}", re.ASCII)  # ASCII digits only: int() would accept Arabic-Indic digits too
+_INT = re.compile(r"[+-]?[0-9]{1,20}", re.ASCII)  # ASCII digits only: int() would accept Arabic-Indic digits too;
+# at most 20, as many as a 64-bit integer has: a longer run of digits is no number a link means
+_HUGE = 10 ** 12  # a number this large or larger is far past every setting's bound: its notice says "too large"
 _RAW_MAX = 200  # characters of a raw value we look at; longer values are rejected unread
 
 
@@ -69,7 +71,11 @@ class _Parser:
     def _clamp(self, key: str, value: int, lo: int, hi: int) -> int:
         if value < lo or value > hi:
             clamped = min(max(value, lo), hi)
-            self.notices.append(f"`{key}={shown(value)}` is outside {lo}..{hi}; clamped to {clamped}.")
+            if abs(value) >= _HUGE:  # e.g. n=99999999999999999999: a whole number, only far too large (or small)
+                size = "too large" if value > hi else "too small"
+                self.notices.append(f"`{key}={shown(value)}` is {size} (allowed {lo}..{hi}); clamped to {clamped}.")
+            else:  # the wording links recorded before keep (tests/data/links_today.json)
+                self.notices.append(f"`{key}={shown(value)}` is outside {lo}..{hi}; clamped to {clamped}.")
             return clamped
         return value
 

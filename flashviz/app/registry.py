@@ -26,6 +26,7 @@ from flashviz.views.decode import settings as decode
 from flashviz.views.how import settings as how
 from flashviz.views.masks import settings as masks
 from flashviz.views.numerics import settings as numerics
+from flashviz.views.pipeline import settings as pipeline
 from flashviz.views.ring import settings as ring
 from flashviz.views.roof import settings as roof
 from flashviz.views.triton import settings as triton
@@ -72,6 +73,7 @@ VIEWS: tuple[View, ...] = (  # in the order the page offers them; own settings: 
     View("masks", "Masks", "masks_ui", sidebar=("n", "d", "br", "bc", "dtype", "heads", "threads"), own=masks.OWN),
     View("numerics", "Numerics", "numerics_ui", sidebar=(), own=numerics.OWN),
     View("ring", "Ring", "ring_ui", sidebar=(), own=ring.OWN),
+    View("pipeline", "GPU pipeline", "pipeline_ui", sidebar=(), own=pipeline.OWN),
     View("triton", "Triton kernel", "triton_ui", sidebar=(), own=triton.OWN),
 )
 SLUGS = tuple(v.slug for v in VIEWS)

@@ -1,25 +1,34 @@
-"""Heavy work of a view run in a worker thread, with a progress bar, a Cancel button and the result kept per session.
+"""Heavy work of a view: a run followed from a thread of the server, with a progress bar, a Cancel button and the
+result kept per session; every timed run executes in the server's timing worker process.
 
-The script thread keeps a progress bar moving while the worker calls a `st.cache_data` function, so a second student
-asking for the same configuration gets it at once. The worker has no Streamlit context, which keeps the cached function
-free of st calls (nothing to replay). A run outlives the script run that started it: a widget change reruns the script
-while the worker goes on, and the next run follows it (running_job_ui) or cancels it.
+The script thread keeps a progress bar moving while a thread of the server calls a `st.cache_data` function, so a
+second student asking for the same configuration gets it at once. That thread has no Streamlit context, which keeps
+the cached function free of st calls (nothing to replay). A `timed_run` sends its work to the timing worker
+(flashviz.app.lock.timing_worker: a process of its own, where no other Python thread slows the kernels' many small
+torch calls) and relays the worker's progress and partial results. A run outlives the script run that started it: a
+widget change reruns the script while the run goes on, and the next run follows it (running_job_ui) or cancels it.
+Cancel stops the worker's job at its next progress report, or stops and restarts the worker about a second later.
 """
 
 from __future__ import annotations
 
 import functools
 import queue
+import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import streamlit as st
 
-from flashviz.app.lock import Progress, holding, timing_lock
+from flashviz.app.lock import Progress, log_timing, timing_worker
+from flashviz.measure.estimate import Speed, estimate_sentence
+from flashviz.measure.load import RunReport
 from flashviz.measure.progress import Cancelled  # raised by a Job's progress callback after Cancel was pressed
+from flashviz.measure.worker import CANCEL_GRACE_S, InlineWorker, TimingWorker, target_of
 
 
 @dataclass
@@ -50,7 +59,7 @@ class Job:
 JOB_KEY = "_fv_job"  # session state: this session's Job while its worker runs
 JOB_NOTE_KEY = "_fv_job_note"  # session state: what became of the last job (shown once)
 CANCEL_KEY = "_fv_cancel"  # the Cancel button
-CANCEL_WAIT_S = 5.0  # how long Cancel waits for the worker to reach its next progress report
+CANCEL_WAIT_S = CANCEL_GRACE_S + 1.0  # how long Cancel waits for the run: the worker's grace, then its restart
 
 
 def run_with_progress(name: str, label: str, fn: Callable[..., Any], *args: Any,
@@ -58,13 +67,17 @@ def run_with_progress(name: str, label: str, fn: Callable[..., Any], *args: Any,
     """Call fn(*args, _progress=callback, **kwargs) in a worker thread inside st.status, with a progress bar.
 
     fn is a st.cache_data function whose `_progress` argument (unhashed) receives (done, total, label[, partial])
-    and (0, 0, "waiting") while another session's timing run holds the lock; `on_partial(partial)` draws results
-    as they come. Returns fn's result; re-raises its error (Cancelled after the user pressed Cancel).
+    and (0, 0, "waiting") while other sessions' timed runs are ahead of it; a TimedRun also gets the job's cancel
+    event (`_cancel`); `on_partial(partial)` draws results as they come. Returns fn's result; re-raises its error
+    (Cancelled after the user pressed Cancel).
     """
     old: Job | None = st.session_state.get(JOB_KEY)
     if old is not None:  # a new run replaces this session's previous one
         old.cancel.set()
     job = Job(name=name, title=label, args=args)
+
+    if isinstance(fn, TimedRun):
+        kwargs = {**kwargs, "_cancel": job.cancel}
 
     def work() -> None:
         try:
@@ -97,8 +110,8 @@ def _follow(job: Job, on_partial: Callable[[Any], None] | None) -> None:
             continue
         if what == "waiting":
             waited = time.perf_counter()
-            note.info("Waiting for another run to finish: timing runs from all users take turns, "
-                      "so they do not slow each other down.")
+            note.info("Waiting for another run to finish: timing runs from all users take turns in one timing "
+                      "process, so they do not slow each other down.")
             continue
         if waited is not None:
             note.info(f"Waited {time.perf_counter() - waited:.1f} s for another run to finish.")
@@ -199,49 +212,127 @@ def run_and_remember(name: str, title: str, fn: Callable[..., Any], args: tuple,
 
 
 def run_button_ui(name: str, fn: Callable[..., Any], args: tuple, *, label: str, help: str, title: str,
-                  idle: str, on_partial: Callable[[Any], None] | None = None) -> Any:
-    """A view's run button: on press, run fn(*args) under the timing lock with a progress bar and keep the result
+                  idle: str, on_partial: Callable[[Any], None] | None = None,
+                  estimate: Callable[[Speed], float] | None = None, budget_s: float | None = None) -> Any:
+    """A view's run button: on press, run fn(*args) in the timing worker with a progress bar and keep the result
     in this session (on_partial draws results as they come). Returns the result for exactly these args, or None
-    after saying what to press (or what went wrong)."""
+    after saying what to press (or what went wrong) and, with `estimate` (seconds of the run at a measured Speed),
+    how long it will take here. Under a result it says what the run saw (report_ui)."""
     pressed = st.button(f"▶ {label}", type="primary", key=f"{name}_run", help=help)
-    if pressed and run_and_remember(name, title, fn, args, on_partial=on_partial, _lock=timing_lock()) is None:
+    if pressed and run_and_remember(name, title, fn, args, on_partial=on_partial, _worker=timing_worker()) is None:
         return None  # cancelled or failed: the page says which
     result = remembered(name, args)
     if result is None:
         st.info(idle)
+        if estimate is not None:
+            estimate_ui(estimate, budget_s)
+    elif isinstance(fn, TimedRun):
+        report_ui(fn.report_of(args))
     return result
 
 
+SPEED_TTL_S = 300.0  # seconds a measured Speed stands for this machine before it is measured again
+_speeds: dict[int, Speed] = {}  # the Speed measured in each SPEED_TTL_S stretch of time (the last few)
+
+
+def machine_speed_now() -> Speed | None:
+    """This machine's Speed (flashviz.measure.estimate), measured in the timing worker at most every SPEED_TTL_S;
+    the last one measured while the worker is busy with a run (None if none was measured yet)."""
+    bucket = int(time.time() // SPEED_TTL_S)
+    if bucket in _speeds:
+        return _speeds[bucket]
+    worker = timing_worker()
+    if isinstance(worker, TimingWorker) and worker.waiting():
+        return _speeds[max(_speeds)] if _speeds else None
+    _speeds[bucket] = worker.run("flashviz.measure.estimate:machine_speed")
+    for old in sorted(_speeds)[:-4]:
+        _speeds.pop(old)
+    return _speeds[bucket]
+
+
+def estimate_ui(estimate: Callable[[Speed], float], budget_s: float | None) -> None:
+    """How long the run will take here, from this machine's speed measured just now."""
+    try:
+        speed = machine_speed_now()
+    except (RuntimeError, OSError) as e:  # the worker could not start or died: say so, the Run button still works
+        st.caption(f"No estimate of the run's time: {e}")
+        return
+    if speed is None:
+        st.caption("No estimate of the run's time yet: the timing worker is busy with another run.")
+        return
+    st.caption(estimate_sentence(estimate(speed), speed, budget_s))
+
+
+def report_ui(report: RunReport | None) -> None:
+    """What a timed run saw (its threads, the load, the calls set aside), and a plain warning when the machine was
+    too busy for clean calls."""
+    if report is None:
+        return
+    busy = report.busy_sentence()
+    if busy:
+        st.warning(busy, icon="🐢")
+    st.caption(report.sentence())
+
+
 # ----------------------------------------------------------------------------------------------------------------------
-# timed_run: a measured run, cached, under the timing lock, with progress
+# timed_run: a measured run, cached, run in the timing worker, with progress
 
 TIMED_ENTRIES = 128  # results kept over every timed run together (each a small DataFrame or dataclass)
-_TIMED: dict[str, Callable[..., Any]] = {}  # name -> the function a timed_run calls
+Worker = TimingWorker | InlineWorker
 
 
 @st.cache_data(show_spinner=False, max_entries=TIMED_ENTRIES)
 def _timed_result(name: str, args: tuple, kwargs: tuple, _progress: Progress | None = None,
-                  _lock: threading.Lock | None = None) -> Any:
-    """The one cache behind every timed_run, keyed on the run's name and its hashable arguments; the run holds the
-    timing lock (`_lock`) while it measures and reports through `_progress` (neither is part of the key)."""
-    with holding(_lock or threading.Lock(), _progress):
-        return _TIMED[name](*args, progress=_progress, **dict(kwargs))
+                  _worker: Worker | None = None, _cancel: threading.Event | None = None) -> Any:
+    """The one cache behind every timed_run, keyed on the run's target and its hashable arguments: (the result, its
+    RunReport). With `_worker`
+    the run executes there, after the runs queued before it, and reports through `_progress`; `_cancel` stops it
+    (none of the three is part of the key). Without a worker it runs in this thread (a library call, a test)."""
+    worker = _worker if _worker is not None else InlineWorker()
+    run = uuid.uuid4().hex
+    started = False
+
+    def report(done: int, total: int, label: str, partial: Any = None) -> None:
+        nonlocal started
+        if not started and label != "waiting":
+            started = True
+            log_timing("start", run)
+        if _progress is not None:
+            _progress(done, total, label) if partial is None else _progress(done, total, label, partial)
+
+    try:
+        return worker.run_reported(name, args, dict(kwargs), progress=report, cancel=_cancel)
+    finally:
+        if started:
+            log_timing("end", run)
 
 
 class TimedRun:
     """A measured run made by `timed_run`: call it with the function's own arguments, plus `_progress` (a progress
-    callback) and `_lock` (the timing lock; run_button_ui passes both)."""
+    callback), `_worker` (the timing worker; run_button_ui passes it) and `_cancel` (an Event that stops the run)."""
 
     def __init__(self, fn: Callable[..., Any], keep: Callable[[Any], bool] | None) -> None:
+        module = sys.modules.get(fn.__module__)
+        if module is None or any(value is st for value in vars(module).values()):
+            raise ValueError(f"{fn.__module__}.{fn.__qualname__} cannot be a timed run: the timing worker imports "
+                             "the module a run lives in, and that must not be a module that uses Streamlit (put "
+                             "the function in the view's data.py or the library).")
         self.fn, self.keep = fn, keep
-        self.name = f"{fn.__module__}.{fn.__qualname__}"
-        _TIMED[self.name] = fn
+        self.name = target_of(fn)
+        self.reports: dict[tuple, RunReport] = {}  # the RunReport of the latest result per arguments
         functools.update_wrapper(self, fn)
 
-    def __call__(self, *args: Any, _progress: Progress | None = None, _lock: threading.Lock | None = None,
-                 **kwargs: Any) -> Any:
+    def report_of(self, args: tuple, kwargs: dict[str, Any] | None = None) -> RunReport | None:
+        """The RunReport of the result for these arguments (None before any run of them)."""
+        return self.reports.get((args, tuple(sorted((kwargs or {}).items()))))
+
+    def __call__(self, *args: Any, _progress: Progress | None = None, _worker: Worker | None = None,
+                 _cancel: threading.Event | None = None, **kwargs: Any) -> Any:
         key = (self.name, args, tuple(sorted(kwargs.items())))
-        result = _timed_result(*key, _progress=_progress, _lock=_lock)
+        result, report = _timed_result(*key, _progress=_progress, _worker=_worker, _cancel=_cancel)
+        if len(self.reports) >= TIMED_ENTRIES:
+            self.reports.pop(next(iter(self.reports)))
+        self.reports[key[1:]] = report
         if self.keep is not None and not self.keep(result):
             _timed_result.clear(*key)  # handed back once, measured again on the next request
         return result
@@ -253,17 +344,17 @@ class TimedRun:
 
 
 def timed_run(fn: Callable[..., Any] | None = None, *, keep: Callable[[Any], bool] | None = None) -> Any:
-    """Decorator: `fn(*args, progress=None, **kwargs)` becomes a run that is cached on its hashable arguments (one
-    result per distinct call, shared by every session), holds the process-wide timing lock while it measures (saying
-    "waiting" through its progress first when another run holds it), passes its progress callback on (Cancel raises
-    from it), and is not kept when `keep(result)` is False (a time budget cut it short).
+    """`fn(*args, progress=None, **kwargs)`, a module-level function of a module without Streamlit, becomes a run
+    that is cached on its hashable arguments (one result per distinct call, shared by every session), executes in
+    the timing worker after the runs queued before it (saying "waiting" through its progress first), passes its
+    progress callback on (Cancel stops it), and is not kept when `keep(result)` is False (a time budget cut it short).
+    Used as `run = timed_run(data.function)` or `timed_run(data.function, keep=...)`.
 
     Example:
-        >>> @timed_run
-        ... def double(x, progress=None):
-        ...     return 2 * x
-        >>> double(21), double.name.endswith("double")
-        (42, True)
+        >>> from flashviz.measure.load import load_now
+        >>> now = timed_run(load_now)
+        >>> now(0.01).cores >= 1, now.name
+        (True, 'flashviz.measure.load:load_now')
     """
     if fn is None:
         return lambda f: TimedRun(f, keep)

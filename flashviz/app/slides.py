@@ -25,6 +25,8 @@ from flashviz.views.how.figures import row_picture, scores_picture, tiles_pictur
 from flashviz.views.io.figures import io_picture
 from flashviz.views.masks.figures import masks_picture
 from flashviz.views.numerics.figures import numerics_picture
+from flashviz.views.pipeline.figures import pipeline_picture
+from flashviz.views.ring.figures import context_picture
 from flashviz.views.roof.figures import roof_picture
 from flashviz.views.train.figures import train_picture
 from flashviz.views.triton.figures import triton_picture
@@ -42,11 +44,13 @@ PICTURES: dict[str, Picture] = {  # a step's check -> the one picture that prove
     "online_softmax": row_picture,
     "io_passes": io_picture,
     "roofline_gpu": roof_picture,
+    "exp_bottleneck": pipeline_picture,
     "causal_halves": tiles_picture,
     "masks_tiles": masks_picture,
     "training_recompute": train_picture,
     "backward_recompute": backward_picture,
     "decode_merge": decode_picture,
+    "context_parallel": context_picture,
     "gqa_bytes": gqa_picture,
     "numerics_rounding": numerics_picture,
     "triton_schedule": triton_picture,

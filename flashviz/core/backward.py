@@ -212,7 +212,7 @@ def tiled_backward(dO: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
     c = config
     BH_kv = c.B * c.H_kv  # batch and K/V heads merged: one batched matmul per tile over all groups
     # Algorithm 2 visits K/V block columns whatever order the forward ran in; the statuses are the same
-    schedule = build_schedule(c, "kv_outer") if schedule is None else schedule
+    schedule = build_schedule(c, "kv_outer", q.device) if schedule is None else schedule
     score = None if c.score_mod is None else TileScoreMod(c.score_mod, c.B, c.H, c.H_kv, q.device)
     dQ, dK, dV = _backward_kv_outer(group_rows(q, c.H_kv), k.reshape(BH_kv, c.n_k, c.d),
                                     v.reshape(BH_kv, c.n_k, c.d), group_rows(O, c.H_kv),
@@ -299,7 +299,7 @@ class _FlashAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, config: AttentionConfig):
-        schedule = build_schedule(config, config.loop_order)  # classified once, for the forward and the backward
+        schedule = build_schedule(config, config.loop_order, q.device)  # classified once, forward and backward
         O, L = tiled_forward(q, k, v, config, schedule=schedule)
         ctx.save_for_backward(q, k, v, O, L)  # O(N d): never P
         ctx.config, ctx.schedule = config, schedule

@@ -34,6 +34,7 @@ import torch
 from flashviz.core.decode_checks import CacheLayout, check_block_k, check_layout, check_splits
 from flashviz.core.decode_layouts import split_partials
 from flashviz.core.softmax import LN_2, LOG2_E, NEG_INF, finite, online_softmax_step
+from flashviz.core.softmax_variants import to_input_dtype
 from flashviz.core.validate import validate_causal, validate_scale
 
 DEFAULT_BLOCK_K = 256  # keys per KV block of a contiguous cache: flash-attn's split-KV kernel uses 64-256 by d
@@ -133,6 +134,8 @@ def plain_partials(q4: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         S_s.masked_fill_(pos >= limit.unsqueeze(-1), NEG_INF)  # keys past each row's limit
         nothing = torch.full(S_s.shape[:-1], NEG_INF, dtype=acc, device=q4.device)  # (B, H_kv, GN) no key seen yet
         P_s, m_s, l_s, _ = online_softmax_step(S_s, nothing, torch.zeros_like(nothing), partial=True)
+        P_s = to_input_dtype(P_s, v_cache.dtype)  # P~ rounded to V's dtype (after its fp32 row sum l_s), as a GPU
+        #                                           kernel hands it to the tensor core for P V
         outs[s] = P_s @ V_s / l_s.clamp(min=1.0).unsqueeze(-1)  # (B, H_kv, GN, d) O_s; l_s >= 1 once a key is seen
         lses[s] = (m_s + torch.log2(l_s)) * LN_2  # (B, H_kv, GN) L_s
     return outs, lses
@@ -233,7 +236,7 @@ class _Call:
 
     layout: CacheLayout  # the checked geometry
     table: torch.Tensor | None  # (B, max_pages) int64 block table as given, or None for a contiguous cache
-    q4: torch.Tensor  # (B, H_kv, GN, d) q scaled by scale log2(e), in q's dtype: row g N_q + i of group (b, h)
+    q4: torch.Tensor  # (B, H_kv, GN, d) q scaled by scale log2(e), in acc: row g N_q + i of group (b, h)
     limit: torch.Tensor  # (B, H_kv, GN) one past the last key each stacked row sees
     block_k: int  # keys per KV block
     chunk: int  # keys per split: whole KV blocks
@@ -252,7 +255,10 @@ def _prepare(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cach
     # split the keys: S chunks of whole KV blocks (flash-attn's heuristic when num_splits is None)
     block_k, chunk, n_splits = _plan(layout, block_k, num_splits, q.device)
     B, H, GN, d = layout.batch, layout.heads_kv, layout.group * layout.n_q, layout.d
-    q4 = (q.to(acc) * (scale * LOG2_E)).to(q.dtype).view(B, H, GN, d)  # (B, H_kv, G*N_q, d) log2 units
+    # (B, H_kv, G*N_q, d) log2 units, kept in acc: a GPU kernel scales q in fp32 registers, and the scores S_ij are
+    # computed and kept in fp32 whatever q's dtype. reshape: q may be any strided layout (a model's (B, N, H, d)
+    # transposed, a slice); it is tiny, so a copy costs nothing
+    q4 = (q.to(acc) * (scale * LOG2_E)).reshape(B, H, GN, d)
     return _Call(layout, table, q4, _row_limits(layout, causal), block_k, chunk, n_splits, acc)
 
 

@@ -25,6 +25,7 @@ import torch
 from flashviz.core.decode_checks import CacheLayout
 from flashviz.core.decode_paged import pool_owners, pool_partials
 from flashviz.core.softmax import NEG_INF, online_softmax_step
+from flashviz.core.softmax_variants import to_input_dtype
 
 STEP_BYTES = 16 * 2**20  # bytes of K per step across all R groups: well inside a shared L3, so K/V gathered from pages
 #                         (or sliced from the cache) are still in cache when the second matmul reads them
@@ -82,15 +83,18 @@ def _fold(state: State, q3: torch.Tensor, piece: Piece, limit: torch.Tensor, lim
     R, GN, d = q3.shape
     m, l, O = (x[:, s0 : s0 + count] for x in state)  # views (R, count, GN), (R, count, GN), (R, count, GN, d)
     q_b = q3 if count == 1 else q3[:, None].expand(R, count, GN, d).reshape(R * count, GN, d)  # q is tiny: copy ok
-    # (R*count, GN, d) x (R*count, d, size) -> (R*count, GN, size); read size * d of K per item; log2 units
-    S_ij = torch.bmm(q_b, k3.transpose(1, 2)).view(R, count, GN, size).to(O.dtype)
+    # (R*count, GN, d) x (R*count, d, size) -> (R*count, GN, size); read size * d of K per item; log2 units, in the
+    # accumulator dtype whatever K's (q3 comes in it): the scores of a bf16 cache are never rounded to bf16
+    S_ij = torch.bmm(q_b, k3.transpose(1, 2).to(O.dtype)).view(R, count, GN, size)
     masked = key0 + count * size > limit_min  # some key of the piece is past some row's limit
     if masked:
         pos = key0 + torch.arange(count * size, device=q3.device).view(count, 1, size)  # key positions
         S_ij = S_ij.masked_fill_(pos >= limit[:, None, :, None], NEG_INF)
     P_ij, m_new, l_new, alpha = online_softmax_step(S_ij, m, l, masked)  # P_ij in S_ij's storage
-    # (R*count, GN, size) x (R*count, size, d) -> (R*count, GN, d); read size * d of V per item
-    PV = torch.bmm(P_ij.view(R * count, GN, size).to(v3.dtype), v3).view(R, count, GN, d).to(O.dtype)
+    # (R*count, GN, size) x (R*count, size, d) -> (R*count, GN, d); read size * d of V per item. P~ rounded to V's
+    # dtype (after its row sum), the product accumulated in O's dtype, as a tensor core's fp32 accumulator
+    P_ij = to_input_dtype(P_ij, v3.dtype)
+    PV = torch.bmm(P_ij.view(R * count, GN, size), v3.to(O.dtype)).view(R, count, GN, d)
     O.mul_(alpha[..., None]).add_(PV)  # O_s <- diag(alpha) O_s + P~ V
     l.copy_(l_new)
     m.copy_(m_new)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 
 from flashviz.core.softmax import NEG_INF, finite
+from flashviz.core.softmax_variants import to_input_dtype
 
 POOL_MIN_USE = 0.5  # read the whole pool only if at least half of its pages hold valid keys (else gather pages)
 STEP_ROW_BYTES = 4 * 2**20  # bytes of per-page query rows (and of per-page outputs) per step: they stay in cache
@@ -66,7 +67,7 @@ def pool_partials(q4: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
     owner_b, owner_p, table, used = owners
     split = (owner_p * page // chunk).clamp(max=n_splits - 1)  # (n_pages,) split of each physical page
     step = min(n_pages, max(1, STEP_ROW_BYTES // (H * GN * d * q4.element_size())))  # pages per step
-    S_ij = _pool_scores(q4, k3, owner_b, step).view(n_pages, H, GN, page).to(acc)
+    S_ij = _pool_scores(q4, k3, owner_b, step).view(n_pages, H, GN, page)  # in q4's dtype, acc: never rounded
     if int(owner_p.max()) * page + page > int(limit.min()):  # some page holds keys past some row's limit
         pos = owner_p[:, None] * page + torch.arange(page, device=q4.device)  # (n_pages, page) logical positions
         S_ij = S_ij.masked_fill_(pos[:, None, None, :] >= limit[owner_b][..., None], NEG_INF)
@@ -88,7 +89,8 @@ def pool_partials(q4: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor
 
 
 def _pool_scores(q4: torch.Tensor, k3: torch.Tensor, owner_b: torch.Tensor, step: int) -> torch.Tensor:
-    """S_ij (n_pages * H, GN, page) of every page: one batched matmul per `step` pages over the pool in place.
+    """S_ij (n_pages * H, GN, page) of every page, in q4's dtype (the accumulator's: a bf16 / fp16 page is read and
+    widened, its scores stay fp32): one batched matmul per `step` pages over the pool in place.
 
     Each (page, H) tile meets the G * N_q stacked rows of its sequence. With one sequence those rows are the same
     for every step, so they are laid out once (step * H * GN * d, cache-resident) and reused; otherwise they are
@@ -103,7 +105,7 @@ def _pool_scores(q4: torch.Tensor, k3: torch.Tensor, owner_b: torch.Tensor, step
         p1 = min(p0 + step, n_pages)
         q_items = q_rep[: (p1 - p0) * H] if q_rep is not None else q4[owner_b[p0:p1]].reshape(-1, GN, d)
         # (pages*H, GN, d) x (pages*H, d, page) -> (pages*H, GN, page); read page * d of K per tile
-        torch.bmm(q_items, k3[p0 * H : p1 * H].transpose(1, 2), out=S_ij[p0 * H : p1 * H])
+        torch.bmm(q_items, k3[p0 * H : p1 * H].transpose(1, 2).to(q4.dtype), out=S_ij[p0 * H : p1 * H])
     return S_ij
 
 
@@ -120,23 +122,25 @@ def _pool_values(P_ij: torch.Tensor, v3: torch.Tensor, segment: torch.Tensor, li
     n_pages, H, GN, page = P_ij.shape
     d = v3.shape[-1]
     all_live = bool(live.all())
-    if n_segments == 1 and all_live and v3.dtype == P_ij.dtype:  # one segment: the matmul sums the steps' tiles
-        acc = torch.zeros(step * H, GN, d, dtype=v3.dtype, device=v3.device)  # (step*H, GN, d) tile sums
+    P_ij = to_input_dtype(P_ij, v3.dtype)  # P~ rounded to V's dtype after its row sum, as a tensor core takes it
+    wide = P_ij.dtype  # the products accumulate in fp32 (fp64 for fp64 inputs), never in a bf16 / fp16 output
+    if n_segments == 1 and all_live:  # one segment: the matmul sums the steps' tiles
+        acc = torch.zeros(step * H, GN, d, dtype=wide, device=v3.device)  # (step*H, GN, d) tile sums
         for p0 in range(0, n_pages, step):
             p1 = min(p0 + step, n_pages)
             # acc[:pages*H] += (pages*H, GN, page) x (pages*H, page, d); read page * d of V per tile
-            acc[: (p1 - p0) * H].baddbmm_(P_ij[p0:p1].reshape(-1, GN, page).to(v3.dtype), v3[p0 * H : p1 * H])
-        return acc.view(step, H * GN * d).sum(0, keepdim=True).to(P_ij.dtype)  # (1, H*GN*d)
+            acc[: (p1 - p0) * H].baddbmm_(P_ij[p0:p1].reshape(-1, GN, page), v3[p0 * H : p1 * H].to(wide))
+        return acc.view(step, H * GN * d).sum(0, keepdim=True)  # (1, H*GN*d)
     onehot = torch.zeros(n_segments, n_pages, dtype=P_ij.dtype, device=P_ij.device)
     onehot[segment, torch.arange(n_pages, device=segment.device)] = 1.0  # (n_segments, n_pages): page -> segment
     O = torch.zeros(n_segments, H * GN * d, dtype=P_ij.dtype, device=P_ij.device)
-    O_pages = torch.empty(step * H, GN, d, dtype=v3.dtype, device=v3.device)  # one step's per-page partials
+    O_pages = torch.empty(step * H, GN, d, dtype=wide, device=v3.device)  # one step's per-page partials
     for p0 in range(0, n_pages, step):
         p1 = min(p0 + step, n_pages)
         out = O_pages[: (p1 - p0) * H]
         # (pages*H, GN, page) x (pages*H, page, d) -> (pages*H, GN, d); read page * d of V per tile
-        torch.bmm(P_ij[p0:p1].reshape(-1, GN, page).to(v3.dtype), v3[p0 * H : p1 * H], out=out)
-        rows = out.view(p1 - p0, H * GN * d).to(P_ij.dtype)
+        torch.bmm(P_ij[p0:p1].reshape(-1, GN, page), v3[p0 * H : p1 * H].to(wide), out=out)
+        rows = out.view(p1 - p0, H * GN * d)
         if not all_live:
             rows = rows.masked_fill(~live[p0:p1, None], 0.0)
         # (n_segments, pages) x (pages, H*GN*d) -> (n_segments, H*GN*d): each segment's pages summed

@@ -152,11 +152,13 @@ def _mod_and_mask(S_ij: torch.Tensor, step: Step, masks: TileMasks, score: TileS
     return S_ij, step.partial or score is not None
 
 
-def build_schedule(config: AttentionConfig, loop_order: str) -> TileSchedule:
-    """The tile schedule of a validated call: causal, window and mask_mod, classified over its batch and heads."""
+def build_schedule(config: AttentionConfig, loop_order: str, device: torch.device | str | None = None
+                   ) -> TileSchedule:
+    """The tile schedule of a validated call: causal, window and mask_mod, classified over its batch and heads on
+    `device` (the inputs': a mask_mod's closed-over tensors live there)."""
     c = config
     return tile_schedule(c.n_q, c.n_k, c.block_q, c.block_k, causal=c.causal, window=c.window, loop_order=loop_order,
-                         mask_mod=c.mask_mod, batch=max(c.B, 1), heads=max(c.H, 1))
+                         mask_mod=c.mask_mod, batch=max(c.B, 1), heads=max(c.H, 1), device=device)
 
 
 def _kv_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSchedule, c: AttentionConfig,
@@ -244,7 +246,8 @@ def _q_outer(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, schedule: TileSc
 
 def tiled_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: AttentionConfig,
                   on_tile: TileCallback | None = None, schedule: TileSchedule | None = None,
-                  softmax: SoftmaxStep | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                  softmax: SoftmaxStep | None = None, out_dtype: torch.dtype | None = None
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """The tiled forward for an already validated config (see tiled_config); no argument is checked again.
 
     Args:
@@ -254,8 +257,9 @@ def tiled_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: Att
         schedule: build_schedule(config, config.loop_order), if the caller already has it.
         softmax: softmax_variants.make_softmax_step(tau, p_dtype) for the numerics options; None runs
             online_softmax_step (the default path: no extra op per tile).
+        out_dtype: O's dtype; None = q's. A caller that merges partials (the ring) keeps them in config.acc.
     Returns:
-        O (B, H, N_q, d) in q's dtype and L (B, H, N_q), the natural-log logsumexp in config.acc.
+        O (B, H, N_q, d) in out_dtype and L (B, H, N_q), the natural-log logsumexp in config.acc.
 
     Example:
         >>> q = k = v = torch.randn(1, 2, 10, 4)
@@ -264,13 +268,13 @@ def tiled_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: Att
         (torch.Size([1, 2, 10, 4]), torch.Size([1, 2, 10]))
     """
     c = config
-    schedule = build_schedule(c, c.loop_order) if schedule is None else schedule
+    schedule = build_schedule(c, c.loop_order, q.device) if schedule is None else schedule
     score = None if c.score_mod is None else TileScoreMod(c.score_mod, c.B, c.H, c.H_kv, q.device)
     kernel = _kv_outer if c.loop_order == "kv_outer" else _q_outer
     BH_kv = c.B * c.H_kv  # batch and K/V heads merged: one batched matmul per tile over all groups
     O, L = kernel(group_rows(q, c.H_kv), k.reshape(BH_kv, c.n_k, c.d), v.reshape(BH_kv, c.n_k, c.d), schedule,
                   c, score, on_tile, online_softmax_step if softmax is None else softmax)  # (BH_kv, N_q G, d)
-    return ungroup_rows(O, c.B, c.H, c.H_kv).to(q.dtype), ungroup_rows(L, c.B, c.H, c.H_kv)
+    return ungroup_rows(O, c.B, c.H, c.H_kv).to(out_dtype or q.dtype), ungroup_rows(L, c.B, c.H, c.H_kv)
 
 
 def flash_attention_forward(

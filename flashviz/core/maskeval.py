@@ -119,33 +119,41 @@ class _Slab:
     group: int  # positions per tile in this slab
 
 
-def _slabs(n: int, block: int, cap: int) -> Iterator[_Slab]:
-    """Cut positions [0, n) of tiles of `block` into slabs of at most max(cap, 1) positions, aligned to tiles."""
+def _slabs(n: int, block: int, cap: int, device: torch.device) -> Iterator[_Slab]:
+    """Cut positions [0, n) of tiles of `block` into slabs of at most max(cap, 1) positions, aligned to tiles; the
+    positions on `device`."""
     tiles = -(-n // block)
     if cap >= block:
         step = cap // block
         for t0 in range(0, tiles, step):
             t1 = min(t0 + step, tiles)
-            yield _Slab(t0, t1, torch.arange(t0 * block, t1 * block).clamp_max_(n - 1), block)
+            yield _Slab(t0, t1, torch.arange(t0 * block, t1 * block, device=device).clamp_max_(n - 1), block)
         return
     cap = max(cap, 1)
     for t in range(tiles):
         end = min((t + 1) * block, n)
         for s in range(t * block, end, cap):
             stop = min(s + cap, end)
-            yield _Slab(t, t + 1, torch.arange(s, stop), stop - s)
+            yield _Slab(t, t + 1, torch.arange(s, stop, device=device), stop - s)
 
 
 def classify_blocks(mask_mod: MaskMod, n_q: int, n_k: int, block_q: int, block_k: int, *, batch: int = 1,
-                    heads: int = 1, budget: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                    heads: int = 1, budget: int | None = None, device: torch.device | str | None = None
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """Which tiles of the n_q x n_k mask have any visible element, and which have every element visible.
+
+    The mask_mod runs on `device`: the index tensors are made there, so a mask_mod that closes over a tensor
+    (document ids, lengths) runs where that tensor lives, as create_block_mask(..., device=) does. Only the
+    (B', H', Tr, Tc) answers come back to the CPU.
 
     Args:
         mask_mod: FlexAttention mask_mod, True = visible.  n_q, n_k >= 1: N_q, N_k.  block_q, block_k: Br, Bc.
         batch, heads: B and H, the ranges of b and h.
         budget: most mask elements evaluated per call; None = SLAB_ONE_THREAD or SLAB_THREADED, by torch's threads.
+        device: where the mask_mod is evaluated (None: the CPU).
     Returns:
-        any_visible, all_visible: (B', H', Tr, Tc) bool, B' = B and H' = H where the mask_mod reads b or h, else 1.
+        any_visible, all_visible: (B', H', Tr, Tc) bool on the CPU, B' = B and H' = H where the mask_mod reads b or
+        h, else 1.
 
     Example:
         >>> a, f = classify_blocks(lambda b, h, q, kv: q >= kv, 4, 4, 2, 2)
@@ -156,20 +164,22 @@ def classify_blocks(mask_mod: MaskMod, n_q: int, n_k: int, block_q: int, block_k
         budget = SLAB_ONE_THREAD if torch.get_num_threads() == 1 else SLAB_THREADED
     bq, bk = min(block_q, n_q), min(block_k, n_k)  # a tile larger than N is one tile of N
     Tr, Tc = -(-n_q // bq), -(-n_k // bk)
-    b, h = index_grid(batch, heads)
+    device = torch.device("cpu" if device is None else device)
+    b, h = index_grid(batch, heads, device)
     # A 2 x 3 probe (rows != cols) catches a mask_mod that reduces over an axis, whose output could pass as a
     # broadcast if rows == cols; it also tells whether the mask reads b or h.
-    probe_q, probe_k = torch.arange(2).clamp_max(n_q - 1), torch.arange(3).clamp_max(n_k - 1)  # (2,), (3,)
+    probe_q = torch.arange(2, device=device).clamp_max(n_q - 1)  # (2,)
+    probe_k = torch.arange(3, device=device).clamp_max(n_k - 1)  # (3,)
     probe = evaluate(mask_mod, b, h, probe_q[:, None], probe_k[None, :])  # (B', H', 2, 3)
     Bp, Hp = probe.shape[:2]  # (B', H'): how many (b, h) the mask really varies over
-    any_visible = torch.zeros(Bp, Hp, Tr, Tc, dtype=torch.uint8)  # (B', H', Tr, Tc)
-    all_visible = torch.ones(Bp, Hp, Tr, Tc, dtype=torch.uint8)  # (B', H', Tr, Tc)
+    any_visible = torch.zeros(Bp, Hp, Tr, Tc, dtype=torch.uint8, device=device)  # (B', H', Tr, Tc)
+    all_visible = torch.ones(Bp, Hp, Tr, Tc, dtype=torch.uint8, device=device)  # (B', H', Tr, Tc)
     per_row = max(budget // (Bp * Hp), 1)  # elements of one (b, h) mask row that one call may hold
-    for cols in _slabs(n_k, bk, min(per_row, Tc * bk)):
-        for rows in _slabs(n_q, bq, per_row // cols.idx.numel()):
+    for cols in _slabs(n_k, bk, min(per_row, Tc * bk), device):
+        for rows in _slabs(n_q, bq, per_row // cols.idx.numel(), device):
             vis = evaluate(mask_mod, b, h, rows.idx[:, None], cols.idx[None, :])  # (B', H', rows, cols)
             u = vis.reshape(Bp, Hp, rows.t1 - rows.t0, rows.group, cols.t1 - cols.t0, cols.group).view(torch.uint8)
             grid = (slice(None), slice(None), slice(rows.t0, rows.t1), slice(cols.t0, cols.t1))
             any_visible[grid] |= u.amax(dim=(3, 5))  # (B', H', tiles in slab rows, tiles in slab cols)
             all_visible[grid] &= u.amin(dim=(3, 5))
-    return any_visible.bool(), all_visible.bool()
+    return any_visible.bool().cpu(), all_visible.bool().cpu()  # Tr x Tc: the statuses are read on the CPU

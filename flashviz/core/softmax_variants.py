@@ -131,6 +131,18 @@ def round_p(P_ij: torch.Tensor, p_dtype: torch.dtype) -> torch.Tensor:
     return P_ij.clamp(max=top).to(p_dtype).to(P_ij.dtype)
 
 
+def to_input_dtype(P_ij: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """P~_ij rounded to the inputs' dtype and back to its own: the values a bf16 / fp16 tensor core multiplies with
+    V in a GPU kernel whose scores and row sums stay fp32 (Flash-Decoding's paths). The same tensor when the dtypes
+    agree (fp32, fp64), so fp32 runs are unchanged bit for bit. P~ <= 1 here, so no saturation (unlike round_p).
+
+    Example:
+        >>> to_input_dtype(torch.tensor([1 / 3]), torch.bfloat16).item()  # 8 significant bits
+        0.333984375
+    """
+    return P_ij if dtype == P_ij.dtype else P_ij.to(dtype).to(P_ij.dtype)
+
+
 def make_softmax_step(tau: object, p_dtype: object) -> SoftmaxStep | None:
     """The kernels' softmax step for the options, validated here: None for the defaults (tau = 0, p_dtype None), so
     that the default path runs softmax.online_softmax_step with no extra op per tile; else the conditional step, with

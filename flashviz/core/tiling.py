@@ -141,7 +141,7 @@ class TileSchedule(Sequence):
 
     def __init__(self, n_q: int, n_k: int, block_q: int, block_k: int, *, causal: bool = False,
                  window: Window = None, loop_order: str = KV_OUTER, mask_mod: MaskMod | None = None,
-                 batch: int = 1, heads: int = 1):
+                 batch: int = 1, heads: int = 1, device: torch.device | str | None = None):
         self.n_q = validate_length("n_q", n_q)
         self.n_k = validate_length("n_k", n_k)
         self.block_q = validate_block("block_q", block_q)
@@ -164,9 +164,9 @@ class TileSchedule(Sequence):
         self.bias_cache: dict[tuple[int, int, str], torch.Tensor] = {}  # the same tiles as fp32 0 / -inf (TileMasks)
         self._runs: dict[int, list[tuple[Tile, ...]]] = {}  # runs(max_tiles), memoised when statuses are stored
         if self.mask_mod is not None:
-            self._classify_mask_mod()
+            self._classify_mask_mod(device)
 
-    def _classify_mask_mod(self) -> None:
+    def _classify_mask_mod(self, device: torch.device | str | None) -> None:
         """Classify every tile of mask_mod AND causal AND window at element level (over every b and h)."""
         from torch.nn.attention.flex_attention import and_masks  # a mask_mod is made of torch ops: torch is here
 
@@ -179,7 +179,7 @@ class TileSchedule(Sequence):
             self._statuses = [[] for _ in range(self.n_q_blocks)]
             return
         any_vis, all_vis = classify_blocks(self.combined_mask_mod, self.n_q, self.n_k, self.block_q, self.block_k,
-                                           batch=self.batch, heads=self.heads)  # (B', H', Tr, Tc) each
+                                           batch=self.batch, heads=self.heads, device=device)  # (B', H', Tr, Tc)
         self.block_any, self.block_all = any_vis, all_vis
         self.mask_reads_bh = any_vis.shape[0] * any_vis.shape[1] > 1
         # union over (b, h): skipped only if every (b, h) skips the tile, full only if every (b, h) sees all of it
@@ -299,7 +299,7 @@ class TileSchedule(Sequence):
 
 def tile_schedule(n_q: int, n_k: int, block_q: int, block_k: int, *, causal: bool = False, window: Window = None,
                   loop_order: str = KV_OUTER, mask_mod: MaskMod | None = None, batch: int = 1,
-                  heads: int = 1) -> TileSchedule:
+                  heads: int = 1, device: torch.device | str | None = None) -> TileSchedule:
     """The tiles of an n_q x n_k attention matrix in the visiting order of `loop_order`.
 
     Args:
@@ -312,6 +312,8 @@ def tile_schedule(n_q: int, n_k: int, block_q: int, block_k: int, *, causal: boo
             window and classified at element level; None = causal/window only (lazy, O(1) per tile).
         batch, heads: the ranges of b and h a mask_mod is classified over: a tile is skipped only if every (b, h)
             skips it, full only if every (b, h) sees all of it.
+        device: where the mask_mod is classified, like create_block_mask's: the device of the tensors it closes
+            over (the kernels pass their inputs' device); None = the CPU. The statuses are kept on the CPU.
     Returns:
         A TileSchedule: a sequence of Tile (.q_block, .k_block, .status, ...), every pair once, in visiting order.
 
@@ -323,4 +325,4 @@ def tile_schedule(n_q: int, n_k: int, block_q: int, block_k: int, *, causal: boo
         ['full', 'skipped', 'skipped', 'full']
     """
     return TileSchedule(n_q, n_k, block_q, block_k, causal=causal, window=window, loop_order=loop_order,
-                        mask_mod=mask_mod, batch=batch, heads=heads)
+                        mask_mod=mask_mod, batch=batch, heads=heads, device=device)

@@ -243,6 +243,19 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
          "model's.", 1.0,
          (("Naive's FLOPs per byte", "{intensity:.1f}"), ("{gpu}'s ridge, {dtype}", "{ridge:.0f}"),
           ("Predicted: FA2", "{fa2:.2f}×"), ("Predicted: FA1", "{fa1:.2f}×"))),
+    Step("On a GPU the exponential is the bottleneck", "pipeline", {},
+         "Inside the chip the limit is the exponential. Per 128 × 128 tile at d = {d} in bf16, an H100's tensor cores "
+         "need {h100_mma:,.0f} cycles and its exponential unit {h100_exp:,.0f} ({h100_share:.0%}); a B200 doubled the "
+         "tensor cores but not the exponential unit: {b200_mma:,.0f} against {b200_exp:,.0f} ({b200_share:.0%}). So "
+         "FA4 computes {poly:.0%} of the exponentials by a cubic polynomial on the FP32 units; its error, "
+         "{poly_err:.1e}, hides under bf16's own rounding, {bf16:.1e}.",
+         {"d": 128, "h100_mma": 2048, "h100_exp": 1024, "h100_share": 0.5, "b200_mma": 1024, "b200_exp": 1024,
+          "b200_share": 1.0, "poly": 0.32, "poly_err": 8.6e-5, "bf16": 3.9e-3},
+         "exp_bottleneck",
+         "Explore this view and press ▶ Play: in the same cycles FA3 and FA4 finish more tiles than FA2, because the "
+         "exponential of one tile runs under the matmul of another.", 0.5,
+         (("H100: exp / MMA per tile", "{h100_share:.0%}"), ("B200: exp / MMA per tile", "{b200_share:.0%}"),
+          ("The cubic's error", "{poly_err:.1e}"), ("bf16's own rounding", "{bf16:.1e}"))),
     Step("Causal halves the work", "how", {"causal": "1"},
          "With the causal mask only {computed} of the {tiles} tiles are computed ({share:.0%}): the {skipped} above "
          "the diagonal are skipped, never loaded. {order}'s HBM traffic per head falls from {unmasked} without the "
@@ -289,9 +302,20 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
          "the output is exact attention over the whole cache.",
          {"keys": 16384, "splits": 4, "lse": 10.5006, "weights": 1.0}, "decode_merge",
          "Explore this view and press ▶ Play on the animation: the splits read their blocks in parallel, the last "
-         "frame merges them.", 1.0,
+         "frame merges them.", 0.5,
          (("Cached keys", "{keys:,}"), ("Splits", "{splits}"), ("L = log Σ exp(L_s)", "{lse:.4g}"),
           ("The weights sum to", "{weights:.3f}"))),
+    Step("Context parallelism: one sequence, W devices", "ring", {"rgw": "4"},
+         "At N = {n:,} tokens, Llama 3 8B's shape keeps {kv} of K/V; standard attention's S and P would take "
+         "{scores} a layer, and even FlashAttention computes {flops} a layer on one device. Context parallelism gives "
+         "each of W = {world} ranks (a process per device) a shard of N / W = {shard:,} positions: {kv_rank} of K/V "
+         "and {flops_rank} a layer.",
+         {"n": 131072, "kv": "16.0 GiB", "scores": "2048.0 GiB", "flops": "281 TFLOP", "world": 4, "shard": 32768,
+          "kv_rank": "4.0 GiB", "flops_rank": "70.4 TFLOP"}, "context_parallel",
+         "Explore this view: the map deals a classroom's N = 256 to the 4 ranks; switch *Layout* to zigzag under "
+         "causal, then ▶ Run the ring in real processes.", 0.5,
+         (("K/V, one device", "{kv}"), ("K/V per rank, W = {world}", "{kv_rank}"), ("S and P, one layer", "{scores}"),
+          ("Attention per rank, a layer", "{flops_rank}"))),
     Step("Grouped-query attention reads g-fold fewer bytes", "decode", {},
          "Each decode step reads the whole K/V cache. With {hq} query heads sharing {hkv} K/V heads (GQA, g = {g}), "
          "a step reads {gqa} of K/V against multi-head attention's {mha}: {ratio:g}× fewer bytes for the same "
@@ -301,7 +325,7 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
           "gpu": "H100", "predicted": 4.00},
          "gqa_bytes",
          "Explore this view, scroll to *Why decoding is memory-bound* and set *K/V heads H_kv* to 8 (MHA) or 1 (MQA).",
-         1.0,
+         0.5,
          (("MHA reads", "{mha}"), ("GQA reads, g = {g}", "{gqa}"), ("Fewer bytes", "{ratio:g}×"),
           ("FLOPs, both", "{flops:,}"))),
     Step("Why outputs differ from SDPA", "numerics", {},
@@ -353,8 +377,8 @@ def lesson_markdown(lesson: Lesson) -> str:
 
     Example:
         >>> text = lesson_markdown(INTRO)
-        >>> text.splitlines()[0], text.count("\\n### ")
-        ('<!-- lesson intro: begin -->', 13)
+        >>> text.splitlines()[0], text.count("\\n### ") == len(INTRO.steps)  # one heading per step
+        ('<!-- lesson intro: begin -->', True)
     """
     total = _mmss(sum(step.minutes for step in lesson.steps))
     head = (f"{BEGIN.format(slug=lesson.slug)}\n"

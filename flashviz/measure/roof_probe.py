@@ -77,7 +77,7 @@ class RoofSpread:
 
 def _rates(fn: Callable[[], object], work: float) -> list[float]:
     """work / seconds of each of PROBE_REPEATS timed calls after one warm-up (measure.time_call)."""
-    return [work / s for s in time_call(fn, warmup=1, repeats=PROBE_REPEATS).samples]
+    return [work / s for s in time_call(fn, warmup=1, repeats=PROBE_REPEATS).calls]
 
 
 def _probe(threads: int) -> Device:

@@ -49,7 +49,6 @@ from flashviz.measure.timing import (
     resolve_repeats,
     threads_set_to,
     time_calls,
-    timing_of,
 )
 from flashviz.model.flops import impl_flops
 from flashviz.model.iomodel import io_cost
@@ -59,7 +58,7 @@ MAX_N = 1 << 17  # 131072: beyond this even the tiled Python kernels take hours 
 MAX_D = 1024  # largest head dimension a sweep accepts (real models use 64-256)
 COLUMNS = ("impl", "N", "d", "block_q", "block_k", "causal", "window", "batch", "heads", "dtype", "device", "threads",
            "time_s", "time_iqr_s", "peak_bytes", "flops", "gflops", "hbm_bytes", "max_abs_err", "status",
-           "time_lo_s", "time_hi_s", "repeats", "converged")
+           "time_lo_s", "time_hi_s", "repeats", "converged", "set_aside", "cpu_share")
 MAX_REASON_CHARS = 160  # a failure's message is cut here in the status column
 
 
@@ -162,7 +161,7 @@ def _row(impl: str, cfg: RunConfig, threads: int, **values) -> dict:
            "device": str(cfg.device), "threads": threads, "time_s": math.nan, "time_iqr_s": math.nan,
            "peak_bytes": math.nan, "flops": _flops(impl, cfg), "gflops": math.nan, "hbm_bytes": _hbm_bytes(impl, cfg),
            "max_abs_err": math.nan, "status": OK, "time_lo_s": math.nan, "time_hi_s": math.nan, "repeats": pd.NA,
-           "converged": pd.NA}
+           "converged": pd.NA, "set_aside": pd.NA, "cpu_share": math.nan}
     row.update(values)
     return row
 
@@ -178,9 +177,9 @@ _now = time.perf_counter  # the time budget's clock (tests replace it)
 
 def _time_rows(fns: dict[str, Callable], inputs: tuple, *, warmup: int, repeats: int | Adaptive,
                clock: TimeBudget) -> tuple[dict[str, Timing], str | None]:
-    """Time fns side by side (measure.time_calls), within the sweep's time budget. A fixed count runs one
-    interleaved repeat at a time, checking the budget between repeats; an Adaptive runs once, its own budget cut to
-    what the sweep has left. Returns ({impl: Timing}, None), or ({}, why) if the budget ran out first."""
+    """Time fns side by side (measure.time_calls), within the sweep's time budget. A fixed count checks the budget
+    between interleaved repeats (`stop`); an Adaptive runs with its own budget cut to what the sweep has left.
+    Returns ({impl: Timing}, None), or ({}, why) if the budget ran out before the repeats asked for were done."""
     if isinstance(repeats, Adaptive):
         if clock.used_up():
             return {}, clock.status("before timing")
@@ -188,15 +187,11 @@ def _time_rows(fns: dict[str, Callable], inputs: tuple, *, warmup: int, repeats:
             left = clock.seconds - (clock.now() - clock.start)
             repeats = replace(repeats, budget_s=left if repeats.budget_s is None else min(repeats.budget_s, left))
         return time_calls(fns, *inputs, warmup=warmup, repeats=repeats), None
-    samples: dict[str, list[float]] = {impl: [] for impl in fns}
-    timed = {}
-    for r in range(repeats):
-        if clock.used_up():
-            return {}, clock.status(f"while timing ({r} of {repeats} repeats done)")
-        timed = time_calls(fns, *inputs, warmup=warmup if r == 0 else 0, repeats=1)
-        for impl, t in timed.items():
-            samples[impl] += t.samples
-    return {impl: timing_of(s, timed[impl].threads, timed[impl].device) for impl, s in samples.items()}, None
+    timed = time_calls(fns, *inputs, warmup=warmup, repeats=repeats, stop=clock.used_up)
+    done = min((len(t.calls) for t in timed.values()), default=0)
+    if done < repeats:
+        return {}, clock.status(f"while timing ({done} of {repeats} repeats done)")
+    return timed, None
 
 
 def _measure_config(cfg: RunConfig, impls: list[str], *, budget: int, repeats: int | Adaptive, warmup: int,
@@ -245,7 +240,8 @@ def _measure_config(cfg: RunConfig, impls: list[str], *, budget: int, repeats: i
             why.update(dict.fromkeys(fns, late))
         for impl, t in timings.items():
             results[impl].update(time_s=t.median, time_iqr_s=t.iqr, time_lo_s=t.ci_low, time_hi_s=t.ci_high,
-                                 repeats=t.repeats, converged=t.converged,
+                                 repeats=t.repeats, converged=t.converged, set_aside=t.set_aside,
+                                 cpu_share=t.cpu_share,
                                  gflops=_flops(impl, cfg) / t.median / 1e9 if t.median > 0 else math.nan)
     return [_row(impl, cfg, threads, status=why[impl]) if why[impl] is not None else
             _row(impl, cfg, threads, **results[impl]) for impl in impls]
@@ -285,6 +281,7 @@ def _run(configs: list[RunConfig], impls: list[str], *, repeats: Repeats, warmup
     df["block_k"] = df["block_k"].astype("Int64")
     df["repeats"] = df["repeats"].astype("Int64")  # nullable: a row not run has none
     df["converged"] = df["converged"].astype("boolean")
+    df["set_aside"] = df["set_aside"].astype("Int64")  # nullable: a row not run has none
     df.attrs.update(mode=configs[0].mode, memory_budget_bytes=budget,
                     repeats=AUTO if isinstance(repeats, Adaptive) else repeats, seed=seed, time_budget_s=time_budget_s,
                     adaptive=asdict(repeats) if isinstance(repeats, Adaptive) else None,
@@ -367,7 +364,10 @@ def run_sweep(ns: Iterable[int], *, d: int = 64, block_size: int = 128, causal: 
         NaN for sdpa and in training mode), max_abs_err (max |x - x_sdpa_fp64| over O and, in training, dQ, dK,
         dV), status ("ok" or "not run: <why>"), time_lo_s and time_hi_s (the distribution-free 95% interval of
         the median, seconds; [min, max] below 6 repeats), repeats (timed calls behind the median, <NA> if not
-        run), converged (a 95% interval at most +-5% of the median). df.attrs holds mode, memory_budget_bytes,
+        run), converged (a 95% interval at most +-5% of the median), set_aside (timed calls set aside because the
+        process lost its cores during them: flashviz.measure.load; more calls were run in their place) and
+        cpu_share (the kept calls' median CPU seconds per wall second; NaN where not measured).
+        df.attrs holds mode, memory_budget_bytes,
         repeats (an int or "auto"), adaptive (the Adaptive's fields, or None), seed, time_budget_s and context
         (context.run_context: torch version, threads, CPU model, ...).
 

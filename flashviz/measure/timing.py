@@ -33,6 +33,7 @@ import torch
 
 from flashviz.limits import AUTO_BUDGET_S, AUTO_MAX_REPEATS
 from flashviz.measure.allocator import steady_allocator
+from flashviz.measure.load import cpu_shares, disturbed, record
 from flashviz.measure.memory import device_of
 from flashviz.measure.progress import Progress
 from flashviz.measure.stats import (
@@ -62,11 +63,32 @@ class Timing:
     ci_high: float  # seconds, high end of that interval
     ci_level: float  # what the interval covers: >= the confidence asked for from 6 calls on (at 95%), less below
     converged: bool  # ci_level reached the confidence and the interval's half-width is <= the target of the median
+    calls: tuple[float, ...] = ()  # seconds of every timed call in order, those set aside included (() = samples)
+    cpu: tuple[float, ...] = ()  # this process's CPU seconds over each of calls (() where not measured: CUDA, a clock)
+    aside: tuple[bool, ...] = ()  # which of calls were set aside as disturbed (flashviz.measure.load.disturbed)
 
     @property
     def repeats(self) -> int:
         """Timed calls behind the median."""
         return len(self.samples)
+
+    @property
+    def set_aside(self) -> int:
+        """Timed calls set aside: the process lost its cores during them."""
+        return sum(self.aside)
+
+    @property
+    def too_busy(self) -> bool:
+        """More calls were set aside than kept clean: the machine was too busy for a clean timing."""
+        return self.set_aside > len(self.calls or self.samples) - self.set_aside
+
+    @property
+    def cpu_share(self) -> float:
+        """The median share of the CPU the kept calls ran with (CPU seconds per wall second), NaN if not measured."""
+        if not self.cpu:
+            return math.nan
+        kept = [s for s, a in zip(cpu_shares(self.calls, self.cpu), self.aside, strict=True) if not a]
+        return statistics.median(kept) if kept else math.nan
 
     @property
     def rel_ci(self) -> float:
@@ -128,9 +150,27 @@ def resolve_repeats(repeats: object) -> int | Adaptive:
     return repeats
 
 
+_thread_cap: int | None = None  # the most threads any timing in this process may use now (see thread_cap)
+
+
+@contextlib.contextmanager
+def thread_cap(most: int | None) -> Iterator[None]:
+    """Inside the block, every `threads_set_to` uses at most `most` threads (None: no cap). The timing worker sets it
+    per run to the cores other work leaves free (flashviz.measure.load.choose_threads); each result still reports
+    the threads it ran with."""
+    global _thread_cap
+    before = _thread_cap
+    _thread_cap = most
+    try:
+        yield
+    finally:
+        _thread_cap = before
+
+
 @contextlib.contextmanager
 def threads_set_to(threads: int | None) -> Iterator[int]:
-    """Run the block with `threads` intra-op threads (None: keep the current count); restore the count after.
+    """Run the block with `threads` intra-op threads (None: keep the current count), or fewer under a `thread_cap`;
+    restore the count after.
 
     Yields:
         the thread count in force inside the block.
@@ -140,6 +180,8 @@ def threads_set_to(threads: int | None) -> Iterator[int]:
         threads = before
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be an int >= 1 or None (keep torch's current {before}), got {threads!r}.")
+    if _thread_cap is not None:
+        threads = min(threads, _thread_cap)
     torch.set_num_threads(threads)
     try:
         yield threads
@@ -192,6 +234,7 @@ def time_call(fn: Callable, *args: Any, warmup: int = 2, repeats: Repeats = 10, 
 def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats: Repeats = 10,
                threads: int | None = None, progress: Progress | None = None,
                sync_device: torch.device | str | None = None, clock: Callable[[], float] | None = None,
+               cpu_clock: Callable[[], float] | None = None, stop: Callable[[], bool] | None = None,
                **kwargs: Any) -> dict[str, Timing]:
     """Time several callables on the same arguments side by side, interleaved call by call.
 
@@ -203,11 +246,20 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
     interval at most +-5% of it, by default), or the Adaptive's max_repeats or budget_s is spent; every function is
     called in every round, so all get the same number of repeats over the same stretch of time.
 
+    Each timed call records its wall time and this process's CPU time. On the CPU, a call during which the process
+    lost its cores (flashviz.measure.load.disturbed) is set aside: the median and its interval come from the other
+    calls, and more rounds run in its place, up to as many again as asked for (or within the Adaptive's budget).
+
     Args:
         fns: name -> callable, each called as fn(*args, **kwargs).
         warmup, threads, sync_device, clock: as for `time_call`.
         repeats: an int >= 1 (that many rounds), or "auto" / Adaptive(target_rel_ci, budget_s, min_repeats,
             max_repeats, confidence) (until converged; see Adaptive).
+        cpu_clock: this process's CPU seconds now, read with clock around every timed call; None:
+            time.process_time on the CPU when clock is None, else no CPU time (and nothing set aside).
+        stop: checked before the warm-up and before every later round; once it returns True no new round starts
+            (the timings then hold fewer calls than asked: a caller's time budget ran out; before the first round,
+            no timing at all: {}).
         progress: called as progress(done, total, label) before each call (done = calls finished, label = the call
             about to run, e.g. "repeat 2 of 5: mm", or "repeat 2 of at most 100: mm" in the adaptive mode) and once
             after the last (done = total, label "timed"), never inside a timed interval. total = len(fns) *
@@ -241,17 +293,33 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
     target = adaptive.target_rel_ci if adaptive else TARGET_REL_CI
     confidence = adaptive.confidence if adaptive else CONFIDENCE
     device = device_of(args, kwargs) if sync_device is None else torch.device(sync_device)
+    if cpu_clock is None and clock is None and device.type == "cpu":
+        cpu_clock = getattr(time, "process_time", None)  # None where the clock module gives no process time
     report = progress or (lambda done, total, label: None)
     total, done = len(fns) * (warmup + rounds), 0
-    samples: dict[str, list[float]] = {name: [] for name in fns}
+    walls: dict[str, list[float]] = {name: [] for name in fns}
+    cpus: dict[str, list[float]] = {name: [] for name in fns}
 
-    def more(r: int) -> bool:  # whether round r + 1 runs
-        if adaptive is None or r < adaptive.min_repeats:
-            return r < rounds
+    def kept(name: str, n_threads: int) -> list[float]:  # the calls not set aside
+        if cpu_clock is None:
+            return walls[name]
+        return [w for w, a in zip(walls[name], disturbed(walls[name], cpus[name], n_threads), strict=True) if not a]
+
+    def more(r: int, n_threads: int) -> bool:  # whether round r + 1 runs
+        if r > 0 and stop is not None and stop():  # round 0's look was before the warm-up
+            return False
+        if adaptive is None:
+            if r < rounds:
+                return True  # the rounds asked for, then as many again at most while calls are set aside
+            return r < 2 * rounds and any(len(kept(name, n_threads)) < rounds for name in fns)
+        if r < adaptive.min_repeats:
+            return True
         if r >= rounds or (adaptive.budget_s is not None and now() - start >= adaptive.budget_s):
             return False
-        return not all(is_converged(s, target, confidence) for s in samples.values())
+        return not all((clean := kept(name, n_threads)) and is_converged(clean, target, confidence) for name in fns)
 
+    if stop is not None and stop():
+        return {}
     with threads_set_to(threads) as n_threads, steady_allocator():
         start = now()
         for name, fn in fns.items():
@@ -261,18 +329,28 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
                 done += 1
         _sync(device)
         r = 0
-        while more(r):
+        while more(r, n_threads):
             for name, fn in fns.items():
-                report(done, total, f"repeat {r + 1} of {of}: {name}")
+                extra = " (in place of a disturbed call)" if r >= rounds else ""
+                report(min(done, total - 1), total, f"repeat {r + 1} of {of}{extra}: {name}")
+                c0 = cpu_clock() if cpu_clock is not None else 0.0
                 t0 = now()
                 fn(*args, **kwargs)
                 _sync(device)
-                samples[name].append(now() - t0)
+                walls[name].append(now() - t0)
+                if cpu_clock is not None:
+                    cpus[name].append(cpu_clock() - c0)
                 done += 1
             r += 1
         report(total, total, "timed")
-    return {name: timing_of(s, n_threads, device, target_rel_ci=target, confidence=confidence)
-            for name, s in samples.items()}
+    if r == 0:
+        return {}  # `stop` said so before the first round
+    timings = {name: timing_of(walls[name], n_threads, device, cpu=cpus[name] if cpu_clock is not None else None,
+                               at_most=None if adaptive else rounds, target_rel_ci=target, confidence=confidence)
+               for name in fns}
+    for t in timings.values():
+        record(len(t.calls), t.set_aside, t.too_busy)
+    return timings
 
 
 def median_iqr(samples: list[float]) -> tuple[float, float]:
@@ -288,12 +366,20 @@ def median_iqr(samples: list[float]) -> tuple[float, float]:
     return statistics.median(samples), q3 - q1
 
 
-def timing_of(samples: list[float], threads: int, device: torch.device | str, *,
-              target_rel_ci: float = TARGET_REL_CI, confidence: float = CONFIDENCE) -> Timing:
+def timing_of(samples: list[float], threads: int, device: torch.device | str, *, cpu: list[float] | None = None,
+              at_most: int | None = None, target_rel_ci: float = TARGET_REL_CI,
+              confidence: float = CONFIDENCE) -> Timing:
     """The Timing of timed calls: median, IQR, the interval of the median and whether it converged.
+
+    With `cpu`, the calls the machine disturbed (flashviz.measure.load.disturbed) are set aside: the median, IQR and
+    interval come from the others. When more calls were set aside than kept (`too_busy`), the median is not
+    converged, whatever its interval, and when none was kept, every call stands in the samples.
 
     Args:
         samples: seconds of every timed call (>= 1).  threads, device: what they ran with.
+        cpu: this process's CPU seconds over each call, or None (nothing set aside).
+        at_most: keep the first at_most clean calls (a fixed count asked for; the calls run in place of calls set
+            aside may leave a few more clean ones), None: every clean call.
         target_rel_ci: the half-width, as a fraction of the median, at which the median counts as converged.
         confidence: coverage of the interval (stats.median_ci).
     Returns:
@@ -303,11 +389,19 @@ def timing_of(samples: list[float], threads: int, device: torch.device | str, *,
         >>> t = timing_of([1.0, 1.02, 0.98, 1.01, 0.99, 1.0], 1, "cpu")
         >>> t.median, (t.ci_low, t.ci_high), t.converged, timing_of([1.0, 1.0, 1.0], 1, "cpu").converged
         (1.0, (0.98, 1.02), True, False)
+        >>> t = timing_of([1.0, 1.0, 3.0, 1.0], 1, "cpu", cpu=[0.99, 0.98, 1.0, 0.99])  # the third lost 2 s
+        >>> t.samples, t.set_aside, t.calls
+        ((1.0, 1.0, 1.0), 1, (1.0, 1.0, 3.0, 1.0))
     """
-    median, iqr = median_iqr(samples)
-    low, high, level = median_ci(samples, confidence)
-    return Timing(median, iqr, tuple(samples), threads, str(device), low, high, level,
-                  is_converged(samples, target_rel_ci, confidence))
+    calls = tuple(float(x) for x in samples)
+    aside = tuple(disturbed(calls, cpu, threads)) if cpu is not None else (False,) * len(calls)
+    kept = [w for w, a in zip(calls, aside, strict=True) if not a][:at_most] or list(calls)
+    median, iqr = median_iqr(kept)
+    low, high, level = median_ci(kept, confidence)
+    too_busy = 2 * sum(aside) > len(calls)
+    return Timing(median, iqr, tuple(kept), threads, str(device), low, high, level,
+                  is_converged(kept, target_rel_ci, confidence) and not too_busy, calls,
+                  tuple(float(c) for c in cpu) if cpu is not None else (), aside)
 
 
 def benchmark(fn: Callable, *args: Any, warmup: int = 2, repeats: int = 10, **kwargs: Any) -> float:

@@ -92,7 +92,7 @@ def bounds_by_device(rows: pd.DataFrame, devices: Sequence[Device], dtype: str) 
         >>> rows = decode_roofline_rows((1024,), 64, 8, 8, "float16")
         >>> b = bounds_by_device(rows[rows["kind"] == "decode"], GPUS, "float16")
         >>> [name for name, _ in b["memory"]], b["compute"]
-        (['A100 (SXM 80GB)', 'H100 (SXM)', 'H200 (SXM)'], [])
+        (['A100 (SXM 80GB)', 'H100 (SXM)', 'H200 (SXM)', 'B200 (SXM)'], [])
     """
     return {kind: [(d.name, d.ridge(dtype)) for d in devices if (rows.loc[rows["device"] == d.name, "bound"] == kind)
                    .all()] for kind in (MEMORY, COMPUTE)}

@@ -8,16 +8,16 @@ O(N d) per pass instead of O(N^2), so their intensity grows with the tile size a
 FLOPs and bytes come from flashviz.model.iomodel.io_cost, so the prediction and the IO model agree. This machine's
 roof is measured in flashviz.measure.roof_probe; this module is arithmetic only.
 
-A GPU has a level between the chip's SRAM and HBM: its L2 cache (40 MiB on an A100, 50 MiB on an H100 or H200), with
-a few times HBM's bandwidth. `roofline_points` is a hierarchical roofline (Yang, Kurth, Williams, "Hierarchical
-Roofline analysis for GPUs", CCPE 2020): everything the IO model moves off the SMs passes through L2 (io_cost's
-bytes: the L2 traffic), and only part of it reaches HBM: the compulsory bytes (each input read once, each output
-written once; for standard attention S and P written once) and the re-reads whose data did not stay in L2. A
-re-read hits L2 when everything the kernel re-reads fits in it: K and V for FA2 (read once per Q block), Q, O, l
-and m for FA1 (once per K/V block), S and P for standard attention. The predicted time is then
-max(F / peak, HBM bytes / HBM bandwidth, L2 bytes / L2 bandwidth), and the largest term names the regime that bounds
-the kernel ("compute", "memory" for HBM, "L2"): where two GPUs differ in the rate of that regime, their predictions
-differ. A device without an L2 figure (this CPU) keeps the two-level model.
+A GPU has a level between the chip's SRAM and HBM: its L2 cache (40 MiB on an A100, 50 MiB on an H100 or H200, 126 MB on
+a B200: see its comment), with a few times HBM's bandwidth. `roofline_points` is a hierarchical roofline (Yang, Kurth,
+Williams, "Hierarchical Roofline analysis for GPUs", CCPE 2020): everything the IO model moves off the SMs passes
+through L2 (io_cost's bytes: the L2 traffic), and only part of it reaches HBM: the compulsory bytes (each input read
+once, each output written once; for standard attention S and P written once) and the re-reads whose data did not stay in
+L2. A re-read hits L2 when everything the kernel re-reads fits in it: K and V for FA2 (read once per Q block), Q, O, l
+and m for FA1 (once per K/V block), S and P for standard attention. The predicted time is then max(F / peak, HBM bytes /
+HBM bandwidth, L2 bytes / L2 bandwidth), and the largest term names the regime that bounds the kernel ("compute",
+"memory" for HBM, "L2"): where two GPUs differ in the rate of that regime, their predictions differ. A device without an
+L2 figure (this CPU) keeps the two-level model.
 
 References:
     Williams, Waterman, Patterson, "Roofline: an insightful visual performance model" (CACM 2009).
@@ -52,6 +52,26 @@ ROOFLINE_COLUMNS = ("device", "algorithm", "flops", "hbm_bytes", "l2_bytes", "in
 
 
 @dataclass(frozen=True)
+class SMUnits:
+    """The units of one streaming multiprocessor (SM), each as results per clock, and the memories beside them.
+
+    One table serves every schedule of flashviz.model.pipeline: no rate here is fitted to a kernel. The datasheet's
+    dense tensor peak is sms x clock_hz x tensor_flops_per_clk (tests hold the two together).
+    """
+
+    sms: int  # streaming multiprocessors on the chip
+    clock_hz: float  # the clock the datasheet's dense tensor peak assumes (the model runs every unit at it)
+    tensor_flops_per_clk: dict[str, float]  # dense tensor-core FLOP per clock per SM, by dtype name (async MMA)
+    mma_sync_flops_per_clk: float  # FLOP per clock per SM through Ampere's warp-level mma.sync (FA2's path)
+    exp2_per_clk: int  # exp2 results per clock per SM on the multi-function unit (MUFU.EX2)
+    fma_per_clk: int  # FP32 FMA (or add, max, multiply) results per clock per SM
+    smem_bytes_per_clk: int  # shared-memory bytes per clock per SM (32 banks x 4 bytes)
+    smem_bytes: int  # shared memory per SM, bytes (the largest carve-out a kernel may ask for)
+    tmem_bytes: int  # tensor memory per SM, bytes (Blackwell's MMA accumulators; 0 before Blackwell)
+    source: str  # where each figure comes from, in a line
+
+
+@dataclass(frozen=True)
 class Device:
     """What a roofline needs to know about a machine."""
 
@@ -63,6 +83,7 @@ class Device:
     measured: bool = False  # True for this machine's measured rates, False for published peaks
     l2_bytes: int | None = None  # bytes of L2 cache between the SMs and HBM; None: no L2 level in the model
     l2_bandwidth: float | None = None  # bytes/s the SMs can read from L2 (see each GPU's comment for the source)
+    units: SMUnits | None = None  # the units of one SM (flashviz.model.pipeline's table); None for a CPU
 
     def peak(self, dtype: str) -> float:
         """Peak FLOP/s for inputs of this dtype (a name from flashviz.vocab.DTYPES)."""
@@ -84,6 +105,54 @@ class Device:
         return None if self.sram_per_sm is None else self.sram_per_sm // DTYPE_BYTES[dtype]
 
 
+# ----------------------------------------------------------------------------------------------------------------------
+# the units of one SM (flashviz.model.pipeline): what one tile of attention occupies, unit by unit
+#
+# Shared by every GPU below (NVIDIA CUDA C++ Programming Guide, "Arithmetic Instructions" throughput table, results
+# per clock per SM for compute capability 8.0 / 9.0 / 10.0): exp2 (MUFU.EX2, "base-2 exponential") 16 on all three;
+# 32-bit floating-point add, multiply, multiply-add 64 on 8.0 (A100), 128 on 9.0 (H100, H200) and 10.0 (B200).
+# FlashAttention-3 (Shah et al., 2024), Section 3: an H100 SXM5 has 989 TFLOP/s of FP16 matmul "but only 3.9 TFLOP/s"
+# of special functions: 16 x 132 SMs x 1.83 GHz = 3.86e12 exp2/s. FlashAttention-4 (Zadouri et al., 2026) and its
+# blog: from H100 to B200 the tensor cores doubled while the MUFU (16 exp2 per clock per SM) and shared memory
+# (128 bytes per clock per SM) stayed the same. Shared memory: 32 banks of 4 bytes per clock (the programming guide,
+# "Shared Memory" of compute capability 5.x onward), 128 bytes/clock on every GPU here.
+# Ampere's warp-level mma.sync (FA2's MMA) does not reach Hopper's peak: only the warpgroup-wide asynchronous wgmma
+# does (NVIDIA Hopper tuning guide; Luo et al., "Dissecting the NVIDIA Hopper architecture through microbenchmarking",
+# 2025, compare the two). About two thirds of the wgmma peak is the figure commonly reported for mma.sync on an H100;
+# it is a recollection, not checked against that paper's table here, and it is the one rate of FA2's prediction that
+# is not a datasheet figure. B200 is assumed to run mma.sync at H100's per-SM rate (no published figure).
+MUFU_EXP2_PER_CLK = 16  # exp2 results per clock per SM, A100 to B200 (programming guide; FA3, FA4)
+SMEM_BYTES_PER_CLK = 128  # 32 banks x 4 bytes per clock per SM (programming guide; FA4: unchanged on Blackwell)
+HOPPER_MMA_SYNC = 4096 * 2 / 3  # FLOP/clk/SM through mma.sync on Hopper: about 2/3 of wgmma's (see above)
+A100_UNITS = SMUnits(
+    sms=108, clock_hz=1.41e9,  # A100 whitepaper: 108 SMs, 1,410 MHz boost
+    tensor_flops_per_clk={"float16": 2048, "bfloat16": 2048},  # 1,024 dense FP16 FMA/clk/SM (whitepaper): 312 TF
+    mma_sync_flops_per_clk=2048, exp2_per_clk=MUFU_EXP2_PER_CLK, fma_per_clk=64,  # mma.sync is Ampere's own MMA
+    smem_bytes_per_clk=SMEM_BYTES_PER_CLK, smem_bytes=164 * KIB, tmem_bytes=0,
+    source="A100 whitepaper (108 SMs, 1.41 GHz, 1,024 FP16 FMA/clk/SM); CUDA programming guide (MUFU 16, FP32 64 "
+           "per clock per SM on 8.0); Ampere tuning guide (164 KB shared memory)")
+H100_UNITS = SMUnits(
+    sms=132, clock_hz=1.83e9,  # H100 SXM5: 132 SMs; 989.4 TF = 132 x 4,096 x 1.83 GHz (the datasheet's tensor clock)
+    tensor_flops_per_clk={"float16": 4096, "bfloat16": 4096, "float8_e4m3fn": 8192},  # FP8: 1,979 TF dense
+    mma_sync_flops_per_clk=HOPPER_MMA_SYNC, exp2_per_clk=MUFU_EXP2_PER_CLK, fma_per_clk=128,
+    smem_bytes_per_clk=SMEM_BYTES_PER_CLK, smem_bytes=228 * KIB, tmem_bytes=0,
+    source="H100 datasheet (989.4 TF BF16 and 1,979 TF FP8 dense) over 132 SMs at 1.83 GHz; CUDA programming guide "
+           "(MUFU 16, FP32 128 per clock per SM on 9.0); FA3 (3.9 TFLOP/s of exp); Hopper tuning guide (228 KB)")
+# B200 (the HGX B200's GPU, 1,000 W): 148 SMs (Chips and Cheese, "Nvidia's B200: keeping the CUDA juggernaut rolling",
+# 2025: 2 dies x 74 SMs); dense BF16 2.25 PFLOP/s and FP8 4.5 PFLOP/s (NVIDIA HGX B200 datasheet: 36 and 72 PFLOPS
+# with sparsity for 8 GPUs; FA4's blog: "BF16 tensor core throughput increases from 1 to 2.25 PFLOPs"). 2.25e15 =
+# 148 x 8,192 x 1.86 GHz: FA4's per-tile counts (1,024 MMA cycles for 2 x 2 x 128^3 FLOP) give 8,192 FLOP/clk/SM, and
+# 1.86 GHz is the tensor clock spec listings give. Tensor memory: 128 lanes x 512 columns x 4 bytes = 256 KiB per SM
+# (CUDA PTX ISA, "Tensor Memory"); shared memory up to 228 KB per SM (Blackwell tuning guide).
+B200_UNITS = SMUnits(
+    sms=148, clock_hz=1.86e9,
+    tensor_flops_per_clk={"float16": 8192, "bfloat16": 8192, "float8_e4m3fn": 16384},
+    mma_sync_flops_per_clk=HOPPER_MMA_SYNC, exp2_per_clk=MUFU_EXP2_PER_CLK, fma_per_clk=128,
+    smem_bytes_per_clk=SMEM_BYTES_PER_CLK, smem_bytes=228 * KIB, tmem_bytes=256 * KIB,
+    source="HGX B200 datasheet (2.25 PF BF16, 4.5 PF FP8 dense) over 148 SMs (Chips and Cheese 2025) at 1.86 GHz; "
+           "FA4 (1,024 MMA and exp cycles per 128^3 tile); PTX ISA (256 KiB TMEM); Blackwell tuning guide (228 KB)")
+
+
 # NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM column): FP16 / BF16 Tensor Core 312 TFLOPS dense (624 with
 # sparsity), TF32 156, FP32 19.5, FP64 Tensor Core 19.5 TFLOPS; GPU memory bandwidth 2,039 GB/s (HBM2e).
 # NVIDIA Ampere GPU Architecture Tuning Guide, 1.4.1.2: A100 shared memory configurable up to 164 KB per SM.
@@ -95,7 +164,7 @@ A100 = Device("A100 (SXM 80GB)", {"float16": 312 * TERA, "bfloat16": 312 * TERA,
                                   "float64": 19.5 * TERA},
               2039 * GIGA, 164 * KIB, "NVIDIA A100 datasheet (80GB SXM); Ampere tuning guide (shared memory); A100 "
                                       "whitepaper (L2: 40 MB, 5,120 bytes/clk, published)",
-              l2_bytes=40 * MIB, l2_bandwidth=A100_L2_BANDWIDTH)
+              l2_bytes=40 * MIB, l2_bandwidth=A100_L2_BANDWIDTH, units=A100_UNITS)
 # NVIDIA H100 Tensor Core GPU datasheet (H100 SXM column): FP16 / BF16 Tensor Core 1,979 TFLOPS "with sparsity",
 # 989.4 dense; FP32 67 (66.9), FP64 Tensor Core 67 TFLOPS; GPU memory bandwidth 3.35 TB/s (HBM3).
 # NVIDIA Hopper Tuning Guide, 1.4.1.2: H100 shared memory configurable up to 228 KB per SM.
@@ -106,22 +175,37 @@ A100 = Device("A100 (SXM 80GB)", {"float16": 312 * TERA, "bfloat16": 312 * TERA,
 # chart is not checked against the article here), scaled to the SXM5's 132 SMs at 1,980 MHz: about 7.2 TB/s. Not a
 # datasheet figure: the Hopper L2 regimes the model predicts depend on it.
 HOPPER_L2_BANDWIDTH = 5.5 * TERA * (132 / 114) * (1980 / 1755)  # bytes/s: measured on PCIe, scaled to the SXM5
-H100 = Device("H100 (SXM)", {"float16": 989.4 * TERA, "bfloat16": 989.4 * TERA, "float32": 66.9 * TERA,
-                             "float64": 66.9 * TERA},
+H100 = Device("H100 (SXM)", {"float16": 989.4 * TERA, "bfloat16": 989.4 * TERA, "float8_e4m3fn": 1979 * TERA,
+                             "float32": 66.9 * TERA, "float64": 66.9 * TERA},
               3.35 * TERA, 228 * KIB, "NVIDIA H100 datasheet (SXM, dense = half the sparsity figure); Hopper tuning "
                                       "guide (shared memory); L2 50 MB (Hopper in-depth), L2 bandwidth measured "
                                       "(Chips and Cheese 2023, H100 PCIe, scaled to the SXM5's SMs and clock)",
-              l2_bytes=50 * MIB, l2_bandwidth=HOPPER_L2_BANDWIDTH)
+              l2_bytes=50 * MIB, l2_bandwidth=HOPPER_L2_BANDWIDTH, units=H100_UNITS)
 # NVIDIA H200 Tensor Core GPU datasheet (H200 SXM column): the same GH100 compute as H100 SXM (FP16 / BF16 Tensor Core
 # 1,979 TFLOPS with sparsity, 989.4 dense; FP32 67, FP64 Tensor Core 67 TFLOPS) with 141 GB of HBM3e at 4.8 TB/s.
 # Shared memory per SM as H100 (same Hopper SM, Hopper tuning guide). L2: the same GH100 die and clocks as H100 SXM,
 # so the same 50 MB and the same measured-and-scaled L2 bandwidth (an estimate): only HBM differs.
-H200 = Device("H200 (SXM)", {"float16": 989.4 * TERA, "bfloat16": 989.4 * TERA, "float32": 66.9 * TERA,
-                             "float64": 66.9 * TERA},
+H200 = Device("H200 (SXM)", {"float16": 989.4 * TERA, "bfloat16": 989.4 * TERA, "float8_e4m3fn": 1979 * TERA,
+                             "float32": 66.9 * TERA, "float64": 66.9 * TERA},
               4.8 * TERA, 228 * KIB, "NVIDIA H200 datasheet (SXM, dense = half the sparsity figure); Hopper tuning "
                                      "guide (shared memory); L2 as H100 SXM (same GH100 die)",
-              l2_bytes=50 * MIB, l2_bandwidth=HOPPER_L2_BANDWIDTH)
-GPUS = (A100, H100, H200)
+              l2_bytes=50 * MIB, l2_bandwidth=HOPPER_L2_BANDWIDTH, units=H100_UNITS)
+# NVIDIA B200 (HGX B200 datasheet, per GPU: 36 PFLOPS FP16 / BF16 with sparsity for 8 GPUs, so 2.25 dense; FP32 600
+# and FP64 296 TFLOPS for 8 GPUs: 75 and 37 per GPU; 180 GB of HBM3e at 8 TB/s per GPU).
+# L2: sources disagree. NVIDIA's datasheet gives none for B200; Chips and Cheese (2025), testing one, report 126 MB
+# across its two dies (the figure used here); spec listings give 65.5 MB or 96 MB.
+# L2 bandwidth: not published and not measured here; an estimate that keeps the H100 estimate's ratio of L2 to HBM
+# bandwidth (7.2 / 3.35 TB/s) at the B200's 8 TB/s of HBM: about 17 TB/s. (Hopper's bytes per clock per SM carried
+# over to 148 SMs would give 7.6 TB/s, below the B200's own HBM: not credible.) The model's B200 L2 regimes depend on
+# it.
+B200_L2_BANDWIDTH = HOPPER_L2_BANDWIDTH / (3.35 * TERA) * (8 * TERA)  # bytes/s: H100's L2 / HBM ratio
+B200 = Device("B200 (SXM)", {"float16": 2250 * TERA, "bfloat16": 2250 * TERA, "float8_e4m3fn": 4500 * TERA,
+                             "float32": 75 * TERA, "float64": 37 * TERA},
+              8 * TERA, 228 * KIB, "NVIDIA HGX B200 datasheet (per GPU: dense = half the sparsity figure, 8 TB/s); "
+                                   "Blackwell tuning guide (shared memory); L2 126 MB as tested (Chips and Cheese "
+                                   "2025; listings disagree), L2 bandwidth estimated at the H100's L2 / HBM ratio",
+              l2_bytes=126 * 1000 * 1000, l2_bandwidth=B200_L2_BANDWIDTH, units=B200_UNITS)
+GPUS = (A100, H100, H200, B200)
 
 
 # ----------------------------------------------------------------------------------------------------------------------

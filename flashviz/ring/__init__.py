@@ -31,10 +31,6 @@ The package: `layouts` (the layouts and the pure model), `attention` (ring_atten
 """
 
 from flashviz.ring.attention import (
-    TAG_DKV,
-    TAG_DKV_OWNER,
-    TAG_KV,
-    TAG_KV_OWNER,
     RingStepEvent,
     StepCallback,
     ring_attention,
@@ -95,10 +91,6 @@ __all__ = [
     "POLL_S",
     "STOP_GRACE_S",
     "STRIPED",
-    "TAG_DKV",
-    "TAG_DKV_OWNER",
-    "TAG_KV",
-    "TAG_KV_OWNER",
     "THREADS_PER_RANK",
     "ZIGZAG",
     "RingJob",

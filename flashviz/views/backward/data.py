@@ -56,6 +56,7 @@ else:
 
 from collections.abc import Callable
 
+from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.measure.guards import TIME_BUDGET_STATUS
 from flashviz.measure.sweep import run_sweep
 from flashviz.model.flops import matmul_flops
@@ -482,6 +483,14 @@ class RecomputePrice:
         values = dict(zip(self.impls, getattr(self, field), strict=True))
         a, b = values[impl], values[against]
         return a / b if b and not (math.isnan(a) or math.isnan(b)) else math.nan
+
+
+def price_run(n: int, d: int, batch: int, heads: int, br: int, bc: int, causal: bool, window: Window, dtype: str,
+              device: str, threads: int, reps: int, *, progress: Callable | None = None):
+    """recompute_price within the dashboard's time budget: the view's timed run."""
+    return recompute_price(n, d, batch=batch, heads=heads, block_q=br, block_k=bc, causal=causal, window=window,
+                           dtype=dtype, device=device, repeats=reps, threads=threads, progress=progress,
+                           time_budget_s=LIVE_TIME_BUDGET_S)
 
 
 def recompute_price(n: int, d: int, *, batch: int = 1, heads: int = 1, block_q: int = 64, block_k: int = 64,

@@ -20,19 +20,18 @@ from types import SimpleNamespace
 import streamlit as st
 
 from flashviz.app.drawing import ran_with_ui, show_figure, show_map
-from flashviz.app.lock import Progress
 from flashviz.app.runs import timed_run
 from flashviz.app.sizes import grid_error
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw, frame_ui
 from flashviz.figures.tilemap import frame_indices
-from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.views.backward.data import (
     BackwardSchedule,
     DqComparison,
     backward_schedule,
     backward_trace,
     dq_comparison,
+    price_run,
     saved_bytes,
     saved_for_backward,
     tile_ops,
@@ -87,14 +86,7 @@ def cached_dq_runs(n: int, d: int, block: int, causal: bool, window: tuple[int, 
     return dq_runs(n, d, block, block, causal=causal, window=window, dtype=dtype)
 
 
-@timed_run
-def cached_price(n: int, d: int, batch: int, heads: int, br: int, bc: int, causal: bool, window: tuple[int, int] | None,
-           dtype: str, device: str, threads: int, reps: int, progress: Progress | None = None):
-    from flashviz.views.backward.data import recompute_price  # run_sweep (torch, pandas): on the button only
-
-    return recompute_price(n, d, batch=batch, heads=heads, block_q=br, block_k=bc, causal=causal, window=window,
-                           dtype=dtype, device=device, repeats=reps, threads=threads, progress=progress,
-                           time_budget_s=LIVE_TIME_BUDGET_S)
+cached_price = timed_run(price_run)  # forward + backward of naive and FA2, in the timing worker
 
 
 def modes_of(s: Settings) -> tuple[str, ...]:

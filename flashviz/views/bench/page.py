@@ -18,6 +18,7 @@ from flashviz.app.widgets import draw
 from flashviz.core.tiling import tile_schedule
 from flashviz.figures.plots import gflops_figure, hbm_figure, memory_figure, time_figure
 from flashviz.figures.report import summary_table, summary_table_figure
+from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.views.bench.sentences import (
     causal_ratios,
     plural,
@@ -85,7 +86,10 @@ def benchmark_ui(s: Settings) -> None:
                        help="Runs the sweep now (results are cached: the same settings come back at once).",
                        idle=f"{HOOK} Press **Run benchmark** to measure these settings (about "
                             f"{plural(len(s.ns) * len(s.impls), 'measurement')}, "
-                            f"{repeats_said(s)} each).", on_partial=draw_so_far)
+                            f"{repeats_said(s)} each).", on_partial=draw_so_far,
+                       estimate=jobs.sweep_estimate(s.ns, s.impls, d=s.d, block=s.bench_block, batch=s.batch,
+                                                    heads=s.heads, reps=s.reps, sure=s.sure, causal=s.causal,
+                                                    window=s.window), budget_s=LIVE_TIME_BUDGET_S)
     if df is None:
         return
     _results_ui(s, df)
@@ -106,7 +110,8 @@ def _results_ui(s: Settings, df: pd.DataFrame) -> None:
             show_figure(summary_table_figure(summary_table(df, flash_impl=flash), title=f"Summary: {flash} vs naive"),
                         key=f"bench_summary_{flash}")
     csv_download_ui(df, "flashviz.csv", "bench_csv", "Every row of the sweep, one per (implementation, N), with its "
-                    "repeats, the median's 95% interval and the run's torch version, CPU model and threads.")
+                    "repeats, the median's 95% interval, the calls set aside and the run's torch version, CPU model, "
+                    "threads and load.", report=jobs.sweep.report_of(jobs.sweep_args(s)))
     with st.expander("All measurements"):
         st.dataframe(df, hide_index=True)
 
@@ -124,7 +129,11 @@ def _causal_ui(s: Settings) -> None:
                        title="Causal comparison", help=f"Times every chosen implementation at N = {n} with and "
                                                        "without the causal mask.",
                        idle=f"Press **Compare causal and no mask** to time both at N = {n} "
-                            f"({plural(2 * len(s.impls), 'measurement')}, {repeats_said(s)} each).")
+                            f"({plural(2 * len(s.impls), 'measurement')}, {repeats_said(s)} each).",
+                       estimate=lambda speed: sum(jobs.sweep_estimate(
+                           (n,), s.impls, d=s.d, block=s.bench_block, batch=s.batch, heads=s.heads, reps=s.reps,
+                           sure=s.sure, causal=causal)(speed) for causal in (False, True)),
+                       budget_s=LIVE_TIME_BUDGET_S)
     if df is None:
         return
     ran_with_ui(s, CAUSAL_RAN_WITH)

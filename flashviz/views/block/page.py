@@ -15,6 +15,7 @@ from flashviz.app.runs import run_button_ui
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
 from flashviz.figures.plots import block_sweep_figure
+from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.views.bench.sentences import block_verdicts, repeats_said, short, slower_why
 from flashviz.vocab import NAIVE
 
@@ -52,7 +53,8 @@ def block_size_ui(s: Settings) -> None:
     args = (s.n, s.blocks, s.d, s.causal, s.window, s.batch, s.heads, s.dtype, s.device, s.threads, s.reps, s.sure)
     result = run_button_ui("block", jobs.block_sweep, args, label="Run block-size sweep", title="Block-size sweep",
                            help=f"Times both loop orders at N = {s.n} for every block size ({repeats_said(s)} each).",
-                           idle=f"{intro_md(s.n)} Press **Run block-size sweep** to measure these settings.")
+                           idle=f"{intro_md(s.n)} Press **Run block-size sweep** to measure these settings.",
+                           estimate=jobs.block_estimate(s), budget_s=LIVE_TIME_BUDGET_S)
     if result is None:
         return
     tiled, reference = result
@@ -64,7 +66,8 @@ def block_size_ui(s: Settings) -> None:
     rows = pd.concat([tiled, reference], ignore_index=True)
     rows.attrs = tiled.attrs  # the run's context
     csv_download_ui(rows, "flashviz-block-size.csv", "block_csv", "Every row of the block-size sweep, one per "
-                    "(implementation, block size), and the naive and SDPA reference rows, with the run's context.")
+                    "(implementation, block size), and the naive and SDPA reference rows, with the run's context.",
+                    report=jobs.block_sweep.report_of(args))
     with st.expander("All measurements"):
         st.dataframe(tiled, hide_index=True)
 

@@ -17,6 +17,7 @@ from flashviz.app.runs import run_button_ui
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
 from flashviz.figures.style import fmt_sci
+from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.views.correct.figures import correctness_figure, tolerance_for
 from flashviz.vocab import DTYPE_BYTES, IMPLS
 
@@ -51,7 +52,8 @@ def correctness_ui(s: Settings) -> None:
     args = (s.correct_ds, s.correct_ns, s.br, s.bc, s.causal, s.window, s.dtype, s.device, s.threads)
     df = run_button_ui("correct", jobs.correctness, args, label="Run correctness check", title="Correctness check",
                        help=f"Runs every (d, N) once for {', '.join(IMPLS)} and compares with float64 SDPA.",
-                       idle="Press **Run correctness check**.")
+                       idle="Press **Run correctness check**.", estimate=jobs.correctness_estimate(s),
+                       budget_s=LIVE_TIME_BUDGET_S)
     if df is None:
         return
     ran_with_ui(s, RAN_WITH)

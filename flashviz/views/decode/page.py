@@ -18,7 +18,6 @@ import pandas as pd
 import streamlit as st
 
 from flashviz.app.drawing import show_figure
-from flashviz.app.lock import Progress
 from flashviz.app.runs import run_button_ui, timed_run
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
@@ -61,11 +60,7 @@ def setup_of(s: Settings) -> DecodeSetup:
 animation_data = st.cache_data(decoding.decode_trace, show_spinner=False, max_entries=CACHE_ENTRIES)
 
 
-@timed_run
-def decode_timing(setup: DecodeSetup, device: str, reps: int,
-                  progress: Progress | None = None) -> tuple[pd.DataFrame, float | None, str]:
-    """decoding.decode_timing, a timed run: flash_decode, SDPA and naive, interleaved."""
-    return decoding.decode_timing(setup, device, reps, progress=progress)
+decode_timing = timed_run(decoding.decode_timing)  # flash_decode, SDPA and naive, interleaved, in the timing worker
 
 
 def _variant_name(h_q: int, h_kv: int) -> str:

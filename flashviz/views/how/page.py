@@ -13,7 +13,7 @@ import sys
 import streamlit as st
 
 from flashviz.app.drawing import show_figure, show_map
-from flashviz.app.lock import timing_lock
+from flashviz.app.lock import threads_lock
 from flashviz.app.sizes import grid_error
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw, frame_ui
@@ -67,8 +67,8 @@ def inspected_row(s: Settings) -> tuple[int, RowPick | None]:
 
 def _row_traces(s: Settings, row: int) -> list[RowTrace]:
     """Run the kernel for the inspected row; one thread is fastest for these small tiles, but the thread count is
-    process-wide, so it is only changed while no timing run holds the lock."""
-    lock = timing_lock()
+    process-wide, so it is only changed while no other work of the server holds threads_lock."""
+    lock = threads_lock()
     have_lock = lock.acquire(blocking=False)
     try:
         return [cached_row(s.n, s.d, s.br, s.bc, row=row, causal=s.causal, window=s.window, loop_order=order,

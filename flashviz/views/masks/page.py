@@ -18,7 +18,7 @@ from dataclasses import replace
 import streamlit as st
 
 from flashviz.app.drawing import show_figure, show_map
-from flashviz.app.lock import Progress, timing_lock
+from flashviz.app.lock import threads_lock
 from flashviz.app.runs import run_button_ui, timed_run
 from flashviz.app.sizes import grid_error
 from flashviz.app.state import Settings
@@ -83,10 +83,10 @@ CONTROLS_PER_ROW = 5  # widgets side by side: a 140 px select or number input ea
 
 @contextlib.contextmanager
 def one_thread_if_idle() -> Iterator[None]:
-    """Evaluate masks on one thread while no timing run holds the lock: on a busy machine the many small ops of a
-    mask evaluation ran 4x faster on one thread than on two (N = 16384: about 3 s against 12 s). The thread count is
-    process-wide, so it is changed only while holding the timing lock (as the row inspector does)."""
-    lock = timing_lock()
+    """Evaluate masks on one thread while no other work of the server holds the thread count: on a busy machine the
+    many small ops of a mask evaluation ran 4x faster on one thread than on two (N = 16384: about 3 s against 12 s).
+    The thread count is process-wide, so it is changed only while holding threads_lock (as the row inspector does)."""
+    lock = threads_lock()
     have_lock = lock.acquire(blocking=False)
     try:
         with threads_set_to(1 if have_lock else None):
@@ -212,11 +212,7 @@ def _score_mod_ui(s: Settings, spec: MaskSpec) -> None:
 # the run button: the mask at work
 
 
-@timed_run
-def masked_runs(spec: MaskSpec, n: int, d: int, heads: int, br: int, bc: int, dtype: str, threads: int,
-                progress: Progress | None = None) -> list[dict[str, object]]:
-    """data.masked_runs, a timed run: the masked tiled kernel, dense SDPA and the unmasked kernel."""
-    return masks_data.masked_runs(spec, n, d, heads, br, bc, dtype, threads, progress=progress)
+masked_runs = timed_run(masks_data.masked_runs)  # the masked tiled kernel, dense SDPA and the unmasked kernel
 
 
 def _run_ui(s: Settings, spec: MaskSpec) -> None:
@@ -250,11 +246,7 @@ def _run_ui(s: Settings, spec: MaskSpec) -> None:
 # the sweep button: time against sparsity, one point per preset
 
 
-@timed_run
-def sparsity_runs(spec: MaskSpec, n: int, d: int, heads: int, br: int, bc: int, dtype: str, threads: int,
-                  progress: Progress | None = None) -> list[dict[str, object]]:
-    """data.sparsity_runs, a timed run: every preset alone and no mask (the last row)."""
-    return masks_data.sparsity_runs(spec, n, d, heads, br, bc, dtype, threads, progress=progress)
+sparsity_runs = timed_run(masks_data.sparsity_runs)  # every preset alone and no mask (the last row)
 
 
 def _sweep_ui(s: Settings, spec: MaskSpec) -> None:

@@ -35,11 +35,13 @@ import torch
 import torch.nn.functional as F
 
 from flashviz.app.state import Settings
+from flashviz.core.backward import flash_attention
 from flashviz.core.decode import flash_decode
 from flashviz.core.flash import flash_attention_forward
 from flashviz.core.reference import naive_attention
 from flashviz.core.softmax_variants import FA4_THRESHOLD
 from flashviz.limits import NUMERICS_D_MAX, NUMERICS_HEADS_MAX, NUMERICS_N_MAX, NUMERICS_SEEDS_MAX, tile_problem
+from flashviz.measure.dtype_rule import RuleRow, max_error
 from flashviz.measure.progress import Progress, stage
 from flashviz.numerics import ErrorStats, error_stats, fp8_attention, make_inputs, quantize_blocks
 from flashviz.views.numerics.settings import NO_P_ROUNDING
@@ -268,6 +270,62 @@ def flash_vs_sdpa(s: LabSettings) -> FlashVsSdpa:
     return FlashVsSdpa(s.precision, torch.finfo(torch_dtype(s.precision)).eps, diff.max().item(),
                        error_stats(fa2, x.ref).max_abs, error_stats(sdpa, x.ref).max_abs,
                        (diff > 0).double().mean().item())
+
+
+@dataclass(frozen=True)
+class TwoErrors:
+    """flash-attn's comparison for every kernel: (kernel in the dtype - reference in fp32) against (reference in the
+    dtype - reference in fp32), the reference being SDPA's formula (its scores in fp32, then in the dtype). For
+    kernels that run in fp32 (fp32 and FP8 inputs) the wider reference is float64."""
+
+    precision: str  # the inputs' precision name
+    dtype: str  # the dtype the kernels ran in (fp32 for FP8 inputs, which the lab runs in fp32)
+    wide: str  # the reference's wider dtype: float32 for bf16 / fp16 kernels (flash-attn's), float64 for fp32 ones
+    rows: tuple[RuleRow, ...]  # per kernel: .error = max|kernel - ref fp32|, .sdpa_error = max|ref low - ref fp32|
+
+
+TWO_ERROR_KERNELS = ("FA1", "FA2", "decode", "backward dQ", "backward dK", "backward dV")
+
+
+def two_errors(s: LabSettings) -> TwoErrors:
+    """flash-attn's two errors per kernel on the lab's inputs: FA1 and FA2 (the lab's mask), flash_decode (every
+    query row against the keys as a cache, no mask) and the backward's dQ, dK, dV (the lab's mask, dO seeded).
+
+    The reference in fp32 is SDPA on the inputs upcast to fp32 (flash-attn's attention_ref with upcast=True); the
+    reference in the dtype is SDPA on the inputs as they are. A kernel passes when its error is at most 2x the
+    reference's: the rule tests/test_dtype_rule.py holds every path to against float64.
+
+    Example:
+        >>> r = two_errors(LabSettings(n_q=16, n_k=32, d=8, heads=1, block=8))
+        >>> [row.path for row in r.rows][:3], all(row.passes for row in r.rows)
+        (['FA1', 'FA2', 'decode'], True)
+    """
+    x = lab_inputs(s)
+    q, k, v = x.q, x.k, x.v
+    wide = torch.float32 if q.dtype in (torch.bfloat16, torch.float16) else torch.float64  # fp32 runs: float64
+    up = tuple(t.to(wide) for t in (q, k, v))
+
+    def sdpa(a, b, c, causal=s.causal):
+        return F.scaled_dot_product_attention(a, b, c, is_causal=causal)
+
+    ref32, ref_low = sdpa(*up), sdpa(q, k, v)
+    outs = {"FA1": run_kernel(FLASH, s, x), "FA2": run_kernel(FLASH2, s, x)}
+    rows = [RuleRow("forward", str(q.dtype).removeprefix("torch."), name, max_error(out, ref32),
+                    max_error(ref_low, ref32)) for name, out in outs.items()]
+    dec32, dec_low = sdpa(*up, causal=False), sdpa(q, k, v, causal=False)
+    rows.append(RuleRow("decode", rows[0].dtype, "decode", max_error(flash_decode(q, k, v), dec32),
+                        max_error(dec_low, dec32)))
+    dO = torch.randn(q.shape, generator=torch.Generator().manual_seed(s.seed + 1), dtype=torch.float64).to(q.dtype)
+
+    def grads(fn, xs):
+        xs = [t.detach().clone().requires_grad_() for t in xs]
+        return torch.autograd.grad(fn(*xs), xs, dO.to(xs[0].dtype))
+
+    ours = grads(lambda a, b, c: flash_attention(a, b, c, block_size=s.block, causal=s.causal), (q, k, v))
+    want, theirs = grads(sdpa, up), grads(sdpa, (q, k, v))
+    rows += [RuleRow("backward", rows[0].dtype, f"backward {n}", max_error(o, w), max_error(t, w))
+             for n, o, w, t in zip(("dQ", "dK", "dV"), ours, want, theirs, strict=True)]
+    return TwoErrors(s.precision, rows[0].dtype, str(wide).removeprefix("torch."), tuple(rows))
 
 
 @dataclass(frozen=True)
@@ -583,7 +641,7 @@ def lab_work(s: LabSettings, n_seeds: int = FP8_SEEDS) -> LabWork:
     Example:
         >>> w = lab_work(LabSettings())
         >>> w.calls, w.tiles, w.runs_at_once
-        (61, 318, True)
+        (68, 362, True)
     """
     t, kv_blocks = _tiles(s, s.block), -(-s.n_k // s.block)
     spread = [b for b in TILE_SIZES if b <= max(s.n_q, s.n_k)] or [min(TILE_SIZES)]
@@ -596,6 +654,7 @@ def lab_work(s: LabSettings, n_seeds: int = FP8_SEEDS) -> LabWork:
         "lazy rescale": (3, 2 * t),
         "FP8 table": (2 * fp8_calls, fp8_calls * kv_blocks),  # inputs + reference, then the kernel, per run
         "causal alignment": (5, 3 * t + kv_blocks),  # 2 masked FA2, flash_decode, a masked FA2 in fp32
+        "flash-attn's two errors": (7, 5 * t + kv_blocks),  # FA1, FA2, decode, SDPA x 4, a forward + backward
     }
     calls = sum(c for c, _ in parts.values())
     tiles = sum(n for _, n in parts.values())
@@ -634,9 +693,16 @@ class LabResult:
     rescale: LazyRescale  # FA4's conditional rescale against tau = 0
     fp8: Fp8Table  # FA3's FP8 RMSE, plain / outliers x Hadamard off / on
     causal: CausalAlignment  # top-left against bottom-right causal masks
+    two: TwoErrors  # flash-attn's two errors per kernel: kernel vs reference in fp32, reference in the dtype vs fp32
 
 
-STEPS = ("kernel errors", "FA2 vs SDPA", "tile sizes", "lazy rescale", "FP8 table", "causal alignment")
+STEPS = ("kernel errors", "FA2 vs SDPA", "tile sizes", "lazy rescale", "FP8 table", "causal alignment",
+         "flash-attn's two errors")
+
+
+def lab_run(args: tuple, *, progress: Progress | None = None) -> LabResult:
+    """run_lab on LabSettings(*args): the lab as a timed run, its settings a plain (hashable) tuple."""
+    return run_lab(LabSettings(*args), progress=progress)
 
 
 def run_lab(s: LabSettings, *, n_seeds: int = FP8_SEEDS, progress: Progress | None = None) -> LabResult:
@@ -656,11 +722,12 @@ def run_lab(s: LabSettings, *, n_seeds: int = FP8_SEEDS, progress: Progress | No
     fp8_runs = FP8_RUNS * n_seeds
     total = len(STEPS) - 1 + fp8_runs
     runs = (lambda: kernel_errors(s), lambda: flash_vs_sdpa(s), lambda: tile_spread(s), lambda: lazy_rescale(s),
-            lambda: fp8_table(s, n_seeds, progress=stage(progress, 4, total)), lambda: causal_alignment(s))
+            lambda: fp8_table(s, n_seeds, progress=stage(progress, 4, total)), lambda: causal_alignment(s),
+            lambda: two_errors(s))
     results = []
     for i, (label, run) in enumerate(zip(STEPS, runs, strict=True)):
         if progress is not None:
-            progress(i if i <= 4 else 4 + fp8_runs, total, label)
+            progress(i if i <= 4 else i - 1 + fp8_runs, total, label)  # the FP8 table counts per run
         results.append(run())
     if progress is not None:
         progress(total, total, "done")

@@ -34,7 +34,14 @@ if TYPE_CHECKING:
     from typing import Any
 
     from flashviz.app.state import Settings
-    from flashviz.views.numerics.data import CausalAlignment, Fp8Table, KernelErrors, LazyRescale, TileSpread
+    from flashviz.views.numerics.data import (
+        CausalAlignment,
+        Fp8Table,
+        KernelErrors,
+        LazyRescale,
+        TileSpread,
+        TwoErrors,
+    )
 
 FP8_COLOR = "#000000"  # the FP8 kernel: black, the one Okabe-Ito colour no other implementation or tile fate has
 EPS_COLOR = "#666666"  # the dtype's machine epsilon line
@@ -132,6 +139,45 @@ def kernel_errors_figure(r: KernelErrors) -> go.Figure:
     set_subtitle(fig, "Bars under the red line pass flash-attn's test rule: at most twice plain PyTorch's (naive's) "
                       f"error in the same dtype, plus its rounding floor. {' '.join(r.notes)}".strip())
     return fig
+
+
+TWO_ERRORS_HEIGHT_PX = 480  # the two-error bars: six kernels, a legend row, a subtitle line
+
+
+def two_errors_figure(r: TwoErrors) -> go.Figure:
+    """flash-attn's two errors per kernel on one log axis: the kernel's against the wider reference, and the
+    reference's own in the kernel's dtype (the bar it may reach twice).
+
+    Example:
+        >>> from types import SimpleNamespace as NS
+        >>> row = NS(path="FA2", error=7.8e-3, sdpa_error=7.7e-3, ratio=1.01, passes=True)
+        >>> fig = two_errors_figure(NS(precision="bfloat16", dtype="bfloat16", wide="float32", rows=(row,)))
+        >>> [t.name for t in fig.data], fig.data[0].y[0], fig.data[1].y[0]
+        (['kernel − reference in fp32', 'reference in bf16 − reference in fp32'], 0.0078, 0.0077)
+    """
+    low = PRECISION_LABELS.get(r.dtype, r.dtype)
+    wide = PRECISION_LABELS.get(r.wide, r.wide)
+    fig = go.Figure()
+    style_figure(fig, title=f"flash-attn's test per kernel ({low})", x_title="", y_title="max |error|")
+    names = [row.path for row in r.rows]
+    kernel, reference = [row.error for row in r.rows], [row.sdpa_error for row in r.rows]
+    shown_k, _ = _floored(kernel)
+    shown_r, _ = _floored(reference)
+    fig.add_trace(go.Bar(x=names, y=shown_k, name=f"kernel − reference in {wide}", marker_color=impl_color(FLASH2),
+                         text=[f"{_ratio(row.ratio)}x{'' if row.passes else ' FAIL'}" for row in r.rows],
+                         textposition="outside", textfont={"size": 18}, cliponaxis=False,
+                         hovertemplate="<b>%{x}</b>: %{y:.2e}<extra></extra>"))
+    fig.add_trace(go.Bar(x=names, y=shown_r, name=f"reference in {low} − reference in {wide}",
+                         marker_color=impl_color(SDPA), hovertemplate="<b>%{x}</b>: %{y:.2e}<extra></extra>"))
+    fig.update_yaxes(**log_axis([*shown_k, *shown_r, max([*shown_k, *shown_r]) * 4], "sci"))
+    fig.update_xaxes(type="category", tickangle=0)
+    fig.update_layout(barmode="group", legend=LEGEND_BELOW, height=TWO_ERRORS_HEIGHT_PX)
+    set_subtitle(fig, "a kernel passes when its bar is at most twice the reference's (labels: the ratio)")
+    return fig
+
+
+def _ratio(x: float) -> str:
+    return "inf" if math.isinf(x) else f"{x:.2g}"
 
 
 def tile_spread_figure(r: TileSpread) -> go.Figure | None:

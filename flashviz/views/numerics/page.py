@@ -15,13 +15,12 @@ from dataclasses import astuple
 import streamlit as st
 
 from flashviz.app.drawing import ran_with_ui, show_figure
-from flashviz.app.lock import Progress
 from flashviz.app.runs import remembered, run_and_remember, run_button_ui, timed_run
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
 from flashviz.views.numerics import figures as figs
 from flashviz.views.numerics import sentences as text
-from flashviz.views.numerics.data import LabResult, LabSettings, LabWork, lab_problem, lab_settings, lab_work, run_lab
+from flashviz.views.numerics.data import LabResult, LabSettings, LabWork, lab_problem, lab_run, lab_settings, lab_work
 
 NAME = "numerics"  # the view's result name in this session (flashviz.app.runs.remember)
 TITLE = "Numerics lab"  # what the progress box calls the run
@@ -34,10 +33,7 @@ INTRO = (f"Correct kernels round in their own order, so they disagree in the las
          f"seeded input ({LabSettings.heads} heads, d = {LabSettings.d}) and float64 as the truth.")
 
 
-@timed_run
-def cached_lab(args: tuple, progress: Progress | None = None) -> LabResult:
-    """run_lab on LabSettings(*args), cached on args; with `_lock` (a long run), it takes turns with timing runs."""
-    return run_lab(LabSettings(*args), progress=progress)
+cached_lab = timed_run(lab_run)  # run_lab on LabSettings(*args), cached on args, in the timing worker
 
 
 def numerics_ui(s: Settings) -> None:
@@ -61,7 +57,7 @@ def numerics_ui(s: Settings) -> None:
     if result is None:
         return
     ran_with_ui(s, RAN_WITH)
-    for section in (_errors_ui, _orders_ui, _rescale_ui, _fp8_ui, _causal_ui):
+    for section in (_errors_ui, _orders_ui, _rescale_ui, _fp8_ui, _causal_ui, _two_errors_ui):
         section(result)
 
 
@@ -108,6 +104,12 @@ def _fp8_ui(r: LabResult) -> None:
     left.markdown(text.fp8_sentence(t))
     right.markdown(text.fp8_table_markdown(t))
     show_figure(figs.fp8_figure(t), key="numerics_fp8")
+
+
+def _two_errors_ui(r: LabResult) -> None:
+    st.markdown("#### 6. flash-attn's test, kernel by kernel")
+    st.markdown(text.two_errors_sentence(r.two))
+    show_figure(figs.two_errors_figure(r.two), key="numerics_two_errors")
 
 
 def _causal_ui(r: LabResult) -> None:

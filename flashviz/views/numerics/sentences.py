@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         KernelErrors,
         LazyRescale,
         TileSpread,
+        TwoErrors,
     )
 
 
@@ -102,6 +103,35 @@ def kernel_errors_sentence(r: KernelErrors) -> str:
         text += (f" {others} run in fp32 on Q, K, V rounded to {_label(r.precision)} with one scale per head; the "
                  "FP8 kernel quantises per block itself.")
     return " ".join([text, *(f"({note}.)" for note in r.notes)])
+
+
+def two_errors_sentence(r: TwoErrors) -> str:
+    """flash-attn's comparison per kernel: its error against the reference in the wider dtype, beside the reference's
+    own error in the kernel's dtype, their ratio, and which kernels stay within 2x.
+
+    Example:
+        >>> from textwrap import fill
+        >>> from types import SimpleNamespace as NS
+        >>> rows = [NS(path="FA2", error=7.8e-3, sdpa_error=7.8e-3, ratio=1.0, passes=True),
+        ...         NS(path="decode", error=1.5e-2, sdpa_error=2e-3, ratio=7.5, passes=False)]
+        >>> print(fill(two_errors_sentence(NS(precision="bfloat16", dtype="bfloat16", wide="float32", rows=rows)), 100))
+        flash-attn's test, kernel by kernel: (kernel in bf16 − SDPA's formula in fp32) against (SDPA in bf16
+        − SDPA's formula in fp32): FA2 7.8e-3 vs 7.8e-3 (1x), decode 1.5e-2 vs 2e-3 (7.5x). decode is
+        outside 2x: it rounds more than the reference does.
+    """
+    low, wide = _label(r.dtype), _label(r.wide)
+    pairs = ", ".join(f"{row.path} {fmt_num(row.error)} vs {fmt_num(row.sdpa_error)} ({_eps(row.ratio)}x)"
+                      for row in r.rows)
+    failing = [row.path for row in r.rows if not row.passes]
+    verdict = (f"{and_list(failing)} {'is' if len(failing) == 1 else 'are'} outside 2x: "
+               f"{'it rounds' if len(failing) == 1 else 'they round'} more than the reference does." if failing
+               else "Every kernel is within 2x of the reference's own error.")
+    text = (f"flash-attn's test, kernel by kernel: (kernel in {low} − SDPA's formula in {wide}) against (SDPA in "
+            f"{low} − SDPA's formula in {wide}): {pairs}. {verdict}")
+    if r.dtype not in ("bfloat16", "float16"):
+        text += (f" flash-attn applies this rule to 16-bit inputs; in {low} both errors are a few units of its "
+                 "last bit, and a ratio says little.")
+    return text
 
 
 def flash_sdpa_sentence(r: FlashVsSdpa, errors: KernelErrors | None = None) -> str:

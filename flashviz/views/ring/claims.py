@@ -1,17 +1,21 @@
-"""The Ring view's claims: `ring_balance`, how unevenly the plain ring shares causal work and that zigzag shares it
-evenly (the model, no process), and `ring_exact`, that a real run in W processes equals one process in float64 and
-its own events equal the model.
+"""The Ring view's claims: `context_parallel`, why one long sequence is split over devices (a 128k-token context's
+bytes and FLOPs on one device against each rank's share), `ring_balance`, how unevenly the plain ring shares causal
+work and that zigzag shares it evenly (the model, no process), and `ring_exact`, that a real run in W processes equals
+one process in float64 and its own events equal the model.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from flashviz.units import format_bytes, format_flops
 from flashviz.views.claim import Result
 from flashviz.views.ring.data import (
     FP32_TOLERANCE,
+    LONG_MODEL,
     contiguous_causal_bounds,
     layout_work,
+    long_context,
     ring_run,
     setup_of,
 )
@@ -19,6 +23,38 @@ from flashviz.views.ring.sentences import BALANCED
 
 if TYPE_CHECKING:  # a check reads the settings' fields only
     from flashviz.app.state import Settings
+
+
+def context_parallel(s: Settings) -> Result:
+    """A 128k-token sequence of a Llama-3-8B-shaped model on one device against each of the view's W ranks: its K/V,
+    standard attention's S and P, and attention's FLOPs (flashviz.views.ring.data.long_context).
+
+    Args:
+        s: the settings (the view's W is read).
+    Returns:
+        Result: n, world, shard (N / W), kv, kv_rank, scores, flops, flops_rank as the claim writes them, the same
+        in bytes and FLOPs (kv_bytes, kv_rank_bytes, scores_bytes, flops_count, flops_rank_count) and the model in
+        words; holds when W > 1 and each rank holds its shard's share of the K/V and of the FLOPs (1/W where W
+        divides N), and one layer's S and P outweigh the whole sequence's K/V (what standard attention could not
+        keep).
+
+    Example:
+        >>> from flashviz.app.state import Settings
+        >>> r = context_parallel(Settings())
+        >>> r.holds, r.values["kv"], r.values["kv_rank"], r.values["flops_rank"]
+        (True, '16.0 GiB', '4.0 GiB', '70.4 TFLOP')
+    """
+    c = long_context(s.world)
+    values = {"n": c.n, "world": c.world, "shard": c.shard, "kv": format_bytes(c.kv_bytes),
+              "kv_rank": format_bytes(c.kv_rank_bytes), "scores": format_bytes(c.scores_bytes),
+              "flops": format_flops(c.flops), "flops_rank": format_flops(c.flops_rank), "kv_bytes": c.kv_bytes,
+              "kv_rank_bytes": c.kv_rank_bytes, "scores_bytes": c.scores_bytes, "flops_count": c.flops,
+              "flops_rank_count": c.flops_rank, "model": LONG_MODEL}
+    return Result.of(values, {
+        "W = 1 splits nothing": c.world < 2,
+        "a rank does not hold its shard's share of the K/V": c.kv_rank_bytes * c.n != c.kv_bytes * c.shard,
+        "a rank does not compute its shard's share of the FLOPs": c.flops_rank * c.n != c.flops * c.shard,
+        "one layer's S and P do not outweigh the whole K/V": not c.scores_bytes > c.kv_bytes})
 
 
 def ring_balance(s: Settings) -> Result:

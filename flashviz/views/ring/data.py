@@ -22,7 +22,10 @@ from dataclasses import dataclass
 
 import torch
 
+from flashviz.measure.guards import naive_bytes_needed
+from flashviz.measure.impls import RunConfig
 from flashviz.measure.progress import Progress
+from flashviz.model.flops import attention_flops
 from flashviz.ring import (
     BACKWARD,
     FORWARD,
@@ -36,6 +39,7 @@ from flashviz.ring import (
     positions,
     ring_schedule,
     run_ring_jobs,
+    shard_bytes,
 )
 from flashviz.ring.layouts import RankWork
 from flashviz.ring.runner import float64_reference
@@ -102,6 +106,59 @@ def setup_problem(setup: RingSetup) -> str | None:
                 f"= 1 as one kernel call of that many squared). Raise the tile size to at least "
                 f"{math.ceil(setup.n / MAP_TILES_MAX)} or lower N.")
     return None
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# why split one sequence at all: a long context's bytes and FLOPs, on one device and per rank
+
+LONG_N = 131072  # 128k tokens: the context lengths that context parallelism exists for
+# a model of Llama 3 8B's shape (Meta's config.json: 32 layers, 32 attention heads, 8 K/V heads, head size 128), bf16
+LONG_LAYERS, LONG_HEADS, LONG_HEADS_KV, LONG_D, LONG_DTYPE = 32, 32, 8, 128, "bfloat16"
+LONG_MODEL = (f"Llama 3 8B's shape ({LONG_LAYERS} layers, {LONG_HEADS} query heads and {LONG_HEADS_KV} K/V heads of "
+              f"d = {LONG_D}) in {LONG_DTYPE}")  # the model, in words
+
+
+@dataclass(frozen=True)
+class LongContext:
+    """One sequence of LONG_N tokens through the LONG_* model: what one device would hold and compute, and what each
+    of W ranks holds and computes when the sequence is sharded over them (N / W positions each; where W does not
+    divide N, the largest shard's ceil(N / W))."""
+
+    n: int  # N, the sequence
+    world: int  # W, ranks (one device each)
+    shard: int  # ceil(N / W) positions: a rank's shard (the largest, where W does not divide N)
+    kv_bytes: int  # K and V of every layer for the whole sequence: 2 L H_kv N d bytes-per-element
+    kv_rank_bytes: int  # a rank's K/V shards of every layer: kv_bytes x shard / N
+    scores_bytes: int  # standard attention's S and P of one layer, all heads: 2 H N^2 bytes-per-element
+    flops: int  # attention FLOPs of one layer's forward over the whole sequence: 4 N^2 d H (no mask)
+    flops_rank: int  # a rank's share: its shard's queries against all N keys, flops x shard / N
+
+    @property
+    def even(self) -> bool:
+        """Whether W divides N: every shard the same size."""
+        return self.n % self.world == 0
+
+
+def long_context(world: int) -> LongContext:
+    """The LONG_* model at N = LONG_N on one device and over W ranks, counted by the library's own functions:
+    shard_bytes (a rank's K/V), naive_bytes_needed (standard attention's N x N matrices) and attention_flops.
+
+    Example:
+        >>> c = long_context(4)
+        >>> c.shard, c.kv_bytes // 2**30, c.kv_rank_bytes // 2**30, c.scores_bytes // 2**30
+        (32768, 16, 4, 2048)
+    """
+    if world < 1:
+        raise ValueError(f"W must be at least 1 rank, got {world}.")
+    shard = -(-LONG_N // world)  # ceil(N / W)
+    kv = LONG_LAYERS * shard_bytes(1, LONG_HEADS_KV, LONG_N, 1, LONG_D, LONG_DTYPE)  # W = 1: the whole sequence
+    kv_rank = LONG_LAYERS * shard_bytes(1, LONG_HEADS_KV, shard, 1, LONG_D, LONG_DTYPE)  # one shard's positions
+    config = RunConfig(n=LONG_N, d=LONG_D, block_q=LONG_D, block_k=LONG_D, causal=False, window=None, batch=1,
+                       heads=LONG_HEADS, dtype=getattr(torch, LONG_DTYPE), device=torch.device("cpu"),
+                       mode=FORWARD)  # the ring's phase name is the sweep's mode name
+    flops = attention_flops(LONG_N, LONG_N, LONG_D, heads=LONG_HEADS)
+    flops_rank = attention_flops(shard, LONG_N, LONG_D, heads=LONG_HEADS)  # its queries, every key
+    return LongContext(LONG_N, world, shard, kv, kv_rank, naive_bytes_needed(config), flops, flops_rank)
 
 
 # ----------------------------------------------------------------------------------------------------------------------

@@ -11,13 +11,14 @@ logsumexp, L the merged one.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from flashviz.figures.palette import BASE_FONT_PX, LINE_PX, MARKER_PX, REFERENCE_COLOR, TILE_COLORS
+from flashviz.figures.slide import slide_bars
 from flashviz.figures.style import (
     flashviz_template,
     fmt_sci,
@@ -26,10 +27,11 @@ from flashviz.figures.style import (
     style_figure,
     subtitle_lines,
 )
-from flashviz.units import format_bytes, format_flops
+from flashviz.units import GIB, format_bytes, format_flops
 from flashviz.vocab import PARTIAL, SKIPPED
 
 if TYPE_CHECKING:  # plain data; the data module itself imports torch
+    from flashviz.app.state import Settings
     from flashviz.views.ring.data import LayoutWork, MapGrid, MergeRow, PrecisionPoint
 
 FORWARD, BACKWARD = "forward", "backward"  # flashviz.ring's phase names (that module imports torch)
@@ -376,3 +378,18 @@ def precision_figure(points: Sequence[PrecisionPoint], tolerance: float) -> go.F
                       margin={"t": 60, "b": 140})
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=[str(w) for w in worlds])
     return fig
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the lesson's slide
+
+
+def context_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+    """Why one sequence is split: the bytes of the whole K/V on one device, of one rank's shard, and of one layer's
+    S and P in standard attention, on a log axis (the check's values: flashviz.views.ring.claims.context_parallel)."""
+    names = ["K/V, one device", f"K/V, one of<br>W = {v['world']} ranks", "S and P, one<br>layer (standard)"]
+    sizes = [v["kv_bytes"], v["kv_rank_bytes"], v["scores_bytes"]]
+    colors = [STEP_COLORS[0], STEP_COLORS[2], REFERENCE_COLOR]
+    return slide_bars(names, [b / GIB for b in sizes], [format_bytes(b) for b in sizes], colors,
+                      title="Why split one sequence over devices", y_title="GiB (log)", log=True,
+                      subtitle=f"N = {v['n']:,} tokens, {v['model']}")

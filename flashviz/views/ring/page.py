@@ -13,14 +13,13 @@ from __future__ import annotations
 import streamlit as st
 
 from flashviz.app.drawing import ran_with_ui, show_figure
-from flashviz.app.lock import Progress
 from flashviz.app.runs import run_button_ui, timed_run
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
 from flashviz.views.ring import data
 from flashviz.views.ring import figures as figs
 from flashviz.views.ring import sentences as text
-from flashviz.views.ring.data import FP32_TOLERANCE, RingResult, RingSetup
+from flashviz.views.ring.data import FP32_TOLERANCE, RingResult
 from flashviz.vocab import DTYPE_BYTES
 
 NAME = "ring"  # the view's result name in this session (flashviz.app.runs.remember)
@@ -33,17 +32,15 @@ RAN_WITH = (*SLIDERS, *CHOICES)
 
 cached_map = st.cache_data(data.score_map, show_spinner=False, max_entries=64)  # the model's tiles, rank by step
 cached_work = st.cache_data(data.layout_work, show_spinner=False, max_entries=64)  # each layout's work per rank
+cached_long = st.cache_data(data.long_context, show_spinner=False, max_entries=8)  # a long context, per device
 
 
-@timed_run
-def ring_run(setup: RingSetup, progress: Progress | None = None) -> RingResult:
-    """data.ring_run, a timed run: the W processes, every ring the view draws."""
-    return data.ring_run(setup, progress=progress)
+ring_run = timed_run(data.ring_run)  # the W processes, every ring the view draws, run from the timing worker
 
 
 def ring_ui(s: Settings) -> None:
     """Draw the view for settings s."""
-    st.markdown(text.INTRO)
+    st.markdown(text.intro(cached_long(s.world), data.LONG_MODEL))  # why, and what a rank and a shard are, first
     for name, col in zip(SLIDERS, st.columns(len(SLIDERS)), strict=True):
         draw(name, col)
     row = st.columns((1, 1, 1.2))

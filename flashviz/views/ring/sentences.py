@@ -13,18 +13,39 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from flashviz.figures.style import fmt_sci
-from flashviz.units import format_bytes
+from flashviz.units import format_bytes, format_flops
 from flashviz.vocab import PARTIAL, SKIPPED
 
 if TYPE_CHECKING:  # plain data; the data module itself imports torch
-    from flashviz.views.ring.data import LayoutWork, MapGrid, MergeRow, PrecisionPoint
+    from flashviz.views.ring.data import LayoutWork, LongContext, MapGrid, MergeRow, PrecisionPoint
 
 FORWARD, BACKWARD = "forward", "backward"  # flashviz.ring's phase names (that module imports torch)
 GRADS = {"dq": "dQ", "dk": "dK", "dv": "dV"}  # the run's gradient names, as the sentences write them
 BALANCED = 0.05  # a layout whose busiest rank is within this fraction of the mean tiles is called balanced
 WARMUP_FACTOR = 2.0  # step 0 "is slow" when its mean compute is this many times the later computed steps' mean
-INTRO = ("One sequence dealt to W ranks: the K/V shards travel round a ring, each rank merging its partial outputs "
-         "by their logsumexp. The map and the work chart are the model; **Run** starts real processes.")
+
+
+def intro(c: LongContext, model: str) -> str:
+    """The view's first words: why anyone splits one sequence over devices, with a long context's numbers on one
+    device and per rank (flashviz.views.ring.data.long_context), and what a rank and a shard are, before either word
+    is used.
+
+    Example:
+        >>> from flashviz.views.ring.data import LONG_MODEL, long_context
+        >>> intro(long_context(4), LONG_MODEL).split(". ")[0][-40:]
+        'would write S and P of 2048.0 GiB a layer'
+    """
+    return (f"**Why split one sequence over devices?** At N = {c.n:,} tokens a model of {model} keeps "
+            f"{format_bytes(c.kv_bytes)} of keys and values (K/V) for one sequence, and standard attention would "
+            f"write S and P of {format_bytes(c.scores_bytes)} a layer. FlashAttention never writes S or P, yet one "
+            f"device still computes {format_flops(c.flops)} of attention a layer, forward. **Context parallelism** "
+            "splits the sequence: each of W devices runs one process, a **rank** (numbered 0 to W − 1), which keeps a "
+            "**shard**, N / W of the positions with their queries, keys and values. "
+            f"At W = {c.world} a shard is {'' if c.even else 'at most '}{c.shard:,} positions: "
+            f"{format_bytes(c.kv_rank_bytes)} of K/V and "
+            f"{format_flops(c.flops_rank)} a layer for each rank. The ranks pass their K/V shards round a ring, and "
+            "each merges its partial outputs by their logsumexp. Below, the same ring at a classroom's N: the map and "
+            "the work chart are the model; **Run** starts real processes.")
 
 
 RUN_HELP = ("Starts the processes on this machine (gloo, one thread each, each importing torch) and runs in them "

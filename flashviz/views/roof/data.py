@@ -37,10 +37,10 @@ TIMED_COLUMNS = ["device", "algorithm", "flops", "hbm_bytes", "intensity", "atta
                  "speedup_vs_naive", "measured"]
 
 
-def cpu_device(threads: int) -> Device:
+def cpu_device(threads: int, *, progress: object = None) -> Device:
     """This CPU as a roofline Device at `threads` threads: its matmul rate and read bandwidth, each the best of
     several calls (flashviz.measure.roof_probe), measured once per thread count and raised only by a later, better
-    measurement."""
+    measurement. The page measures it as a timed run (in the timing worker; `progress` is a timed run's)."""
     return replace(machine_roof(threads), name=CPU_NAME)
 
 
@@ -95,7 +95,7 @@ def costs(n: int, d: int, br: int, bc: int, causal: bool, window: Window, batch:
 
 def model_points(n: int, d: int, br: int, bc: int, causal: bool, window: Window, batch: int, heads: int,
                  cpu_dtype: str, gpu_dtype: str, cpu: Device) -> pd.DataFrame:
-    """roofline_points on A100, H100, H200 at gpu_dtype and on this CPU at cpu_dtype, with a dtype column.
+    """roofline_points on A100, H100, H200, B200 at gpu_dtype and on this CPU at cpu_dtype, with a dtype column.
 
     The CPU rows keep measured=False: their roof is measured, but each point is placed by the model (stars are kept
     for kernels actually timed).
@@ -103,8 +103,8 @@ def model_points(n: int, d: int, br: int, bc: int, causal: bool, window: Window,
     Example:
         >>> cpu = Device(CPU_NAME, {"float32": 1e11}, 1e10, None, "a fake CPU")
         >>> df = model_points(256, 64, 64, 64, True, None, 1, 1, "float32", "float16", cpu)
-        >>> len(df), sorted(set(df["dtype"]))  # 3 algorithms on 3 GPUs and the CPU
-        (12, ['float16', 'float32'])
+        >>> len(df), sorted(set(df["dtype"]))  # 3 algorithms on 4 GPUs and the CPU
+        (15, ['float16', 'float32'])
     """
     kw = dict(block_q=br, block_k=bc, causal=causal, window=window, batch=batch, heads=heads)
     gpus = roofline_points(n, d, dtype=gpu_dtype, devices=GPUS, **kw).assign(dtype=gpu_dtype)
@@ -158,6 +158,17 @@ def timed_points(df: pd.DataFrame | None) -> pd.DataFrame:
                          "speedup_vs_naive": float(naive.iloc[0]) / r.time_s if len(naive) else float("nan"),
                          "measured": True})
     return pd.DataFrame(rows, columns=TIMED_COLUMNS)
+
+
+def measure_and_roof(n: int, d: int, br: int, bc: int, causal: bool, window: Window, batch: int, heads: int,
+                     cpu_dtype: str, gpu_dtype: str, devices: tuple[str, ...], threads: int,
+                     time_budget_s: float = LIVE_TIME_BUDGET_S, *,
+                     progress: Progress | None = None) -> tuple[pd.DataFrame, RoofCheck]:
+    """measure_roofline (naive, flash and flash2 here, and on CUDA), then the CPU roof that bounds what it measured
+    (timed_roof: measured again if a kernel beat it): the view's timed run."""
+    df = measure_roofline(n, d, br, bc, causal, window, batch, heads, cpu_dtype, gpu_dtype, devices, threads,
+                          time_budget_s, progress=progress)
+    return df, timed_roof(df, threads)
 
 
 def measure_roofline(n: int, d: int, br: int, bc: int, causal: bool, window: Window, batch: int, heads: int,

@@ -4,7 +4,7 @@ A kernel that does F FLOPs and moves B bytes between main memory and the chip ne
 max(F / peak, B / bandwidth) seconds (the roofline model); on a GPU, with its L2 level, max(F / peak, HBM bytes / HBM
 bandwidth, L2 bytes / L2 bandwidth) (flashviz.model.roofline), and the largest term is the regime (HBM, L2, compute)
 that bounds the kernel and makes the GPUs' predictions differ, or not. The chart places naive attention, FA1
-(kv_outer) and FA2 (q_outer) at the sidebar's settings on the published roofs of A100, H100 and H200 (at a
+(kv_outer) and FA2 (q_outer) at the sidebar's settings on the published roofs of A100, H100, H200 and B200 (at a
 tensor-core dtype: what FlashAttention runs on), each at its FLOPs per HBM byte and (dotted) per L2 byte, and on this
 CPU's roof, measured (flashviz.measure.roof_probe). A Run button times
 the three kernels here, so the predicted GPU speedup stands next to a measured one; where PyTorch sees a CUDA GPU
@@ -26,12 +26,11 @@ import streamlit as st
 
 from flashviz.app import jobs
 from flashviz.app.drawing import not_run_ui, show_figure
-from flashviz.app.lock import Progress
+from flashviz.app.lock import timing_worker
 from flashviz.app.machine import machine_env
 from flashviz.app.runs import remembered, run_button_ui, timed_run
 from flashviz.app.state import Settings
 from flashviz.app.widgets import draw
-from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.measure.roof_probe import RoofCheck
 from flashviz.measure.sweep import cut_short
 from flashviz.model.roofline import Device
@@ -65,17 +64,14 @@ from flashviz.views.roof.sentences import (
 )
 from flashviz.vocab import NAIVE
 
+measure = timed_run(data.measure_and_roof)  # naive, FA1 and FA2 timed, then the CPU roof that bounds them
+cpu_roof = timed_run(cpu_device)  # this CPU's roof, probed in the timing worker
 
-@timed_run
-def measure(n: int, d: int, br: int, bc: int, causal: bool, window: tuple[int, int] | None, batch: int, heads: int,
-            cpu_dtype: str, gpu_dtype: str, devices: tuple[str, ...], threads: int,
-            time_budget_s: float = LIVE_TIME_BUDGET_S,
-            progress: Progress | None = None) -> tuple[pd.DataFrame, RoofCheck]:
-    """data.measure_roofline under the timing lock (naive, flash and flash2 here, and on CUDA), then the CPU
-    roof that bounds what it measured (data.timed_roof: measured again if a kernel beat it)."""
-    df = data.measure_roofline(n, d, br, bc, causal, window, batch, heads, cpu_dtype, gpu_dtype,
-                                        devices, threads, time_budget_s, progress=progress)
-    return df, data.timed_roof(df, threads)
+
+def _cpu_roof(threads: int):
+    """This CPU's roof, probed in the timing worker (after any run queued there) and cached."""
+    with st.spinner("Measuring this CPU's roof in the timing worker ..."):
+        return cpu_roof(threads, _worker=timing_worker())
 
 
 def points_of(s: Settings, cpu: Device) -> pd.DataFrame:
@@ -115,7 +111,7 @@ def roofline_ui(s: Settings) -> None:
         result = fresh
         _chart_ui(chart, s, result, key="roof_chart_timed")
     df, check = result if result is not None else (None, None)
-    cpu = check.roof if check is not None else cpu_device(s.threads)
+    cpu = check.roof if check is not None else _cpu_roof(s.threads)
     points, rates = points_of(s, cpu), device_rates(s.gpu_dtype, cpu, s.dtype)
     timed = timed_points(df)
     if df is not None:
@@ -139,7 +135,7 @@ def _chart_ui(slot, s: Settings, result: tuple[pd.DataFrame, RoofCheck] | None, 
     """The roofline chart in `slot`: the GPUs' panel and this CPU's, the model's points and stars for the kernels
     timed here (if any), on the CPU roof that bounds them."""
     df, check = result if result is not None else (None, None)
-    cpu = check.roof if check is not None else cpu_device(s.threads)
+    cpu = check.roof if check is not None else _cpu_roof(s.threads)
     timed = timed_points(df)
     fig = roofline_figure(pd.concat([points_of(s, cpu), timed], ignore_index=True),
                           with_band(device_rates(s.gpu_dtype, cpu, s.dtype), check), here=HERE,

@@ -24,6 +24,7 @@ from flashviz.figures.report import (
     summary_table_figure,
 )
 from flashviz.figures.style import set_subtitle
+from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.model.training import recompute_table
 from flashviz.units import MIB, format_bytes
 from flashviz.views.bench.page import RAN_WITH, slower_caption_ui, verdicts_ui
@@ -68,7 +69,10 @@ def _run_ui(s: Settings) -> None:
     df = run_button_ui("train", jobs.sweep, args, label="Run training benchmark", title="Training sweep",
                        help="Times forward + backward (autograd) for each implementation and N.",
                        idle=f"{HOOK} Press **Run training benchmark** to time forward + backward at N = "
-                            f"{', '.join(map(str, s.ns))} for {', '.join(impls)}.")
+                            f"{', '.join(map(str, s.ns))} for {', '.join(impls)}.",
+                       estimate=jobs.sweep_estimate(s.ns, impls, d=s.d, block=s.bench_block, batch=s.batch,
+                                                    heads=s.heads, reps=s.reps, sure=s.sure, causal=s.causal,
+                                                    window=s.window, training=True), budget_s=LIVE_TIME_BUDGET_S)
     if df is None:
         return
     ran_with_ui(s, RAN_WITH)
@@ -85,7 +89,7 @@ def _run_ui(s: Settings) -> None:
     verdicts_ui(df)
     slower_caption_ui(df, s, "in training", "")  # this view draws no traffic chart: the IO model view has it
     csv_download_ui(df, "flashviz-training.csv", "train_csv", "Every row of the training sweep (forward + backward), "
-                    "one per (implementation, N), with the run's context.")
+                    "one per (implementation, N), with the run's context.", report=jobs.sweep.report_of(args))
     with st.expander("All measurements"):
         st.dataframe(df, hide_index=True)
 

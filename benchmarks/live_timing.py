@@ -1,0 +1,229 @@
+"""Do the dashboard's live timings measure the kernels? The Benchmark view's Run at its defaults, in Chromium, against
+`python -m flashviz bench` at the same settings, on a quiet machine and under a reference load.
+
+1. The CLI bench at the defaults on the quiet machine: the reference medians, ratios and winners.
+2. Under the reference load (2 Chromium pages reloading other views of the same server, 1 busy Python process), for
+   each of --reruns fresh servers: the Benchmark view's Run at its defaults in Chromium, its rows read back from the
+   page's CSV download. Then the CLI bench again under the same load.
+
+It prints, per (implementation, N): the dashboard's median under load, the CLI's under load and quiet, the calls set
+aside, and the checks:
+  - every dashboard median within 1.5x of the CLI's under the same load;
+  - each kernel's time relative to naive at the same N within 1.5x of that ratio on the quiet machine;
+  - no winner named under load is the loser on the quiet machine;
+  - over the reruns under load, the named winners agree.
+With --shots DIR it also saves 1280 x 720 screenshots of the Benchmark, Block size and Ring views after Run under load.
+
+Run:  python benchmarks/live_timing.py                 (about 10 minutes on 2 cores)
+      python benchmarks/live_timing.py --reruns 2 --shots artifacts/live
+The machine should be otherwise idle for step 1: the script makes its own load for step 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+from load import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, PAGE_END, own_server
+
+from flashviz.views.bench.sentences import speed_verdicts
+from flashviz.vocab import NAIVE, OK
+
+ROOT = Path(__file__).resolve().parents[1]
+LOAD_VIEWS = ("how", "io", "roof", "masks", "decode", "backward", "ring", "correct")  # what the load's pages open
+TOLERANCE = 1.5  # the targets: within 1.5x
+RUN_TIMEOUT_S = 900.0  # seconds one Run may take before the script gives up on it
+RUNS = {  # view -> (its run button's key, the status label its run ends with)
+    "bench": ("bench_run", "Benchmark sweep: done"),
+    "block": ("block_run", "Block-size sweep: done"),
+    "ring": ("ring_run", ": done"),
+}
+
+
+def cli_bench(out: Path) -> pd.DataFrame:
+    """`python -m flashviz bench` at its defaults (the Benchmark view's); its CSV rows."""
+    subprocess.run([sys.executable, "-m", "flashviz", "bench", "--out", str(out)], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL)
+    return pd.read_csv(out)
+
+
+@contextlib.contextmanager
+def busy_process() -> Iterator[None]:
+    """One Python process that keeps a core busy."""
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def reload_views(url: str) -> None:
+    """One student's page, in a process of its own (its own Chromium): open the other views of the server one after
+    the other until killed."""
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_ARGS)
+        page = browser.new_context(viewport={"width": 1280, "height": 720}).new_page()
+        i = 0
+        while True:
+            with contextlib.suppress(PlaywrightError):
+                page.goto(f"{url}/?view={LOAD_VIEWS[i % len(LOAD_VIEWS)]}", wait_until="commit", timeout=60_000)
+                page.wait_for_selector(IDLE, timeout=60_000)
+            i += 1
+
+
+@contextlib.contextmanager
+def reloading_pages(url: str, pages: int = 2) -> Iterator[None]:
+    """`pages` students reloading other views of the server, each a process of its own, stopped afterwards."""
+    procs = [subprocess.Popen([sys.executable, __file__, "--reload", url], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True) for _ in range(pages)]
+    try:
+        time.sleep(5)  # the pages are up and loading
+        yield
+    finally:
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+
+
+def chromium() -> str:
+    return CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
+
+
+def press_run(page, url: str, view: str, downloads: Path | None = None) -> pd.DataFrame | None:
+    """Open a view, press its Run, wait for the run to end; the Benchmark's rows from its CSV download."""
+    key, done = RUNS[view]
+    page.goto(f"{url}/?view={view}", wait_until="commit", timeout=120_000)
+    page.wait_for_selector(CONNECTED, timeout=120_000)
+    page.wait_for_selector(PAGE_END, timeout=120_000)
+    page.wait_for_selector(IDLE, timeout=120_000)
+    page.locator(f".st-key-{key} button:visible").first.click(timeout=120_000)
+    page.wait_for_selector(f"text={done}", timeout=RUN_TIMEOUT_S * 1000)
+    page.wait_for_selector(IDLE, timeout=120_000)
+    if downloads is None:
+        return None
+    with page.expect_download(timeout=60_000) as info:
+        page.locator(".st-key-bench_csv button:visible").first.click()
+    path = downloads / f"dashboard-{time.monotonic_ns()}.csv"
+    info.value.save_as(path)
+    return pd.read_csv(path)
+
+
+def dashboard_run_under_load(tmp: Path, shots: Path | None) -> pd.DataFrame:
+    """A fresh server; 2 pages reloading its other views and a busy process; the Benchmark's Run in a third page."""
+    from playwright.sync_api import sync_playwright
+
+    with own_server(tmp / "timing.jsonl", tmp / "server.log") as (url, _), sync_playwright() as p, busy_process(), \
+            reloading_pages(url):
+        browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(viewport={"width": 1280, "height": 720}, accept_downloads=True).new_page()
+            started = time.monotonic()
+            df = press_run(page, url, "bench", tmp)
+            df.attrs["seconds"] = time.monotonic() - started
+            if shots is not None:
+                shots.mkdir(parents=True, exist_ok=True)
+                page.screenshot(path=str(shots / "bench-under-load.png"))
+                for view in ("block", "ring"):
+                    t0 = time.monotonic()
+                    press_run(page, url, view)
+                    print(f"{view}: its Run at the defaults took {time.monotonic() - t0:.0f} s under the load")
+                    page.screenshot(path=str(shots / f"{view}-under-load.png"))
+        finally:
+            browser.close()
+    return df
+
+
+def medians(df: pd.DataFrame) -> pd.Series:
+    ok = df[df["status"].astype(str) == OK]
+    return ok.set_index(["impl", "N"])["time_s"]
+
+
+def winners(df: pd.DataFrame) -> dict[tuple[int, str], str | None]:
+    """(N, kernel) -> the side the verdict against naive names, or None (too close to call)."""
+    return {(n, impl): v.faster for n, impl, v in speed_verdicts(df)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--reruns", type=int, default=5, help="fresh dashboard runs under load (default 5)")
+    p.add_argument("--shots", type=Path, default=None, help="save 1280 x 720 screenshots here")
+    p.add_argument("--reload", metavar="URL", default=None, help=argparse.SUPPRESS)  # one reloading page (internal)
+    args = p.parse_args(argv)
+    if args.reload:
+        reload_views(args.reload)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="flashviz-live-") as name:
+        tmp = Path(name)
+        print("1. the CLI bench at the defaults, quiet machine ...", flush=True)
+        quiet = cli_bench(tmp / "quiet.csv")
+        print("2. the dashboard's Benchmark under load, fresh servers ...", flush=True)
+        runs = []
+        for i in range(args.reruns):
+            df = dashboard_run_under_load(tmp, args.shots if i == 0 else None)
+            print(f"   run {i + 1}: {df.attrs['seconds']:.0f} s from Run to its results, "
+                  f"{int(df['calls_set_aside'].iloc[0])} of {int(df['timed_calls'].iloc[0])} calls set aside, "
+                  f"{df['thread_policy'].iloc[0]}", flush=True)
+            runs.append(df)
+        print("3. the CLI bench under the same load ...", flush=True)
+        with own_server(tmp / "timing2.jsonl", tmp / "server2.log") as (url, _), busy_process(), reloading_pages(url):
+            cli_loaded = cli_bench(tmp / "loaded.csv")
+    report(quiet, runs, cli_loaded)
+    return 0
+
+
+def report(quiet: pd.DataFrame, runs: list[pd.DataFrame], cli_loaded: pd.DataFrame) -> None:
+    q, c = medians(quiet), medians(cli_loaded)
+    rows, checks = [], {"dashboard within 1.5x of the CLI under load": True,
+                        "ratio to naive within 1.5x of the quiet ratio": True,
+                        "no winner under load is the quiet loser": True}
+    quiet_winners = winners(quiet)
+    for i, df in enumerate(runs):
+        d = medians(df)
+        for (impl, n), t in d.items():
+            vs_cli = t / c.get((impl, n), math.nan)
+            ratio = t / d.get((NAIVE, n), math.nan)
+            quiet_ratio = q.get((impl, n), math.nan) / q.get((NAIVE, n), math.nan)
+            off = max(ratio / quiet_ratio, quiet_ratio / ratio)
+            rows.append({"run": i + 1, "impl": impl, "N": n, "dashboard ms": t * 1e3,
+                         "CLI loaded ms": c.get((impl, n), math.nan) * 1e3, "CLI quiet ms": q.get((impl, n)) * 1e3,
+                         "dash/CLI": vs_cli, "x naive (load)": ratio, "x naive (quiet)": quiet_ratio,
+                         "ratio off": off})
+            checks["dashboard within 1.5x of the CLI under load"] &= 1 / TOLERANCE <= vs_cli <= TOLERANCE
+            if impl != NAIVE:
+                checks["ratio to naive within 1.5x of the quiet ratio"] &= off <= TOLERANCE
+        for key, w in winners(df).items():
+            if w is not None and quiet_winners.get(key) not in (None, w):
+                checks["no winner under load is the quiet loser"] = False
+    named = [{k: w for k, w in winners(df).items() if w is not None} for df in runs]
+    agree = all(a.get(k) in (None, w) for a in named for b in named for k, w in b.items())
+    checks["the reruns' named winners agree"] = agree
+    table = pd.DataFrame(rows)
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    print("\nwinners named (N, kernel against naive):")
+    print(f"  quiet CLI: {sorted((k, w) for k, w in quiet_winners.items() if w)}")
+    for i, w in enumerate(named):
+        print(f"  dashboard run {i + 1} under load: {sorted(w.items())}")
+    print(f"  CLI under load: {sorted((k, w) for k, w in winners(cli_loaded).items() if w)}")
+    print()
+    for name, ok in checks.items():
+        print(f"{'PASS' if ok else 'FAIL'}  {name}")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,353 @@
+"""What the rest of the machine does to a timing: the load it ran under, the calls it disturbed, the threads to use.
+
+A busy machine disturbs calls, not kernels. A call during which the process lost its cores (descheduled, or a thread
+waiting at each small op for a descheduled peer) shows as CPU time well below its wall time. Each timed call records
+both (flashviz.measure.timing), and `disturbed` sets aside the calls whose share of the CPU fell below
+DISTURBED_SHARE of the share the kernel's own calls typically get. A share cannot be above 1 per thread, so with one
+thread a clean call runs on the CPU nearly all of its wall time, and a call that spent a quarter of it waiting is
+set aside whatever its neighbours did. Calls shorter than JUDGED_FROM_S are never set aside.
+
+The threads a timing uses come from the cores that are free now (`choose_threads`): on 2 cores with one busy process,
+two intra-op threads wait for each other at every small op (measured: FA1 at N = 1024 took 30.7 ms at 2 threads
+against 16-17 ms at 1). `Load` is what a run reports: the load average, the cores other work kept busy while it ran,
+and the threads it chose.
+
+Linux reads /proc/stat (every core's busy and idle time since boot) and the load average; elsewhere the busy cores are
+unknown (NaN) and the thread count is the one asked for. Pure Python: no torch.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC_STAT = Path("/proc/stat")  # "cpu  user nice system idle iowait irq softirq steal ..." in clock ticks
+DISTURBED_SHARE = 0.75  # a call on the CPU for less than this share of its kernel's typical share is set aside
+TYPICAL_QUANTILE = 0.75  # the kernel's typical share: this quantile of its calls' shares (robust to a few clean ones)
+BUSY_SAMPLE_S = 0.2  # seconds over which choose_threads measures the cores other work keeps busy
+JUDGED_FROM_S = 1e-4  # seconds: a shorter call is never set aside (its share of the CPU is within the clocks' jitter)
+
+
+def cores() -> int:
+    """The CPU cores this process may run on (a container's --cpuset-cpus, not the host's count).
+
+    Example:
+        >>> cores() >= 1
+        True
+    """
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def load_average() -> float:
+    """The 1-minute load average (runnable processes), NaN where the system does not tell."""
+    try:
+        return float(os.getloadavg()[0])
+    except (AttributeError, OSError):
+        return math.nan
+
+
+def _ticks_per_s() -> int:
+    try:
+        return int(os.sysconf("SC_CLK_TCK"))
+    except (AttributeError, ValueError, OSError):
+        return 100
+
+
+def system_busy_s(stat: Path = PROC_STAT) -> float | None:
+    """Seconds all cores together have been busy since boot (/proc/stat's first line less idle and iowait), or None.
+
+    Example:
+        >>> busy = system_busy_s()
+        >>> busy is None or busy > 0
+        True
+    """
+    try:
+        fields = stat.read_text().splitlines()[0].split()
+    except (OSError, IndexError):
+        return None
+    if not fields or fields[0] != "cpu":
+        return None
+    ticks = [int(x) for x in fields[1:9]] + [0] * max(0, 8 - len(fields[1:9]))
+    user, nice, system, _idle, _iowait, irq, softirq, steal = ticks[:8]
+    return (user + nice + system + irq + softirq + steal) / _ticks_per_s()
+
+
+def own_cpu_s() -> float:
+    """CPU seconds of this process and of its children that have ended (the ring's ranks), all threads."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+@dataclass(frozen=True)
+class Load:
+    """What else the machine did while a run measured."""
+
+    seconds: float  # wall seconds of the stretch measured
+    cores: int  # cores this process may use
+    other_busy: float  # cores kept busy by other work on average over the stretch (NaN: not known here)
+    load_start: float  # 1-minute load average when the stretch began (NaN: not known)
+    load_end: float  # and when it ended
+
+    @property
+    def known(self) -> bool:
+        """Whether the busy cores were measured (Linux)."""
+        return not math.isnan(self.other_busy)
+
+    def sentence(self) -> str:
+        """The load in words.
+
+        Example:
+            >>> Load(10.0, 2, 1.04, 1.7, 2.1).sentence()
+            'other work kept 1.0 of 2 cores busy (load average 1.7 -> 2.1)'
+        """
+        avg = "" if math.isnan(self.load_start) else f" (load average {self.load_start:.1f} -> {self.load_end:.1f})"
+        if not self.known:
+            return f"the cores other work kept busy are not known on this system{avg}"
+        return f"other work kept {self.other_busy:.1f} of {self.cores} cores busy{avg}"
+
+
+class LoadMeter:
+    """Measures `Load` over a stretch: `start()`, then `stop()` (or use it as a context manager and read `.load`).
+
+    Other work's busy cores = (the system's busy seconds - this process's CPU seconds) / wall seconds.
+
+    Example:
+        >>> with LoadMeter() as m:
+        ...     _ = sum(range(10_000))
+        >>> m.load.cores >= 1 and m.load.seconds >= 0
+        True
+    """
+
+    def __init__(self) -> None:
+        self.load: Load | None = None
+        self._t0 = self._busy0 = self._own0 = self._avg0 = None
+
+    def start(self) -> LoadMeter:
+        self._t0, self._busy0, self._own0, self._avg0 = time.monotonic(), system_busy_s(), own_cpu_s(), load_average()
+        return self
+
+    def stop(self) -> Load:
+        seconds = time.monotonic() - self._t0
+        busy, own = system_busy_s(), own_cpu_s()
+        if busy is None or self._busy0 is None or seconds <= 0:
+            other = math.nan
+        else:
+            other = min(float(cores()), max(0.0, (busy - self._busy0 - (own - self._own0)) / seconds))
+        self.load = Load(seconds, cores(), other, self._avg0, load_average())
+        return self.load
+
+    def __enter__(self) -> LoadMeter:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def load_now(seconds: float = BUSY_SAMPLE_S, progress: object = None) -> Load:
+    """The Load over the next `seconds` while this process sleeps: what other work does now. A timing job too
+    (the progress argument is a job's; nothing to report).
+
+    Example:
+        >>> load_now(0.01).cores >= 1
+        True
+    """
+    meter = LoadMeter().start()
+    time.sleep(seconds)
+    return meter.stop()
+
+
+def busy_now(seconds: float = BUSY_SAMPLE_S) -> float:
+    """Cores other work keeps busy now, measured over `seconds` while this process sleeps (NaN: not known here)."""
+    return load_now(seconds).other_busy
+
+
+@dataclass(frozen=True)
+class ThreadChoice:
+    """The intra-op threads a timing runs with, and why."""
+
+    asked: int  # the most the caller allows (the dashboard's "CPU threads" setting, the CLI's --threads)
+    threads: int  # what it runs with: the asked count, or fewer when other work keeps cores busy
+    cores: int  # cores this process may use
+    other_busy: float  # cores other work kept busy just before (NaN: not known here)
+
+    def sentence(self) -> str:
+        """The choice in words.
+
+        Example:
+            >>> ThreadChoice(2, 1, 2, 1.3).sentence()
+            '1 thread of the 2 allowed: other work kept 1.3 of 2 cores busy'
+            >>> ThreadChoice(2, 2, 2, 0.1).sentence()
+            '2 threads, as allowed: other work kept 0.1 of 2 cores busy'
+        """
+        unit = "thread" if self.threads == 1 else "threads"
+        busy = ("the busy cores are not known here" if math.isnan(self.other_busy)
+                else f"other work kept {self.other_busy:.1f} of {self.cores} cores busy")
+        if self.threads == self.asked:
+            return f"{self.threads} {unit}, as allowed: {busy}"
+        return f"{self.threads} {unit} of the {self.asked} allowed: {busy}"
+
+
+def choose_threads(asked: int, other_busy: float | None = None) -> ThreadChoice:
+    """At most `asked` threads, and no more than the cores other work leaves free (rounded; at least 1).
+
+    Args:
+        asked: the most threads the caller allows (>= 1).
+        other_busy: cores busy with other work; None: measured now over BUSY_SAMPLE_S (busy_now).
+    Returns:
+        ThreadChoice.
+
+    Example:
+        >>> choose_threads(2, 1.3).threads, choose_threads(2, 0.3).threads, choose_threads(1, 0.0).threads
+        (1, 2, 1)
+    """
+    if isinstance(asked, bool) or not isinstance(asked, int) or asked < 1:
+        raise ValueError(f"asked must be an int >= 1 (the most threads allowed), got {asked!r}.")
+    busy = busy_now() if other_busy is None else float(other_busy)
+    n = cores()
+    free = asked if math.isnan(busy) else max(1, round(n - busy))
+    return ThreadChoice(asked, max(1, min(asked, free)), n, busy)
+
+
+def cpu_shares(walls: Sequence[float], cpus: Sequence[float]) -> list[float]:
+    """Each call's CPU seconds per wall second (a share of one core; up to the thread count).
+
+    Example:
+        >>> [round(x, 2) for x in cpu_shares([0.010, 0.020], [0.0099, 0.010])]
+        [0.99, 0.5]
+    """
+    return [c / w if w > 0 else 1.0 for w, c in zip(walls, cpus, strict=True)]
+
+
+def disturbed(walls: Sequence[float], cpus: Sequence[float], threads: int) -> list[bool]:
+    """Which calls the machine disturbed: on the CPU for less than DISTURBED_SHARE of the kernel's typical share.
+
+    The typical share is the TYPICAL_QUANTILE of the calls' shares, and at least one full core: a call on one thread
+    cannot run longer on the CPU than on the clock, so one that lost a quarter of its wall time off the CPU is set
+    aside even when every call did.
+
+    Args:
+        walls, cpus: each timed call's wall seconds and this process's CPU seconds over it, in order.
+        threads: the intra-op threads the calls ran with.
+    Returns:
+        One bool per call: True where the call is set aside.
+
+    Example:
+        >>> disturbed([0.010, 0.010, 0.030, 0.010], [0.0098, 0.0099, 0.0101, 0.0097], threads=1)
+        [False, False, True, False]
+    """
+    if len(walls) != len(cpus):
+        raise ValueError(f"need one CPU time per call, got {len(walls)} walls and {len(cpus)} CPU times.")
+    if not walls:
+        return []
+    shares = cpu_shares(walls, cpus)
+    typical = statistics.quantiles(shares, n=100, method="inclusive")[round(TYPICAL_QUANTILE * 100) - 1] \
+        if len(shares) > 1 else shares[0]
+    typical = min(float(threads), max(1.0, typical))
+    return [s < DISTURBED_SHARE * typical and w >= JUDGED_FROM_S for s, w in zip(shares, walls, strict=True)]
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# what one run saw: its threads, the load, the calls it set aside
+
+
+@dataclass
+class Tally:
+    """Timed calls counted while a run measures (flashviz.measure.timing.time_calls adds every timing it makes)."""
+
+    calls: int = 0  # timed calls, those set aside included
+    set_aside: int = 0  # calls set aside as disturbed
+    timings: int = 0  # timings made (one per implementation and configuration)
+    too_busy: int = 0  # timings with more calls set aside than kept
+
+    def add(self, calls: int, set_aside: int, too_busy: bool) -> None:
+        self.calls += calls
+        self.set_aside += set_aside
+        self.timings += 1
+        self.too_busy += int(too_busy)
+
+
+_TALLIES: list[Tally] = []  # the tallies open in this process (the timing worker opens one per run)
+
+
+class tallying:
+    """Count every timing made in this process inside the block: `with tallying() as t: ...`, then read t."""
+
+    def __enter__(self) -> Tally:
+        self.tally = Tally()
+        _TALLIES.append(self.tally)
+        return self.tally
+
+    def __exit__(self, *exc: object) -> None:
+        _TALLIES.remove(self.tally)
+
+
+def record(calls: int, set_aside: int, too_busy: bool) -> None:
+    """Add one timing to every open tally."""
+    for t in _TALLIES:
+        t.add(calls, set_aside, too_busy)
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """What one timed run saw: the threads it could use, the load while it ran, the calls it set aside, when, and
+    which flashviz measured it. The dashboard shows its sentence under every run; the CLI prints it and writes its
+    columns into the CSV."""
+
+    choice: ThreadChoice  # the threads the run could use
+    load: Load  # the load over the run
+    calls: int  # timed calls, those set aside included
+    set_aside: int  # calls set aside as disturbed
+    too_busy: int  # timings (implementation x configuration) with more calls set aside than kept
+    timestamp: str  # when the run began, ISO 8601 in UTC
+    version: str  # flashviz's version
+
+    def sentence(self) -> str:
+        """The report in words.
+
+        Example:
+            >>> r = RunReport(ThreadChoice(2, 1, 2, 1.3), Load(9.5, 2, 1.2, 1.7, 2.1), 48, 3, 0, "2026-12-06T05:00Z",
+            ...               "0.1.0")
+            >>> print(r.sentence())
+            Timed in the timing worker with 1 thread of the 2 allowed: other work kept 1.3 of 2 cores busy. Over the \
+9.5 s run other work kept 1.2 of 2 cores busy (load average 1.7 -> 2.1); 3 of 48 timed calls were set aside as \
+disturbed (the process lost its cores during them). flashviz 0.1.0, 2026-12-06T05:00Z.
+        """
+        aside = (f"{self.set_aside} of {self.calls} timed calls were set aside as disturbed (the process lost its "
+                 "cores during them)" if self.set_aside else f"none of its {self.calls} timed calls was disturbed")
+        return (f"Timed in the timing worker with {self.choice.sentence()}. Over the {self.load.seconds:.1f} s run "
+                f"{self.load.sentence()}; {aside}. flashviz {self.version}, {self.timestamp}.")
+
+    def busy_sentence(self) -> str | None:
+        """What to say when the machine was too busy for clean calls, else None.
+
+        Example:
+            >>> r = RunReport(ThreadChoice(2, 1, 2, 1.9), Load(30.0, 2, 1.8, 3.0, 3.4), 40, 25, 3, "t", "v")
+            >>> r.busy_sentence().startswith("The machine was too busy for clean timings")
+            True
+        """
+        if not self.too_busy:
+            return None
+        return (f"The machine was too busy for clean timings: in {self.too_busy} measurement(s) more calls were set "
+                f"aside than kept ({self.set_aside} of {self.calls} calls in all), and {self.load.sentence()}. "
+                "Those medians count as unsettled, so no verdict rests on them; close other programs and run again.")
+
+    def columns(self) -> dict[str, str | int | float]:
+        """The report as constant CSV columns.
+
+        Example:
+            >>> sorted(RunReport(ThreadChoice(2, 2, 2, 0.0), Load(1.0, 2, 0.0, 0.1, 0.1), 6, 0, 0, "t", "v")
+            ...        .columns())[:3]
+            ['calls_set_aside', 'flashviz_version', 'load_average']
+        """
+        return {"timestamp": self.timestamp, "flashviz_version": self.version, "threads_allowed": self.choice.asked,
+                "threads_free": self.choice.threads, "other_busy_cores": round(self.load.other_busy, 2),
+                "load_average": round(self.load.load_start, 2), "timed_calls": self.calls,
+                "calls_set_aside": self.set_aside, "thread_policy": self.choice.sentence()}

@@ -1,0 +1,162 @@
+"""Timing that knows it was disturbed: every timed call records its wall and CPU time; a call during which the process
+lost its cores is set aside and repeated within the budget; the threads come from the cores other work leaves free;
+and a run reports its load, threads and calls set aside (flashviz.measure.load)."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from flashviz.measure.load import (
+    DISTURBED_SHARE,
+    JUDGED_FROM_S,
+    Load,
+    LoadMeter,
+    RunReport,
+    ThreadChoice,
+    choose_threads,
+    disturbed,
+    tallying,
+)
+from flashviz.measure.timing import thread_cap, threads_set_to, time_calls, timing_of
+from flashviz.measure.worker import InlineWorker
+
+
+def spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_a_call_that_spent_a_quarter_of_its_time_off_the_cpu_is_set_aside():
+    walls = [0.010, 0.010, 0.010, 0.010]
+    cpus = [0.0099, 0.0098, 0.0099 * 0.7, 0.0099 * 0.8]  # the third was on the CPU 69% of its time, the fourth 79%
+    assert disturbed(walls, cpus, threads=1) == [False, False, True, False]
+    assert 0.69 < DISTURBED_SHARE < 0.79
+
+
+def test_on_one_thread_every_call_off_the_cpu_is_set_aside_even_when_all_are():
+    assert disturbed([0.01] * 5, [0.004] * 5, threads=1) == [True] * 5
+
+
+def test_on_two_threads_the_kernels_own_typical_share_is_the_measure():
+    walls = [0.01] * 6
+    cpus = [0.019, 0.0185, 0.019, 0.0188, 0.010, 0.019]  # a two-thread kernel that lost one core in its fifth call
+    assert disturbed(walls, cpus, threads=2) == [False, False, False, False, True, False]
+
+
+def test_calls_too_short_to_judge_are_never_set_aside():
+    short = JUDGED_FROM_S / 10
+    assert disturbed([short, short], [0.0, 0.0], threads=1) == [False, False]
+
+
+def test_a_timing_sets_aside_its_disturbed_calls_and_runs_more_in_their_place():
+    now, cpu, calls = [0.0], [0.0], [0]
+
+    def call() -> None:  # every call takes 1 s; the second and third lose 0.5 s of it off the CPU
+        calls[0] += 1
+        now[0] += 1.0
+        cpu[0] += 0.5 if calls[0] in (2, 3) else 1.0
+
+    t = time_calls({"k": call}, warmup=0, repeats=4, threads=1, clock=lambda: now[0], cpu_clock=lambda: cpu[0])["k"]
+    assert t.set_aside == 2 and t.repeats == 4 and len(t.calls) == 6  # two more calls in place of the two set aside
+    assert t.aside == (False, True, True, False, False, False) and t.cpu_share == 1.0
+
+
+def test_a_machine_too_busy_for_clean_calls_leaves_the_median_unsettled():
+    t = timing_of([1.0] * 8, 1, "cpu", cpu=[0.3] * 6 + [1.0] * 2)
+    assert t.too_busy and not t.converged and t.set_aside == 6 and t.repeats == 2
+    clean = timing_of([1.0] * 8, 1, "cpu", cpu=[1.0] * 8)
+    assert clean.converged and not clean.too_busy
+
+
+def test_real_clocks_see_a_call_that_waited_off_the_cpu():
+    """Half of each odd call is spent asleep, as a descheduled call's is: the process's own clocks set it aside."""
+    count = [0]
+
+    def call() -> None:
+        count[0] += 1
+        spin(0.004)
+        if count[0] % 2:
+            time.sleep(0.004)
+
+    t = time_calls({"k": call}, warmup=0, repeats=6, threads=1)["k"]
+    slept = t.aside[0::2]  # calls 1, 3, 5, ...: on the CPU half their time at most, however quiet the machine
+    assert len(t.calls) >= 6 and all(slept) and t.set_aside >= len(slept)
+    if not t.too_busy:  # the calls that did not sleep, unless the machine took their cores too
+        assert t.median < 0.0075
+
+
+def test_the_thread_count_follows_the_free_cores():
+    n = choose_threads(1, 0.0).cores
+    assert choose_threads(n, 0.0).threads == n
+    assert choose_threads(n, float(n)).threads == 1  # every core busy: one thread, never zero
+    if n >= 2:
+        assert choose_threads(2, n - 0.7).threads == 1 and choose_threads(2, n - 2.0).threads == 2
+    assert choose_threads(3, math.nan).threads == 3  # unknown here: as allowed
+    with pytest.raises(ValueError, match="asked must be an int >= 1"):
+        choose_threads(0, 0.0)
+
+
+def test_a_thread_cap_bounds_every_timing_inside_it():
+    before = torch.get_num_threads()
+    with thread_cap(1), threads_set_to(4) as n:
+        assert n == 1 == torch.get_num_threads()
+    assert torch.get_num_threads() == before
+
+
+def test_the_load_meter_sees_another_process_keep_a_core_busy():
+    busy = "import time\nend = time.time() + 1.5\nwhile time.time() < end: pass"
+    spinner = subprocess.Popen([sys.executable, "-c", busy])
+    try:
+        time.sleep(0.3)  # the spinner is up
+        with LoadMeter() as m:
+            time.sleep(0.6)
+    finally:
+        spinner.wait(10)
+    assert m.load.known and m.load.other_busy >= 0.6 and m.load.seconds >= 0.6
+
+
+def test_a_run_reports_its_threads_load_and_calls_set_aside():
+    def job(progress=None):
+        return time_calls({"sleepy": lambda: (spin(0.003), time.sleep(0.003))}, warmup=0, repeats=3, threads=1)
+
+    timings, report = InlineWorker().run_reported(job)
+    t = timings["sleepy"]
+    assert report.calls == len(t.calls) and report.set_aside == t.set_aside >= 3
+    assert report.too_busy == 1 and report.busy_sentence().startswith("The machine was too busy for clean timings")
+    assert f"{report.set_aside} of {report.calls} timed calls were set aside" in report.sentence()
+    assert report.columns()["calls_set_aside"] == report.set_aside and report.columns()["flashviz_version"]
+
+
+def test_tallies_count_only_inside_their_block():
+    time_calls({"a": lambda: None}, warmup=0, repeats=2)
+    with tallying() as t:
+        time_calls({"a": lambda: None, "b": lambda: None}, warmup=0, repeats=3)
+    assert (t.calls, t.timings, t.set_aside) == (6, 2, 0)
+
+
+def test_report_sentences_state_their_numbers():
+    r = RunReport(ThreadChoice(2, 1, 2, 1.26), Load(12.0, 2, 1.14, 1.5, 2.25), 40, 0, 0, "2026-12-06T05:00:00", "0.1")
+    text = r.sentence()
+    assert "1 thread of the 2 allowed" in text and "1.3 of 2 cores" in text and "1.1 of 2 cores" in text
+    assert "none of its 40 timed calls was disturbed" in text and r.busy_sentence() is None
+
+
+def test_an_adaptive_timing_whose_every_call_is_disturbed_stops_at_its_limit_unsettled():
+    from flashviz.measure.timing import Adaptive
+
+    now, cpu = [0.0], [0.0]
+
+    def call() -> None:  # on the CPU a third of its time, every time
+        now[0] += 1.0
+        cpu[0] += 0.3
+
+    t = time_calls({"k": call}, warmup=0, repeats=Adaptive(max_repeats=9, budget_s=None), threads=1,
+                   clock=lambda: now[0], cpu_clock=lambda: cpu[0])["k"]
+    assert len(t.calls) == 9 and t.set_aside == 9 and t.too_busy and not t.converged
