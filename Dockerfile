@@ -3,6 +3,7 @@
 #   docker build -t flashviz .
 #   docker run --rm -p 8501:8501 flashviz                      # then open http://localhost:8501
 #   docker run --rm -p 8501:8501 --read-only --tmpfs /tmp flashviz   # read-only root file system
+#   docker build --build-arg WITH_TRITON=1 -t flashviz:triton .      # with the Triton kernel's view (+1 GB)
 #
 # Torch comes from PyTorch's CPU wheel index instead of PyPI's default CUDA build (several GB); its version must equal
 # the pin in requirements.txt (tests/lint/test_docker.py checks both), so pip sees torch already satisfied when it installs
@@ -23,9 +24,15 @@ WORKDIR /app
 # and the image has no compiler) and the packages' own test suites (*/tests). The .pyc files stay: with a read-only
 # root no bytecode can be written at run time, and compiling torch at every start would cost seconds. The last
 # command imports everything the dashboard uses, so a deletion that broke an import fails the build.
-COPY requirements.txt ./
+#
+# WITH_TRITON=1 also installs requirements-triton.txt (triton==3.9.0: a 286 MB wheel, 999 MB installed), which the
+# Triton kernel view runs under Triton's interpreter; off by default, since it would nearly double the image for one
+# view, which says how to install it when triton is absent (docs/deployment.md has the sizes).
+ARG WITH_TRITON=0
+COPY requirements.txt requirements-triton.txt ./
 RUN pip install --no-cache-dir --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
     && pip install --no-cache-dir -r requirements.txt \
+    && if [ "$WITH_TRITON" = 1 ]; then pip install --no-cache-dir -r requirements-triton.txt; fi \
     && SITE="$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
     && rm -rf "$SITE/torch/test" "$SITE/torch/include" \
     && find "$SITE/torch/bin" -type f ! -name torch_shm_manager -delete \

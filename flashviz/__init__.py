@@ -14,6 +14,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from flashviz.triton import prefer_interpreter as _prefer_interpreter
+
 if TYPE_CHECKING:  # the same names, for type checkers and editors
     from flashviz.core.backward import BackwardTileEvent, flash_attention, flash_attention_backward
     from flashviz.core.blockmask import to_block_mask
@@ -27,6 +29,10 @@ if TYPE_CHECKING:  # the same names, for type checkers and editors
     from flashviz.model.flops import attention_flops
     from flashviz.model.iomodel import IOCost, fa1_block_sizes, hbm_vs_memory, io_cost, io_trace
     from flashviz.vocab import FULL, PARTIAL, SKIPPED
+
+# Triton can only run interpreted without CUDA, and triton reads TRITON_INTERPRET once, when it is first imported
+# (torch's profiler may import it): set it now where torch is a CPU-only build (flashviz.triton explains; torch-free).
+_prefer_interpreter(import_torch=False)
 
 _MODULE_OF = {  # public name -> the module that defines it
     "BackwardTileEvent": "flashviz.core.backward",

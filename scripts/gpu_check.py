@@ -9,7 +9,8 @@ On a machine with CUDA it
      forward, the backward, every decode path; the error against float64 at most 2x SDPA's own);
   3. times the forward, the backward, decoding and a masked forward against SDPA (its default choice and its flash
      backend), with the peak memory of each call;
-  4. times and checks flashviz's Triton kernel, where `flashviz.triton` is installed and available;
+  4. times and checks flashviz's Triton kernel, where `flashviz.triton` is installed and available, beside SDPA and
+     flashviz's torch kernel (the same FA2 schedule in PyTorch);
   5. runs the ring with NCCL (one process per GPU) where there are 2 or more GPUs: its dtype rule, its step times;
   6. writes one markdown report: the device, the versions and every figure (gpu_report.md by default).
 
@@ -42,7 +43,7 @@ import torch  # noqa: E402
 BUDGET_S = 540.0  # the whole run: 9 minutes, so the report is written within 10
 TEST_TIMEOUT_S = 240  # the pytest subprocess
 CUDA_TESTS = ("tests/test_forward.py", "tests/test_backward.py", "tests/test_device.py", "tests/test_dtype_rule.py",
-              "tests/test_layouts.py")
+              "tests/test_layouts.py", "tests/test_triton.py")  # test_triton.py: its compiled-kernel cases (cuda)
 CUDA_TEST_FILTER = "cuda or second_device or meta or dtype_rule or layouts"  # pytest -k: the device-sensitive tests
 SMOKE_TESTS = ("tests/test_dtype_rule.py",)  # --cpu-smoke: one quick file, to run the subprocess path
 SMOKE_TEST_FILTER = "ratio_and_verdict"
@@ -271,8 +272,12 @@ def triton_rows(device: torch.device, sizes: Sizes, report: Report) -> list[Benc
     B, H, N, d = sizes.fwd
     q, k, v = (x.to(device) for x in make_inputs(B, H, N, N, d, dtype=torch.bfloat16, outliers=True))
     sdpa = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)  # noqa: E731
+    from flashviz import flash_attention
+
     rows = _timed(f"{case} B={B} H={H} N={N} d={d} bf16", {
-        "flashviz.triton": lambda: fv_triton.attention(q, k, v, causal=True), "sdpa": sdpa}, device, sizes.repeats)
+        "flashviz.triton": lambda: fv_triton.attention(q, k, v, causal=True), "sdpa": sdpa,
+        "flashviz torch kernel": lambda: flash_attention(q, k, v, causal=True, block_size=sizes.block)},
+        device, sizes.repeats)
     row = rule_row("triton", "causal", fv_triton.attention(q, k, v, causal=True), sdpa(),
                    reference(q, k, v, causal=True))
     verdict = "within" if row.passes else "OUTSIDE"

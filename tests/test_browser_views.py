@@ -64,6 +64,7 @@ LAYOUTS = {
     "masks": Layout(f"{key('mask_elements')} {CHART}", f"{key('mask_tiles')} .nsewdrag"),
     "ring": Layout(f"{key('ring_run')} button", f"{key('ring_map')} {CHART}", "rgn=64&rgw=2&rgblock=16&rgheads=1",
                    "[data-testid='stAlert']:has-text('rings in')"),  # its verdict; the map, the run's charts under it
+    "triton": Layout(f"{key('triton_play')} button", f"{key('triton_record')} {CHART}"),  # Play; the kernel's record
 }
 ANY_RESULT = f"{CHART}, {TILE_MAP}, [data-testid='stAlert']"
 DEFAULT_LAYOUT = Layout(f"[data-testid='stBaseButton-primary'], {CHART}, {TILE_MAP}", ANY_RESULT)  # a new tab

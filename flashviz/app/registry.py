@@ -29,6 +29,7 @@ from flashviz.views.numerics import settings as numerics
 from flashviz.views.pipeline import settings as pipeline
 from flashviz.views.ring import settings as ring
 from flashviz.views.roof import settings as roof
+from flashviz.views.triton import settings as triton
 
 
 @dataclass(frozen=True, eq=False)
@@ -73,6 +74,7 @@ VIEWS: tuple[View, ...] = (  # in the order the page offers them; own settings: 
     View("numerics", "Numerics", "numerics_ui", sidebar=(), own=numerics.OWN),
     View("ring", "Ring", "ring_ui", sidebar=(), own=ring.OWN),
     View("pipeline", "GPU pipeline", "pipeline_ui", sidebar=(), own=pipeline.OWN),
+    View("triton", "Triton kernel", "triton_ui", sidebar=(), own=triton.OWN),
 )
 SLUGS = tuple(v.slug for v in VIEWS)
 LABELS = {v.slug: v.label for v in VIEWS}  # slug -> the view's label

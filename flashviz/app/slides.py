@@ -29,6 +29,7 @@ from flashviz.views.pipeline.figures import pipeline_picture
 from flashviz.views.ring.figures import context_picture
 from flashviz.views.roof.figures import roof_picture
 from flashviz.views.train.figures import train_picture
+from flashviz.views.triton.figures import triton_picture
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -52,6 +53,7 @@ PICTURES: dict[str, Picture] = {  # a step's check -> the one picture that prove
     "context_parallel": context_picture,
     "gqa_bytes": gqa_picture,
     "numerics_rounding": numerics_picture,
+    "triton_schedule": triton_picture,
 }
 
 

@@ -325,7 +325,7 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
           "gpu": "H100", "predicted": 4.00},
          "gqa_bytes",
          "Explore this view, scroll to *Why decoding is memory-bound* and set *K/V heads H_kv* to 8 (MHA) or 1 (MQA).",
-         1.0,
+         0.5,
          (("MHA reads", "{mha}"), ("GQA reads, g = {g}", "{gqa}"), ("Fewer bytes", "{ratio:g}×"),
           ("FLOPs, both", "{flops:,}"))),
     Step("Why outputs differ from SDPA", "numerics", {},
@@ -338,6 +338,15 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
          "again.", 1.0,
          (("Rounding steps, FA2 vs SDPA", "{gap:.0f}"), ("Rescales: classic / lazy", "{classic} / {lazy}"),
           ("Hadamard cuts FP8's error", "{gain:.1f}×"), ("Lazy rescale's tau", "{tau:.0f}"))),
+    Step("The same schedule as a Triton kernel", "triton", {},
+         "Written as a Triton kernel in the shape of Triton's tutorial 06 and run by Triton's interpreter, FA2's "
+         "causal schedule at N = {n} launches {programs} programs that load {blocks} K blocks: {tiles} tiles, the "
+         "tiles tile_schedule computes, and {read} read, the bytes io_cost's FA2 model counts.",
+         {"n": 256, "programs": 4, "blocks": "2, 4, 6 and 8", "tiles": 20, "read": "384.0 KiB"}, "triton_schedule",
+         "Explore this view and press ▶ Play: the marked line of the kernel and the K block it loads move together; "
+         "raise num_stages until the shared-memory bar passes a GPU's limit.", 0.5,
+         (("Programs", "{programs}"), ("K blocks per program", "{blocks}"), ("Tiles", "{tiles}"),
+          ("Read", "{read}"))),
 ))
 LESSONS: dict[str, Lesson] = {INTRO.slug: INTRO}
 

@@ -134,9 +134,27 @@ def test_image_installs_requirements_txt_with_cpu_torch_at_the_same_pin():
         "make them equal, or pip would replace the CPU build with PyPI's CUDA build")
     # Nothing else is installed by name: every other package comes pinned from requirements.txt.
     for cmd in pip_lines:
-        names = [t for t in shlex.split(cmd)[2:] if not t.startswith("-") and t not in (TORCH_CPU_INDEX,
-                                                                                        "requirements.txt")]
+        tokens = shlex.split(cmd.split(";")[1] if cmd.strip().startswith("if [") else cmd)  # an optional extra's `if`
+        start = tokens.index("install") + 1
+        names = [t for t in tokens[start:] if not t.startswith("-") and t not in (TORCH_CPU_INDEX, *REQUIREMENTS)]
         assert all(t.startswith("torch==") for t in names), f"unpinned or extra packages in `{cmd.strip()}`"
+
+
+def test_triton_is_an_opt_in_build_argument_with_the_extras_pins():
+    """The image installs requirements-triton.txt only with --build-arg WITH_TRITON=1, and that file pins what
+    pyproject's extra "triton" declares."""
+    assert "WITH_TRITON=0" in args_of("ARG")
+    runs = " ".join(args_of("RUN"))
+    assert re.search(r'if \[ "\$WITH_TRITON" = 1 \]; then pip install --no-cache-dir -r requirements-triton\.txt; fi',
+                     runs)
+    extra = re.search(r"^triton\s*=\s*\[(.*?)\]", (ROOT / "pyproject.toml").read_text(), re.M | re.S)
+    assert extra, "pyproject.toml has no extra named triton"
+    declared = dict(re.findall(r'"([A-Za-z0-9_.\-]+)==([^"]+)"', extra.group(1)))
+    assert {k.lower(): v for k, v in declared.items()} == pinned(ROOT / "requirements-triton.txt")
+    assert "-r requirements-triton.txt" in (ROOT / "requirements-dev.txt").read_text().splitlines()
+
+
+REQUIREMENTS = ("requirements.txt", "requirements-triton.txt")  # the pinned files the image installs from
 
 
 def test_pyproject_pins_agree_with_requirements():
@@ -343,7 +361,7 @@ def copied_sources() -> list[str]:
 def test_copies_only_what_the_dashboard_needs():
     sources = copied_sources()
     assert "." not in sources and "./" not in sources, "COPY . would ship tests, .git and local state"
-    allowed = {"requirements.txt", "app.py", LAUNCHER, "flashviz/", ".streamlit/"}
+    allowed = {"requirements.txt", "requirements-triton.txt", "app.py", LAUNCHER, "flashviz/", ".streamlit/"}
     assert set(sources) <= allowed, f"unexpected COPY sources {set(sources) - allowed}"
     for src in sources:
         assert (ROOT / src).exists(), f"COPY source {src} does not exist"

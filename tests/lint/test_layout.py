@@ -19,7 +19,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "flashviz"
 MODULE_LINES_MAX = 800  # a sanity cap, not a rule: past it a module almost surely holds two ideas
 LIBRARY = ("flashviz.core", "flashviz.model", "flashviz.measure", "flashviz.figures", "flashviz.masks",
-           "flashviz.numerics", "flashviz.ring", "flashviz.vocab", "flashviz.units", "flashviz.limits")
+           "flashviz.numerics", "flashviz.ring", "flashviz.triton", "flashviz.vocab", "flashviz.units",
+           "flashviz.limits")
 DASHBOARD = ("flashviz.views", "flashviz.app", "flashviz.lesson", "streamlit")
 APP_SETTINGS = ("flashviz.app.registry", "flashviz.app.spec", "flashviz.app.sizes", "flashviz.app.state",
                 "flashviz.app.query")  # pure declarations and the URL parser: no streamlit, no torch
