@@ -8,6 +8,7 @@ import base64
 import math
 import re
 import threading
+import time
 
 import numpy as np
 import pandas as pd
@@ -500,24 +501,36 @@ def test_the_timing_run_measures_every_implementation_and_says_what_it_saw(make_
     assert shows(stated(said, "takes"), v.ratio) and "faster than" not in said.split("\n")[0]
 
 
-def test_the_timing_run_waits_for_the_lock_holds_it_and_reports_progress():
-    """Another run holds the lock: the timing reports "waiting" and waits; the test lets go of the lock only at that
-    report, and every later report finds the lock held (by this run) until the run gives it back."""
-    lock, seen = threading.Lock(), []
-    lock.acquire()  # another session's timing run
+@pytest.mark.real_worker
+def test_the_timing_run_waits_its_turn_in_the_worker_and_reports_progress():
+    """Another session's run has the timing worker: the run reports "waiting", then runs in the worker only after
+    that run ended, and reports every call."""
+    from flashviz.measure.worker import TimingWorker
+
+    worker, seen, other_done = TimingWorker(preload=()), [], threading.Event()
+
+    def other() -> None:  # another session's run: 2 s in the worker
+        worker.run("_jobs:steps", (20, 0.1))
+        other_done.set()
 
     def progress(done: int, total: int, label: str, *_: object) -> None:
-        if label == "waiting":
-            lock.release()  # the other run ends
-        else:
-            seen.append((done, total, label, lock.locked()))
+        seen.append((done, total, label, other_done.is_set()))
 
-    setup = DecodeSetup((300, 100), 2, 1, 8, 0, 2, "float32", 1)
-    decode_timing.clear()  # measured now, not taken from the cache
-    df, bandwidth, _ = decode_timing(setup, "cpu", 2, _progress=progress, _lock=lock)
-    assert seen and all(held for *_, held in seen) and not lock.locked()
-    assert [d for d, *_ in seen] == list(range(len(seen))) and seen[-1][:2] == (15, 15)  # 5 runs x (1 + 2) calls
-    assert [label for *_, label, _ in seen][5] == "repeat 1 of 2: flash_decode S=1"  # after the 5 warm-up calls
+    try:
+        threading.Thread(target=other, daemon=True).start()
+        while worker.waiting() == 0:
+            time.sleep(0.01)
+        setup = DecodeSetup((300, 100), 2, 1, 8, 0, 2, "float32", 1)
+        decode_timing.clear()  # measured now, not taken from the cache
+        df, bandwidth, _ = decode_timing(setup, "cpu", 2, _progress=progress, _worker=worker)
+    finally:
+        worker.close()
+    assert seen[0][2] == "waiting" and not seen[0][3]  # said while the other run had the worker
+    seen = seen[1:]
+    assert seen and all(after for *_, after in seen)  # every report of the run came after the other run ended
+    done = [d for d, *_ in seen]  # the worker sends a report at most every 0.1 s, and always the first and last
+    assert done == sorted(done) and seen[-1][:2] == (15, 15)  # 5 runs x (1 + 2) calls
+    assert seen[0][2].startswith("warm-up 1 of 1: flash_decode")
     assert bandwidth > 0 and set(df["label"]) >= {"flash_decode S=2", "SDPA (enable_gqa)"}
 
 

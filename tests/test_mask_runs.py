@@ -59,7 +59,8 @@ def test_the_timed_calls_reuse_the_prebuilt_schedule_and_never_evaluate_the_mask
     by = {r["kind"]: r for r in rows}
     assert (by["masked"]["tiles_computed"], by["masked"]["tiles"]) == (computed(want), 49)
     assert (by["unmasked"]["tiles_computed"], by["dense"]["tiles_computed"]) == (49, 49)
-    assert all(r["repeats"] == RUN_REPEATS and r["time_s"] > 0 and r["build_s"] > 0 for r in rows)
+    # RUN_REPEATS clean calls each, fewer only where the machine disturbed more calls than could be run again
+    assert all(1 <= r["repeats"] <= RUN_REPEATS and r["time_s"] > 0 and r["build_s"] > 0 for r in rows)
 
 
 def test_the_masked_run_computes_attention_with_its_mask():
@@ -88,7 +89,7 @@ def test_the_sweep_reports_each_presets_own_tiles_and_times_without_evaluating_m
     for r in rows:
         want = tile_schedule(100, 100, 16, 16, mask_mod=mods[r["preset"]].mask_mod).counts()
         assert (r["tiles_computed"], r["tiles"]) == (computed(want), 49), r["preset"]
-        assert r["computed"] == computed(want) / 49 and r["repeats"] == SWEEP_REPEATS
+        assert r["computed"] == computed(want) / 49 and 1 <= r["repeats"] <= SWEEP_REPEATS  # fewer: calls set aside
 
 
 def test_progress_moves_one_bar_from_zero_to_its_end():

@@ -395,7 +395,7 @@ def timing_of(samples: list[float], threads: int, device: torch.device | str, *,
     """
     calls = tuple(float(x) for x in samples)
     aside = tuple(disturbed(calls, cpu, threads)) if cpu is not None else (False,) * len(calls)
-    kept = [w for w, a in zip(calls, aside, strict=True) if not a][:at_most] or list(calls)
+    kept = [w for w, a in zip(calls, aside, strict=True) if not a][:at_most] or list(calls)[:at_most]
     median, iqr = median_iqr(kept)
     low, high, level = median_ci(kept, confidence)
     too_busy = 2 * sum(aside) > len(calls)
