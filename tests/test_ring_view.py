@@ -372,3 +372,18 @@ def test_the_timeline_names_the_longest_and_shortest_rank_only_where_the_verdict
     noisy = [1.0e-3 * (1 + 0.8 * (k % 2)) for k in range(8)]  # spread beyond the target: no rank named
     said = text.timeline_sentence(steps_of({0: noisy, 1: [x * 1.1 for x in noisy]}, {0: 1, 1: 1}), cores=2)
     assert "computed longest" not in said and "computed measurably longer than another's" in said
+
+
+def test_the_timeline_states_each_ranks_cpu_time_next_to_its_wall_time_and_who_waited_for_a_core():
+    from dataclasses import replace
+
+    times = {0: [4e-3] * 4, 1: [4e-3] * 4}
+    cpu = {0: 3.9e-3, 1: 1.0e-3}  # rank 1 ran on a core a quarter of its compute: 2 processes on 1 free core
+    events = [replace(e, compute_cpu_s=cpu[e.rank]) for e in steps_of(times, {0: 1, 1: 1})]
+    said = text.timeline_sentence(events, cores=2)
+    assert shows(stated(said, "over the same steps: rank 0: "), 4 * cpu[0] * 1e3)
+    assert shows(stated(said, r"rank 0: [\d.]+ ms \("), 100 * cpu[0] / 4e-3)
+    assert shows(stated(said, r"rank 1: [\d.]+ ms \("), 100 * cpu[1] / 4e-3)
+    assert "rank 1 ran on a core for less than 75% of its compute" in said and "rank 0 ran" not in said
+    events = [replace(e, compute_cpu_s=0.0) for e in events]  # not measured: nothing said of the CPU
+    assert "on the CPU" not in text.timeline_sentence(events, cores=2)

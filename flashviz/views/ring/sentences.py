@@ -14,9 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from flashviz.figures.style import fmt_sci
+from flashviz.measure.load import DISTURBED_SHARE
 from flashviz.measure.stats import min_repeats
 from flashviz.measure.verdict import MORE_REPEATS, Verdict, compare
-from flashviz.units import format_bytes, format_flops
+from flashviz.units import and_list, format_bytes, format_flops
 from flashviz.vocab import PARTIAL, SKIPPED
 
 if TYPE_CHECKING:  # plain data; the data module itself imports torch
@@ -247,6 +248,32 @@ def shared_cores(world: int, cores: int | None) -> str:
             "the machine's scheduler as about the rank's work. ")
 
 
+def cpu_clause(cpu: Sequence[Sequence[float]], wall: Sequence[Sequence[float]]) -> str:
+    """Each rank's compute on the CPU (its process's CPU time over the same stretches as the wall times) and its share
+    of the wall time; when a rank ran on the CPU for less than DISTURBED_SHARE of it, that it waited for a core.
+    Empty where no CPU time was measured.
+
+    Example:
+        >>> cpu_clause([[0.004, 0.004], [0.001, 0.001]], [[0.004, 0.004], [0.004, 0.004]])
+        "; on the CPU, its process's CPU time over the same steps: rank 0: 8 ms (100%), rank 1: 2 ms (25%): rank 1 \
+ran on a core for less than 75% of its compute, waiting for one the rest of the time, so its compute time counts \
+other processes' work too"
+    """
+    totals = [(sum(c), sum(w)) for c, w in zip(cpu, wall, strict=True)]
+    if not any(c > 0 for c, _ in totals):
+        return ""
+    shares = [c / w if w > 0 else 1.0 for c, w in totals]
+    text = ("; on the CPU, its process's CPU time over the same steps: "
+            + ranks_list(f"{c * 1e3:.3g} ms ({min(share, 9.99):.0%})" for (c, _), share in zip(totals, shares,
+                                                                                             strict=True)))
+    waited = [r for r, share in enumerate(shares) if share < DISTURBED_SHARE]
+    if waited:
+        who, its = and_list([f"rank {r}" for r in waited]), "its" if len(waited) == 1 else "their"
+        text += (f": {who} ran on a core for less than {DISTURBED_SHARE:.0%} of {its} compute, waiting for one the "
+                 f"rest of the time, so {its} compute time counts other processes' work too")
+    return text
+
+
 def timeline_sentence(events: Sequence, cores: int | None = None) -> str:
     """Per phase: its span, each rank's compute in all, and which rank computed and waited longest, by the verdict
     rule over each rank's step times (a rank named only where compare() separates its steps from another's); first,
@@ -262,6 +289,7 @@ def timeline_sentence(events: Sequence, cores: int | None = None) -> str:
         wait = [[e.comm_s for e in steps if e.rank == r] for r in range(world)]
         text = (f"**{phase.capitalize()}**: {took * 1e3:.3g} ms from the first step's start to the last step's end; "
                 f"compute over each rank's steps: {ranks_list(f'{sum(c) * 1e3:.3g} ms' for c in compute)}")
+        text += cpu_clause([[e.compute_cpu_s for e in steps if e.rank == r] for r in range(world)], compute)
         if world > 1:
             _, _, v = rank_verdict(compute)
             text += f"; {ranks_apart(v, 'computed')}" if v is not None else ""
