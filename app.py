@@ -1,9 +1,9 @@
 """flashviz's dashboard: `streamlit run app.py`. This is the page; flashviz.app.registry lists its views.
 
-The settings live in the URL (flashviz.app.sidebar), so a copied link reproduces the view. The twelve views are picked
-in a group of buttons (st.segmented_control): at 1280 x 720 with the sidebar open it shows all twelve in two rows
-(7 + 5, 77 px). Streamlit's own navigation does not fit there: st.navigation(position="top") shows 9 of the 12 and
-puts Masks, Numerics and Ring behind a "3 more" menu (all 12 only with the sidebar closed or from about 1440 px), and
+The settings live in the URL (flashviz.app.sidebar), so a copied link reproduces the view. The fourteen views are
+picked in a group of buttons (st.segmented_control): at 1280 x 720 with the sidebar open it shows all fourteen in two
+rows (7 + 7). Streamlit's own navigation does not fit there: with twelve views st.navigation(position="top") showed 9
+and put Masks, Numerics and Ring behind a "3 more" menu (all 12 only with the sidebar closed or from about 1440 px), and
 position="sidebar" takes 480 of the sidebar's 720 px above the settings; st.tabs would hide the last views behind a
 scroll arrow. Only the picked view runs and only its module is imported, and heavy work waits for a button. How it
 works, the first view, draws its tile map (SVG + CSS) before anything imports torch.
