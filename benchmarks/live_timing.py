@@ -16,6 +16,7 @@ With --shots DIR it also saves 1280 x 720 screenshots of the Benchmark, Block si
 
 Run:  python benchmarks/live_timing.py                 (about 10 minutes on 2 cores)
       python benchmarks/live_timing.py --reruns 2 --shots artifacts/live
+      python benchmarks/live_timing.py --checkout /tmp/before --views ''   (an earlier release, side by side)
 The machine should be otherwise idle for step 1: the script makes its own load for step 2.
 """
 
@@ -34,6 +35,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import load
 import pandas as pd
 from load import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, PAGE_END, own_server
 
@@ -41,7 +43,7 @@ from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.views.bench.sentences import speed_verdicts
 from flashviz.vocab import NAIVE, OK
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[1]  # the checkout measured (--checkout: another one)
 LOAD_VIEWS = ("how", "io", "roof", "masks", "decode", "backward", "ring", "correct")  # what the load's pages open
 TOLERANCE = 1.5  # the targets: within 1.5x
 RUN_TIMEOUT_S = 900.0  # seconds one Run may take before the script gives up on it
@@ -161,7 +163,9 @@ def dashboard_run_under_load(tmp: Path, shots: Path | None, views: tuple[str, ..
 
 
 def said(df: pd.DataFrame) -> str:
-    """What a run's CSV says of its load and the calls it set aside."""
+    """What a run's CSV says of its load and the calls it set aside (a release before the timing worker: nothing)."""
+    if "calls_set_aside" not in df.columns:
+        return f"{int(df['threads'].iloc[0])} threads; this release does not record the load or set calls aside"
     row = df.iloc[0]
     return (f"other work kept {row['other_busy_cores']:.1f} cores busy, {int(row['calls_set_aside'])} of "
             f"{int(row['timed_calls'])} calls set aside, {row['thread_policy']}")
@@ -184,11 +188,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--views", default=",".join(v for v in RUNS if v != "bench"),
                    help="after the first rerun's Benchmark, press Run on these views' defaults under the same load "
                         "and print how long each took (default: every view with a Run; '' for none)")
+    p.add_argument("--checkout", type=Path, default=None,
+                   help="measure another checkout's dashboard and CLI (e.g. a git worktree of an earlier commit)")
     p.add_argument("--reload", metavar="URL", default=None, help=argparse.SUPPRESS)  # one reloading page (internal)
     args = p.parse_args(argv)
     if args.reload:
         reload_views(args.reload)
         return 0
+    if args.checkout is not None:  # its server and its CLI, with its own flashviz first on the path
+        global ROOT
+        ROOT = load.ROOT = args.checkout.resolve()
+        os.environ["PYTHONPATH"] = str(ROOT)
     with tempfile.TemporaryDirectory(prefix="flashviz-live-") as name:
         tmp = Path(name)
         print("1. the CLI bench at the defaults, quiet machine ...", flush=True)
