@@ -12,6 +12,7 @@ from flashviz.app import jobs
 from flashviz.app.drawing import FIXES, MEMORY, TIME_BUDGET, advice, cause_of, not_run_lines
 from flashviz.app.registry import VIEWS, view_of
 from flashviz.app.state import spec_of
+from flashviz.measure import jobs as measure_jobs
 from flashviz.measure.guards import TIME_BUDGET_STATUS, TimeBudget, guard
 from flashviz.measure.impls import RunConfig
 from flashviz.vocab import FLASH2, NAIVE, NOT_RUN, OK
@@ -75,15 +76,15 @@ def widget_labels(at) -> set[str]:
 
 
 def test_block_size_names_each_tile_size_not_run_and_a_control_drawn_on_the_page(make_app, monkeypatch):
-    real_blocks, real_sweep = jobs.run_block_sweep, jobs.run_sweep
+    real_blocks, real_sweep = measure_jobs.run_block_sweep, measure_jobs.run_sweep
 
     def blocks(*a, **k):  # the largest tile size stopped by the time budget, as the sweep stops it
         df = real_blocks(*a, **k)
         df.loc[df["block_q"] == df["block_q"].max(), "status"] = TimeBudget(5.0).status()
         return df
 
-    monkeypatch.setattr(jobs, "run_block_sweep", blocks)
-    monkeypatch.setattr(jobs, "run_sweep", lambda *a, **k: real_sweep(*a, **{**k, "time_budget_s": 0.0}))
+    monkeypatch.setattr(measure_jobs, "run_block_sweep", blocks)
+    monkeypatch.setattr(measure_jobs, "run_sweep", lambda *a, **k: real_sweep(*a, **{**k, "time_budget_s": 0.0}))
     jobs.block_sweep.clear()
     at = make_app(**TINY, view="block")
     at.button(key=RUN_BUTTON["block"]).click().run()

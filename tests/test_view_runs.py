@@ -297,7 +297,7 @@ def test_the_slower_than_naive_caption_shows_only_when_true(make_app, monkeypatc
 
 def causal_times(monkeypatch, times: dict[tuple[str, bool], tuple[float, float, float, int]]) -> None:
     """Make the causal pair report these (median, low, high, repeats) per (implementation, causal)."""
-    real = jobs.run_sweep
+    real = measure_jobs.run_sweep
 
     def run_sweep(ns, **kwargs):
         df = real(ns, **kwargs)
@@ -308,7 +308,7 @@ def causal_times(monkeypatch, times: dict[tuple[str, bool], tuple[float, float, 
                 df.loc[mine, "repeats"] = repeats
         return df
 
-    monkeypatch.setattr(jobs, "run_sweep", run_sweep)
+    monkeypatch.setattr(measure_jobs, "run_sweep", run_sweep)
     jobs.causal_pair.clear()
 
 
@@ -647,7 +647,7 @@ def test_the_training_summary_states_a_speedup_only_where_the_verdict_separates(
 
 def test_block_size_states_each_tile_sizes_verdict_from_the_rows_intervals(make_app, monkeypatch):
     # naive at 1 ms +-1%; the tiled kernels at 16 x 16 tiles twice as slow (separated), at 32 x 32 as fast in noise
-    real_blocks, real_sweep = jobs.run_block_sweep, jobs.run_sweep
+    real_blocks, real_sweep = measure_jobs.run_block_sweep, measure_jobs.run_sweep
     times = {16: (2.0e-3, 0.01), 32: (1.05e-3, 0.3)}
 
     def blocks(*a, **k):
@@ -664,8 +664,8 @@ def test_block_size_states_each_tile_sizes_verdict_from_the_rows_intervals(make_
         df["repeats"] = 20
         return df
 
-    monkeypatch.setattr(jobs, "run_block_sweep", blocks)
-    monkeypatch.setattr(jobs, "run_sweep", sweep)
+    monkeypatch.setattr(measure_jobs, "run_block_sweep", blocks)
+    monkeypatch.setattr(measure_jobs, "run_sweep", sweep)
     jobs.block_sweep.clear()
     at = run_heavy(make_app, "block", n="64", blocks="16,32")
     (text,) = [m.value for m in at.markdown if m.value.startswith("**Naive against each tile size")]

@@ -94,7 +94,11 @@ def run_with_progress(name: str, label: str, fn: Callable[..., Any], *args: Any,
         if "error" in job.box:
             status.update(label=f"{label}: failed after {job.elapsed():.1f} s", state="error", expanded=True)
             raise job.box["error"]
-        status.update(label=f"{label}: done in {job.elapsed():.1f} s", state="complete", expanded=False)
+        report = fn.report_of(args) if isinstance(fn, TimedRun) else None
+        if report is not None:  # the whole report inside the box, its gist on the box's one line
+            report_ui(report, compact=False)
+        done = f"{label}: done in {job.elapsed():.1f} s" + (f" · {report.short()}" if report is not None else "")
+        status.update(label=done, state="complete", expanded=False)
     return job.box["value"]
 
 
@@ -226,7 +230,7 @@ def run_button_ui(name: str, fn: Callable[..., Any], args: tuple, *, label: str,
         st.info(idle)
         if estimate is not None:
             estimate_ui(estimate, budget_s)
-    elif isinstance(fn, TimedRun):
+    elif isinstance(fn, TimedRun) and not pressed:  # just run: the run's box says it
         report_ui(fn.report_of(args))
     return result
 
@@ -263,15 +267,21 @@ def estimate_ui(estimate: Callable[[Speed], float], budget_s: float | None) -> N
     st.caption(estimate_sentence(estimate(speed), speed, budget_s))
 
 
-def report_ui(report: RunReport | None) -> None:
-    """What a timed run saw (its threads, the load, the calls set aside), and a plain warning when the machine was
-    too busy for clean calls."""
+def report_ui(report: RunReport | None, *, compact: bool = True) -> None:
+    """What a timed run saw (its threads, the load, the calls set aside), and plainly when the machine was too busy
+    for clean calls: compact, one line whose tooltip holds the whole report (so the result still starts on the
+    first screen), or in full."""
     if report is None:
         return
     busy = report.busy_sentence()
-    if busy:
-        st.warning(busy, icon=":material/speed:")
-    st.caption(report.sentence())
+    if not compact:
+        if busy:
+            st.warning(busy, icon=":material/speed:")
+        st.caption(report.sentence())
+        return
+    lead = ":orange[**Too busy for clean timings here.**] " if busy else ""
+    st.caption(f"{lead}Timed in the timing worker: {report.short()}.",
+               help=" ".join(s for s in (busy, report.sentence()) if s))
 
 
 # ----------------------------------------------------------------------------------------------------------------------

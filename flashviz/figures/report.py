@@ -125,8 +125,7 @@ def summary_table_figure(table: pd.DataFrame, *, title: str = "Summary: flash vs
                "font": {"size": TABLE_FONT_PX}, "align": "right", "height": TABLE_ROW_PX}))
     names = [str(c).split(" ")[0] for c in table.columns[1:3]]  # "naive time (ms)", "flash time (ms)"
     b, f = names if len(names) == 2 else ("naive", "flash")
-    subtitle = (f"speedup = {b} time / {f} time (95% interval; a ratio only where the intervals separate);  "
-                f"memory saving = {b} peak / {f} peak")
+    subtitle = f"speedup = {b} time / {f} time;  memory saving = {b} peak / {f} peak"
     fig.update_layout(template=flashviz_template(),
                       title={"text": title, "subtitle": {"text": subtitle, "font": {"size": BASE_FONT_PX}}},
                       margin={"t": TABLE_TITLE_PX, "b": TABLE_BOTTOM_PX, "l": 20, "r": 20},

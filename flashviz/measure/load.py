@@ -325,6 +325,22 @@ disturbed (the process lost its cores during them). flashviz 0.1.0, 2026-12-06T0
         return (f"Timed in the timing worker with {self.choice.sentence()}. Over the {self.load.seconds:.1f} s run "
                 f"{self.load.sentence()}; {aside}. flashviz {self.version}, {self.timestamp}.")
 
+    def short(self) -> str:
+        """The report's gist, for one line.
+
+        Example:
+            >>> RunReport(ThreadChoice(2, 1, 2, 1.3), Load(9.5, 2, 1.2, 1.7, 2.1), 48, 3, 0, "t", "v").short()
+            '1 thread of 2, 3 of 48 calls set aside'
+            >>> RunReport(ThreadChoice(2, 2, 2, 0.0), Load(9.5, 2, 0.1, 0.2, 0.2), 48, 0, 0, "t", "v").short()
+            '2 threads of 2, no call set aside'
+            >>> RunReport(ThreadChoice(2, 1, 2, 1.9), Load(9.5, 2, 1.9, 3.0, 3.2), 48, 40, 2, "t", "v").short()
+            'too busy for clean timings: 1 thread of 2, 40 of 48 calls set aside'
+        """
+        unit = "thread" if self.choice.threads == 1 else "threads"
+        aside = f"{self.set_aside} of {self.calls} calls set aside" if self.set_aside else "no call set aside"
+        lead = "too busy for clean timings: " if self.too_busy else ""
+        return f"{lead}{self.choice.threads} {unit} of {self.choice.asked}, {aside}"
+
     def busy_sentence(self) -> str | None:
         """What to say when the machine was too busy for clean calls, else None.
 

@@ -114,8 +114,8 @@ def setup_problem(setup: RingSetup) -> str | None:
 LONG_N = 131072  # 128k tokens: the context lengths that context parallelism exists for
 # a model of Llama 3 8B's shape (Meta's config.json: 32 layers, 32 attention heads, 8 K/V heads, head size 128), bf16
 LONG_LAYERS, LONG_HEADS, LONG_HEADS_KV, LONG_D, LONG_DTYPE = 32, 32, 8, 128, "bfloat16"
-LONG_MODEL = (f"Llama 3 8B's shape ({LONG_LAYERS} layers, {LONG_HEADS} query heads and {LONG_HEADS_KV} K/V heads of "
-              f"d = {LONG_D}) in {LONG_DTYPE}")  # the model, in words
+LONG_MODEL = (f"Llama 3 8B's shape ({LONG_LAYERS} layers, {LONG_HEADS_KV} K/V heads, d = {LONG_D}) "
+              f"in {LONG_DTYPE}")  # the model, in words (its {LONG_HEADS} query heads count in its FLOPs)
 
 
 @dataclass(frozen=True)

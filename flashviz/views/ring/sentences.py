@@ -36,20 +36,18 @@ def intro(c: LongContext, model: str) -> str:
 
     Example:
         >>> from flashviz.views.ring.data import LONG_MODEL, long_context
-        >>> intro(long_context(4), LONG_MODEL).split(". ")[0].endswith("would write S and P of 2048.0 GiB a layer")
-        True
+        >>> intro(long_context(4), LONG_MODEL).split("; ")[1]
+        'standard attention would write S and P of 2048.0 GiB a layer, and even FlashAttention computes 281 TFLOP a \
+layer on one device. **Context parallelism** gives each device a process, a **rank**, holding a **shard** of N / W \
+positions. At W = 4 a shard is 32,768 positions: 4.0 GiB of K/V and 70.4 TFLOP a layer per rank.'
+
     """
     return (f"**Why split one sequence over devices?** At N = {c.n:,} tokens a model of {model} keeps "
-            f"{format_bytes(c.kv_bytes)} of keys and values (K/V) for one sequence, and standard attention would "
-            f"write S and P of {format_bytes(c.scores_bytes)} a layer. FlashAttention never writes S or P, yet one "
-            f"device still computes {format_flops(c.flops)} of attention a layer, forward. **Context parallelism** "
-            "splits the sequence: each of W devices runs one process, a **rank** (numbered 0 to W − 1), which keeps a "
-            "**shard**, N / W of the positions with their queries, keys and values. "
-            f"At W = {c.world} a shard is {'' if c.even else 'at most '}{c.shard:,} positions: "
-            f"{format_bytes(c.kv_rank_bytes)} of K/V and "
-            f"{format_flops(c.flops_rank)} a layer for each rank. The ranks pass their K/V shards round a ring, and "
-            "each merges its partial outputs by their logsumexp. Below, the same ring at a classroom's N: the map and "
-            "the work chart are the model; **Run** starts real processes.")
+            f"{format_bytes(c.kv_bytes)} of K/V per sequence; standard attention would write S and P of "
+            f"{format_bytes(c.scores_bytes)} a layer, and even FlashAttention computes {format_flops(c.flops)} a "
+            "layer on one device. **Context parallelism** gives each device a process, a **rank**, holding a "
+            f"**shard** of N / W positions. At W = {c.world} a shard is {'' if c.even else 'at most '}{c.shard:,} "
+            f"positions: {format_bytes(c.kv_rank_bytes)} of K/V and {format_flops(c.flops_rank)} a layer per rank.")
 
 
 RUN_HELP = ("Starts the processes on this machine (gloo, one thread each, each importing torch) and runs in them "
@@ -71,10 +69,10 @@ def run_idle(processes: int, others: int, sweep: int) -> str:
     """What the page says before a run: what pressing Run starts and computes (RUN_HELP says which rings).
 
     Example:
-        >>> run_idle(4, 2, 6)[:44]
-        'Press **Run the ring**: 4 processes, 9 rings'
+        >>> run_idle(4, 2, 6)
+        '**Run**: 4 processes, 9 rings.'
     """
-    return f"Press **Run the ring**: {processes} processes, {1 + others + sweep} rings."
+    return f"**Run**: {processes} processes, {1 + others + sweep} rings."  # one line in the button's column
 
 
 def ranks_list(values: Iterable[object]) -> str:

@@ -148,7 +148,7 @@ def roofline_figure(points: pd.DataFrame | None, roofs: pd.DataFrame | None = No
                          subplot_titles=titles or ("GPUs: published peaks", "this machine: measured"))
            if split else go.Figure())
     style_figure(fig, title=title or "Roofline: why the tiled kernels are faster on a GPU",
-                 x_title="arithmetic intensity (FLOP/byte)", y_title="attainable throughput (FLOP/s)",
+                 x_title="arithmetic intensity (FLOP/byte)", y_title="attainable FLOP/s",
                  log_x=True, log_y=True)
     if subtitle or dtype:
         set_subtitle(fig, subtitle or f"{dtype} peaks · predicted = max(FLOPs / peak, bytes / bandwidth), a model")
