@@ -56,7 +56,7 @@ RUNS = {  # view -> (its run button's key, the status label its run ends with)
     "roof": ("roof_run", "Roofline timing: done"),
     "decode": ("decode_run", "Decode timing: done"),
     "masks": ("masks_run", "Mask timing: done"),
-    "numerics": ("numerics_run", "Numerics lab: done"),
+    "numerics": (None, "Numerics lab: done"),  # small labs run as the page opens: no button to press
     "ring": ("ring_run", "Ring run: done"),
 }
 SHOT_VIEWS = ("block", "ring")  # screenshots after Run (with the Benchmark's)
@@ -121,9 +121,13 @@ def press_run(page, url: str, view: str, downloads: Path | None = None) -> pd.Da
     key, done = RUNS[view]
     page.goto(f"{url}/?view={view}", wait_until="commit", timeout=120_000)
     page.wait_for_selector(CONNECTED, timeout=120_000)
+    if key is None:  # it runs as it opens
+        page.wait_for_selector(f"text={done}", timeout=RUN_TIMEOUT_S * 1000)
+        return None
     page.wait_for_selector(PAGE_END, timeout=120_000)
     page.wait_for_selector(IDLE, timeout=120_000)
-    page.locator(f".st-key-{key} button:visible").first.click(timeout=120_000)
+    if key is not None:
+        page.locator(f".st-key-{key} button:visible").first.click(timeout=120_000)
     page.wait_for_selector(f"text={done}", timeout=RUN_TIMEOUT_S * 1000)
     page.wait_for_selector(IDLE, timeout=120_000)
     if downloads is None:
@@ -226,6 +230,7 @@ def report(quiet: pd.DataFrame, runs: list[pd.DataFrame], cli_loaded: pd.DataFra
     quiet_winners = winners(quiet)
     for i, df in enumerate(runs):
         d = medians(df)
+        rows_of = df.set_index(["impl", "N"])
         for (impl, n), t in d.items():
             vs_cli = t / c.get((impl, n), math.nan)
             ratio = t / d.get((NAIVE, n), math.nan)
@@ -234,7 +239,9 @@ def report(quiet: pd.DataFrame, runs: list[pd.DataFrame], cli_loaded: pd.DataFra
             rows.append({"run": i + 1, "impl": impl, "N": n, "dashboard ms": t * 1e3,
                          "CLI loaded ms": c.get((impl, n), math.nan) * 1e3, "CLI quiet ms": q.get((impl, n)) * 1e3,
                          "dash/CLI": vs_cli, "x naive (load)": ratio, "x naive (quiet)": quiet_ratio,
-                         "ratio off": off})
+                         "ratio off": off, "kept": rows_of.loc[(impl, n), "repeats"],
+                         "set aside": rows_of.loc[(impl, n)].get("set_aside", math.nan),
+                         "settled": bool(rows_of.loc[(impl, n), "converged"])})
             checks["dashboard within 1.5x of the CLI under load"] &= 1 / TOLERANCE <= vs_cli <= TOLERANCE
             if impl != NAIVE:
                 checks["ratio to naive within 1.5x of the quiet ratio"] &= off <= TOLERANCE
