@@ -26,7 +26,6 @@ import argparse
 import contextlib
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -37,7 +36,7 @@ from pathlib import Path
 
 import load
 import pandas as pd
-from load import CHROMIUM, CHROMIUM_ARGS, CONNECTED, IDLE, PAGE_END, own_server
+from load import CHROMIUM_ARGS, CONNECTED, IDLE, PAGE_END, chromium_path, own_server
 
 from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.views.bench.sentences import speed_verdicts
@@ -87,7 +86,7 @@ def reload_views(url: str) -> None:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
         page = browser.new_context(viewport={"width": 1280, "height": 720}).new_page()
         i = 0
         while True:
@@ -110,10 +109,6 @@ def reloading_pages(url: str, pages: int = 2) -> Iterator[None]:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(30)
-
-
-def chromium() -> str:
-    return CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
 
 
 def press_run(page, url: str, view: str, downloads: Path | None = None) -> pd.DataFrame | None:
@@ -145,7 +140,7 @@ def dashboard_run_under_load(tmp: Path, shots: Path | None, views: tuple[str, ..
 
     with own_server(tmp / "timing.jsonl", tmp / "server.log") as (url, _), sync_playwright() as p, busy_process(), \
             reloading_pages(url):
-        browser = p.chromium.launch(executable_path=chromium(), args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
         try:
             page = browser.new_context(viewport={"width": 1280, "height": 720}, accept_downloads=True).new_page()
             started = time.monotonic()

@@ -99,6 +99,11 @@ class Report:
 # the server and its memory
 
 
+def chromium_path() -> str | None:
+    """Debian's Chromium: CHROMIUM, else whichever `chromium` is on the PATH; None where there is none."""
+    return CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -287,7 +292,7 @@ def drive(sessions: list[Session], args: argparse.Namespace, shots: Path | None,
     from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
-    executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
+    executable = chromium_path()
     if executable is None:
         raise RuntimeError("Debian's chromium is not installed: apt-get install -y chromium")
     load_ms = int(args.timeout * 1000)

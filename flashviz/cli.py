@@ -56,10 +56,11 @@ from flashviz.limits import (
     HEADS_MAX,
     LIST_MAX,
     REPEATS_MAX,
+    calls_per_row,
     tile_problem,
 )
 from flashviz.measure.context import with_context
-from flashviz.measure.guards import calls_per_row, default_memory_budget, naive_bytes_needed, request_flops
+from flashviz.measure.guards import default_memory_budget, naive_bytes_needed, request_flops
 from flashviz.measure.impls import RunConfig
 from flashviz.measure.stats import TARGET_REL_CI, min_repeats
 from flashviz.measure.sweep import MAX_D, MAX_N, cut_short

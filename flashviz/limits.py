@@ -24,6 +24,17 @@ LIVE_TIME_BUDGET_S = 120.0  # seconds a dashboard run may hold the timing lock b
 BENCH_TIME_BUDGET_S = 600.0  # seconds: the default --time-budget of `flashviz bench`
 
 
+def calls_per_row(repeats: int, warmup: int) -> int:
+    """Calls of one implementation per sweep row: the warm-up and timed calls, one memory measurement, one reference
+    (what the work caps and the time estimate count).
+
+    Example:
+        >>> calls_per_row(3, 1)
+        6
+    """
+    return repeats + warmup + 2
+
+
 def tiles_per_call(n: int, block_q: int, block_k: int) -> int:
     """Tiles of one (N x N) tiled-kernel call: Tr x Tc = ceil(N / Br) x ceil(N / Bc)."""
     return -(-n // block_q) * -(-n // block_k)

@@ -80,14 +80,13 @@ def streamlit_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def browser() -> Iterator[object]:
     """Debian's Chromium under playwright (benchmarks/load.py's CHROMIUM and flags), one per test module; skips the
     module where playwright or chromium is missing. Screenshots go to artifacts/screenshots."""
-    import shutil
 
-    from load import CHROMIUM, CHROMIUM_ARGS  # benchmarks/ is on pytest's pythonpath (pyproject.toml)
+    from load import CHROMIUM_ARGS, chromium_path  # benchmarks/ is on pytest's pythonpath (pyproject.toml)
 
     from tests._browser import SHOTS
 
     playwright_api = pytest.importorskip("playwright.sync_api")
-    executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
+    executable = chromium_path()
     if not executable:
         pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
     SHOTS.mkdir(parents=True, exist_ok=True)

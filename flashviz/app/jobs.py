@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable
 
 from flashviz.app.runs import timed_run
 from flashviz.app.state import Settings
-from flashviz.limits import LIVE_INPUT_BYTES_MAX, WORK_FLOP_MAX, tile_problem
+from flashviz.limits import LIVE_INPUT_BYTES_MAX, WORK_FLOP_MAX, calls_per_row, tile_problem
 from flashviz.measure import jobs as measure_jobs
 from flashviz.measure.estimate import Speed, sweep_seconds
-from flashviz.measure.guards import calls_per_row, input_bytes, request_flops
+from flashviz.measure.guards import input_bytes, request_flops
 from flashviz.measure.jobs import WARMUP, complete, repeats_of
 from flashviz.measure.stats import min_repeats
 from flashviz.units import format_bytes

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-import os
 from pathlib import Path
 
 import streamlit as st
 
 from flashviz.app.state import Env
+from flashviz.measure.load import cores
 
 
 @st.cache_resource(show_spinner=False)
@@ -21,11 +21,9 @@ def machine_env() -> Env:
 
 
 def cpu_cores() -> int:
-    """The CPU cores this process may run on (a container's --cpuset-cpus, not the host's count)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
+    """The CPU cores this process may run on (a container's --cpuset-cpus, not the host's count): the timing
+    worker's count (flashviz.measure.load.cores), so the page offers the threads the worker can choose from."""
+    return cores()
 
 
 def torch_build_has_gpu(version_py: Path | None = None) -> bool | None:

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from flashviz.core.validate import Window
+from flashviz.limits import calls_per_row
 from flashviz.model.flops import impl_flops
 from flashviz.units import format_flops
 from flashviz.vocab import TILED_IMPLS
@@ -103,7 +104,7 @@ def sweep_seconds(speed: Speed, ns: Iterable[int], impls: Iterable[str], *, d: i
         >>> round(sweep_seconds(s, [256, 512], ["naive", "flash2"], d=64, repeats=3), 3)
         0.125
     """
-    calls = repeats + warmup + 2  # flashviz.measure.guards.calls_per_row: a memory measurement and a reference too
+    calls = calls_per_row(repeats, warmup)
     return calls * sum(call_seconds(speed, impl, n, d, batch=batch, heads=heads, block_q=block_q, block_k=block_k,
                                     causal=causal, window=window, training=training)
                        for n in ns for impl in impls)

@@ -149,11 +149,6 @@ def input_bytes_needed(cfg: RunConfig) -> int:
     return input_bytes(cfg.n, cfg.d, batch=cfg.batch, heads=cfg.heads, dtype=cfg.dtype, mode=cfg.mode)
 
 
-def calls_per_row(repeats: int, warmup: int) -> int:
-    """Calls of one implementation per row: the warm-up and timed calls, one memory measurement, one reference."""
-    return repeats + warmup + 2
-
-
 def request_flops(ns: Iterable[int], *, d: int, batch: int = 1, heads: int = 1, n_impls: int = 1, calls: int = 1,
                   training: bool = False) -> int:
     """FLOPs a sweep request costs at most: dense attention at every N, for every implementation and call.
