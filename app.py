@@ -12,11 +12,11 @@ works, the first view, draws its tile map (SVG + CSS) before anything imports to
 import streamlit as st
 
 from flashviz.app import sidebar
-from flashviz.app.drawing import uses_ui
 from flashviz.app.machine import machine_env
 from flashviz.app.presenter import on_slide, presenter_ui, presenting, sidebar_state, slide_ui
 from flashviz.app.registry import VIEWS, view_of
-from flashviz.app.runs import running_job_ui
+from flashviz.app.state import settings_of
+from flashviz.kit.runs import running_job_ui
 
 st.set_page_config(page_title="flashviz: FlashAttention, tile by tile", page_icon="⚡", layout="wide",
                    initial_sidebar_state=sidebar_state())  # collapsed while presenting a lesson
@@ -39,8 +39,8 @@ if on_slide():  # ?lesson=...: the step as a slide (its claim, numbers and pictu
 if presenting() is None:  # while presenting a lesson, its steps pick the view (Leave the lesson brings this back)
     st.segmented_control("View", [view.label for view in VIEWS], required=True, key=sidebar.VIEW_KEY, wrap=True,
                          label_visibility="collapsed", help="The view to open; the link in the address bar keeps it")
-uses_ui(view)
-view.function()(settings)
+sidebar.uses_ui(view)
+view.function()(settings_of(view, settings))
 # The sidebar last: the open view's first element (How it works: the tile map) goes out before any widget.
 sidebar.settings_ui(env, view)
 sidebar.page_end_ui()

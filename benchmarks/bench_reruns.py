@@ -1,4 +1,4 @@
-"""Do the Benchmark view's verdicts survive a rerun? Its own cached run (flashviz.app.jobs.sweep at the view's default
+"""Do the Benchmark view's verdicts survive a rerun? Its own cached run (flashviz.kit.jobs.sweep at the view's default
 settings: N 512, 1024, 2048, all four implementations, H = 4, d = 64, 256-wide tiles, Repeat until sure) made --runs
 times in one process, the cache cleared before each, and each run's verdicts (FA1 and FA2 against naive at every N,
 flashviz.views.bench.sentences.speed_verdicts) printed. Then the same number of runs the old way, 3 fixed repeats with
@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 from itertools import pairwise
 
-from flashviz.app import jobs
 from flashviz.app.state import Settings
+from flashviz.kit import jobs
 from flashviz.measure.verdict import sentence
 from flashviz.views.bench.sentences import speed_verdicts
 from flashviz.vocab import NAIVE, OK

@@ -12,7 +12,7 @@ results (the memory chart) or an error, and prints
     peak RSS           of the server's process tree (VmRSS of the server and its children, sampled every 0.1 s)
 
 Timing-run evidence comes from the dashboard: with FLASHVIZ_TIMING_LOG=<file> in its environment, the process-wide
-timing lock (flashviz.app.lock.holding) appends one JSON line when a run takes the lock and one just before it lets
+timing lock (flashviz.kit.lock.holding) appends one JSON line when a run takes the lock and one just before it lets
 go: {"event": "start" | "end", "run": "<id>", "t": <time.time() seconds>, "pid": <int>, "thread": <int>}.
 
 Run:  python benchmarks/load.py                      (starts `streamlit run app.py` on a free 127.0.0.1 port)

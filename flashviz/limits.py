@@ -1,7 +1,7 @@
 """Resource caps that the dashboard and the command line share: how big one request may be and how long it may run.
 
 Pure (imports neither torch nor streamlit), so that the URL parser in flashviz.app.state can take its caps from here
-too. flashviz.measure.sweep enforces the per-row guards (memory budget, time budget); flashviz.app.jobs and flashviz.cli
+too. flashviz.measure.sweep enforces the per-row guards (memory budget, time budget); flashviz.kit.jobs and flashviz.cli
 refuse a request up front with these caps, each with a message that says how to fix it.
 
 Legend: N sequence length (N_q = N_k), Br = block_q, Bc = block_k, Tr = ceil(N / Br), Tc = ceil(N / Bc).

@@ -96,7 +96,7 @@ MUTANTS = [
            "",
            "timings use every thread asked for though other work keeps cores busy (threads wait for each other)",
            ("tests/test_disturbed.py",)),
-    Mutant("timed_runs_in_the_server", "flashviz/app/lock.py",
+    Mutant("timed_runs_in_the_server", "flashviz/kit/lock.py",
            "    if os.environ.get(WORKER_ENV) == \"inline\":\n",
            "    if True:\n",
            "the dashboard's timed runs execute in the server's own process, beside its page-drawing threads",

@@ -45,7 +45,7 @@ def fresh_streamlit_caches() -> None:
 
 @pytest.fixture(autouse=True)
 def inline_timed_runs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The dashboard's timed runs in the test's own process (flashviz.app.lock.WORKER_ENV), so that a test can
+    """The dashboard's timed runs in the test's own process (flashviz.kit.lock.WORKER_ENV), so that a test can
     replace what a run calls and AppTest runs start no worker process; `@pytest.mark.real_worker` keeps the real
     timing worker (tests/test_worker.py and the browser tests' server use it)."""
     if request.node.get_closest_marker("real_worker") is None:

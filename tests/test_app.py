@@ -18,13 +18,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flashviz.app import jobs, runs
 from flashviz.app.machine import cpu_cores
 from flashviz.app.query import parse_query
 from flashviz.app.registry import LABELS, SLUGS, VIEWS, view_of
-from flashviz.app.sizes import BLOCK_MAX, D_MAX, N_MAX
-from flashviz.app.state import PRESETS, Env, Settings, apply_preset, default_settings
+from flashviz.app.state import PRESETS, Env, Settings, apply_preset, default_settings, settings_of
 from flashviz.core.tiling import tile_schedule
+from flashviz.kit import jobs, runs
+from flashviz.kit.sizes import BLOCK_MAX, D_MAX, N_MAX
 from flashviz.limits import LIST_MAX
 from flashviz.measure import jobs as measure_jobs
 from flashviz.views.how.settings import ORDERS
@@ -238,10 +238,10 @@ def test_memory_guard_refusals_show_the_memory_they_would_need(make_app, monkeyp
 
 @pytest.fixture
 def server_worker():
-    """The server's real timing worker for one test (flashviz.app.lock.timing_worker), stopped afterwards."""
-    import flashviz.app.lock
+    """The server's real timing worker for one test (flashviz.kit.lock.timing_worker), stopped afterwards."""
+    import flashviz.kit.lock
 
-    worker = flashviz.app.lock.timing_worker()
+    worker = flashviz.kit.lock.timing_worker()
     yield worker
     worker.close()
 
@@ -403,7 +403,7 @@ def test_every_classroom_preset_loads_its_settings_and_its_map(make_app, name):
     assert at.selectbox(key="preset").value is None  # ready for the next preset
     m = tile_map(at)
     fate = tile_schedule(s.n, s.n, s.br, s.bc, causal=s.causal, window=s.window).status_grid()
-    assert f"N = {s.n} · Br = {s.br}, Bc = {s.bc}" in m.subtitle and len(m.panels) == len(s.loop_orders)
+    assert f"N = {s.n} · Br = {s.br}, Bc = {s.bc}" in m.subtitle and len(m.panels) == len(settings_of(view_of("how"), s).loop_orders)
     assert all(t["fate"] == fate[i][j] for p in m.panels for (i, j), t in p.tiles.items())
 
 

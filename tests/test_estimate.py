@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from flashviz.app import jobs, runs
 from flashviz.app.query import parse_query
 from flashviz.app.state import Env
 from flashviz.core.tiling import tile_schedule
+from flashviz.kit import jobs, runs
 from flashviz.measure.estimate import Speed, call_seconds, estimate_sentence, machine_speed, sweep_seconds
 from flashviz.model.flops import attention_flops
 from tests._apptest import assert_clean

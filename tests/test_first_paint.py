@@ -1,7 +1,7 @@
 """The dashboard's first chart, the tile map, is drawn before torch or pandas load (seconds on a small machine).
 
 Runs the page in AppTest in a fresh interpreter (nothing imported yet, as on a new server, or torch imported first, as
-on a server that has served a page) and records, each time the page draws a tile map (flashviz.app.drawing.show_map,
+on a server that has served a page) and records, each time the page draws a tile map (flashviz.kit.drawing.show_map,
 the one function every map goes through), what had been imported by then and whether the map marks the inspected row.
 """
 
@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RECORD = """
 import json, sys
 {prelude}
-import flashviz.app.drawing as drawing
+import flashviz.kit.drawing as drawing
 events, show_map = [], drawing.show_map
 def record(html, *where):
     events.append({"torch": "torch" in sys.modules, "pandas": "pandas" in sys.modules,

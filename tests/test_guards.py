@@ -8,9 +8,9 @@ import pytest
 
 import flashviz.measure.sweep as sweep_module
 from flashviz import limits
-from flashviz.app import jobs
 from flashviz.app.query import parse_query
 from flashviz.cli import main
+from flashviz.kit import jobs
 from flashviz.measure import guards
 from flashviz.measure import jobs as measure_jobs
 from flashviz.measure.guards import TIME_BUDGET_STATUS, available_memory_bytes, cgroup_free_bytes

@@ -52,7 +52,7 @@ def test_the_first_chart_imports_neither_torch_nor_pandas():
     code = (
         "import flashviz, flashviz.vocab, flashviz.limits, flashviz.core.tiling, flashviz.core.validate\n"
         "import flashviz.measure.trace, flashviz.app.sidebar, flashviz.app.machine, flashviz.app.query\n"
-        "import flashviz.app.drawing, flashviz.app.runs, flashviz.views.how.page  # the page and its first view\n"
+        "import flashviz.kit.drawing, flashviz.kit.runs, flashviz.views.how.page  # the page and its first view\n"
         "from flashviz import tile_schedule, io_cost, FULL\n"
         "from flashviz.measure.trace import schedule_trace\n"
         "tr = schedule_trace(256, 32, 32, causal=True, d=64, loop_order='q_outer')\n"

@@ -47,7 +47,7 @@ def test_three_sessions_are_served_and_timing_runs_never_overlap(tmp_path):
     assert report["served"] == SESSIONS, proc.stdout
     assert timing_log.exists() and report["timing_runs"], (
         "the dashboard wrote no timing log: with FLASHVIZ_TIMING_LOG=<file> set, every timed run "
-        "(flashviz.app.runs._timed_result) must append a JSON line {\"event\": \"start\", \"run\": id, \"t\": "
+        "(flashviz.kit.runs._timed_result) must append a JSON line {\"event\": \"start\", \"run\": id, \"t\": "
         "time.time(), ...} when the timing worker starts it and {\"event\": \"end\", ...} when it ends (see "
         "benchmarks/load.py)")
     assert report["timing_runs"] >= SESSIONS, f"each session asked for a different sweep: {report}"

@@ -10,9 +10,9 @@ import torch
 from torch.nn.attention.flex_attention import and_masks, create_mask, or_masks
 
 from flashviz import masks
-from flashviz.app.sizes import N_MAX
-from flashviz.app.spec import CHOICE, INT, VIEW, url_key
 from flashviz.app.state import setting_fields, spec_of
+from flashviz.kit.sizes import N_MAX
+from flashviz.kit.spec import CHOICE, INT, VIEW, url_key
 from flashviz.views.masks.data import MaskSpec, build_mask
 from flashviz.views.masks.presets import PRESETS, mask_settings, params_of, preset_labels
 from flashviz.views.masks.settings import MASK_PRESETS

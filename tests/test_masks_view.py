@@ -11,11 +11,11 @@ import pytest
 import torch
 from torch.nn.attention.flex_attention import and_masks, create_block_mask, create_mask, or_masks
 
-from flashviz.app.lock import threads_lock
 from flashviz.app.query import parse_query
 from flashviz.app.state import PRESETS as PRESET_STORIES
 from flashviz.app.state import Env, Settings, apply_preset
 from flashviz.core.tiling import tile_schedule
+from flashviz.kit.lock import threads_lock
 from flashviz.masks import (
     alibi,
     causal_mask,

@@ -8,10 +8,10 @@ import re
 import pandas as pd
 import pytest
 
-from flashviz.app import jobs
-from flashviz.app.drawing import FIXES, MEMORY, TIME_BUDGET, advice, cause_of, not_run_lines
 from flashviz.app.registry import VIEWS, view_of
 from flashviz.app.state import spec_of
+from flashviz.kit import jobs
+from flashviz.kit.drawing import FIXES, MEMORY, TIME_BUDGET, advice, cause_of, not_run_lines
 from flashviz.measure import jobs as measure_jobs
 from flashviz.measure.guards import TIME_BUDGET_STATUS, TimeBudget, guard
 from flashviz.measure.impls import RunConfig
@@ -46,7 +46,7 @@ def test_the_library_statuses_are_the_causes_the_views_advise_on():
 @pytest.mark.parametrize("cause", sorted(FIXES))
 def test_every_advice_names_controls_the_view_has(view, cause):
     here = NOT_RUN_VIEWS.get(view.slug, ())
-    text = advice(view, cause, here)
+    text = advice(view.settings, cause, here)
     assert set(named(text)) <= labels_of(view, here), (view.slug, text)
     if view.slug in NOT_RUN_VIEWS:  # every view that lists rows not run says what would let them run
         assert named(text), (view.slug, cause)
@@ -63,7 +63,7 @@ def rows(block: int, status: str) -> pd.DataFrame:
 
 
 def test_a_row_not_run_is_named_with_its_tile_size_and_its_cause():
-    (line,) = not_run_lines(rows(64, TimeBudget(120.0).status()), view_of("block"), ("reps", "sure"))
+    (line,) = not_run_lines(rows(64, TimeBudget(120.0).status()), view_of("block").settings, ("reps", "sure"))
     assert line.startswith("**FA2 at 64 × 64 tiles, N = 512, d = 64**: not run, the run's time budget was used up")
     assert "raise the time budget" not in line  # the library's advice names no control of the view
     assert named(line)[1:] == ["Block sizes Br = Bc", "Repeats", "Repeat until sure"]

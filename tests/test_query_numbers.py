@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from flashviz.app.query import parse_query
-from flashviz.app.sizes import N_MAX
 from flashviz.app.state import Settings
+from flashviz.kit.sizes import N_MAX
 
 DEFAULT = Settings()
 

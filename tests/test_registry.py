@@ -8,9 +8,11 @@ from pathlib import Path
 
 from flashviz.app.query import parse_query
 from flashviz.app.registry import LABELS, SLUGS, VIEWS, owner_of, view_of
-from flashviz.app.spec import SIDEBAR, VIEW, url_key
-from flashviz.app.state import Settings, SharedSettings, setting_fields, spec_of
-from flashviz.app.widgets import DRAW, WIDGET_KEYS
+from flashviz.app.session import WIDGET_KEYS
+from flashviz.app.state import Settings, setting_fields, spec_of
+from flashviz.kit.settings import SharedSettings
+from flashviz.kit.spec import SIDEBAR, VIEW, url_key
+from flashviz.kit.widgets import DRAW
 
 SHARED = {f.name for f in fields(SharedSettings)}
 
@@ -28,7 +30,7 @@ def test_every_tab_is_declared_once_with_its_link_label_and_function():
 def test_every_setting_is_declared_once_shared_or_by_the_tab_that_owns_it():
     own = [name for view in VIEWS for name in view.own]
     assert len(own) == len(set(own)) and not set(own) & SHARED
-    assert [f.name for f in setting_fields()] == [*(f.name for f in fields(SharedSettings)), *own]
+    assert [f.name for f in setting_fields()] == ["view", *(f.name for f in fields(SharedSettings)), *own]  # view: the shell's
     for view in VIEWS:
         assert all(spec_of(name).place == VIEW for name in view.own), view.slug
         assert set(view.sidebar) <= SHARED and all(spec_of(name).place == SIDEBAR for name in view.sidebar)
@@ -50,6 +52,6 @@ def test_everything_else_is_derived_from_the_declarations():
 
 def test_a_shared_setting_is_read_by_some_tab_and_every_tab_reads_its_own():
     read = {name for view in VIEWS for name in view.sidebar}
-    assert SHARED - read == {"view", "link"}  # the views themselves, and Br = Bc (drawn with Br and Bc)
+    assert SHARED - read == {"link"}  # Br = Bc (drawn with Br and Bc)
     for view in VIEWS:
         assert {"br", "bc"} <= set(view.sidebar) or not {"br", "bc"} & set(view.sidebar), view.slug  # both or none

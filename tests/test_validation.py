@@ -133,7 +133,8 @@ def test_a_hostile_link_is_repaired_to_values_inside_the_bounds_and_said_so():
     """The dashboard's URL parser clamps every number to its setting's bounds (a block size of 0, N = 10^9, a
     negative d, more threads than the machine has) and says what it changed; it never passes such a value on."""
     from flashviz.app.query import parse_query
-    from flashviz.app.state import BLOCK_MIN, D_MIN, N_MAX, Env
+    from flashviz.app.state import Env
+    from flashviz.kit.sizes import BLOCK_MIN, D_MIN, N_MAX
 
     s, notices = parse_query({"n": "1000000000", "br": "0", "d": "-5", "threads": "99"}, Env(max_threads=2))
     assert (s.n, s.br, s.d, s.threads) == (N_MAX, BLOCK_MIN, D_MIN, 2)

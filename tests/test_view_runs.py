@@ -11,10 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from flashviz.app import jobs
 from flashviz.app.query import parse_query
-from flashviz.app.state import PRESETS, Settings, apply_preset
+from flashviz.app.registry import view_of
+from flashviz.app.state import PRESETS, Settings, apply_preset, settings_of
 from flashviz.core.tiling import tile_schedule
+from flashviz.kit import jobs
 from flashviz.measure import jobs as measure_jobs
 from flashviz.measure.verdict import compare, estimate_of
 from flashviz.model.iomodel import hbm_vs_memory, io_cost
@@ -120,7 +121,7 @@ def test_how_it_works_at_its_defaults_and_every_preset_tells_the_truth(make_app,
         if (row // s.br, j) in frames:
             assert frames[(row // s.br, j)] == x, (x, hover)
     # the "x standard" sentence quotes io_cost's ratio and says why when the tiled kernel moves more
-    for order in s.loop_orders:
+    for order in settings_of(view_of("how"), s).loop_orders:
         ratio = io_cost(order, s.n, s.n, s.d, s.br, s.bc, causal=s.causal, window=s.window).accesses / naive.accesses
         (line,) = [x.value for x in at.markdown if x.value.startswith(f"**{LOOP_ORDER_SHORT[order]} moves ")]
         assert line.startswith(f"**{LOOP_ORDER_SHORT[order]} moves {ratio:.2f}× standard attention's bytes")

@@ -152,9 +152,9 @@ def test_the_inline_worker_runs_the_same_job_here_and_honours_cancel():
 
 
 def test_every_timed_run_of_the_dashboard_imports_in_the_worker_without_streamlit():
-    from flashviz.app import jobs
     from flashviz.app.registry import VIEWS
-    from flashviz.app.runs import TimedRun
+    from flashviz.kit import jobs
+    from flashviz.kit.runs import TimedRun
 
     pages = [importlib.import_module(f"flashviz.views.{v.slug}.page") for v in VIEWS]
     names = {obj.name for mod in [*pages, jobs] for obj in vars(mod).values() if isinstance(obj, TimedRun)}

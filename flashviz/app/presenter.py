@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
-from flashviz.app.drawing import show_figure
 from flashviz.app.query import parse_lesson
 from flashviz.app.registry import LABELS
+from flashviz.app.session import read_state, write_state
 from flashviz.app.state import Env, Settings
-from flashviz.app.widgets import read_state, write_state
+from flashviz.kit.drawing import show_figure
 from flashviz.lesson.steps import LESSON_KEY, LESSONS, STEP_KEY, Lesson, Step, step_settings
 from flashviz.views.claim import Result
 
@@ -154,7 +154,7 @@ def slide_of(slug: str, k: int, s: Settings) -> tuple[Result, go.Figure]:
 
     step = LESSONS[slug].steps[k - 1]
     result = step.check_at(s)
-    return result, picture(step.check, s, result.values)
+    return result, picture(step.check, step.settings_of(s), result.values)
 
 
 def _claim(step: Step, result: Result) -> str:

@@ -1,7 +1,7 @@
 """A defensive parser for hostile query strings: any query mapping (repeated keys, non-numbers, huge, negative,
 unicode) becomes valid Settings plus plain-text notices saying what was clamped and why. It never raises on input.
 
-Each setting is parsed by the kind its Spec declares (flashviz.app.spec); the only rules written out here are the
+Each setting is parsed by the kind its Spec declares (flashviz.kit.spec); the only rules written out here are the
 ones that tie two settings together (Bc follows Br while they are linked; the row stays inside 0..N-1) and the
 machine's devices. Pure: imports neither streamlit nor torch, so it is fuzzed in milliseconds.
 """
@@ -13,9 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from flashviz.app.sizes import N_MAX
-from flashviz.app.spec import BOOL, CHOICE, INT, INTS, STRS, WINDOW, Spec, url_key
-from flashviz.app.state import Env, Settings, default_settings, for_machine, setting_fields, spec_of
+from flashviz.app.state import Env, Settings, default_settings, setting_fields, spec_of
+from flashviz.kit.settings import for_machine
+from flashviz.kit.sizes import N_MAX
+from flashviz.kit.spec import BOOL, CHOICE, INT, INTS, STRS, WINDOW, Spec, url_key
 from flashviz.limits import LIST_MAX
 
 _TRUE = {"1", "true", "yes", "on", "t", "y"}

@@ -1,11 +1,12 @@
-"""The dashboard's views, each declared once: its link slug (`?view=<slug>`), its label, the function that draws it, the
-sidebar's shared settings it reads, the settings of other views it reads, and its own settings.
+"""The dashboard's views, each declared once: its link slug (`?view=<slug>`), the function that draws it, and its
+settings class (flashviz/views/<slug>/settings.py: its label, the shared settings it reads, those it borrows from
+other views, its own).
 
-A new view is its folder (flashviz/views/<slug>/) plus one `View` line here. The page (app.py) draws the views in this
-order and runs only the open one, importing its module then (torch takes 2 to 3 s to import, pandas most of a second);
-the sidebar shows the shared settings the open view reads; the URL parser, the widgets and `Settings`
-(flashviz.app.state) take every view's own settings from here. Pure: imports neither streamlit nor torch, so the URL
-parser can read it in milliseconds.
+A new view is its folder (flashviz/views/<slug>/: settings.py and page.py) plus one `View` line here. The page
+(app.py) draws the views in this order and runs only the open one, importing its page module then (torch takes 2 to
+3 s to import, pandas most of a second); the sidebar shows the shared settings the open view reads; the URL parser,
+the widgets' session state and `Settings` (flashviz.app.state) compose every view's settings from here. Pure:
+imports neither streamlit nor torch, so the URL parser can read it in milliseconds.
 
 Legend: N sequence length, d head dimension, Br = block_q, Bc = block_k, B batch, H heads, H_q / H_kv query / K/V
 heads.
@@ -15,21 +16,26 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from dataclasses import Field, dataclass, field
+from dataclasses import Field, dataclass
 from typing import Any
 
-from flashviz.views.backward import settings as backward
-from flashviz.views.bench import settings as bench
-from flashviz.views.block import settings as block
-from flashviz.views.correct import settings as correct
-from flashviz.views.decode import settings as decode
-from flashviz.views.how import settings as how
-from flashviz.views.masks import settings as masks
-from flashviz.views.numerics import settings as numerics
-from flashviz.views.pipeline import settings as pipeline
-from flashviz.views.ring import settings as ring
-from flashviz.views.roof import settings as roof
-from flashviz.views.triton import settings as triton
+from flashviz.kit.settings import SHARED, spec_of
+from flashviz.views.backward.settings import BackwardSettings
+from flashviz.views.bench.settings import BenchSettings
+from flashviz.views.block.settings import BlockSettings
+from flashviz.views.correct.settings import CorrectSettings
+from flashviz.views.decode.settings import DecodeSettings
+from flashviz.views.how.settings import HowSettings
+from flashviz.views.io.settings import IOSettings
+from flashviz.views.masks.settings import MasksSettings
+from flashviz.views.numerics.settings import NumericsSettings
+from flashviz.views.pipeline.settings import PipelineSettings
+from flashviz.views.ring.settings import RingSettings
+from flashviz.views.roof.settings import RoofSettings
+from flashviz.views.train.settings import TrainSettings
+from flashviz.views.triton.settings import TritonSettings
+
+BORROWED_LISTED = 5  # a view that reads more of another view's settings than this says "its settings"
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,44 +43,49 @@ class View:
     """One view of the dashboard."""
 
     slug: str  # its link: ?view=<slug>
-    label: str  # the view's label
-    draws: str  # the function of flashviz/views/<slug>/page.py that draws it, function(settings) -> None
-    sidebar: tuple[str, ...]  # the shared settings (flashviz.app.state, drawn in the sidebar) it reads
-    own: Mapping[str, Field] = field(default_factory=dict)  # its own settings: name -> setting(default, Spec(VIEW))
-    borrows: tuple[str, ...] = ()  # other views' own settings it reads (it may draw their widgets in its own view)
+    draws: str  # the function of flashviz/views/<slug>/page.py that draws it, function(its settings) -> None
+    settings: type  # its settings class (flashviz.kit.settings.view_settings)
+
+    @property
+    def label(self) -> str:
+        """The view's name on the page."""
+        return self.settings.LABEL
+
+    @property
+    def sidebar(self) -> tuple[str, ...]:
+        """The shared settings it reads, drawn in the sidebar while it is open."""
+        return self.settings.READS
+
+    @property
+    def own(self) -> Mapping[str, Field]:
+        """Its own settings, drawn in the view: name -> field."""
+        return self.settings.OWN
+
+    @property
+    def borrows(self) -> tuple[str, ...]:
+        """Other views' own settings it reads (it may draw their widgets in its own view)."""
+        return tuple(self.settings.BORROWS)
 
     def function(self) -> Callable[[Any], None]:
         """The function that draws the view, its module imported now."""
         return getattr(importlib.import_module(f"flashviz.views.{self.slug}.page"), self.draws)
 
 
-VIEWS: tuple[View, ...] = (  # in the order the page offers them; own settings: each view's settings.py
-    View("how", "How it works", "how_it_works_ui", sidebar=("n", "d", "br", "bc", "causal", "window", "dtype"),
-         own=how.OWN, borrows=masks.SETTING_NAMES),  # with usemask on: the map of the Masks view's mask
-    View("bench", "Benchmark", "benchmark_ui",
-         sidebar=("d", "causal", "window", "dtype", "batch", "heads", "device", "threads"), own=bench.OWN),
-    View("block", "Block size", "block_size_ui",
-         sidebar=("n", "d", "causal", "window", "dtype", "batch", "heads", "device", "threads"), own=block.OWN,
-         borrows=("reps", "sure")),
-    View("io", "IO model", "io_model_ui", sidebar=("n", "d", "causal", "window", "dtype", "batch", "heads")),
-    View("correct", "Correctness", "correctness_ui",
-         sidebar=("br", "bc", "causal", "window", "dtype", "device", "threads"), own=correct.OWN),
-    View("train", "Training", "training_ui",
-         sidebar=("d", "causal", "window", "dtype", "batch", "heads", "device", "threads"),
-         borrows=("ns", "impls", "bench_block", "reps", "sure")),
-    View("backward", "Backward", "backward_ui",
-         sidebar=("n", "d", "br", "bc", "window", "dtype", "batch", "heads", "device", "threads"), own=backward.OWN,
-         borrows=("reps",)),
-    View("roof", "Roofline", "roofline_ui",
-         sidebar=("n", "d", "br", "bc", "causal", "window", "dtype", "batch", "heads", "threads"), own=roof.OWN,
-         borrows=("bench_block",)),  # the Benchmark's tile size: its speedups are told apart from this view's
-    View("decode", "Decoding", "decoding_ui", sidebar=("d", "dtype", "device", "threads"), own=decode.OWN,
-         borrows=("reps",)),
-    View("masks", "Masks", "masks_ui", sidebar=("n", "d", "br", "bc", "dtype", "heads", "threads"), own=masks.OWN),
-    View("numerics", "Numerics", "numerics_ui", sidebar=(), own=numerics.OWN),
-    View("ring", "Ring", "ring_ui", sidebar=(), own=ring.OWN),
-    View("pipeline", "GPU pipeline", "pipeline_ui", sidebar=(), own=pipeline.OWN),
-    View("triton", "Triton kernel", "triton_ui", sidebar=(), own=triton.OWN),
+VIEWS: tuple[View, ...] = (  # in the order the page offers them
+    View("how", "how_it_works_ui", HowSettings),
+    View("bench", "benchmark_ui", BenchSettings),
+    View("block", "block_size_ui", BlockSettings),
+    View("io", "io_model_ui", IOSettings),
+    View("correct", "correctness_ui", CorrectSettings),
+    View("train", "training_ui", TrainSettings),
+    View("backward", "backward_ui", BackwardSettings),
+    View("roof", "roofline_ui", RoofSettings),
+    View("decode", "decoding_ui", DecodeSettings),
+    View("masks", "masks_ui", MasksSettings),
+    View("numerics", "numerics_ui", NumericsSettings),
+    View("ring", "ring_ui", RingSettings),
+    View("pipeline", "pipeline_ui", PipelineSettings),
+    View("triton", "triton_ui", TritonSettings),
 )
 SLUGS = tuple(v.slug for v in VIEWS)
 LABELS = {v.slug: v.label for v in VIEWS}  # slug -> the view's label
@@ -90,3 +101,27 @@ def owner_of(name: str) -> View:
     """The View that declares an own setting (its widget is drawn in that view)."""
     (found,) = [v for v in VIEWS if name in v.own]
     return found
+
+
+def short_name(name: str) -> str:
+    """A setting's name in a line of text: its Spec's short name, else its label."""
+    spec = spec_of(name)
+    return spec.short or spec.label
+
+
+def uses_text(view: View) -> str:
+    """One line: the shared settings the view reads (drawn in the sidebar), and other views' settings it reads.
+
+    Example:
+        >>> uses_text(view_of("decode"))
+        'Uses from the sidebar: d, dtype, device, threads; from the Benchmark view: repeats.'
+    """
+    shared = ", ".join(short_name(name) for name in SHARED if name in view.sidebar)
+    text = f"Uses from the sidebar: {shared}" if shared else "Uses no setting of the sidebar"
+    owners: dict[str, list[str]] = {}
+    for name in view.borrows:
+        owners.setdefault(owner_of(name).label, []).append(short_name(name))
+    for label, names in owners.items():
+        text += (f"; from the {label} view: {', '.join(names)}" if len(names) <= BORROWED_LISTED
+                 else f"; from the {label} view: its settings")
+    return text + "."

@@ -13,9 +13,9 @@ import streamlit as st
 
 from flashviz.app.presenter import lesson_query, open_from_url
 from flashviz.app.query import parse_query
-from flashviz.app.registry import View
+from flashviz.app.registry import View, uses_text
+from flashviz.app.session import WIDGET_KEYS, read_state, sidebar_widgets, write_state
 from flashviz.app.state import PRESETS, Env, Settings, apply_preset
-from flashviz.app.widgets import WIDGET_KEYS, read_state, sidebar_widgets, write_state
 
 INIT_KEY = "_fv_initialised"  # session flag: the URL has been read
 NOTICES_KEY = "_fv_notices"  # notices about clamped URL values, shown until dismissed
@@ -86,6 +86,11 @@ def settings_ui(env: Env, view: View) -> None:
     sidebar_widgets(env, view.sidebar)
 
 
+def uses_ui(view: View) -> None:
+    """The view's first line: which shared settings it reads (the sidebar shows just those)."""
+    st.caption(uses_text(view))
+
+
 def page_end_ui() -> None:
     """The page's last element, under the sidebar's settings: a reminder that the link holds the view. Its id tells a
     browser that the run has drawn the whole page."""
@@ -106,4 +111,4 @@ def notices_ui() -> None:
         st.rerun()
 
 
-__all__ = ["current_settings", "init_from_url", "notices_ui", "page_end_ui", "settings_ui", "sync_url"]
+__all__ = ["current_settings", "init_from_url", "notices_ui", "page_end_ui", "settings_ui", "sync_url", "uses_ui"]

@@ -34,9 +34,8 @@ from flashviz.views.triton.figures import triton_picture
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-    from flashviz.app.state import Settings
 
-Picture = Callable[["Settings", Mapping[str, Any]], "go.Figure"]  # settings and the check's values -> the picture
+Picture = Callable[[Any, Mapping[str, Any]], "go.Figure"]  # a view's settings and the check's values -> the picture
 PICTURES: dict[str, Picture] = {  # a step's check -> the one picture that proves its numbers
     "scores_softmax": scores_picture,
     "memory_growth": memory_picture,
@@ -57,14 +56,14 @@ PICTURES: dict[str, Picture] = {  # a step's check -> the one picture that prove
 }
 
 
-def picture(check: str, s: Settings, values: Mapping[str, Any]) -> go.Figure:
-    """The picture of the step checked by `check`, at settings s, with its check's values.
+def picture(check: str, s: Any, values: Mapping[str, Any]) -> go.Figure:
+    """The picture of the step checked by `check`, at s (the settings of the step's view), with its check's values.
 
     Example:
         >>> from flashviz.lesson.steps import INTRO, step_settings
         >>> step = INTRO.step("causal_halves")
         >>> s = step_settings(step)
-        >>> fig = picture(step.check, s, step.check_at(s).values)
+        >>> fig = picture(step.check, step.settings_of(s), step.check_at(s).values)
         >>> fig.layout.height, [t.name for t in fig.data][1:]
         (470, ['120 full', '16 partial', '120 skipped'])
     """

@@ -1,12 +1,9 @@
-"""Dashboard settings, each declared once: the shared settings here (the sidebar's: problem size, mask, dtype, machine),
-each view's own in flashviz/views/<view>/settings.py. `Settings` is one frozen dataclass of all of them, read by
-readable names (s.kv_heads); every field carries its `Spec` (flashviz.app.spec: default, bounds or options, widget
-kind, label, help text, and the short key a link writes it under where that differs from its name).
-
-Everything else is derived from these declarations: the URL form (`Settings.to_query`), the hostile-URL parser
-(flashviz.app.query.parse_query), the session-state keys and the widgets (flashviz.app.widgets). Adding a shared setting
-is one `setting(...)` line here; a view's own setting, one in its registry entry. Also here: the classroom presets.
-Pure: imports neither streamlit nor torch.
+"""Every setting of the dashboard in one frozen dataclass, `Settings`: the open view, the shared settings
+(flashviz.kit.settings) and each view's own (flashviz/views/<view>/settings.py), composed here from those declarations.
+It is what the shell keeps: the URL form (`Settings.to_query`), the hostile-URL parser (flashviz.app.query.parse_query)
+and the widgets' session state (flashviz.app.session) read and write all of it; a view is handed only its own
+dataclass (`settings_of`). Adding a shared setting is one `setting(...)` line in flashviz.kit.settings; a view's own
+setting, one in its settings class. Also here: the classroom presets. Pure: imports neither streamlit nor torch.
 
 Legend: N sequence length (N_q = N_k), d head dimension, Br = block_q, Bc = block_k, B batch, H heads.
 """
@@ -16,85 +13,15 @@ from __future__ import annotations
 from dataclasses import Field, dataclass, fields, make_dataclass, replace
 from typing import Any
 
-from flashviz.app.registry import LABELS, SLUGS, VIEWS
-from flashviz.app.sizes import (
-    BLOCK_MAX,
-    BLOCK_MIN,
-    BLOCK_OPTIONS,
-    D_MAX,
-    D_MIN,
-    D_OPTIONS,
-    N_MAX,
-    N_MIN,
-    N_OPTIONS,
-)
-from flashviz.app.spec import APP, BOOL, CHOICE, INT, WINDOW, Spec, setting, spec_of_field, to_text, url_key
-from flashviz.limits import BATCH_MAX, HEADS_MAX  # shared with the CLI
-from flashviz.views.how.settings import BOTH, LOOP_ORDER
-from flashviz.vocab import DTYPES, LOOP_ORDERS
+from flashviz.app.registry import LABELS, SLUGS, VIEWS, View
+from flashviz.kit.settings import Env, SharedSettings, copy_field
+from flashviz.kit.spec import APP, CHOICE, Spec, setting, spec_of_field, to_text, url_key
+from flashviz.views.how.settings import BOTH
 
+__all__ = ["PRESETS", "PRESET_KEEPS", "Env", "Preset", "Settings", "apply_preset", "clamp_row", "default_settings",
+           "setting_fields", "settings_of", "spec_of"]  # Env: this machine, as the shell's parser and sidebar see it
 
-@dataclass(frozen=True)
-class Env:
-    """What this machine offers; clamps that depend on it."""
-
-    max_threads: int = 2  # CPU threads torch may use here
-    devices: tuple[str, ...] = ("cpu",)  # "cuda" appears when torch.cuda.is_available()
-
-
-@dataclass(frozen=True)
-class SharedSettings:
-    """The settings several views read, drawn in the sidebar (each view's registry entry lists those it reads)."""
-
-    view: str = setting("how", Spec(CHOICE, "views", options=SLUGS, labels=LABELS, place=APP))
-    n: int = setting(1024, Spec(
-        INT, "select_slider", "Sequence length N", lo=N_MIN, hi=N_MAX, options=N_OPTIONS, short="N",
-        help="Tokens per sequence (N_q = N_k = N). Powers of two plus odd sizes (97, 257, 1000, 1025) whose last "
-             "tile is ragged. Naive attention's memory grows with N²; FlashAttention's with N."))
-    d: int = setting(64, Spec(
-        INT, "select_slider", "Head dimension d", lo=D_MIN, hi=D_MAX, options=D_OPTIONS, short="d",
-        help="Features per head (the width of Q, K, V). GPT-2 uses 64; odd values (59, 111) test ragged code paths."))
-    br: int = setting(64, Spec(
-        INT, "blocks", "Block rows Br (queries per tile)", lo=BLOCK_MIN, hi=BLOCK_MAX, options=BLOCK_OPTIONS,
-        short="Br", help="Query rows per tile: the height of one tile of S."))
-    bc: int = setting(64, Spec(
-        INT, "", "Block columns Bc (keys per tile)", lo=BLOCK_MIN, hi=BLOCK_MAX, options=BLOCK_OPTIONS, short="Bc",
-        help="Key columns per tile: the width of one tile of S."))
-    link: bool = setting(True, Spec(
-        BOOL, "", "Link Br and Bc", short="Br = Bc",
-        help="Use one block size for query rows (Br) and key columns (Bc), as most kernels do."))
-    causal: bool = setting(False, Spec(
-        BOOL, "toggle", "Causal mask", short="causal",
-        help="Query i sees keys j ≤ i (decoder models, as SDPA's is_causal). Tiles above the diagonal are "
-             "skipped: never loaded, never computed."))
-    window: tuple[int, int] | None = setting(None, Spec(
-        WINDOW, "window", "Sliding window", lo=0, hi=N_MAX, increment=64, short="window",
-        help="Each query sees only nearby keys: i − left ≤ j ≤ i + right (flash-attn's window_size). Combined "
-             "with the causal mask by intersection."))  # (left, right) reach; None = no window
-    dtype: str = setting("float32", Spec(
-        CHOICE, "selectbox", "dtype", options=DTYPES, short="dtype",
-        help="Element type of Q, K, V. Accumulators stay fp32 (fp64 for float64). Half types halve the "
-             "bytes moved; on a CPU they are slower, not faster."))
-    batch: int = setting(1, Spec(
-        INT, "number_input", "batch B", lo=1, hi=BATCH_MAX, half=True, short="B",
-        help="Sequences processed together. Memory and time scale linearly with B."))
-    heads: int = setting(4, Spec(
-        INT, "number_input", "heads H", lo=1, hi=HEADS_MAX, half=True, short="H",
-        help="Attention heads per layer. Memory and time scale linearly with H."))
-    device: str = setting("cpu", Spec(
-        CHOICE, "selectbox", "device", options=("cpu", "cuda"), env="devices", short="device",
-        help="Where the benchmarks run. CUDA is listed only when PyTorch sees a GPU. The tile animation "
-             "always runs its small trace on the CPU."))
-    threads: int = setting(2, Spec(
-        INT, "select_slider", "CPU threads", lo=1, hi=2, env="threads", short="threads",
-        help="The most intra-op threads a timing run may use. The timing worker uses fewer when other work keeps "
-             "cores busy (two threads on one free core wait for each other at every small op), and says under "
-             "each result how many it used and why."))
-
-
-def _loop_orders(self: Any) -> tuple[str, ...]:
-    """The tile_schedule loop orders How it works shows."""
-    return LOOP_ORDERS if self.order == BOTH else (LOOP_ORDER[self.order],)
+VIEW_FIELD = setting("how", Spec(CHOICE, "views", options=SLUGS, labels=LABELS, place=APP))  # the open view
 
 
 def _to_query(self: Any) -> dict[str, str]:
@@ -102,13 +29,14 @@ def _to_query(self: Any) -> dict[str, str]:
     return {url_key(f): to_text(spec_of_field(f), getattr(self, f.name)) for f in setting_fields()}
 
 
-# Every setting of the dashboard: the shared ones, then each view's own, in the registry's order. Hashable, so it can
-# key caches. Built from the registry, so that a view's settings are declared in its entry only.
+# Every setting of the dashboard: the open view, the shared settings, then each view's own, in the registry's order.
+# Hashable, so it can key caches. Composed from the views' settings classes, so that a setting is declared once.
 Settings = make_dataclass(
-    "Settings", [(name, Any, f) for view in VIEWS for name, f in view.own.items()], bases=(SharedSettings,),
-    frozen=True, namespace={"loop_orders": property(_loop_orders), "to_query": _to_query,
+    "Settings", [("view", str, VIEW_FIELD), *((f.name, f.type, copy_field(f)) for f in fields(SharedSettings)),
+                 *((name, Any, copy_field(f)) for view in VIEWS for name, f in view.settings.OWN.items())],
+    frozen=True, namespace={"to_query": _to_query, "__module__": __name__,
                             "__doc__": "Every setting of the dashboard, one declaration each. Hashable, so it can "
-                                       "key caches.", "__module__": __name__})
+                                       "key caches; `settings_of(view, s)` gives a view the settings it reads."})
 
 
 def setting_fields() -> tuple[Field, ...]:
@@ -123,18 +51,14 @@ def spec_of(f: Field | str) -> Spec:
     return spec_of_field(f)
 
 
-def for_machine(spec: Spec, env: Env) -> Spec:
-    """The Spec with the bounds or options that depend on this machine filled in."""
-    if spec.env == "threads":
-        return replace(spec, hi=max(1, env.max_threads), options=tuple(range(1, max(1, env.max_threads) + 1)))
-    if spec.env == "devices":
-        return replace(spec, options=tuple(env.devices) or ("cpu",))
-    return spec
+def settings_of(view: View, s: Settings) -> Any:
+    """The open view's settings: its own dataclass (flashviz/views/<view>/settings.py), from every setting."""
+    return view.settings(**{f.name: getattr(s, f.name) for f in fields(view.settings)})
 
 
-def default_settings(env: Env = Env()) -> Settings:
-    """Defaults for this machine (threads = every core torch may use)."""
-    return Settings(threads=max(1, env.max_threads))
+def default_settings(env: Env | None = None) -> Settings:
+    """Defaults for this machine (threads = every core torch may use; Env() without one)."""
+    return Settings(threads=max(1, (env or Env()).max_threads))
 
 
 def clamp_row(settings: Settings) -> Settings:

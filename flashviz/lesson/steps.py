@@ -31,8 +31,8 @@ from types import MappingProxyType
 from typing import Any
 
 from flashviz.app.query import parse_query
-from flashviz.app.registry import LABELS, SLUGS
-from flashviz.app.state import Env, Settings
+from flashviz.app.registry import LABELS, SLUGS, view_of
+from flashviz.app.state import Env, Settings, settings_of
 from flashviz.views.claim import Result
 
 LESSON_KEY, STEP_KEY = "lesson", "step"  # the link's keys of presenter mode: ?lesson=<slug>&step=<k>, k from 1
@@ -115,8 +115,13 @@ class Step:
         return self.check_at(step_settings(self, env))
 
     def check_at(self, settings: Settings) -> Result:
-        """Run the step's check at other settings (the class changed some): its numbers there."""
-        return getattr(importlib.import_module(self.claims_module), self.check)(settings)
+        """Run the step's check at other settings (the class changed some): its numbers there. The check reads the
+        settings of the view the step opens (flashviz/views/<view>/settings.py)."""
+        return getattr(importlib.import_module(self.claims_module), self.check)(self.settings_of(settings))
+
+    def settings_of(self, settings: Settings) -> Any:
+        """What the step's view reads of every setting: its own settings class."""
+        return settings_of(view_of(self.view), settings)
 
     @property
     def claims_module(self) -> str:

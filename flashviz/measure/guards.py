@@ -6,7 +6,7 @@ goes on.
   need on top; `guard` says why an (impl, config) must not run under a memory budget (default: half the available
   memory), in a sentence that says how to fix it;
 - time: `TimeBudget`, the wall-clock seconds a sweep may run, checked between measurements;
-- request size: the FLOPs and calls a whole request costs, which flashviz.app.jobs and flashviz.cli check up front
+- request size: the FLOPs and calls a whole request costs, which flashviz.kit.jobs and flashviz.cli check up front
   against the caps in flashviz.limits.
 
 Legend: B batch, H heads, N sequence length (N_q = N_k = N), d head dimension.

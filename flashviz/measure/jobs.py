@@ -1,7 +1,7 @@
 """The timed runs behind the Benchmark, Block size, Correctness and Training views and `flashviz bench`: each a
 sweep of flashviz.measure.sweep within a wall-clock time budget, its progress reported after each configuration.
 
-They run in the timing worker (flashviz.measure.worker), the dashboard's through flashviz.app.jobs and the command
+They run in the timing worker (flashviz.measure.worker), the dashboard's through flashviz.kit.jobs and the command
 line's through flashviz.cli, so both measure the same way: in a process of its own, at most the threads the cores
 other work leaves free, calls the machine disturbed set aside. A run slower than planned skips its remaining rows
 ("not run: time budget ...") and ends; `complete` tells whether a result is whole (only whole results are cached).

@@ -3,10 +3,14 @@
 No line count decides where code goes: a module holds one idea (a paper idea in the library, everything one view
 needs in its folder) as long as the idea needs. A loose sanity cap (800 lines) only catches a module that has grown a
 second idea. The layers, from the bottom: the library (core/, model/, measure/, figures/ and the modules beside them)
-imports neither Streamlit nor anything of the dashboard; a view's folder keeps the same order inside (page -> figures
-and sentences -> data -> library), its figures and sentences import no torch, and its page computes nothing (no
-torch); a view may read another's plain data, sentences and settings, and a page may draw another view's widgets
-(the registry's `borrows`); the lesson sits above the views and reads the app's pure settings modules only.
+imports neither Streamlit nor anything of the dashboard. The dashboard has three layers: the kit (flashviz/kit/: what a
+view is built with: settings, widgets, drawing, runs) below the views, the views (flashviz/views/<slug>/), and the
+shell (flashviz/app/: registry, URL, sidebar, presenter, slides) above them, which composes the views. Nothing climbs:
+the kit imports no view and nothing of the shell, a view imports nothing of the shell. A view's folder keeps the same
+order inside (page -> figures and sentences -> data -> library), its figures and sentences import no torch, and its
+page computes nothing (no torch); a view may read another's plain data, sentences and settings, and a page may draw
+another view's widgets (its settings' `borrows`). The lesson sits above the views and reads the shell's and the kit's
+pure settings modules only.
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ MODULE_LINES_MAX = 800  # a sanity cap, not a rule: past it a module almost sure
 LIBRARY = ("flashviz.core", "flashviz.model", "flashviz.measure", "flashviz.figures", "flashviz.masks",
            "flashviz.numerics", "flashviz.ring", "flashviz.triton", "flashviz.vocab", "flashviz.units",
            "flashviz.limits")
-DASHBOARD = ("flashviz.views", "flashviz.app", "flashviz.lesson", "streamlit")
-APP_SETTINGS = ("flashviz.app.registry", "flashviz.app.spec", "flashviz.app.sizes", "flashviz.app.state",
-                "flashviz.app.query")  # pure declarations and the URL parser: no streamlit, no torch
+DASHBOARD = ("flashviz.views", "flashviz.kit", "flashviz.app", "flashviz.lesson", "streamlit")
+KIT, SHELL = ("flashviz.kit",), ("flashviz.app",)
+KIT_PURE = ("flashviz.kit.spec", "flashviz.kit.sizes", "flashviz.kit.settings", "flashviz.kit.machine")  # no streamlit
+SHELL_SETTINGS = ("flashviz.app.registry", "flashviz.app.state", "flashviz.app.query")  # the composed settings, the URL
+APP_SETTINGS = KIT_PURE + SHELL_SETTINGS  # pure declarations and the URL parser: no streamlit, no torch
 NO_TORCH = ("figures", "sentences", "page", "animation", "tilemap", "settings", "presets")  # view modules: no torch
 
 
@@ -68,7 +74,7 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
                 base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base
                                                                                                    else []))
             out.add(base)
-            out |= {f"{base}.{a.name}" for a in node.names}  # `from flashviz.app import jobs` imports a module
+            out |= {f"{base}.{a.name}" for a in node.names}  # `from flashviz.kit import jobs` imports a module
     return {m for m in out if (m in known or m.split(".")[0] in ("streamlit", "torch")) and m != name}
 
 
@@ -85,14 +91,18 @@ def upward(g: dict[str, set[str]]) -> list[str]:
             if under(name, LIBRARY) and under(dep, DASHBOARD):
                 bad.append(f"{name} -> {dep} (the library imports the dashboard)")
             if under(name, ("flashviz.lesson",)) and (dep.startswith("streamlit") or (
-                    under(dep, ("flashviz.app",)) and not under(dep, APP_SETTINGS))):
-                bad.append(f"{name} -> {dep} (the lesson reads the app's settings only)")
+                    under(dep, SHELL + KIT) and not under(dep, APP_SETTINGS))):
+                bad.append(f"{name} -> {dep} (the lesson reads the shell's and the kit's settings only)")
             if under(name, ("flashviz.views",)) and under(dep, ("flashviz.lesson",)):
                 bad.append(f"{name} -> {dep} (a view imports the lesson above it)")
+            if under(name, KIT + ("flashviz.views",)) and under(dep, SHELL):
+                bad.append(f"{name} -> {dep} (the kit and the views import nothing of the shell above them)")
+            if under(name, KIT) and under(dep, ("flashviz.views", "flashviz.lesson")):
+                bad.append(f"{name} -> {dep} (the kit imports no view: the views are built with it)")
             parts = name.split(".")
             if len(parts) == 4 and parts[1] == "views":  # flashviz.views.<slug>.<module>
-                if parts[3] != "page" and (dep.startswith("streamlit") or (under(dep, ("flashviz.app",)) and not
-                                           under(dep, APP_SETTINGS))):
+                if parts[3] != "page" and (dep.startswith("streamlit") or (under(dep, KIT) and not
+                                           under(dep, KIT_PURE))):
                     bad.append(f"{name} -> {dep} (only a view's page draws with Streamlit)")
                 if parts[3] in NO_TORCH and dep.split(".")[0] == "torch":
                     bad.append(f"{name} -> {dep} (a view's {parts[3]} imports no torch)")
@@ -111,8 +121,12 @@ def test_data_flows_one_way():
     ("flashviz.core.probe", "from flashviz.views.masks import data\n"),
     ("flashviz.figures.probe", "import streamlit as st\n"),
     ("flashviz.views.masks.figures", "import torch\n"),
-    ("flashviz.views.masks.data", "from flashviz.app import runs\n"),
-    ("flashviz.lesson.probe", "from flashviz.app import widgets\n"),
+    ("flashviz.views.masks.data", "from flashviz.kit import runs\n"),
+    ("flashviz.lesson.probe", "from flashviz.app import sidebar\n"),
+    ("flashviz.kit.probe", "from flashviz.app.state import Settings\n"),
+    ("flashviz.kit.probe", "from flashviz.views.bench.settings import BenchSettings\n"),
+    ("flashviz.views.bench.page", "from flashviz.app.registry import view_of\n"),
+    ("flashviz.views.bench.claims", "def f():\n    from flashviz.app import state\n"),
 ])
 def test_the_layer_check_sees_an_upward_import(tmp_path, name, source):
     path = tmp_path / "probe.py"
@@ -142,12 +156,12 @@ def test_no_import_cycles():
     assert cycles == [], cycles
 
 
-@pytest.mark.parametrize("source", ["import flashviz.app.jobs\n", "from flashviz.app import jobs\n",
-                                    "def f():\n    from flashviz.app.jobs import sweep\n"])
+@pytest.mark.parametrize("source", ["import flashviz.kit.jobs\n", "from flashviz.kit import jobs\n",
+                                    "def f():\n    from flashviz.kit.jobs import sweep\n"])
 def test_the_cycle_check_sees_every_form_of_import(tmp_path, source):
     path = tmp_path / "probe.py"
     path.write_text(source)
-    assert imports("flashviz.app.probe", path, set(modules())) >= {"flashviz.app.jobs"}
+    assert imports("flashviz.app.probe", path, set(modules())) >= {"flashviz.kit.jobs"}
 
 
 def test_figures_import_no_torch_even_through_what_they_import():

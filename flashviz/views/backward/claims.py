@@ -36,7 +36,7 @@ import math
 from flashviz.views.claim import Result
 
 if TYPE_CHECKING:  # a check reads the settings' fields only
-    from flashviz.app.state import Settings
+    from flashviz.views.backward.settings import BackwardSettings
 
 
 LESSON = {"n": 32, "d": 16, "block": 8, "causal": True}  # the lesson step's map: 4 x 4 tiles, 10 computed
@@ -186,7 +186,7 @@ ROW_SUM_TOL = 1e-6  # |sum of a recomputed row of P - 1| allowed in float32: "on
 DETERMINISTIC_EXTRA = 0.4  # the second pass's 2 extra matmuls per tile over the atomic backward's 5
 
 
-def backward_recompute(s: Settings) -> Result:
+def backward_recompute(s: BackwardSettings) -> Result:
     """The Backward view's story at the step's map: P recomputed from L sums to 1, the traffic saved at a GPU's
     sizes, and what deterministic dQ costs where atomic adds make the last bits vary.
 

@@ -57,8 +57,8 @@ if TYPE_CHECKING:  # plain dataclasses; imported for type hints only, so this mo
     from collections.abc import Mapping
     from typing import Any
 
-    from flashviz.app.state import Settings
     from flashviz.views.backward.data import RecomputePrice, TileOp
+    from flashviz.views.backward.settings import BackwardSettings
 
 PLACE_STYLE = {  # (background, border) of an operand's chip, by where it lives
     ON_CHIP_COLUMN: ("#D5E6F5", ON_CHIP_BAND_COLOR),  # the map's blue band
@@ -226,7 +226,7 @@ def _style_price(fig: go.Figure, price: RecomputePrice, title: str | None) -> No
                            xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False, font={"size": 14})
 
 
-def backward_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+def backward_picture(s: BackwardSettings, v: Mapping[str, Any]) -> go.Figure:
     """The lesson's slide: the backward's HBM traffic at a GPU's sizes, standard attention's, the tiled one's (atomic
     dQ) and with the deterministic second pass, from the check's comparison (v["traffic"], a DqComparison)."""
     c = v["traffic"]

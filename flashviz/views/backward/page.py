@@ -19,12 +19,11 @@ from types import SimpleNamespace
 
 import streamlit as st
 
-from flashviz.app.drawing import ran_with_ui, show_figure, show_map
-from flashviz.app.runs import timed_run
-from flashviz.app.sizes import grid_error
-from flashviz.app.state import Settings
-from flashviz.app.widgets import draw, frame_ui
 from flashviz.figures.tilemap import frame_indices
+from flashviz.kit.drawing import ran_with_ui, show_figure, show_map
+from flashviz.kit.runs import timed_run
+from flashviz.kit.sizes import grid_error
+from flashviz.kit.widgets import draw, frame_ui
 from flashviz.views.backward.data import (
     BackwardSchedule,
     DqComparison,
@@ -46,6 +45,7 @@ from flashviz.views.backward.sentences import (
     scale_text,
     traffic_text,
 )
+from flashviz.views.backward.settings import BackwardSettings
 from flashviz.views.backward.tilemap import backward_map_html, map_header_html
 from flashviz.views.how.settings import BOTH
 from flashviz.vocab import DQ_ATOMIC, DQ_DETERMINISTIC, DQ_MODE_LABELS, DTYPE_BYTES
@@ -89,12 +89,12 @@ def cached_dq_runs(n: int, d: int, block: int, causal: bool, window: tuple[int, 
 cached_price = timed_run(price_run)  # forward + backward of naive and FA2, in the timing worker
 
 
-def modes_of(s: Settings) -> tuple[str, ...]:
+def modes_of(s: BackwardSettings) -> tuple[str, ...]:
     """The dQ schedules the map plays: one, or both side by side."""
     return (DQ_ATOMIC, DQ_DETERMINISTIC) if s.dq_schedule == BOTH else (s.dq_schedule,)
 
 
-def backward_ui(s: Settings) -> None:
+def backward_ui(s: BackwardSettings) -> None:
     """Draw the view for settings s: the map and the tile's operations first (they fit a 1280 x 720 window)."""
     grid = SimpleNamespace(n=s.map_n, br=s.map_block, bc=s.map_block)
     error = grid_error(grid, view="the backward's tile map")
@@ -152,7 +152,7 @@ def _tile_ops_ui(schedules: list[BackwardSchedule], f: int | None) -> None:
                            uid="fv-bw-ops", compact=len(schedules) == 1))
 
 
-def _controls_ui(s: Settings, frames_at: list[int], n_computed: int) -> None:
+def _controls_ui(s: BackwardSettings, frames_at: list[int], n_computed: int) -> None:
     """Under the map: the frame it opens at, the dQ schedule, and the map's own problem size and mask."""
     frame_ui("map_frame", frames_at, n_computed)
     draw("dq_schedule", st)
@@ -173,7 +173,7 @@ def _kernel_fits(c: DqComparison) -> bool:
     return False
 
 
-def _saved_ui(s: Settings, kernel_ok: bool, scale_cost: DqComparison) -> None:
+def _saved_ui(s: BackwardSettings, kernel_ok: bool, scale_cost: DqComparison) -> None:
     """Why only O and L are saved: the bytes at both sizes, and the recomputed rows of P summing to 1."""
     st.subheader("Why only O and L are saved")
     st.latex(r"P_{ij} = e^{S_{ij} - L_i},\qquad L_i = m_i + \log \ell_i = \log \sum_{k} e^{S_{ik}}"
@@ -191,7 +191,7 @@ def _saved_ui(s: Settings, kernel_ok: bool, scale_cost: DqComparison) -> None:
     st.markdown(row_sum_table(trace))
 
 
-def _dq_ui(s: Settings, kernel_ok: bool, map_cost: DqComparison, scale_cost: DqComparison) -> None:
+def _dq_ui(s: BackwardSettings, kernel_ok: bool, map_cost: DqComparison, scale_cost: DqComparison) -> None:
     """dQ on a GPU: why atomic adds, what the deterministic pass costs, and this kernel's two runs compared."""
     st.subheader("dQ on a GPU: atomic adds, or a second pass")
     st.markdown(dq_text(map_cost))
@@ -204,10 +204,10 @@ def _dq_ui(s: Settings, kernel_ok: bool, map_cost: DqComparison, scale_cost: DqC
         st.markdown(determinism_text(runs))
 
 
-def _price_ui(s: Settings, scale_cost: DqComparison) -> None:
+def _price_ui(s: BackwardSettings, scale_cost: DqComparison) -> None:
     """The recomputation's price, measured on a button at the sidebar's sizes."""
-    from flashviz.app import jobs
-    from flashviz.app.runs import run_button_ui
+    from flashviz.kit import jobs
+    from flashviz.kit.runs import run_button_ui
     from flashviz.views.backward.figures import recompute_price_figure
     from flashviz.views.backward.sentences import price_text, slower_text
 

@@ -23,7 +23,7 @@ from flashviz.vocab import (
 )
 
 if TYPE_CHECKING:  # a check reads the settings' fields only
-    from flashviz.app.state import Settings
+    from flashviz.views.bench.settings import BenchSettings
 
 
 NAIVE_DOUBLING = (3.5, 4.5)  # naive's peak per doubling of N: S and P grow 4x, the output 2x
@@ -32,7 +32,7 @@ NAIVE_DOUBLING = (3.5, 4.5)  # naive's peak per doubling of N: S and P grow 4x, 
 TILED_DOUBLING_MAX = 2.1  # the tiled kernels' per doubling of N: at most the output's 2x (and a little slack)
 
 
-def peaks(s: Settings, impls: tuple[str, ...] = (NAIVE, FLASH, FLASH2)) -> dict[str, dict[int, int]]:
+def peaks(s: BenchSettings, impls: tuple[str, ...] = (NAIVE, FLASH, FLASH2)) -> dict[str, dict[int, int]]:
     """Exact peak memory (bytes above the inputs, the allocator's events) of each implementation at each of the
     Benchmark's N: the calls and seeded inputs run_sweep measures, at its tile size, B, H, d, mask and dtype.
 
@@ -43,8 +43,8 @@ def peaks(s: Settings, impls: tuple[str, ...] = (NAIVE, FLASH, FLASH2)) -> dict[
         {impl: {N: peak bytes}}.
 
     Example:
-        >>> from flashviz.app.state import Settings
-        >>> p = peaks(Settings(ns=(64, 128), heads=1, d=16, bench_block=32))
+        >>> from flashviz.views.bench.settings import BenchSettings
+        >>> p = peaks(BenchSettings(ns=(64, 128), heads=1, d=16, bench_block=32))
         >>> p["naive"][128] > 2 * 128 * 128 * 4  # S and P, fp32
         True
     """
@@ -59,7 +59,7 @@ def peaks(s: Settings, impls: tuple[str, ...] = (NAIVE, FLASH, FLASH2)) -> dict[
     return out
 
 
-def memory_growth(s: Settings) -> Result:
+def memory_growth(s: BenchSettings) -> Result:
     """Peak memory per doubling of N: naive's about 4x (S and P), the tiled kernels' at most 2x (the output).
 
     Args:
@@ -70,8 +70,8 @@ def memory_growth(s: Settings) -> Result:
         every doubling grows naive 3.5-4.5x and each tiled kernel at most 2.1x, and the saving widens with N.
 
     Example:
-        >>> from flashviz.app.state import Settings
-        >>> memory_growth(Settings(ns=(128, 256, 512), heads=1, d=16, bench_block=32)).holds
+        >>> from flashviz.views.bench.settings import BenchSettings
+        >>> memory_growth(BenchSettings(ns=(128, 256, 512), heads=1, d=16, bench_block=32)).holds
         True
     """
     p = peaks(s)

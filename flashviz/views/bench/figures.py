@@ -16,10 +16,10 @@ from flashviz.units import format_bytes
 from flashviz.vocab import FLASH, NAIVE
 
 if TYPE_CHECKING:  # the settings' fields only
-    from flashviz.app.state import Settings
+    from flashviz.views.bench.settings import BenchSettings
 
 
-def memory_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+def memory_picture(s: BenchSettings, v: Mapping[str, Any]) -> go.Figure:
     """Peak memory against N, log-log, as the check measured it: naive's slope N², the tiled kernels' N."""
     fig = go.Figure()
     for impl, peaks in v["peaks"].items():

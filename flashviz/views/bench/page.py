@@ -10,15 +10,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from flashviz.app import jobs
-from flashviz.app.drawing import csv_download_ui, not_run_ui, ran_with_ui, show_figure
-from flashviz.app.registry import view_of
-from flashviz.app.runs import run_button_ui
-from flashviz.app.state import Settings
-from flashviz.app.widgets import draw
 from flashviz.core.tiling import tile_schedule
 from flashviz.figures.plots import gflops_figure, hbm_figure, memory_figure, time_figure
 from flashviz.figures.report import summary_table, summary_table_figure
+from flashviz.kit import jobs
+from flashviz.kit.drawing import csv_download_ui, not_run_ui, ran_with_ui, show_figure
+from flashviz.kit.runs import run_button_ui
+from flashviz.kit.widgets import draw
 from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.views.bench.sentences import (
     causal_md,
@@ -31,6 +29,7 @@ from flashviz.views.bench.sentences import (
     tiles_note,
     verdicts_md,
 )
+from flashviz.views.bench.settings import BenchSettings
 from flashviz.vocab import FULL, NAIVE, PARTIAL, TILED_IMPLS
 
 HOOK = "Naive attention stores S and P: its memory grows with **N²**, the tiled kernels' with **N**."
@@ -48,7 +47,7 @@ def verdicts_ui(df: pd.DataFrame) -> None:
         st.markdown("**Naive against the tiled kernels, N by N**\n\n" + text)
 
 
-def slower_caption_ui(df: pd.DataFrame, s: Settings, where: str, traffic: str) -> None:
+def slower_caption_ui(df: pd.DataFrame, s: BenchSettings, where: str, traffic: str) -> None:
     """Say why the tiled kernels are slower than naive, only where they are slower beyond the noise (`traffic`: where
     the view shows the modelled HBM traffic, see slower_why)."""
     slow = slower_cases(df)
@@ -59,7 +58,7 @@ def slower_caption_ui(df: pd.DataFrame, s: Settings, where: str, traffic: str) -
                 f"{slower_why(max(n for n, _, _ in slow), s.bench_block, s.heads, s.batch, traffic)}")
 
 
-def benchmark_ui(s: Settings) -> None:
+def benchmark_ui(s: BenchSettings) -> None:
     """Draw the view for settings s."""
     draw("ns", st)
     columns = st.columns(SWEEP_WIDTHS, vertical_alignment="center")  # all four implementation chips fit at 1280 px
@@ -99,9 +98,9 @@ def benchmark_ui(s: Settings) -> None:
     _causal_ui(s)
 
 
-def _results_ui(s: Settings, df: pd.DataFrame) -> None:
+def _results_ui(s: BenchSettings, df: pd.DataFrame) -> None:
     ran_with_ui(s, RAN_WITH)
-    not_run_ui(df, view_of("bench"))
+    not_run_ui(df, BenchSettings)
     show_figure(memory_figure(df), key="bench_memory")  # full width: legible from the back of the room
     show_figure(time_figure(df), key="bench_time")
     verdicts_ui(df)
@@ -119,7 +118,7 @@ def _results_ui(s: Settings, df: pd.DataFrame) -> None:
         st.dataframe(df, hide_index=True)
 
 
-def _causal_ui(s: Settings) -> None:
+def _causal_ui(s: BenchSettings) -> None:
     n = max(s.ns)
     st.subheader(f"Causal vs no mask at N = {n}")
     tiles = tile_schedule(n, n, s.bench_block, s.bench_block, causal=True).counts()
@@ -140,7 +139,7 @@ def _causal_ui(s: Settings) -> None:
     if df is None:
         return
     ran_with_ui(s, CAUSAL_RAN_WITH)
-    not_run_ui(df, view_of("bench"))
+    not_run_ui(df, BenchSettings)
     st.dataframe(causal_ratios(df), hide_index=True, column_config={
         "no mask (ms)": st.column_config.NumberColumn(format="%.1f"),
         "causal (ms)": st.column_config.NumberColumn(format="%.1f"),

@@ -16,7 +16,7 @@ from flashviz.units import format_bytes
 from flashviz.vocab import NAIVE, NUMERICS_KERNEL_LABELS, OK, TILED_IMPLS
 
 if TYPE_CHECKING:
-    from flashviz.app.state import Settings
+    from flashviz.views.bench.settings import BenchSettings
 
 
 def slower_why(n: int, block: int, heads: int, batch: int, traffic: str) -> str:
@@ -141,12 +141,12 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def repeats_said(s: Settings) -> str:
+def repeats_said(s: BenchSettings) -> str:
     """How many timed calls each measurement takes, as the Run buttons announce it.
 
     Example:
-        >>> from flashviz.app.state import Settings
-        >>> repeats_said(Settings(reps=3, sure=False)), repeats_said(Settings(reps=3, sure=True))
+        >>> from flashviz.views.bench.settings import BenchSettings
+        >>> repeats_said(BenchSettings(reps=3, sure=False)), repeats_said(BenchSettings(reps=3, sure=True))
         ('3 repeats', 'at least 6 repeats, until its median is known to ±5%')
     """
     if not s.sure:

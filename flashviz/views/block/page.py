@@ -9,15 +9,14 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from flashviz.app import jobs
-from flashviz.app.drawing import csv_download_ui, not_run_ui, ran_with_ui, show_figure
-from flashviz.app.registry import view_of
-from flashviz.app.runs import run_button_ui
-from flashviz.app.state import Settings
-from flashviz.app.widgets import draw
 from flashviz.figures.plots import block_sweep_figure
+from flashviz.kit import jobs
+from flashviz.kit.drawing import csv_download_ui, not_run_ui, ran_with_ui, show_figure
+from flashviz.kit.runs import run_button_ui
+from flashviz.kit.widgets import draw
 from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.views.bench.sentences import block_verdicts, repeats_said, short, slower_by, slower_why, tiles_md
+from flashviz.views.block.settings import BlockSettings
 from flashviz.vocab import NAIVE
 
 RAN_WITH = ("n", "d", "causal", "window", "dtype", "batch", "heads", "device", "threads", "reps", "sure")
@@ -31,7 +30,7 @@ def intro_md(n: int) -> str:
             "Python's per-tile overhead. Dotted lines: naive attention and SDPA at the same N, for reference.")
 
 
-def block_size_ui(s: Settings) -> None:
+def block_size_ui(s: BlockSettings) -> None:
     """Draw the view for settings s."""
     c1, c2, c3 = st.columns([2.6, 1, 1.5], vertical_alignment="center")
     draw("blocks", c1)
@@ -60,7 +59,7 @@ def block_size_ui(s: Settings) -> None:
         return
     tiled, reference = result
     ran_with_ui(s, RAN_WITH)
-    not_run_ui(pd.concat([tiled, reference], ignore_index=True), view_of("block"), here=("reps", "sure"))
+    not_run_ui(pd.concat([tiled, reference], ignore_index=True), BlockSettings, here=("reps", "sure"))
     show_figure(block_sweep_figure(tiled, reference=reference), key="block_figure")
     _slower_caption_ui(s, tiled, reference)
     rows = pd.concat([tiled, reference], ignore_index=True)
@@ -72,7 +71,7 @@ def block_size_ui(s: Settings) -> None:
         st.dataframe(tiled, hide_index=True)
 
 
-def _slower_caption_ui(s: Settings, tiled: pd.DataFrame, reference: pd.DataFrame) -> None:
+def _slower_caption_ui(s: BlockSettings, tiled: pd.DataFrame, reference: pd.DataFrame) -> None:
     """Say why, only where a tiled point is slower than naive at the same N beyond the noise (block_verdicts)."""
     verdicts = block_verdicts(tiled, reference)
     slow = [(b, v) for b, v in verdicts if v.faster == short(NAIVE)]

@@ -11,22 +11,21 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from flashviz.app import jobs
-from flashviz.app.drawing import not_run_ui, ran_with_ui, show_figure
-from flashviz.app.registry import view_of
-from flashviz.app.runs import run_button_ui
-from flashviz.app.state import Settings
-from flashviz.app.widgets import draw
 from flashviz.figures.style import fmt_sci
+from flashviz.kit import jobs
+from flashviz.kit.drawing import not_run_ui, ran_with_ui, show_figure
+from flashviz.kit.runs import run_button_ui
+from flashviz.kit.widgets import draw
 from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.views.correct.figures import correctness_figure, tolerance_for
+from flashviz.views.correct.settings import CorrectSettings
 from flashviz.vocab import DTYPE_BYTES, IMPLS
 
 RAN_WITH = ("br", "bc", "causal", "window", "dtype", "device", "threads", "correct_ds", "correct_ns")
 EXACT_BYTES = 4  # dtypes of at least this many bytes per element (float32, float64) are held to the 1e-5 bar
 
 
-def correctness_ui(s: Settings) -> None:
+def correctness_ui(s: CorrectSettings) -> None:
     """Draw the view for settings s."""
     tol, why = tolerance_for(s.dtype)
     bar = fmt_sci(tol)
@@ -58,7 +57,7 @@ def correctness_ui(s: Settings) -> None:
     if df is None:
         return
     ran_with_ui(s, RAN_WITH)
-    not_run_ui(df, view_of("correct"))
+    not_run_ui(df, CorrectSettings)
     table = df.pivot_table(index=["d", "N"], columns="impl", values="max_abs_err", aggfunc="max")
     table = table[[i for i in IMPLS if i in table.columns]]
     worst = float(table.max().max()) if table.size else float("nan")

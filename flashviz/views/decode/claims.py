@@ -19,7 +19,7 @@ from flashviz.views.claim import Result
 from flashviz.views.decode.data import DecodeSetup, decode_trace, naive_decode, seq_lens, units_here
 
 if TYPE_CHECKING:  # a check reads the settings' fields only
-    from flashviz.app.state import Settings
+    from flashviz.views.decode.settings import DecodeSettings
 
 
 LSE_TOL = 1e-5  # |L - log sum_s exp(L_s)| allowed in float32
@@ -28,12 +28,12 @@ LSE_TOL = 1e-5  # |L - log sum_s exp(L_s)| allowed in float32
 DECODE_TOL = 1e-5  # largest |flash_decode - attention over the whole cache| allowed in float32
 
 
-def decode_setup(s: Settings) -> DecodeSetup:
+def decode_setup(s: DecodeSettings) -> DecodeSetup:
     """The decode step the Decoding view's settings describe.
 
     Example:
-        >>> from flashviz.app.state import Settings
-        >>> decode_setup(Settings()).lens, decode_setup(Settings()).group
+        >>> from flashviz.views.decode.settings import DecodeSettings
+        >>> decode_setup(DecodeSettings()).lens, decode_setup(DecodeSettings()).group
         ((16384, 5461), 4)
     """
     return DecodeSetup(seq_lens(s.cache_len, s.batch_lens), s.q_heads, s.kv_heads, s.d, s.page_size,
@@ -61,7 +61,7 @@ def decode_error(setup: DecodeSetup, num_splits: int, seed: int = 0) -> float:
     return float((out - naive_decode(q, k, v, setup.lens)).abs().max())
 
 
-def decode_merge(s: Settings) -> Result:
+def decode_merge(s: DecodeSettings) -> Result:
     """The Decoding animation's own events (flash_decode's on_split): the splits, their logsumexps and the merge
     weights; and the merged output against attention over the whole cache.
 
@@ -93,7 +93,7 @@ def decode_merge(s: Settings) -> Result:
                             "the merged output differs from attention over the whole cache": not err <= DECODE_TOL})
 
 
-def gqa_bytes(s: Settings) -> Result:
+def gqa_bytes(s: DecodeSettings) -> Result:
     """The Decoding view's bytes per step of this GQA against MHA (the decode model, summed over the batch), and the
     time the roofline model predicts for each on an H100, where a decode step is bound by HBM. A prediction for a GPU,
     not a measurement: on this machine the view's *Run decode timing* sets the measured time ratio against the bytes

@@ -37,7 +37,7 @@ from flashviz.views.decode.animation import split_color
 from flashviz.vocab import FLASH2
 
 if TYPE_CHECKING:  # the settings' fields only
-    from flashviz.app.state import Settings
+    from flashviz.views.decode.settings import DecodeSettings
 
 TABLE_PAGES_MAX = 64  # logical pages drawn per sequence; more are summarised in the subtitle
 POOL_PAGES_MAX = 128  # physical pages drawn (8 rows); the subtitle says when there are more
@@ -265,7 +265,7 @@ def bandwidth_figure(df: pd.DataFrame, bandwidth: float | None) -> go.Figure:
 # the lesson's slides: settings and the step's check's values -> the one picture
 
 
-def decode_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+def decode_picture(s: DecodeSettings, v: Mapping[str, Any]) -> go.Figure:
     """The merge's weights exp(L_s - L), one bar per split, each with its logsumexp L_s: they sum to 1."""
     names = [f"split {k + 1}<br>{a:,}–{b - 1:,}" for k, (a, b) in enumerate(v["split_keys"])]  # and its keys
     return slide_bars(names, list(v["split_weights"]), [f"{w:.3f}<br>L_s = {x:.3f}" for w, x in
@@ -275,7 +275,7 @@ def decode_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
                       y_title="weight of the split")
 
 
-def gqa_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+def gqa_picture(s: DecodeSettings, v: Mapping[str, Any]) -> go.Figure:
     """K/V bytes one decode step reads, MHA against this GQA and MQA, for the same FLOPs."""
     kv = [b / MIB for b in v["kv_bytes"]]
     colors = [impl_color(FLASH2) if this else "#BBBBBB" for this in v["this_variant"]]

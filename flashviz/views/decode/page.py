@@ -17,10 +17,9 @@ from dataclasses import replace
 import pandas as pd
 import streamlit as st
 
-from flashviz.app.drawing import show_figure
-from flashviz.app.runs import run_button_ui, timed_run
-from flashviz.app.state import Settings
-from flashviz.app.widgets import draw
+from flashviz.kit.drawing import show_figure
+from flashviz.kit.runs import run_button_ui, timed_run
+from flashviz.kit.widgets import draw
 from flashviz.model.decode_batch import (
     PREFILL_BLOCK,
     decode_roofline_rows,
@@ -42,6 +41,7 @@ from flashviz.views.decode.data import (
 )
 from flashviz.views.decode.figures import bandwidth_figure, block_table_figure, decode_roofline_figure
 from flashviz.views.decode.sentences import bytes_time_md, measured_md, merge_md, schedule_md, splits_md, story_md
+from flashviz.views.decode.settings import DecodeSettings
 
 # -- cached calls: the animation's small run and the timing run under the timing lock
 BLOCKS_DRAWN_MAX = 4096  # KV blocks the animation draws; more need a larger page size
@@ -50,7 +50,7 @@ CACHE_ENTRIES = 16
 AUTO = "auto"  # decsplits: the heuristic chooses
 
 
-def setup_of(s: Settings) -> DecodeSetup:
+def setup_of(s: DecodeSettings) -> DecodeSetup:
     """The decode step the view's settings describe."""
     return DecodeSetup(seq_lens(s.cache_len, s.batch_lens), s.q_heads, s.kv_heads, s.d, s.page_size,
                        None if s.splits == AUTO else int(s.splits), s.dtype, s.threads)
@@ -67,7 +67,7 @@ def _variant_name(h_q: int, h_kv: int) -> str:
     return "MHA" if h_kv == h_q else "MQA" if h_kv == 1 else f"GQA, g = {h_q // h_kv}"
 
 
-def _controls_ui(s: Settings) -> Settings:
+def _controls_ui(s: DecodeSettings) -> DecodeSettings:
     """The view's widgets; H_kv is offered only among the divisors of H_q, and a value that does not divide (from a
     link, or after H_q changed) is repaired to the largest divisor below it, with a notice."""
     row1, row2 = st.columns(3), st.columns(3)
@@ -88,7 +88,7 @@ def _controls_ui(s: Settings) -> Settings:
     return s
 
 
-def _animation_ui(setup: DecodeSetup, s: Settings) -> None:
+def _animation_ui(setup: DecodeSetup, s: DecodeSettings) -> None:
     if setup.n_blocks > BLOCKS_DRAWN_MAX:
         st.error(f"{max(setup.lens)} keys in pages of {setup.page} make {setup.n_blocks} KV blocks; the animation "
                  f"draws at most {BLOCKS_DRAWN_MAX}. Raise the page size to at least "
@@ -134,7 +134,7 @@ def _story_ui(setup: DecodeSetup) -> None:
                                 "intensity (FLOP/byte)": st.column_config.NumberColumn(format="%.3g")})
 
 
-def _measure_ui(setup: DecodeSetup, s: Settings) -> None:
+def _measure_ui(setup: DecodeSetup, s: DecodeSettings) -> None:
     st.subheader("Measured here")
     st.markdown("Time per decode step on this machine, the implementations interleaved call by call, as the rate "
                 "at which each reads the K/V cache (its bytes / the median time).")
@@ -173,7 +173,7 @@ def _measure_ui(setup: DecodeSetup, s: Settings) -> None:
         st.dataframe(df, hide_index=True)
 
 
-def decoding_ui(s: Settings) -> None:
+def decoding_ui(s: DecodeSettings) -> None:
     """Draw the view for settings s."""
     st.markdown("Generating text, a model attends **one new query row per sequence** against everything it has "
                 "cached. Flash-Decoding cuts the cache into splits computed side by side, then merges them exactly "

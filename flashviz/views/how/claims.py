@@ -25,7 +25,7 @@ from flashviz.vocab import (
 )
 
 if TYPE_CHECKING:  # a check reads the settings' fields only
-    from flashviz.app.state import Settings
+    from flashviz.views.how.settings import HowSettings
 
 
 LSE_TOL = 1e-5  # |L_kernel - L_exact| allowed in float32 (scores of order 1, a few ulps of a sum of exps)
@@ -34,11 +34,11 @@ LSE_TOL = 1e-5  # |L_kernel - L_exact| allowed in float32 (scores of order 1, a 
 CAUSAL_SHARE = (0.5, 0.55)  # tiles a causal mask computes: (Tr + 1) / (2 Tr) of them, just over half
 
 
-def tiles_fate(s: Settings) -> Result:
+def tiles_fate(s: HowSettings) -> Result:
     """The tile map's fates before Play: the tile schedule's counts (every tile classified, none computed yet).
 
     Args:
-        s: the step's settings (flashviz.app.state.Settings: N, Br, Bc, the causal mask and window are read).
+        s: the step's settings (flashviz.app.state.HowSettings: N, Br, Bc, the causal mask and window are read).
     Returns:
         Result: tiles, computed, full, partial, skipped, and for the slide's picture status (the fate of each tile,
         [q_block][k_block]) and counts (tiles of each fate); holds when some tile is skipped and every partial tile is
@@ -58,7 +58,7 @@ def tiles_fate(s: Settings) -> Result:
         off_diagonal)})
 
 
-def online_softmax(s: Settings) -> Result:
+def online_softmax(s: HowSettings) -> Result:
     """The row inspector's row (picked as the page picks it) through the real kernel, in every loop order shown: the
     rescales, l shrinking where m grew, and the kernel's logsumexp against the exact one.
 
@@ -98,7 +98,7 @@ def online_softmax(s: Settings) -> Result:
     return Result.of(values, failures)
 
 
-def causal_halves(s: Settings) -> Result:
+def causal_halves(s: HowSettings) -> Result:
     """Tiles computed and the first loop order's HBM traffic per head (the How it works counters) with the page's
     causal mask and without any mask.
 

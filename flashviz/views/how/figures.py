@@ -43,8 +43,8 @@ if TYPE_CHECKING:  # plain dataclasses; imported for type hints only, so this mo
     from collections.abc import Mapping
     from typing import Any
 
-    from flashviz.app.state import Settings
     from flashviz.measure.trace import RowTrace
+    from flashviz.views.how.settings import HowSettings
 
 ROW_FIG_HEIGHT_PX = 600  # three panels and a two-line legend: the whole figure fits a 1280 x 720 window
 TOP_PX, BOTTOM_PX = 118, 140  # title and two subtitle lines; axis title and the legend
@@ -259,7 +259,7 @@ def _padded(values: Sequence[float]) -> list[float] | None:
 # the lesson's slides: settings and the step's check's values -> the one picture
 
 
-def scores_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+def scores_picture(s: HowSettings, v: Mapping[str, Any]) -> go.Figure:
     """S and P = softmax(S) side by side, query rows downwards: the largest score of a row gets its largest weight."""
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.16,
                         subplot_titles=("S = QKᵀ/√d: scores", "P = softmax(S): weights"))
@@ -278,13 +278,13 @@ def scores_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
     return fig.update_layout(margin={**MARGIN, "t": 110})  # the panels' titles under the figure's
 
 
-def tiles_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+def tiles_picture(s: HowSettings, v: Mapping[str, Any]) -> go.Figure:
     """The tile schedule's fates: every tile in its final colour, the counts in the legend."""
     mask = "causal" if s.causal else "no mask"
     return slide_tile_map(v["status"], v["counts"], n=s.n, block_q=s.br, block_k=s.bc, title=f"Tiles of S, {mask}")
 
 
-def row_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+def row_picture(s: HowSettings, v: Mapping[str, Any]) -> go.Figure:
     """The row inspector's figure of the check's row: m, the rescale factor and l, tile by tile, per loop order."""
     fig = row_figure(v["traces"], n_tiles=v["n_tiles"])
     fig.update_layout(height=SLIDE_FIGURE_PX, margin={"l": 70, "r": 20, "t": 30, "b": 40}, title=None,

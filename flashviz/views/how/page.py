@@ -12,16 +12,16 @@ import sys
 
 import streamlit as st
 
-from flashviz.app.drawing import show_figure, show_map
-from flashviz.app.lock import threads_lock
-from flashviz.app.sizes import grid_error
-from flashviz.app.state import Settings
-from flashviz.app.widgets import draw, frame_ui
 from flashviz.figures.tilemap import frame_indices, tile_map_html
+from flashviz.kit.drawing import show_figure, show_map
+from flashviz.kit.lock import threads_lock
+from flashviz.kit.sizes import grid_error
+from flashviz.kit.widgets import draw, frame_ui
 from flashviz.measure.trace import RowPick, RowTrace, ScheduleTrace, pick_row, row_trace, schedule_trace
 from flashviz.model.iomodel import io_cost
 from flashviz.units import format_bytes, format_flops
 from flashviz.views.how.sentences import fa1_start_md, x_standard_md
+from flashviz.views.how.settings import HowSettings
 from flashviz.vocab import DTYPE_BYTES, KV_OUTER, LOOP_ORDER_LABELS, LOOP_ORDER_SHORT, NAIVE, Q_OUTER
 
 ROW_TRACE_FLOPS_MAX = 1e10  # the row inspector runs the real kernel; ~1-2 s of one CPU core at most
@@ -56,7 +56,7 @@ def kernel_loaded() -> bool:
     return spec is not None and not getattr(spec, "_initializing", False)
 
 
-def inspected_row(s: Settings) -> tuple[int, RowPick | None]:
+def inspected_row(s: HowSettings) -> tuple[int, RowPick | None]:
     """The row the inspector follows and the tile map marks: the most-rescaling row (with the pick) while
     "Show the row with the most rescales" is on, else the user's row r (and None)."""
     if not s.auto_row:
@@ -65,7 +65,7 @@ def inspected_row(s: Settings) -> tuple[int, RowPick | None]:
     return pick.row, pick
 
 
-def _row_traces(s: Settings, row: int) -> list[RowTrace]:
+def _row_traces(s: HowSettings, row: int) -> list[RowTrace]:
     """Run the kernel for the inspected row; one thread is fastest for these small tiles, but the thread count is
     process-wide, so it is only changed while no other work of the server holds threads_lock."""
     lock = threads_lock()
@@ -89,7 +89,7 @@ def start_frame(frame: int, n_computed: int) -> int:
     return min(frame, max(len(frame_indices(n_computed)) - 1, 0))
 
 
-def how_it_works_ui(s: Settings) -> None:
+def how_it_works_ui(s: HowSettings) -> None:
     """Draw the view for settings s: the tile map first (it must fit a 1280 x 720 window), then what it means."""
     error = grid_error(s)
     if error:
@@ -129,11 +129,11 @@ def how_it_works_ui(s: Settings) -> None:
     _concepts_ui()
 
 
-def _map(s: Settings, row: int | None, start: int) -> str:
+def _map(s: HowSettings, row: int | None, start: int) -> str:
     return cached_map(s.n, s.br, s.bc, s.causal, s.window, s.loop_orders, s.d, DTYPE_BYTES[s.dtype], row, start)
 
 
-def _schedules(s: Settings) -> tuple[list[ScheduleTrace], list[int], int]:
+def _schedules(s: HowSettings) -> tuple[list[ScheduleTrace], list[int], int]:
     """The tile schedule of each loop order shown, the map's frames (frame_indices) and the frame it opens at: the
     page's frame, where the map has it."""
     traces = [cached_schedule(s.n, s.br, s.bc, causal=s.causal, window=s.window, loop_order=order, d=s.d,
@@ -151,7 +151,7 @@ def _controls_ui(frames_at: list[int], n_computed: int) -> None:
     draw("use_mask", c3)
 
 
-def _totals_ui(s: Settings, traces: list[ScheduleTrace]) -> None:
+def _totals_ui(s: HowSettings, traces: list[ScheduleTrace]) -> None:
     """HBM traffic per head of standard attention and of each loop order shown, from the IO model."""
     naive = io_cost(NAIVE, s.n, s.n, s.d, s.br, s.bc, causal=s.causal, window=s.window,
                     dtype_bytes=DTYPE_BYTES[s.dtype])
@@ -179,7 +179,7 @@ def _totals_ui(s: Settings, traces: list[ScheduleTrace]) -> None:
                 st.markdown(said)
 
 
-def _row_inspector_ui(s: Settings, n_tiles: int, row: int, pick: RowPick | None) -> None:
+def _row_inspector_ui(s: HowSettings, n_tiles: int, row: int, pick: RowPick | None) -> None:
     st.subheader("Row inspector: the online softmax of one query row")
     c1, c2 = st.columns([3, 2])
     draw("auto_row", c1)
@@ -203,7 +203,7 @@ def _row_inspector_ui(s: Settings, n_tiles: int, row: int, pick: RowPick | None)
     st.markdown(_row_caption(s, rows[0], pick))
 
 
-def _row_caption(s: Settings, r: RowTrace, pick: RowPick | None) -> str:
+def _row_caption(s: HowSettings, r: RowTrace, pick: RowPick | None) -> str:
     """What the inspector shows for row r, true for this row: why it was chosen, its rescales, and L."""
     tiles = len(r.step)
     if pick is not None:

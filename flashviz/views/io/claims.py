@@ -18,7 +18,7 @@ from flashviz.vocab import (
 )
 
 if TYPE_CHECKING:  # a check reads the settings' fields only
-    from flashviz.app.state import Settings
+    from flashviz.views.io.settings import IOSettings
 
 
 M_EXPONENTS = range(10, 23)  # the IO model view's on-chip memories: M = 2^10 .. 2^22 elements
@@ -27,7 +27,7 @@ M_EXPONENTS = range(10, 23)  # the IO model view's on-chip memories: M = 2^10 ..
 HALVES = (0.45, 0.55)  # a doubling of M "halves" the accesses when it multiplies them by a factor in this range
 
 
-def io_passes(s: Settings) -> Result:
+def io_passes(s: IOSettings) -> Result:
     """The IO model's curves: standard attention against M, FA1's and FA2's fall with M and their flat part.
 
     Args:

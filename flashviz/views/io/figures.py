@@ -14,10 +14,10 @@ from flashviz.figures.slide import SLIDE_FIGURE_PX
 if TYPE_CHECKING:  # the settings' fields only
     import plotly.graph_objects as go
 
-    from flashviz.app.state import Settings
+    from flashviz.views.io.settings import IOSettings
 
 
-def io_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+def io_picture(s: IOSettings, v: Mapping[str, Any]) -> go.Figure:
     """The IO model's HBM accesses against M: the flash curves halving per doubling, flat from 4dN."""
     fig = hbm_vs_memory_figure(v["curves"], n=s.n, d=s.d)
     fig.update_layout(height=SLIDE_FIGURE_PX, margin={"l": 80, "r": 20, "t": 70, "b": 60},

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from flashviz.app.drawing import show_figure
-from flashviz.app.state import Settings
 from flashviz.figures.plots import hbm_vs_memory_figure
+from flashviz.kit.drawing import show_figure
 from flashviz.model.iomodel import hbm_vs_memory
 from flashviz.model.roofline import sram_marks
 from flashviz.views.io.sentences import curve_story
+from flashviz.views.io.settings import IOSettings
 from flashviz.vocab import ALGORITHMS, DTYPE_BYTES, KV_OUTER, Q_OUTER
 
 M_EXPONENTS = range(10, 23)  # on-chip memory M = 2^10 .. 2^22 elements (4 KiB .. 16 MiB of fp32)
@@ -26,7 +26,7 @@ TILE_RULES = {KV_OUTER: "tile rule: Bc = ⌈M / 4d⌉, Br = min(Bc, d)",
 cached_hbm_vs_memory = st.cache_data(hbm_vs_memory, show_spinner=False, max_entries=64)
 
 
-def io_model_ui(s: Settings) -> None:
+def io_model_ui(s: IOSettings) -> None:
     """Draw the view for settings s: the chart first, then what it shows and the formulas."""
     st.markdown("GPUs compute much faster than they move data, so attention's speed is set by its **traffic to and "
                 "from HBM**. This model counts it, tile by tile, against the on-chip memory **M** (SRAM) that sets "
@@ -54,6 +54,6 @@ def io_model_ui(s: Settings) -> None:
         st.dataframe(df, hide_index=True)
 
 
-def _mask_text(s: Settings) -> str:
+def _mask_text(s: IOSettings) -> str:
     mask = "causal" if s.causal else "no causal mask"
     return mask + ("" if s.window is None else f", window {s.window}")

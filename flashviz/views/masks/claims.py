@@ -12,21 +12,21 @@ from flashviz.views.masks.data import NO_SCORE, MaskSpec, mask_data, spec_matche
 from flashviz.views.masks.presets import mask_settings
 
 if TYPE_CHECKING:  # a check reads the settings' fields only
-    from flashviz.app.state import Settings
+    from flashviz.views.masks.settings import MasksSettings
 
 
-def mask_spec(s: Settings) -> MaskSpec:
+def mask_spec(s: MasksSettings) -> MaskSpec:
     """The Masks view's mask from its settings: each setting of flashviz.views.masks.presets' table fills its field.
 
     Example:
-        >>> from flashviz.app.state import Settings
-        >>> mask_spec(Settings()).presets
+        >>> from flashviz.views.masks.settings import MasksSettings
+        >>> mask_spec(MasksSettings()).presets
         ('document', 'causal')
     """
     return MaskSpec(**{p.key: getattr(s, name) for name, p in mask_settings().items()})
 
 
-def masks_tiles(s: Settings) -> Result:
+def masks_tiles(s: MasksSettings) -> Result:
     """The Masks view's tile grid of its mask, and its BlockMask against torch's create_block_mask.
 
     Args:

@@ -32,7 +32,7 @@ from flashviz.figures.tilegrid import LEGEND_Y_PX, map_layout, map_plot_px, squa
 from flashviz.vocab import DENSE, MASKED, UNMASKED
 
 if TYPE_CHECKING:  # the settings' fields only
-    from flashviz.app.state import Settings
+    from flashviz.views.masks.settings import MasksSettings
 
 VISIBLE_COLOR = "#0072B2"  # a visible (query, key) pair: blue (Okabe-Ito)
 MASKED_COLOR = "#FFFFFF"  # a masked pair: white
@@ -294,7 +294,7 @@ def sparsity_time_figure(points: Sequence[Mapping[str, object]], *, unmasked_s: 
     return fig
 
 
-def masks_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+def masks_picture(s: MasksSettings, v: Mapping[str, Any]) -> go.Figure:
     """The lesson's slide: the tile map of the step's mask, as its check found it (flashviz.views.masks.claims)."""
     return slide_tile_map(v["status"], v["counts"], n=s.n, block_q=s.br, block_k=s.bc,
                           title=f"Tiles of {v['docs']} documents AND causal")

@@ -17,14 +17,13 @@ from dataclasses import replace
 
 import streamlit as st
 
-from flashviz.app.drawing import show_figure, show_map
-from flashviz.app.lock import threads_lock
-from flashviz.app.runs import remembered, run_button_ui, timed_run
-from flashviz.app.sizes import grid_error
-from flashviz.app.state import Settings
-from flashviz.app.widgets import draw
 from flashviz.figures.tilegrid import tile_map_figure
 from flashviz.figures.tilemap import tile_map_html
+from flashviz.kit.drawing import show_figure, show_map
+from flashviz.kit.lock import threads_lock
+from flashviz.kit.runs import remembered, run_button_ui, timed_run
+from flashviz.kit.sizes import grid_error
+from flashviz.kit.widgets import draw
 from flashviz.measure.timing import threads_set_to
 from flashviz.views.masks import data as masks_data
 from flashviz.views.masks.data import (
@@ -56,6 +55,7 @@ from flashviz.views.masks.figures import (
 )
 from flashviz.views.masks.presets import PICKERS, PRESETS, mask_settings, params_of
 from flashviz.views.masks.sentences import run_md, same_kernel_md, sweep_md
+from flashviz.views.masks.settings import MasksSettings
 from flashviz.vocab import FULL, PARTIAL, SKIPPED
 
 TILE_GRID_MAX = 256  # tiles per side the tile map draws (65,536 tiles)
@@ -64,7 +64,7 @@ CACHE_ENTRIES = 32  # masks kept per cached function
 RUN_ENTRIES = 16  # timing runs kept per cached function
 
 
-def mask_spec(s: Settings) -> MaskSpec:
+def mask_spec(s: MasksSettings) -> MaskSpec:
     """The mask the view's settings describe (names and numbers only): each setting of the presets' table (presets.py)
     fills its
     MaskSpec field."""
@@ -96,7 +96,7 @@ def one_thread_if_idle() -> Iterator[None]:
             lock.release()
 
 
-def _controls_ui(s: Settings) -> None:
+def _controls_ui(s: MasksSettings) -> None:
     """The preset pickers and the score mod, then the numbers they need (and the softcap's cap): on one row where
     they fit, so the maps start higher on a 720 px screen, else the numbers on the next."""
     spec = mask_spec(s)
@@ -111,7 +111,7 @@ def _controls_ui(s: Settings) -> None:
                 draw(name, col)
 
 
-def masks_ui(s: Settings) -> None:
+def masks_ui(s: MasksSettings) -> None:
     """Draw the view for settings s."""
     st.markdown("A FlexAttention **mask_mod** says which keys each query sees; the tiled kernel turns it into "
                 "**full**, **partial** and **skipped** tiles, and FlexAttention into a **BlockMask**. N, Br and Bc "
@@ -146,7 +146,7 @@ def masks_ui(s: Settings) -> None:
     _sweep_ui(s, spec)
 
 
-def _summary_ui(s: Settings, data: MaskData) -> None:
+def _summary_ui(s: MasksSettings, data: MaskData) -> None:
     """The sparsity in words, every number from the data drawn below."""
     g, e = data.grid, data.elements
     masked_work = 1 - e.visible / g.computed_elements if g.computed_elements else 0.0
@@ -163,7 +163,7 @@ def _summary_ui(s: Settings, data: MaskData) -> None:
                    f"shows {e.cell} × {e.cell} elements, shaded by the fraction visible (exact counts).")
 
 
-def _block_mask_ui(s: Settings, spec: MaskSpec, data: MaskData) -> None:
+def _block_mask_ui(s: MasksSettings, spec: MaskSpec, data: MaskData) -> None:
     st.subheader("The BlockMask FlexAttention sees")
     _check_ui(s, spec)
     tr = len(data.grid.status)
@@ -181,7 +181,7 @@ def _tiles_are(k: int) -> str:
     return f"{k} ragged tile is" if k == 1 else f"{k} ragged tiles are"
 
 
-def _check_ui(s: Settings, spec: MaskSpec) -> None:
+def _check_ui(s: MasksSettings, spec: MaskSpec) -> None:
     """The live check against torch's create_block_mask (skipped above CHECK_N_MAX, and saying so)."""
     if s.n > CHECK_N_MAX:
         st.markdown(f"Equal to create_block_mask: **not checked live** at N = {s.n}: create_block_mask builds the "
@@ -198,7 +198,7 @@ def _check_ui(s: Settings, spec: MaskSpec) -> None:
                  f"at N = {s.n}, Br = {s.br}, Bc = {s.bc}.")
 
 
-def _score_mod_ui(s: Settings, spec: MaskSpec) -> None:
+def _score_mod_ui(s: MasksSettings, spec: MaskSpec) -> None:
     if spec.score == NO_SCORE:
         return
     st.subheader("The score mod")
@@ -215,7 +215,7 @@ def _score_mod_ui(s: Settings, spec: MaskSpec) -> None:
 masked_runs = timed_run(masks_data.masked_runs)  # the masked tiled kernel, dense SDPA and the unmasked kernel
 
 
-def _run_ui(s: Settings, spec: MaskSpec) -> None:
+def _run_ui(s: MasksSettings, spec: MaskSpec) -> None:
     st.subheader("The mask at work")
     st.markdown(f"Times the tiled kernel (FlashAttention-2 loop order) with this mask, dense SDPA with the {s.n} × "
                 f"{s.n} boolean mask (it cannot skip a tile) and the tiled kernel with no mask, interleaved call by "
@@ -249,7 +249,7 @@ def _run_ui(s: Settings, spec: MaskSpec) -> None:
 sparsity_runs = timed_run(masks_data.sparsity_runs)  # every preset alone and no mask (the last row)
 
 
-def _sweep_ui(s: Settings, spec: MaskSpec) -> None:
+def _sweep_ui(s: MasksSettings, spec: MaskSpec) -> None:
     st.subheader("Time against sparsity, every preset")
     st.markdown(f"Times the tiled kernel with each of the {len(PRESETS)} presets alone (at this view's window, "
                 f"prefix, documents, sinks, chunk and dilation; no score mod) and with no mask, interleaved call by "
@@ -291,7 +291,7 @@ def cached_mask_map(spec: MaskSpec, n: int, br: int, bc: int, loop_orders: tuple
     return html, computed, traces[0].steps, code
 
 
-def how_it_works_mask_ui(s: Settings) -> None:
+def how_it_works_mask_ui(s: MasksSettings) -> None:
     """The How it works tile map for the Masks view's mask, and what the view cannot show for it."""
     spec = mask_spec(s)
     try:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import Field
 
-from flashviz.app.spec import CHOICE, INT, VIEW, Spec, setting
+from flashviz.kit.settings import view_settings
+from flashviz.kit.spec import CHOICE, INT, VIEW, Spec, setting
 from flashviz.views.masks.presets import MaskParam, mask_settings, preset_labels  # torch-free: the presets in one table
 
 MASK_PRESETS = preset_labels()  # URL name -> label of each preset the Masks view offers
@@ -20,5 +21,8 @@ def mask_setting(p: MaskParam) -> Field:
                                    increment=p.step), key=p.url_key)
 
 
-OWN = {name: mask_setting(param) for name, param in mask_settings().items()}  # this view's own settings
-SETTING_NAMES = tuple(OWN)  # what a view that draws this view's mask borrows
+@view_settings("Masks",
+               reads=("n", "d", "br", "bc", "dtype", "heads", "threads"), notes=("causal", "window"),
+               own={name: mask_setting(param) for name, param in mask_settings().items()})
+class MasksSettings:
+    """The Masks view's settings: the shared ones it reads and its own, from the preset table."""

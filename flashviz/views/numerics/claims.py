@@ -16,10 +16,10 @@ from flashviz.views.numerics.data import (
 )
 
 if TYPE_CHECKING:  # a check reads the settings' fields only
-    from flashviz.app.state import Settings
+    from flashviz.views.numerics.settings import NumericsSettings
 
 
-def numerics_rounding(s: Settings) -> Result:
+def numerics_rounding(s: NumericsSettings) -> Result:
     """The Numerics view's story at the step's settings: FA2 and SDPA differ by one rounding step and both pass
     flash-attn's rule; FA4's tau keeps few of the rescales; Hadamard lowers FP8's error on outlier inputs.
 

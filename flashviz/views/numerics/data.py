@@ -34,7 +34,6 @@ from dataclasses import dataclass, replace
 import torch
 import torch.nn.functional as F
 
-from flashviz.app.state import Settings
 from flashviz.core.backward import flash_attention
 from flashviz.core.decode import flash_decode
 from flashviz.core.flash import flash_attention_forward
@@ -44,7 +43,7 @@ from flashviz.limits import NUMERICS_D_MAX, NUMERICS_HEADS_MAX, NUMERICS_N_MAX, 
 from flashviz.measure.dtype_rule import RuleRow, max_error
 from flashviz.measure.progress import Progress, stage
 from flashviz.numerics import ErrorStats, error_stats, fp8_attention, make_inputs, quantize_blocks
-from flashviz.views.numerics.settings import NO_P_ROUNDING
+from flashviz.views.numerics.settings import NO_P_ROUNDING, NumericsSettings
 from flashviz.vocab import (
     FLASH,
     FLASH2,
@@ -734,11 +733,11 @@ def run_lab(s: LabSettings, *, n_seeds: int = FP8_SEEDS, progress: Progress | No
     return LabResult(s, *results)
 
 
-def lab_settings(s: Settings) -> LabSettings:
+def lab_settings(s: NumericsSettings) -> LabSettings:
     """The lab's settings of the view's widgets (raises ValueError, saying why, for a combination the lab refuses).
 
     Example:
-        >>> lab_settings(Settings(n_q=97, p_dtype="e4m3")).n_q, lab_settings(Settings()).p_precision
+        >>> lab_settings(NumericsSettings(n_q=97, p_dtype="e4m3")).n_q, lab_settings(NumericsSettings()).p_precision
         (97, None)
     """
     p = None if s.p_dtype == NO_P_ROUNDING else s.p_dtype

@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-    from flashviz.app.state import Settings
     from flashviz.views.numerics.data import (
         CausalAlignment,
         Fp8Table,
@@ -42,6 +41,7 @@ if TYPE_CHECKING:
         TileSpread,
         TwoErrors,
     )
+    from flashviz.views.numerics.settings import NumericsSettings
 
 FP8_COLOR = "#000000"  # the FP8 kernel: black, the one Okabe-Ito colour no other implementation or tile fate has
 EPS_COLOR = "#666666"  # the dtype's machine epsilon line
@@ -326,7 +326,7 @@ def causal_alignment_figure(r: CausalAlignment) -> go.Figure:
     return fig
 
 
-def numerics_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+def numerics_picture(s: NumericsSettings, v: Mapping[str, Any]) -> go.Figure:
     """The lesson's slide: rescales of the running output, the classic rule (every rise of m) against FA4's lazy one
     (tau), with the check's other two numbers in the subtitle."""
     return slide_bars(["classic: every rise of m", f"lazy: only past tau = {v['tau']:.0f}"], [v["classic"], v["lazy"]],

@@ -14,15 +14,15 @@ from dataclasses import astuple
 
 import streamlit as st
 
-from flashviz.app.drawing import ran_with_ui, show_figure
-from flashviz.app.runs import remembered, run_and_remember, run_button_ui, timed_run
-from flashviz.app.state import Settings
-from flashviz.app.widgets import draw
+from flashviz.kit.drawing import ran_with_ui, show_figure
+from flashviz.kit.runs import remembered, run_and_remember, run_button_ui, timed_run
+from flashviz.kit.widgets import draw
 from flashviz.views.numerics import figures as figs
 from flashviz.views.numerics import sentences as text
 from flashviz.views.numerics.data import LabResult, LabSettings, LabWork, lab_problem, lab_run, lab_settings, lab_work
+from flashviz.views.numerics.settings import NumericsSettings
 
-NAME = "numerics"  # the view's result name in this session (flashviz.app.runs.remember)
+NAME = "numerics"  # the view's result name in this session (flashviz.kit.runs.remember)
 TITLE = "Numerics lab"  # what the progress box calls the run
 CACHE_ENTRIES = 32  # lab results kept (a few hundred kB each at the largest settings)
 SELECTS = ("input_dtype", "p_dtype", "numerics_block", "tau", "n_q", "n_k")  # the first row of controls
@@ -36,7 +36,7 @@ INTRO = (f"Correct kernels round in their own order, so they disagree in the las
 cached_lab = timed_run(lab_run)  # run_lab on LabSettings(*args), cached on args, in the timing worker
 
 
-def numerics_ui(s: Settings) -> None:
+def numerics_ui(s: NumericsSettings) -> None:
     """Draw the view for settings s."""
     st.markdown(INTRO)
     for name, col in zip(SELECTS, st.columns(SELECT_WIDTHS), strict=True):

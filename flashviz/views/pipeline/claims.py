@@ -11,10 +11,10 @@ from flashviz.views.claim import Result
 from flashviz.views.pipeline.data import skip_rate
 
 if TYPE_CHECKING:  # a check reads the settings' fields only
-    from flashviz.app.state import Settings
+    from flashviz.views.pipeline.settings import PipelineSettings
 
 
-def exp_bottleneck(s: Settings) -> Result:
+def exp_bottleneck(s: PipelineSettings) -> Result:
     """Per 128 x 128 tile at the view's d and dtype: the MMA and exp cycles on an H100 and a B200, the exp's share of
     the MMA on each; FA4's share of exp2 on the FMA units (at the lazy rescale rate measured here) and the degree-3
     polynomial's error against bf16's rounding.

@@ -15,7 +15,7 @@ from flashviz.figures.slide import finish_slide
 from flashviz.figures.style import flashviz_template
 
 if TYPE_CHECKING:
-    from flashviz.app.state import Settings
+    from flashviz.views.pipeline.settings import PipelineSettings
 
 UNIT_COLORS = {"mma": "#0072B2", "exp": "#D55E00", "fma": "#E69F00", "smem": "#009E73", "load": "#999999"}
 UNIT_LABELS = {"mma": "tensor cores (MMA)", "exp": "exp2 unit (MUFU)", "fma": "FP32 units (FMA)",
@@ -148,7 +148,7 @@ def waves_figure(w: pd.DataFrame, *, gpu: str) -> go.Figure:
     return fig
 
 
-def pipeline_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+def pipeline_picture(s: PipelineSettings, v: Mapping[str, Any]) -> go.Figure:
     """The lesson's slide: per 128 x 128 tile at the step's d and dtype, MMA and exp cycles on the H100 and the B200.
 
     Args:
@@ -158,10 +158,10 @@ def pipeline_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
         the slide's figure.
 
     Example:
-        >>> from flashviz.app.state import Settings
+        >>> from flashviz.views.pipeline.settings import PipelineSettings
         >>> v = {"h100_mma": 2048, "h100_exp": 1024, "b200_mma": 1024, "b200_exp": 1024, "h100_share": 0.5,
         ...      "b200_share": 1.0, "d": 128}
-        >>> [list(t.y) for t in pipeline_picture(Settings(), v).data]
+        >>> [list(t.y) for t in pipeline_picture(PipelineSettings(), v).data]
         [[2048, 1024], [1024, 1024]]
     """
     gpus: Sequence[str] = ("H100", "B200")

@@ -12,12 +12,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from flashviz.app.drawing import show_figure
-from flashviz.app.state import Settings
-from flashviz.app.widgets import draw
+from flashviz.kit.drawing import show_figure
+from flashviz.kit.widgets import draw
 from flashviz.views.pipeline import data
 from flashviz.views.pipeline import figures as figs
 from flashviz.views.pipeline import sentences as text
+from flashviz.views.pipeline.settings import PipelineSettings
 
 CONTROLS = ("pipe_gpu", "pipe_dtype", "pipe_d", "pipe_n", "pipe_causal")
 WIDTHS = (0.9, 1.0, 1.15, 1.3, 1.15)  # "Causal" unclipped at 1280 px
@@ -34,7 +34,7 @@ cached_waves = st.cache_data(data.waves, show_spinner=False, max_entries=16)
 cached_units = st.cache_data(data.unit_table, show_spinner=False, max_entries=1)
 
 
-def pipeline_ui(s: Settings) -> None:
+def pipeline_ui(s: PipelineSettings) -> None:
     """Draw the view for settings s: the controls, then one tab per question."""
     st.markdown(INTRO)
     for name, col in zip(CONTROLS, st.columns(WIDTHS, vertical_alignment="bottom"), strict=True):
@@ -59,7 +59,7 @@ def pipeline_ui(s: Settings) -> None:
         st.dataframe(cached_units(), hide_index=True)
 
 
-def _pipelines_ui(s: Settings, skip: data.SkipRate) -> None:
+def _pipelines_ui(s: PipelineSettings, skip: data.SkipRate) -> None:
     """The three schedules' Gantt and what it says; an error instead where no schedule runs at these settings."""
     preds = cached_predictions(s.pipe_gpu, s.pipe_dtype, s.pipe_d, s.pipe_n, s.pipe_causal, skip.rate)
     runs = {k: p for k, p in preds.items() if not isinstance(p, str)}

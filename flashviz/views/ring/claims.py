@@ -22,10 +22,10 @@ from flashviz.views.ring.data import (
 from flashviz.views.ring.sentences import BALANCED
 
 if TYPE_CHECKING:  # a check reads the settings' fields only
-    from flashviz.app.state import Settings
+    from flashviz.views.ring.settings import RingSettings
 
 
-def context_parallel(s: Settings) -> Result:
+def context_parallel(s: RingSettings) -> Result:
     """A 128k-token sequence of a Llama-3-8B-shaped model on one device against each of the view's W ranks: its K/V,
     standard attention's S and P, and attention's FLOPs (flashviz.views.ring.data.long_context).
 
@@ -39,8 +39,8 @@ def context_parallel(s: Settings) -> Result:
         keep).
 
     Example:
-        >>> from flashviz.app.state import Settings
-        >>> r = context_parallel(Settings())
+        >>> from flashviz.views.ring.settings import RingSettings
+        >>> r = context_parallel(RingSettings())
         >>> r.holds, r.values["kv"], r.values["kv_rank"], r.values["flops_rank"]
         (True, '16.0 GiB', '4.0 GiB', '70.4 TFLOP')
     """
@@ -57,7 +57,7 @@ def context_parallel(s: Settings) -> Result:
         "one layer's S and P do not outweigh the whole K/V": not c.scores_bytes > c.kv_bytes})
 
 
-def ring_balance(s: Settings) -> Result:
+def ring_balance(s: RingSettings) -> Result:
     """max / mean tiles per layout at the view's settings (the model's count, as the imbalance sentence states it).
 
     Args:
@@ -68,8 +68,8 @@ def ring_balance(s: Settings) -> Result:
         lies between its bounds and above zigzag (a causal ring of W > 1).
 
     Example:
-        >>> from flashviz.app.state import Settings
-        >>> r = ring_balance(Settings())
+        >>> from flashviz.views.ring.settings import RingSettings
+        >>> r = ring_balance(RingSettings())
         >>> r.holds, round(r.values["contiguous"], 3), r.values["zigzag"]
         (True, 1.667, 1.0)
     """
@@ -86,7 +86,7 @@ def ring_balance(s: Settings) -> Result:
         "the plain ring is not less balanced than zigzag": not c > z})
 
 
-def ring_exact(s: Settings) -> Result:
+def ring_exact(s: RingSettings) -> Result:
     """A real run at the view's settings (W processes, gloo): its error against one process in float64, its events
     against the model, and one row's merge weights.
 
@@ -98,8 +98,8 @@ def ring_exact(s: Settings) -> Result:
         most 1e-5 (fp32 partials), no event differs and the weights sum to 1 within 1e-5.
 
     Example:
-        >>> from flashviz.app.state import Settings
-        >>> r = ring_exact(Settings(ring_n=32, world=2, ring_block=8))  # doctest: +SKIP
+        >>> from flashviz.views.ring.settings import RingSettings
+        >>> r = ring_exact(RingSettings(ring_n=32, world=2, ring_block=8))  # doctest: +SKIP
         >>> r.holds, r.values["mismatches"]  # doctest: +SKIP
         (True, 0)
     """

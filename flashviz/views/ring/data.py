@@ -77,11 +77,11 @@ class RingSetup:
 
 
 def setup_of(s) -> RingSetup:
-    """The ring a Settings describes (its rg* fields).
+    """The ring a RingSettings describes (its rg* fields).
 
     Example:
-        >>> from flashviz.app.state import Settings
-        >>> setup_of(Settings())
+        >>> from flashviz.views.ring.settings import RingSettings
+        >>> setup_of(RingSettings())
         RingSetup(n=256, world=4, layout='contiguous', causal=True, block=32, dtype='float32', heads=2, d=32)
     """
     return RingSetup(s.ring_n, s.world, s.layout, s.ring_causal, s.ring_block, s.partials, s.ring_heads)

@@ -31,8 +31,8 @@ from flashviz.units import GIB, format_bytes, format_flops
 from flashviz.vocab import PARTIAL, SKIPPED
 
 if TYPE_CHECKING:  # plain data; the data module itself imports torch
-    from flashviz.app.state import Settings
     from flashviz.views.ring.data import LayoutWork, MapGrid, MergeRow, PrecisionPoint
+    from flashviz.views.ring.settings import RingSettings
 
 FORWARD, BACKWARD = "forward", "backward"  # flashviz.ring's phase names (that module imports torch)
 STEP_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")  # Okabe-Ito
@@ -384,7 +384,7 @@ def precision_figure(points: Sequence[PrecisionPoint], tolerance: float) -> go.F
 # the lesson's slide
 
 
-def context_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+def context_picture(s: RingSettings, v: Mapping[str, Any]) -> go.Figure:
     """Why one sequence is split: the bytes of the whole K/V on one device, of one rank's shard, and of one layer's
     S and P in standard attention, on a log axis (the check's values: flashviz.views.ring.claims.context_parallel)."""
     names = ["K/V, one device", f"K/V, one of<br>W = {v['world']} ranks", "S and P, one<br>layer (standard)"]

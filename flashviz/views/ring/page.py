@@ -12,18 +12,18 @@ from __future__ import annotations
 
 import streamlit as st
 
-from flashviz.app.drawing import ran_with_ui, show_figure
-from flashviz.app.machine import cpu_cores
-from flashviz.app.runs import run_button_ui, timed_run
-from flashviz.app.state import Settings
-from flashviz.app.widgets import draw
+from flashviz.kit.drawing import ran_with_ui, show_figure
+from flashviz.kit.runs import run_button_ui, timed_run
+from flashviz.kit.widgets import draw
+from flashviz.measure.load import cores as cpu_cores
 from flashviz.views.ring import data
 from flashviz.views.ring import figures as figs
 from flashviz.views.ring import sentences as text
 from flashviz.views.ring.data import FP32_TOLERANCE, RingResult
+from flashviz.views.ring.settings import RingSettings
 from flashviz.vocab import DTYPE_BYTES
 
-NAME = "ring"  # the view's result name in this session (flashviz.app.runs.remember)
+NAME = "ring"  # the view's result name in this session (flashviz.kit.runs.remember)
 TITLE = "Ring run"  # what the progress box calls the run
 CACHE_ENTRIES = 16
 SLIDERS = ("ring_n", "world", "ring_block", "ring_heads", "ring_causal")  # the first row of controls
@@ -39,7 +39,7 @@ cached_long = st.cache_data(data.long_context, show_spinner=False, max_entries=8
 ring_run = timed_run(data.ring_run)  # the W processes, every ring the view draws, run from the timing worker
 
 
-def ring_ui(s: Settings) -> None:
+def ring_ui(s: RingSettings) -> None:
     """Draw the view for settings s."""
     st.markdown(text.intro(cached_long(s.world), data.LONG_MODEL))  # why, and what a rank and a shard are, first
     for name, col in zip(SLIDERS, st.columns(len(SLIDERS)), strict=True):
@@ -73,7 +73,7 @@ def ring_ui(s: Settings) -> None:
     _measured_ui(result, s)
 
 
-def _measured_ui(r: RingResult, s: Settings) -> None:
+def _measured_ui(r: RingResult, s: RingSettings) -> None:
     st.subheader("Measured in the run")
     ran_with_ui(s, RAN_WITH)
     show_figure(figs.timeline_figure(r.events), key="ring_timeline")

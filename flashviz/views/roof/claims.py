@@ -15,10 +15,10 @@ from flashviz.vocab import (
 )
 
 if TYPE_CHECKING:  # a check reads the settings' fields only
-    from flashviz.app.state import Settings
+    from flashviz.views.roof.settings import RoofSettings
 
 
-def roofline_gpu(s: Settings) -> Result:
+def roofline_gpu(s: RoofSettings) -> Result:
     """The hierarchical roofline model's points on the published GPUs at the view's GPU dtype (the CPU's measured roof
     does not enter): naive's intensity against the H100's ridge, the predicted speedups there and the regime (HBM, L2
     or compute) that bounds each kernel on the H100.

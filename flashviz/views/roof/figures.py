@@ -40,7 +40,7 @@ from flashviz.vocab import ALGORITHMS, FLASH, FLASH2, KV_OUTER, LOOP_ORDER_SHORT
 if TYPE_CHECKING:  # the settings' fields only
     from typing import Any
 
-    from flashviz.app.state import Settings
+    from flashviz.views.roof.settings import RoofSettings
 
 ROOF_DASHES = ("solid", "dash", "dot", "dashdot", "longdash")  # one per device, in order of appearance
 RIDGE_RANK = 1001  # legend order: the roofs (plotly's default rank 1000), then the ridge entry, then the points
@@ -375,7 +375,7 @@ def speedup_figure(table: pd.DataFrame, *, title: str | None = None, caption: st
     return fig
 
 
-def roof_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+def roof_picture(s: RoofSettings, v: Mapping[str, Any]) -> go.Figure:
     """The lesson's slide: the H100's roofline (the model's published peaks) with naive, FA1 and FA2 at their FLOPs
     per byte, from the check's points (v["points"]) and the device's peaks (v["device"])."""
     gpu, points = v["device"], v["points"]

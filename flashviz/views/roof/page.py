@@ -24,14 +24,12 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from flashviz.app import jobs
-from flashviz.app.drawing import not_run_ui, show_figure
-from flashviz.app.lock import timing_worker
-from flashviz.app.machine import machine_env
-from flashviz.app.registry import view_of
-from flashviz.app.runs import remembered, run_button_ui, timed_run
-from flashviz.app.state import Settings
-from flashviz.app.widgets import draw
+from flashviz.kit import jobs
+from flashviz.kit.drawing import not_run_ui, show_figure
+from flashviz.kit.lock import timing_worker
+from flashviz.kit.machine import cuda_available
+from flashviz.kit.runs import remembered, run_button_ui, timed_run
+from flashviz.kit.widgets import draw
 from flashviz.measure.roof_probe import RoofCheck
 from flashviz.measure.sweep import cut_short
 from flashviz.model.roofline import Device
@@ -63,6 +61,7 @@ from flashviz.views.roof.sentences import (
     timed_md,
     traffic_md,
 )
+from flashviz.views.roof.settings import RoofSettings
 from flashviz.vocab import NAIVE
 
 measure = timed_run(data.measure_and_roof)  # naive, FA1 and FA2 timed, then the CPU roof that bounds them
@@ -75,7 +74,7 @@ def _cpu_roof(threads: int):
         return cpu_roof(threads, _worker=timing_worker())
 
 
-def points_of(s: Settings, cpu: Device) -> pd.DataFrame:
+def points_of(s: RoofSettings, cpu: Device) -> pd.DataFrame:
     """model_points at the sidebar's settings (GPUs at the view's GPU dtype, this CPU at the sidebar's)."""
     return model_points(s.n, s.d, s.br, s.bc, s.causal, s.window, s.batch, s.heads, s.dtype, s.gpu_dtype, cpu)
 
@@ -97,9 +96,9 @@ LEGEND_GAP_PX = 85  # from the plot's bottom edge to the legend's top: below the
 HERE = (CPU_NAME, f"{CPU_TIMED}{TIMED}")  # the devices of the chart's second panel: this CPU, modelled and timed
 
 
-def roofline_ui(s: Settings) -> None:
+def roofline_ui(s: RoofSettings) -> None:
     """Draw the view for settings s: the chart first, the GPU dtype and the Run button under it, then the words."""
-    cuda = tuple(d for d in machine_env().devices if d == CUDA)
+    cuda = (CUDA,) if cuda_available() else ()
     args = run_args(s, cuda)
     result = remembered("roof", args)
     chart = st.empty()
@@ -127,12 +126,12 @@ def roofline_ui(s: Settings) -> None:
     st.markdown(cpu_model_md(points, cpu, s.dtype))
 
 
-def run_args(s: Settings, cuda: tuple[str, ...]) -> tuple:
+def run_args(s: RoofSettings, cuda: tuple[str, ...]) -> tuple:
     """The hashable arguments of `measure` for settings s."""
     return (s.n, s.d, s.br, s.bc, s.causal, s.window, s.batch, s.heads, s.dtype, s.gpu_dtype, cuda, s.threads)
 
 
-def _chart_ui(slot, s: Settings, result: tuple[pd.DataFrame, RoofCheck] | None, key: str) -> None:
+def _chart_ui(slot, s: RoofSettings, result: tuple[pd.DataFrame, RoofCheck] | None, key: str) -> None:
     """The roofline chart in `slot`: the GPUs' panel and this CPU's, the model's points and stars for the kernels
     timed here (if any), on the CPU roof that bounds them."""
     df, check = result if result is not None else (None, None)
@@ -150,7 +149,7 @@ def _chart_ui(slot, s: Settings, result: tuple[pd.DataFrame, RoofCheck] | None, 
         show_figure(fig, key=key)
 
 
-def _run_ui(s: Settings, args: tuple, cuda: tuple[str, ...]) -> tuple[pd.DataFrame, RoofCheck] | None:
+def _run_ui(s: RoofSettings, args: tuple, cuda: tuple[str, ...]) -> tuple[pd.DataFrame, RoofCheck] | None:
     """The Run button (refused with a fix when the run would be too big); the measurements for these settings."""
     problem = jobs.work_guard((s.n,), d=s.d, br=s.br, bc=s.bc, batch=s.batch, heads=s.heads, reps=REPEATS,
                               n_impls=len(RUN_IMPLS) * (1 + len(cuda)), dtype=s.dtype)
@@ -182,7 +181,7 @@ def bar_label(device: str) -> str:
     return device.split(" (")[0]
 
 
-def _speedup_ui(s: Settings, points: pd.DataFrame, timed: pd.DataFrame, df: pd.DataFrame | None,
+def _speedup_ui(s: RoofSettings, points: pd.DataFrame, timed: pd.DataFrame, df: pd.DataFrame | None,
                 cpu: Device) -> None:
     """The predicted speedups next to the measured ones, what was measured, and why the two differ."""
     st.subheader("Predicted on a GPU, measured here")
@@ -196,7 +195,7 @@ def _speedup_ui(s: Settings, points: pd.DataFrame, timed: pd.DataFrame, df: pd.D
                 key="roof_speedup")
     if df is None:
         return
-    not_run_ui(df, view_of("roof"))
+    not_run_ui(df, RoofSettings)
     st.markdown(timed_md(timed, points, s.dtype, s.gpu_dtype, s.threads))
     tiles = computed_tiles(s.n, s.br, s.bc, s.causal, s.window)
     st.markdown(gap_md(timed, points, cpu, s.dtype, tiles, s.br, s.bc, s.bench_block,

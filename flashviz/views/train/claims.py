@@ -14,10 +14,10 @@ from flashviz.vocab import (
 )
 
 if TYPE_CHECKING:  # a check reads the settings' fields only
-    from flashviz.app.state import Settings
+    from flashviz.views.train.settings import TrainSettings
 
 
-def training_recompute(s: Settings) -> Result:
+def training_recompute(s: TrainSettings) -> Result:
     """The Training view's price of recomputation at its largest N: P kept against L, and the extra FLOPs.
 
     Args:

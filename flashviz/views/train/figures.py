@@ -16,10 +16,10 @@ from flashviz.vocab import FLASH2, NAIVE
 if TYPE_CHECKING:  # the settings' fields only
     import plotly.graph_objects as go
 
-    from flashviz.app.state import Settings
+    from flashviz.views.train.settings import TrainSettings
 
 
-def train_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+def train_picture(s: TrainSettings, v: Mapping[str, Any]) -> go.Figure:
     """What each keeps for the backward pass at the largest N: P against the logsumexp L (log scale)."""
     kept = [v["p_bytes"], v["lse_bytes"]]
     return slide_bars(["naive: P", "FlashAttention: L"], kept, [format_bytes(b) for b in kept],

@@ -10,12 +10,6 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from flashviz.app import jobs
-from flashviz.app.drawing import csv_download_ui, not_run_ui, ran_with_ui, show_figure
-from flashviz.app.registry import view_of
-from flashviz.app.runs import run_button_ui
-from flashviz.app.state import Settings
-from flashviz.app.widgets import draw
 from flashviz.figures.plots import memory_figure, time_bars, time_figure
 from flashviz.figures.report import (
     TABLE_HEADER_PX,
@@ -25,10 +19,15 @@ from flashviz.figures.report import (
     summary_table_figure,
 )
 from flashviz.figures.style import set_subtitle
+from flashviz.kit import jobs
+from flashviz.kit.drawing import csv_download_ui, not_run_ui, ran_with_ui, show_figure
+from flashviz.kit.runs import run_button_ui
+from flashviz.kit.widgets import draw
 from flashviz.limits import LIVE_TIME_BUDGET_S
 from flashviz.model.training import recompute_table
 from flashviz.units import MIB, format_bytes
 from flashviz.views.bench.page import RAN_WITH, slower_caption_ui, verdicts_ui
+from flashviz.views.train.settings import TrainSettings
 from flashviz.vocab import DTYPE_BYTES, NAIVE, TILED_IMPLS, TRAINING
 
 GIGA = 1e9  # FLOP per GFLOP
@@ -45,7 +44,7 @@ SAVED = (
 )
 
 
-def training_ui(s: Settings) -> None:
+def training_ui(s: TrainSettings) -> None:
     """Draw the view for settings s: the sweep's controls and its Run button first, the results under them, then what
     each implementation saves for the backward pass and the modelled price of recomputing P."""
     _sweep_controls_ui()
@@ -58,7 +57,7 @@ def training_ui(s: Settings) -> None:
     _recompute_ui(s)
 
 
-def _run_ui(s: Settings) -> None:
+def _run_ui(s: TrainSettings) -> None:
     """The Run button and, for these settings, the measured forward + backward time and peak memory."""
     impls = s.impls
     problem = jobs.work_guard(s.ns, d=s.d, br=s.bench_block, bc=s.bench_block, batch=s.batch, heads=s.heads,
@@ -77,7 +76,7 @@ def _run_ui(s: Settings) -> None:
     if df is None:
         return
     ran_with_ui(s, RAN_WITH)
-    not_run_ui(df, view_of("train"), here=("ns",))
+    not_run_ui(df, TrainSettings, here=("ns",))
     show_figure(memory_figure(df).update_layout(title_text="Forward + backward: peak memory vs N"),
                 key="train_memory")
     bars = "95% intervals" if time_bars(df).startswith("95%") else "interquartile range"
@@ -124,7 +123,7 @@ def recompute_view(table: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def _recompute_ui(s: Settings) -> None:
+def _recompute_ui(s: TrainSettings) -> None:
     """The price of recomputation at the Benchmark's N, the sidebar's B, H, d, mask and dtype: a model, no button."""
     if not s.ns:
         return

@@ -10,12 +10,12 @@ from flashviz.views.claim import Result
 from flashviz.views.triton.data import kernel_record, setup_of
 
 if TYPE_CHECKING:  # a check reads the settings' fields only
-    from flashviz.app.state import Settings
+    from flashviz.views.triton.settings import TritonSettings
 
 FORWARD_TOL = 1e-5  # fp32 against float64
 
 
-def triton_schedule(s: Settings) -> Result:
+def triton_schedule(s: TritonSettings) -> Result:
     """The kernel's record at the view's settings against the library.
 
     Args:
@@ -29,8 +29,8 @@ def triton_schedule(s: Settings) -> Result:
     Example:
         >>> import pytest
         >>> _ = pytest.importorskip("flashviz.triton.kernel")
-        >>> from flashviz.app.state import Settings
-        >>> r = triton_schedule(Settings())
+        >>> from flashviz.views.triton.settings import TritonSettings
+        >>> r = triton_schedule(TritonSettings())
         >>> r.holds, r.values["k_blocks"], r.values["tiles"]
         (True, [2, 4, 6, 8], 20)
     """

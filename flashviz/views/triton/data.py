@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from flashviz.app.state import Settings
+    from flashviz.views.triton.settings import TritonSettings
 
 KERNEL_FILE = Path(__file__).resolve().parents[2] / "triton" / "kernel.py"  # flashviz/triton/kernel.py
 SMEM_LIMIT_KIB = {  # shared memory one program (thread block) may use: CUDA C Programming Guide, Table 23
@@ -39,12 +39,12 @@ class TritonSetup:
     program: int  # the followed program's pid_m (clamped to the grid)
 
 
-def setup_of(s: Settings) -> TritonSetup:
+def setup_of(s: TritonSettings) -> TritonSetup:
     """The view's settings as a TritonSetup, the followed program clamped to the grid.
 
     Example:
-        >>> from flashviz.app.state import Settings
-        >>> setup_of(Settings()).block_m, setup_of(Settings(tr_program=31)).program
+        >>> from flashviz.views.triton.settings import TritonSettings
+        >>> setup_of(TritonSettings()).block_m, setup_of(TritonSettings(tr_program=31)).program
         (64, 3)
     """
     programs = -(-s.tr_n // s.tr_bm)

@@ -17,7 +17,7 @@ from flashviz.units import format_bytes
 from flashviz.vocab import FULL, PARTIAL, SKIPPED
 
 if TYPE_CHECKING:
-    from flashviz.app.state import Settings
+    from flashviz.views.triton.settings import TritonSettings
 
 STAGE_COLORS = {0: TILE_COLORS[SKIPPED], 1: TILE_COLORS[FULL], 2: TILE_COLORS[PARTIAL], 3: TILE_COLORS[FULL]}
 STAGE_WORDS = {0: "not loaded", 1: "STAGE 1: off the band, no mask", 2: "STAGE 2: on the band, causal mask",
@@ -128,7 +128,7 @@ def smem_figure(gpus: Sequence[str], need: int, limits: Sequence[int]) -> go.Fig
     return fig
 
 
-def triton_picture(s: Settings, v: Mapping[str, Any]) -> go.Figure:
+def triton_picture(s: TritonSettings, v: Mapping[str, Any]) -> go.Figure:
     """The lesson's slide: K blocks each program of the Triton kernel loaded, its record against the schedule's."""
     blocks = v["k_blocks"]
     names = [f"pid_m {i}" for i in range(len(blocks))]

@@ -13,14 +13,14 @@ import time
 
 import streamlit as st
 
-from flashviz.app.drawing import show_figure, show_map
-from flashviz.app.state import Settings
-from flashviz.app.widgets import draw
 from flashviz.figures.tilegrid import tile_map_figure
+from flashviz.kit.drawing import show_figure, show_map
+from flashviz.kit.widgets import draw
 from flashviz.triton import available, interpreted
 from flashviz.views.triton import data
 from flashviz.views.triton import figures as figs
 from flashviz.views.triton import sentences as text
+from flashviz.views.triton.settings import TritonSettings
 
 PROBLEM = ("tr_n", "tr_d", "tr_causal", "tr_program")  # the first row of controls
 KNOBS = ("tr_bm", "tr_bn", "tr_warps", "tr_stages")  # tutorial 06's knobs, the second row
@@ -77,7 +77,7 @@ def _loop(record: data.KernelRecord) -> None:
             st.rerun(scope="fragment")
 
 
-def triton_ui(s: Settings) -> None:
+def triton_ui(s: TritonSettings) -> None:
     """Draw the view for settings s."""
     st.markdown(text.INTRO)
     if not available():

@@ -1,5 +1,5 @@
-"""Settings <-> widgets, derived from each setting's Spec (flashviz.app.spec): the session-state keys, reading and
-writing them, and drawing any setting's widget wherever it belongs (the sidebar, or the view that owns it).
+"""A setting's widget, derived from its Spec (flashviz.kit.spec), drawn wherever it belongs: the sidebar, or the view
+that owns it (or borrows it). The shell keeps the settings in the widgets' session state (flashviz.app.session).
 
 Every widget's key is its setting's name, except the sliding window, which is three widgets (on, left, right), and
 the views, whose state holds the view label.
@@ -12,73 +12,16 @@ from typing import Any
 
 import streamlit as st
 
-from flashviz.app.spec import INTS, SIDEBAR, WINDOW, Spec
-from flashviz.app.state import Env, Settings, for_machine, setting_fields, spec_of
+from flashviz.kit.settings import Env, for_machine, spec_of
+from flashviz.kit.spec import INTS, Spec
 from flashviz.limits import LIST_MAX
 
 WIN_ON, WIN_LEFT, WIN_RIGHT = "win_on", "win_left", "win_right"  # the window's three widgets
-ROW_WANTED_KEY, ROW_SHOWN_KEY = "_fv_row_wanted", "_fv_row_shown"  # the row asked for; the row last shown
 WINDOW_OFF_REACH = (256, 0)  # (left, right) the reach inputs show while the window is off
 WINDOW_REACH_HELP = ("How many earlier keys a query sees (i − left ≤ j).",
                      "How many later keys a query sees (j ≤ i + right); irrelevant with a causal mask.")
 LINKED_BLOCK_LABEL = "Block size Br = Bc"
 LINKED_BLOCK_HELP = "Rows and columns of S per tile. One tile's Q, K, V blocks must fit in on-chip memory (SRAM)."
-
-
-def state_keys(name: str) -> tuple[str, ...]:
-    """The session-state keys of one setting's widgets."""
-    return (WIN_ON, WIN_LEFT, WIN_RIGHT) if spec_of(name).kind == WINDOW else (name,)
-
-
-WIDGET_KEYS = tuple(key for f in setting_fields() for key in state_keys(f.name))
-
-
-def write_state(s: Settings) -> None:
-    """Put settings into the widgets' session state (before the widgets are drawn)."""
-    ss = st.session_state
-    for f in setting_fields():
-        spec, value = spec_of(f), getattr(s, f.name)
-        if spec.kind == WINDOW:
-            ss[WIN_ON] = value is not None
-            ss[WIN_LEFT], ss[WIN_RIGHT] = value if value is not None else WINDOW_OFF_REACH
-        elif spec.widget == "views":
-            ss[f.name] = spec.labels[value]
-        else:
-            ss[f.name] = list(value) if isinstance(value, tuple) else value
-
-
-def read_state(env: Env) -> Settings:
-    """Settings from the widgets' session state (missing keys: defaults; an emptied multiselect stays empty)."""
-    ss = st.session_state
-    base = Settings(threads=env.max_threads)
-    values: dict[str, Any] = {}
-    for f in setting_fields():
-        spec, default = spec_of(f), getattr(base, f.name)
-        if spec.kind == WINDOW:
-            values[f.name] = (int(ss.get(WIN_LEFT, 0)), int(ss.get(WIN_RIGHT, 0))) if ss.get(WIN_ON) else None
-        elif spec.widget == "views":
-            values[f.name] = {label: slug for slug, label in spec.labels.items()}.get(ss.get(f.name), default)
-        elif isinstance(default, tuple):
-            values[f.name] = tuple(ss[f.name]) if f.name in ss else default
-        else:
-            values[f.name] = ss.get(f.name, default)
-    if values["link"]:
-        values["bc"] = values["br"]
-    values["row"] = _kept_row(values["row"], values["n"])
-    return Settings(**values)
-
-
-def _kept_row(row: int, n: int) -> int:
-    """The inspected row inside 0..N-1, remembering the row the user asked for: clamped while N is small, given
-    back when N grows again."""
-    ss = st.session_state
-    if row != ss.get(ROW_SHOWN_KEY):  # set by the user, a link or a preset since the last run
-        ss[ROW_WANTED_KEY] = row
-    shown = min(ss.get(ROW_WANTED_KEY, row), n - 1)
-    if "row" in ss:
-        ss["row"] = shown
-    ss[ROW_SHOWN_KEY] = shown
-    return shown
 
 
 def _with(options: tuple[int, ...], value: Any) -> list[int]:
@@ -150,23 +93,6 @@ DRAW: dict[str, Callable[[str, Spec, Any], None]] = {
     "radio": _choice, "selectbox": _choice, "toggle": _toggle, "checkbox": _toggle, "window": _window,
     "blocks": _blocks,
 }
-
-
-def sidebar_widgets(env: Env, names: tuple[str, ...]) -> None:
-    """Draw the sidebar settings among `names` in declaration order (Br and Bc as one widget, with the link); two
-    half-width settings in a row share it."""
-    drawn = [f.name for f in setting_fields()
-             if spec_of(f).place == SIDEBAR and spec_of(f).widget and f.name in names]
-    k = 0
-    while k < len(drawn):
-        pair = drawn[k:k + 2]
-        if len(pair) == 2 and all(spec_of(name).half for name in pair):
-            for name, col in zip(pair, st.sidebar.columns(2), strict=True):
-                draw(name, col, env)
-            k += 2
-        else:
-            draw(drawn[k], st.sidebar, env)
-            k += 1
 
 
 def frame_ui(name: str, frames_at: list[int], n_computed: int) -> None:

@@ -1,5 +1,8 @@
-"""Drawing the same things the same way in every view: plotly figures, the tile map, the rows a sweep did not run, the
-line that says which shared settings a view reads, and the line that says which settings a result ran with."""
+"""Drawing the same things the same way in every view: plotly figures, the tile map, the rows a sweep did not run
+(with the controls of the view that would let them run) and the line that says which settings a result ran with.
+
+A view is named here by its settings class (flashviz.kit.settings.view_settings): its own settings, the shared ones
+it reads and those it borrows are the controls it has."""
 
 from __future__ import annotations
 
@@ -7,13 +10,11 @@ from typing import Any
 
 import streamlit as st
 
-from flashviz.app.registry import View, owner_of
-from flashviz.app.spec import describe
-from flashviz.app.state import Settings, setting_fields, spec_of
+from flashviz.kit.settings import spec_of
+from flashviz.kit.spec import describe
 from flashviz.vocab import NOT_RUN, NUMERICS_KERNEL_LABELS, OK, TILED_IMPLS
 
 PLOTLY_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
-BORROWED_LISTED = 5  # a view that reads more of another view's settings than this says "its settings"
 
 
 def show_figure(fig: Any, key: str) -> None:
@@ -27,48 +28,18 @@ def show_map(html: str, where: Any = st) -> None:
     where.markdown(html, unsafe_allow_html=True)
 
 
-def short_name(name: str) -> str:
-    """A setting's name in a line of text: its Spec's short name, else its label."""
-    spec = spec_of(name)
-    return spec.short or spec.label
-
-
-def uses_text(view: View) -> str:
-    """One line: the shared settings the view reads (drawn in the sidebar), and other views' settings it reads.
-
-    Example:
-        >>> from flashviz.app.registry import view_of
-        >>> uses_text(view_of("decode"))
-        'Uses from the sidebar: d, dtype, device, threads; from the Benchmark view: repeats.'
-    """
-    shared = ", ".join(short_name(f.name) for f in setting_fields() if f.name in view.sidebar)
-    text = f"Uses from the sidebar: {shared}" if shared else "Uses no setting of the sidebar"
-    owners: dict[str, list[str]] = {}
-    for name in view.borrows:
-        owners.setdefault(owner_of(name).label, []).append(short_name(name))
-    for label, names in owners.items():
-        text += (f"; from the {label} view: {', '.join(names)}" if len(names) <= BORROWED_LISTED
-                 else f"; from the {label} view: its settings")
-    return text + "."
-
-
-def uses_ui(view: View) -> None:
-    """The view's first line: which shared settings it reads (the sidebar shows just those)."""
-    st.caption(uses_text(view))
-
-
-def ran_with(s: Settings, names: tuple[str, ...]) -> str:
+def ran_with(s: Any, names: tuple[str, ...]) -> str:
     """The settings a result was measured with, in words (causal or not, the mask, dtype, sizes, machine).
 
     Example:
-        >>> from flashviz.app.state import Settings
-        >>> ran_with(Settings(causal=True), ("causal", "window", "dtype", "batch", "threads"))
+        >>> from flashviz.kit.settings import SharedSettings
+        >>> ran_with(SharedSettings(causal=True), ("causal", "window", "dtype", "batch", "threads"))
         'causal, no window, float32, B = 1, threads = 2'
     """
     return ", ".join(describe(spec_of(name), getattr(s, name)) for name in names)
 
 
-def ran_with_ui(s: Settings, names: tuple[str, ...]) -> None:
+def ran_with_ui(s: Any, names: tuple[str, ...]) -> None:
     """Say, above a result, the settings it ran with (a result is shown only for the settings that produced it)."""
     st.caption(f"**Ran with** {ran_with(s, names)}.")
 
@@ -99,27 +70,27 @@ def cause_of(status: str) -> str | None:
     return MEMORY if any(w in why for w in BUDGET_WORDS[MEMORY]) else None
 
 
-def fix_controls(view: View, cause: str, here: tuple[str, ...] = ()) -> list[tuple[str, str, str]]:
-    """The controls that would let a row stopped by `cause` run on this view, (setting, verb, where): the view's own
-    settings and `here` (other views' settings it draws) are on the view (where ""), the sidebar's are "in the
-    sidebar", the rest of what it borrows "on the <owner> view"."""
+def fix_controls(view: type, cause: str, here: tuple[str, ...] = ()) -> list[tuple[str, str, str]]:
+    """The controls that would let a row stopped by `cause` run on the view whose settings class is `view`, (setting,
+    verb, where): the view's own settings and `here` (other views' settings it draws) are on the view (where ""), the
+    sidebar's are "in the sidebar", the rest of what it borrows "on the <owner> view"."""
     out = []
     for name, verb in FIXES[cause]:
-        if name in view.own or name in here:
+        if name in view.OWN or name in here:
             out.append((name, verb, ""))
-        elif name in view.sidebar:
+        elif name in view.READS:
             out.append((name, verb, "in the sidebar"))
-        elif name in view.borrows:
-            out.append((name, verb, f"on the {owner_of(name).label} view"))
+        elif name in view.BORROWS:
+            out.append((name, verb, f"on the {view.BORROWS[name].LABEL} view"))
     return out[:FIXES_NAMED]
 
 
-def advice(view: View, cause: str | None, here: tuple[str, ...] = ()) -> str:
+def advice(view: type, cause: str | None, here: tuple[str, ...] = ()) -> str:
     """What would let a row run, naming each control by its label (empty where no control helps).
 
     Example:
-        >>> from flashviz.app.registry import view_of
-        >>> advice(view_of("block"), TIME_BUDGET, here=("reps", "sure"))
+        >>> from flashviz.views.block.settings import BlockSettings
+        >>> advice(BlockSettings, TIME_BUDGET, here=("reps", "sure"))
         'To let it run: choose fewer **Block sizes Br = Bc**, lower **Repeats** or turn off **Repeat until sure**.'
     """
     if cause is None:
@@ -162,7 +133,7 @@ def reason(status: str) -> str:
     return why.rsplit("; ", 1)[0] if cause_of(status) == MEMORY else why
 
 
-def not_run_lines(df: Any, view: View, here: tuple[str, ...] = ()) -> list[str]:
+def not_run_lines(df: Any, view: type, here: tuple[str, ...] = ()) -> list[str]:
     """One line per row a sweep refused or could not run: its configuration (tile size included), why, and the
     controls of this view that would let it run."""
     if "status" not in df:
@@ -172,7 +143,7 @@ def not_run_lines(df: Any, view: View, here: tuple[str, ...] = ()) -> list[str]:
                                   advice(view, cause_of(r["status"]), here)) if x) for _, r in bad.iterrows()]
 
 
-def not_run_ui(df: Any, view: View, here: tuple[str, ...] = ()) -> None:
+def not_run_ui(df: Any, view: type, here: tuple[str, ...] = ()) -> None:
     """List the rows a sweep refused or could not run, each with what would let it run on this view (`here`: other
     views' settings this view draws)."""
     lines = not_run_lines(df, view, here)

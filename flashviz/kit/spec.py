@@ -4,7 +4,7 @@ dataclass field by `setting(default, Spec(...))`.
 The shared settings (flashviz.app.state) and each view's own settings (flashviz/views/<view>/settings.py) are declared
 this way; code reads a setting by its name (s.kv_heads), a link by its short URL key (dechkv). Everything else is
 derived from the declarations: the URL form, the hostile-URL parser (flashviz.app.query), the
-session-state keys and the widgets (flashviz.app.widgets). Pure: imports neither streamlit nor torch.
+session-state keys and the widgets (flashviz.kit.widgets). Pure: imports neither streamlit nor torch.
 """
 
 from __future__ import annotations

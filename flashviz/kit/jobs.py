@@ -2,7 +2,7 @@
 flashviz.measure.jobs, run in the server's timing worker one at a time, and the caps that refuse a run before it
 starts.
 
-Each run is a `timed_run` (flashviz.app.runs): cached on its hashable arguments (tuples, ints, strings), executed in the
+Each run is a `timed_run` (flashviz.kit.runs): cached on its hashable arguments (tuples, ints, strings), executed in the
 timing worker after the runs queued before it, its progress passed on; run_button_ui adds `_progress`, `_worker` and
 `_cancel`. Results are tidy DataFrames.
 
@@ -14,9 +14,9 @@ have the worker. A result cut short that way is not kept in the cache, so asking
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
-from flashviz.app.runs import timed_run
-from flashviz.app.state import Settings
+from flashviz.kit.runs import timed_run
 from flashviz.limits import LIVE_INPUT_BYTES_MAX, WORK_FLOP_MAX, calls_per_row, tile_problem
 from flashviz.measure import jobs as measure_jobs
 from flashviz.measure.estimate import Speed, sweep_seconds
@@ -66,7 +66,7 @@ def work_guard(ns: tuple[int, ...], *, d: int, br: int, bc: int, batch: int, hea
     return None
 
 
-def sweep_args(s: Settings, *, ns: tuple[int, ...] | None = None, impls: tuple[str, ...] | None = None,
+def sweep_args(s: Any, *, ns: tuple[int, ...] | None = None, impls: tuple[str, ...] | None = None,
                mode: str = FORWARD) -> tuple:
     """The hashable arguments of `sweep` for settings s (the Benchmark's own tile size, not the sidebar's)."""
     return (ns or s.ns, s.d, s.bench_block, s.bench_block, s.causal, s.window, impls or s.impls, s.batch, s.heads,
@@ -92,7 +92,7 @@ def sweep_estimate(ns: Iterable[int], impls: Iterable[str], *, d: int, block: in
                                        training=training)
 
 
-def block_estimate(s: Settings) -> Callable[[Speed], float]:
+def block_estimate(s: Any) -> Callable[[Speed], float]:
     """Seconds of `block_sweep` at the Block size view's settings: both loop orders at every tile size, then naive
     and SDPA as references."""
     def seconds(speed: Speed) -> float:
@@ -103,7 +103,7 @@ def block_estimate(s: Settings) -> Callable[[Speed], float]:
     return seconds
 
 
-def correctness_estimate(s: Settings) -> Callable[[Speed], float]:
+def correctness_estimate(s: Any) -> Callable[[Speed], float]:
     """Seconds of `correctness` at the Correctness view's settings: every implementation once at every (d, N)."""
     return lambda speed: sum(sweep_seconds(speed, s.correct_ns, IMPLS, d=d, repeats=1, warmup=0, block_q=s.br,
                                            block_k=s.bc, causal=s.causal, window=s.window) for d in s.correct_ds)

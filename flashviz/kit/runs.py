@@ -4,7 +4,7 @@ result kept per session; every timed run executes in the server's timing worker 
 The script thread keeps a progress bar moving while a thread of the server calls a `st.cache_data` function, so a
 second student asking for the same configuration gets it at once. That thread has no Streamlit context, which keeps
 the cached function free of st calls (nothing to replay). A `timed_run` sends its work to the timing worker
-(flashviz.app.lock.timing_worker: a process of its own, where no other Python thread slows the kernels' many small
+(flashviz.kit.lock.timing_worker: a process of its own, where no other Python thread slows the kernels' many small
 torch calls) and relays the worker's progress and partial results. A run outlives the script run that started it: a
 widget change reruns the script while the run goes on, and the next run follows it (running_job_ui) or cancels it.
 Cancel stops the worker's job at its next progress report, or stops and restarts the worker about a second later.
@@ -24,7 +24,7 @@ from typing import Any
 
 import streamlit as st
 
-from flashviz.app.lock import Progress, log_timing, timing_worker
+from flashviz.kit.lock import Progress, log_timing, timing_worker
 from flashviz.measure.estimate import Speed, estimate_sentence
 from flashviz.measure.load import RunReport
 from flashviz.measure.progress import Cancelled  # raised by a Job's progress callback after Cancel was pressed
