@@ -53,6 +53,7 @@ def test_default_page_shows_the_tile_map_row_inspector_and_equations(make_app):
     assert {"FA1: m after each tile", "FA1: l after each tile", "exact value over the whole row"} <= {
         t.get("name") for t in row["data"]}
     assert len(at.get("latex")) >= 5
+    assert any("flashviz/core/algorithms.py" in m.value for m in at.markdown)  # where to read the plain code
     assert len(at.metric) == 2
     assert at.query_params == default_settings(Env(max_threads=int(at.query_params["threads"]))).to_query()
 

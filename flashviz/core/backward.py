@@ -1,5 +1,8 @@
 """Tiled FlashAttention backward by recomputation, and `flash_attention`, the differentiable entry point.
 
+The backward generalises fa2_backward in flashviz/core/algorithms.py (read that first: Algorithm 2, plain) with masks,
+grouped-query heads, score_mod and on_tile.
+
 References:
     FlashAttention-2 (Dao, 2023), Algorithm 2: the backward pass. The forward saves only O and the logsumexp
         L_i = m_i + log l_i, never P. The backward recomputes each tile's probabilities P_ij = exp(S_ij - L_i) from

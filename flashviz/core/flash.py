@@ -1,5 +1,8 @@
 """Tiled FlashAttention forward with online softmax, in both loop orders.
 
+It generalises flashviz/core/algorithms.py (read that first: the papers' two forwards, plain) with masks, grouped-query
+heads, score_mod, the numerics options and on_tile.
+
 References:
     FlashAttention (Dao et al., 2022), Algorithm 1: the outer loop runs over K/V blocks j, the inner loop over Q blocks
         i; O_i, l_i, m_i live in HBM and are rescaled and written back after every tile ("kv_outer").

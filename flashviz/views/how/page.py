@@ -230,7 +230,8 @@ def _concepts_ui() -> None:
     st.subheader("The ideas, one at a time")
     st.markdown("**1. Tiling.** S = QKᵀ has N² entries, far too many for SRAM. A tile needs only Br rows of Q "
                 "and Bc rows of K and V, so FlashAttention loads those blocks, computes the Br × Bc tile on "
-                "chip, uses it, and throws it away. S and P never reach HBM.")
+                "chip, uses it, and throws it away. S and P never reach HBM. (To read the whole algorithm as "
+                "plain code, each step with the paper's line number: `flashviz/core/algorithms.py`.)")
     st.latex(r"S_{ij} = \tfrac{1}{\sqrt d}\, Q_i K_j^{\top} \in \mathbb{R}^{B_r \times B_c}")
     st.markdown("**2. Online softmax.** Softmax needs the row max and the row sum over *all* keys, but a tile "
                 "sees only Bc of them. Keep a running max m and a running sum l (relative to m). When a new "
