@@ -88,7 +88,7 @@ from flashviz.ring.runner import THREADS_PER_RANK, float64_reference
 from flashviz.units import format_bytes, format_flops
 from flashviz.views.bench.sentences import speed_verdicts
 from flashviz.views.ring.data import MAP_TILES_MAX, RingSetup, setup_problem
-from flashviz.vocab import DTYPE_BYTES, FLASH, FORWARD, IMPLS, LOOP_ORDERS, OK, TILED_IMPLS, TRAINING
+from flashviz.vocab import DTYPE_BYTES, DTYPES, FLASH, FORWARD, IMPLS, LOOP_ORDERS, NOT_RUN, OK, TILED_IMPLS, TRAINING
 
 GRAD = "grad"  # the check's kernel id for the backward (dQ, dK, dV), next to the two loop orders
 
@@ -208,7 +208,7 @@ def _build_parser() -> argparse.ArgumentParser:
                        help=f"heads H (1..{HEADS_MAX}; default {DASHBOARD.heads}, as the dashboard)")
     bench.add_argument("--threads", type=_int_in(1, None, "threads"), default=None,
                        help="torch intra-op threads (default: torch's current count)")
-    bench.add_argument("--dtype", choices=("float32", "float64", "float16", "bfloat16"), default="float32")
+    bench.add_argument("--dtype", choices=DTYPES, default="float32")
     bench.add_argument("--device", default="cpu", help="cpu or cuda")
     bench.add_argument("--training", action="store_true", help="time forward + backward instead of forward")
     bench.add_argument("--memory-budget-mib", type=_int_in(1, None, "memory budget"), default=None,
@@ -328,7 +328,7 @@ def _bench(args: argparse.Namespace) -> int:
     flash_impl = next((i for i in TILED_IMPLS if i in args.impls and (df["impl"].eq(i) & df["status"].eq(OK)).any()),
                       FLASH)
     table = report.summary_table(df, flash_impl=flash_impl)
-    mode = "forward + backward" if args.training else "forward"
+    mode = "forward + backward" if args.training else FORWARD
     print(f"flashviz bench: {mode}, d={args.d}, B={args.batch}, H={args.heads}, {args.dtype}, "
           f"device={df['device'].iloc[0]}, threads={df['threads'].iloc[0]}, causal={args.causal}, "
           f"window={args.window}, repeats={args.repeats}\n")
@@ -339,13 +339,13 @@ def _bench(args: argparse.Namespace) -> int:
     print(_measurements_text(df))
     print(f"\nSummary: {flash_impl} vs naive (speedup = naive time / {flash_impl} time; "
           f"memory saving = naive peak / {flash_impl} peak)\n")
-    print(table.to_string(index=False, na_rep="not run", float_format=lambda x: f"{x:.4g}"))
+    print(table.to_string(index=False, na_rep=NOT_RUN, float_format=lambda x: f"{x:.4g}"))
     if verdicts := speed_verdicts(df):  # a winner only where the medians' 95% intervals separate
         print("\nNaive against the tiled kernels, N by N:")
         for n, _, v in verdicts:
             print(f"  N = {n}: {sentence(v)}")
     if cut_short(df):
-        print(f"\nnote: the time budget of {args.time_budget:g} s ran out; {int((df['status'] != 'ok').sum())} "
+        print(f"\nnote: the time budget of {args.time_budget:g} s ran out; {int((df['status'] != OK).sum())} "
               "row(s) were not measured. Raise --time-budget, or measure fewer or smaller configurations.",
               file=sys.stderr)
 

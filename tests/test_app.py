@@ -173,7 +173,7 @@ def test_every_view_renders_with_the_sidebar_settings_it_reads_and_says_which(ma
     assert any(f"**{LABELS[view]}**" in c.value for c in at.sidebar.caption)  # whose settings the sidebar shows
 
 
-def test_a_setting_the_open_tab_does_not_read_keeps_its_value_while_hidden(make_app):
+def test_a_setting_the_open_view_does_not_read_keeps_its_value_while_hidden(make_app):
     at = make_app(n="256", br="32", bc="32", causal="1")
     at.session_state["view"] = LABELS["bench"]  # the Benchmark view: N and the block sizes leave the sidebar
     at.run()
@@ -187,7 +187,7 @@ def test_a_setting_the_open_tab_does_not_read_keeps_its_value_while_hidden(make_
     assert "no mask" in tile_map(at).subtitle and "N = 256" in tile_map(at).subtitle
 
 
-def test_switching_tabs_keeps_tab_widgets_and_the_view_in_the_url(make_app):
+def test_switching_views_keeps_view_widgets_and_the_view_in_the_url(make_app):
     at = make_app(**TINY, view="bench")
     at.slider(key="reps").set_value(3).run()
     at.session_state["view"] = LABELS["io"]

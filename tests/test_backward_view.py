@@ -274,7 +274,7 @@ def test_the_run_button_shows_recompute_prices_measured_numbers(make_app, monkey
 # bad settings
 
 
-def test_hostile_values_of_the_tabs_own_settings_are_repaired_with_a_notice_and_the_page_says_what_to_change(
+def test_hostile_values_of_the_views_own_settings_are_repaired_with_a_notice_and_the_page_says_what_to_change(
         make_app):
     at = make_app(view="backward", bwn="100000", bwblock="0", dq="atomik", bwframe="-3", bwcausal="maybe")
     assert not at.exception

@@ -67,7 +67,7 @@ LAYOUTS = {
     "triton": Layout(f"{key('triton_play')} button", f"{key('triton_record')} {CHART}"),  # Play; the kernel's record
 }
 ANY_RESULT = f"{CHART}, {TILE_MAP}, [data-testid='stAlert']"
-DEFAULT_LAYOUT = Layout(f"[data-testid='stBaseButton-primary'], {CHART}, {TILE_MAP}", ANY_RESULT)  # a new tab
+DEFAULT_LAYOUT = Layout(f"[data-testid='stBaseButton-primary'], {CHART}, {TILE_MAP}", ANY_RESULT)  # a new view
 
 
 def layout_of(slug: str) -> Layout:

@@ -34,11 +34,11 @@ from flashviz import (
     tile_schedule,
     time_call,
 )
+from flashviz.core.validate import FLOAT_DTYPES  # float32, float64, float16, bfloat16
 from flashviz.vocab import TILE_STATUSES as STATUSES
 from tests._oracle import formula_reference, reference_grads
 from tests.test_iomodel import brute_force_split
 
-FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 BAD_DTYPES = (torch.int64, torch.int32, torch.int8, torch.uint8, torch.bool, torch.complex64)
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 QUICK = settings(max_examples=40, deadline=None)

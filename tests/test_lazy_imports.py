@@ -195,7 +195,7 @@ def test_schedule_trace_counters_are_io_traces_columns(n, br, bc, causal, window
     assert list(tr.status) == list(df["status"]) and list(tr.q_block) == list(df["q_block"])
 
 
-def test_every_tab_names_a_function_and_the_page_imports_none_of_their_modules_up_front():
+def test_every_view_names_a_function_and_the_page_imports_none_of_their_modules_up_front():
     views = set()
     for view in VIEWS:
         module, function = f"flashviz.views.{view.slug}.page", view.draws

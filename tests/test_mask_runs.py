@@ -12,7 +12,7 @@ from flashviz.core.tiling import tile_schedule
 from flashviz.masks import causal_mask, document, sliding_window
 from flashviz.measure.progress import Cancelled
 from flashviz.views.masks import data as maskruns
-from flashviz.views.masks import page as masks_tab
+from flashviz.views.masks import page as masks_view
 from flashviz.views.masks.data import (
     BUILD_REPEATS,
     RUN_REPEATS,
@@ -104,7 +104,7 @@ def test_progress_moves_one_bar_from_zero_to_its_end():
 
 def test_a_cancelled_run_raises_and_nothing_is_cached():
     args = (MaskSpec("chunked", chunk=20), 48, 8, 1, 16, 16, "float32", 1)
-    masks_tab.masked_runs.clear()
+    masks_view.masked_runs.clear()
 
     def cancel_at_five(done: int, total: int, label: str) -> None:
         if done == 5:
@@ -112,13 +112,13 @@ def test_a_cancelled_run_raises_and_nothing_is_cached():
 
     threads = torch.get_num_threads()
     with pytest.raises(Cancelled):
-        masks_tab.masked_runs(*args, _progress=cancel_at_five)
+        masks_view.masked_runs(*args, _progress=cancel_at_five)
     assert torch.get_num_threads() == threads
     ran: list = []
-    rows = masks_tab.masked_runs(*args, _progress=lambda *a: ran.append(a))
+    rows = masks_view.masked_runs(*args, _progress=lambda *a: ran.append(a))
     assert ran and len(rows) == 3  # measured anew: the cancelled run left no result behind
     again: list = []
-    assert masks_tab.masked_runs(*args, _progress=lambda *a: again.append(a)) == rows and not again  # now cached
+    assert masks_view.masked_runs(*args, _progress=lambda *a: again.append(a)) == rows and not again  # now cached
 
 
 def test_runs_too_large_are_refused_with_the_fix():

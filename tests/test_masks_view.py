@@ -122,7 +122,7 @@ def test_defaults_show_the_mask_its_tiles_the_block_mask_and_the_check(make_app)
 
 
 @pytest.mark.parametrize("name", list(PRESET_STORIES))
-def test_the_tabs_claims_hold_at_every_classroom_preset(make_app, name):
+def test_the_views_claims_hold_at_every_classroom_preset(make_app, name):
     """The sidebar's presets change N, Br and Bc (and H): the summary still says what torch's own mask says."""
     s = apply_preset(Settings(), name)
     at = make_app(**{**s.to_query(), "view": "masks"})
@@ -245,7 +245,7 @@ def test_a_grid_beyond_the_cap_is_refused_with_a_fix(make_app):
     assert not charts(at)
 
 
-def test_the_tab_never_waits_for_a_timing_run_and_leaves_the_thread_count_alone(make_app):
+def test_the_view_never_waits_for_a_timing_run_and_leaves_the_thread_count_alone(make_app):
     lock = threads_lock()
     assert lock.acquire(timeout=60)  # another session is timing: the view evaluates on the threads it has
     try:
@@ -301,7 +301,7 @@ def test_eight_documents_at_a_tiny_n_keep_only_the_ones_that_fit(make_app):
 # How it works, with this view's mask
 
 
-def test_how_it_works_animates_the_masks_tab_mask(make_app):
+def test_how_it_works_animates_the_masks_view_mask(make_app):
     at = make_app(view="how", usemask="1", n="512", br="32", bc="32", causal="1", mask="sliding_window",
                   mcomb="or", mask2="prefix_lm", mwin="60", mright="10", mprefix="40")
     assert_clean(at)
@@ -365,7 +365,7 @@ def assert_run_sentence_quotes_the_chart(at, n: int, block: int, mask_mod) -> No
     assert f"every pair: {dense:.3g} ms" in line
 
 
-def test_the_run_at_the_tabs_defaults_quotes_the_numbers_its_chart_draws(make_app):
+def test_the_run_at_the_views_defaults_quotes_the_numbers_its_chart_draws(make_app):
     at = make_app(view="masks")  # N = 1024, Br = Bc = 64, H = 4, d = 64: 4 documents AND causal
     assert_clean(at)
     assert "mask_run" not in [c.key for c in at.get("plotly_chart")]

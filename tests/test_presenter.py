@@ -93,7 +93,7 @@ def test_a_plain_link_presents_nothing_and_keeps_the_sidebar_expanded(make_app, 
     assert [c.get("initial_sidebar_state") for c in page_configs] == ["expanded"]
 
 
-def test_next_and_previous_move_load_each_steps_settings_and_open_its_tab(make_app):
+def test_next_and_previous_move_load_each_steps_settings_and_open_its_view(make_app):
     at = make_app(lesson="intro")
     for k in range(2, len(STEPS) + 1):
         at.button(key=NEXT_KEY).click().run()

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flashviz import flash_attention_forward, tile_schedule
+from flashviz.core.validate import FLOAT_DTYPES
 from tests._oracle import assert_within_oracle_bound, make_qkv
 
 side = st.one_of(st.none(), st.integers(0, 40))
@@ -27,7 +28,7 @@ CASES = dict(
     block_k=st.integers(1, 80),
     causal=st.booleans(),
     window=st.one_of(st.none(), st.tuples(side, side)),
-    dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16, torch.float16]),
+    dtype=st.sampled_from(FLOAT_DTYPES),
     loop_order=st.sampled_from(["kv_outer", "q_outer"]),
     seed=st.integers(0, 2**16),
 )

@@ -19,7 +19,7 @@ SHARED = {f.name for f in fields(SharedSettings)}
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_every_tab_is_declared_once_with_its_link_label_and_function():
+def test_every_view_is_declared_once_with_its_link_label_and_function():
     assert len(SLUGS) == len(set(SLUGS)) == len(set(LABELS.values())) == len(VIEWS)
     assert spec_of("view").options == SLUGS and spec_of("view").labels == LABELS  # ?view=<slug> for each view
     for view in VIEWS:
@@ -27,7 +27,7 @@ def test_every_tab_is_declared_once_with_its_link_label_and_function():
         assert (ROOT / "flashviz" / "views" / view.slug / "page.py").is_file(), view.slug
 
 
-def test_every_setting_is_declared_once_shared_or_by_the_tab_that_owns_it():
+def test_every_setting_is_declared_once_shared_or_by_the_view_that_owns_it():
     own = [name for view in VIEWS for name in view.own]
     assert len(own) == len(set(own)) and not set(own) & SHARED
     assert [f.name for f in setting_fields()] == ["view", *(f.name for f in fields(SharedSettings)), *own]  # view: the shell's
@@ -50,7 +50,7 @@ def test_everything_else_is_derived_from_the_declarations():
     assert parse_query(changed.to_query()) == (changed, [])
 
 
-def test_a_shared_setting_is_read_by_some_tab_and_every_tab_reads_its_own():
+def test_a_shared_setting_is_read_by_some_view_and_every_view_reads_its_own():
     read = {name for view in VIEWS for name in view.sidebar}
     assert SHARED - read == {"link"}  # Br = Bc (drawn with Br and Bc)
     for view in VIEWS:

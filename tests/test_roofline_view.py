@@ -138,7 +138,7 @@ def l2_said(why: str, l2_bytes: float) -> bool:
     return shows(written, l2_bytes / {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}[unit])
 
 
-def open_tab(make_app, **query):
+def open_view(make_app, **query):
     at = make_app(view="roof", **query)
     assert not at.exception, [e.value for e in at.exception]
     assert not at.error, [e.value for e in at.error]
@@ -298,13 +298,13 @@ def assert_cpu_claims_match(at, model: pd.DataFrame, ridges: dict[str, float]) -
                                                               "link": "0"}],
                          ids=["defaults", "causal", "N4096-tiles256-H8", "gpu-fp32", "window-unlinked"])
 def test_every_claim_on_screen_matches_the_chart(make_app, query):
-    assert_claims_match_the_chart(open_tab(make_app, **query))
+    assert_claims_match_the_chart(open_view(make_app, **query))
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
 def test_every_claim_matches_the_chart_at_every_classroom_preset(make_app, name):
     query = {k: v for k, v in apply_preset(Settings(), name).to_query().items() if k != "view"}
-    at = open_tab(make_app, **query)
+    at = open_view(make_app, **query)
     assert_claims_match_the_chart(at)
     ridges = {t["name"] for t in charts(at)[CHART]["data"] if t.get("name", "").endswith("FLOP/byte")}
     assert {"A100 roof · ridge 153 FLOP/byte", "H100 roof · ridge 295 FLOP/byte"} <= ridges  # with their unit
@@ -315,7 +315,7 @@ def test_every_claim_matches_the_chart_at_every_classroom_preset(make_app, name)
 
 
 def test_defaults_show_the_hand_computed_bytes_ridges_and_speedups(make_app):
-    at = open_tab(make_app)  # N = 1024, d = 64, Br = Bc = 64, B = 1, H = 4, no mask; GPUs at float16
+    at = open_view(make_app)  # N = 1024, d = 64, Br = Bc = 64, B = 1, H = 4, no mask; GPUs at float16
     page = text(at)
     # naive 4 x (4 N d + 4 N^2) = 17,825,792 elements x 2 bytes = 34.0 MiB; FA1 4 x 3,409,920 x 2 = 26.0 MiB;
     # FA2 4 x 2,229,248 x 2 = 17.0 MiB: all of it through L2
@@ -350,7 +350,7 @@ def test_defaults_show_the_hand_computed_bytes_ridges_and_speedups(make_app):
 
 
 def test_long_sequences_with_wide_tiles_reach_the_compute_roof_on_every_gpu(make_app):
-    at = open_tab(make_app, n="4096", br="256", bc="256", heads="8")
+    at = open_view(make_app, n="4096", br="256", bc="256", heads="8")
     # naive 68,157,440 elements per head, all to HBM: S and P of 8 heads (512 MiB) do not fit in L2. 4 N^2 d =
     # 4,294,967,296 FLOPs per head; the tiled kernels' re-reads fit (K, V 8 MiB; Q, O, l, m 8.1 MiB), and their FLOPs
     # outlast their L2 traffic (I_L2 157 and 241 against L2 ridges 43.2 and 138): compute-bound, equal speedups
@@ -376,7 +376,7 @@ def test_long_sequences_with_wide_tiles_reach_the_compute_roof_on_every_gpu(make
 
 
 def test_float32_on_cuda_cores_makes_naive_compute_bound_and_says_so(make_app):
-    at = open_tab(make_app, gpu_dtype="float32")
+    at = open_view(make_app, gpu_dtype="float32")
     claims = speedup_claims(at)
     # A100 fp32 ridge 19.5e12 / 2039e9 = 9.56 < naive's 28.4 FLOP per HBM byte (S and P re-read from L2): no gain
     for gpu in GPU_NAMES:  # H100's and H200's fp32 ridges, 20.0 and 13.9, are below it too
@@ -389,7 +389,7 @@ def test_float32_on_cuda_cores_makes_naive_compute_bound_and_says_so(make_app):
 
 
 def test_the_run_button_times_the_kernels_and_every_measured_claim_matches(make_app):
-    at = open_tab(make_app, **TINY)
+    at = open_view(make_app, **TINY)
     assert any("Press **Time naive, FA1 and FA2 here**" in i.value for i in at.info)
     assert not chart_points(at)["star"].any()
     at.button(key="roof_run").click().run()
@@ -455,8 +455,8 @@ def assert_measured_claims_match(at, *, tiles: int, bench_tiles: int) -> None:
         bench_tiles != tiles)
 
 
-def test_the_run_at_the_tabs_defaults_keeps_every_star_under_the_roof_and_tells_the_gap(make_app):
-    at = open_tab(make_app)  # N = 1024, d = 64, Br = Bc = 64, H = 4
+def test_the_run_at_the_views_defaults_keeps_every_star_under_the_roof_and_tells_the_gap(make_app):
+    at = open_view(make_app)  # N = 1024, d = 64, Br = Bc = 64, H = 4
     at.button(key="roof_run").click().run()
     assert not at.exception and not at.error
     assert_measured_claims_match(at, tiles=256, bench_tiles=16)  # (1024 / 64)^2 and (1024 / 256)^2
@@ -478,7 +478,7 @@ def test_a_cuda_device_is_timed_too_and_joins_the_chart(make_app, monkeypatch):
     monkeypatch.setattr(roofline_runs, "run_sweep", fake_sweep)
     fake = "Fake GPU 80GB"
     monkeypatch.setattr(roofline_runs, "gpu_name", lambda: fake)
-    at = open_tab(make_app, **TINY, gpu_dtype="bfloat16", threads="1")
+    at = open_view(make_app, **TINY, gpu_dtype="bfloat16", threads="1")
     assert "on this CPU and the CUDA GPU" in at.button(key="roof_run").proto.help
     at.button(key="roof_run").click().run()
     assert not at.exception and not at.error

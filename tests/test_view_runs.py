@@ -342,7 +342,7 @@ def test_benchmark_compares_causal_with_no_mask_through_the_verdict_rule(make_ap
 # Block size: time as measured, traffic as modelled
 
 
-def test_block_size_tab_draws_measured_time_and_io_costs_traffic_against_tile_size(make_app):
+def test_block_size_view_draws_measured_time_and_io_costs_traffic_against_tile_size(make_app):
     jobs.block_sweep.clear()
     at = run_heavy(make_app, "block", causal="1")
     fig = charts(at)["Tile size trade-off"]
@@ -369,7 +369,7 @@ def test_blocks_as_large_as_n_are_explained(make_app):
 
 
 @pytest.mark.parametrize(("factor", "shown"), [(1e-6, True), (1e6, False)])
-def test_the_block_tab_explains_tiled_points_slower_than_naive_only_when_true(make_app, monkeypatch, factor, shown):
+def test_the_block_view_explains_tiled_points_slower_than_naive_only_when_true(make_app, monkeypatch, factor, shown):
     _scaled_sweep(monkeypatch, factor)  # the naive reference line comes from run_sweep
     at = run_heavy(make_app, "block", n="64", blocks="16")
     lines = [m.value for m in at.markdown if "above the naive line" in m.value]
@@ -381,7 +381,7 @@ def test_the_block_tab_explains_tiled_points_slower_than_naive_only_when_true(ma
 # IO model
 
 
-def test_io_model_tab_draws_theorem_2_without_a_button(make_app):
+def test_io_model_view_draws_theorem_2_without_a_button(make_app):
     at = make_app(view="io", n="512", d="32", causal="1")
     assert_clean(at)
     fig = chart(at, "HBM accesses vs on-chip memory")
@@ -397,7 +397,7 @@ def test_io_model_tab_draws_theorem_2_without_a_button(make_app):
 # Correctness: the bar, passed and failed
 
 
-def test_correctness_tab_passes_the_1e5_bar(make_app):
+def test_correctness_view_passes_the_1e5_bar(make_app):
     jobs.correctness.clear()
     at = run_heavy(make_app, "correct")
     (box,) = [s.value for s in at.success]
@@ -517,7 +517,7 @@ def _drawn_against_measured(at, view: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("view", ["bench", "block", "correct", "train"])
-def test_a_run_at_the_tabs_defaults_draws_and_quotes_what_it_measured(make_app, view):
+def test_a_run_at_the_views_defaults_draws_and_quotes_what_it_measured(make_app, view):
     at = make_app(view=view)  # nothing but the view: its defaults
     assert_clean(at)
     at.button(key=f"{view}_run").click().run()

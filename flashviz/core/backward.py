@@ -44,7 +44,7 @@ from flashviz.core.tilemods import TileScoreMod
 from flashviz.core.tiling import Tile, TileSchedule
 from flashviz.core.validate import AttentionConfig, Window, tiled_config
 from flashviz.masks import MaskMod, ScoreMod
-from flashviz.vocab import PARTIAL
+from flashviz.vocab import KV_OUTER, PARTIAL, Q_OUTER
 
 DOUBLE_BACKWARD_MESSAGE = (
     "flash_attention supports first-order gradients only: its backward is the hand-written tiled kernel of "
@@ -215,7 +215,7 @@ def tiled_backward(dO: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
     c = config
     BH_kv = c.B * c.H_kv  # batch and K/V heads merged: one batched matmul per tile over all groups
     # Algorithm 2 visits K/V block columns whatever order the forward ran in; the statuses are the same
-    schedule = build_schedule(c, "kv_outer", q.device) if schedule is None else schedule
+    schedule = build_schedule(c, KV_OUTER, q.device) if schedule is None else schedule
     score = None if c.score_mod is None else TileScoreMod(c.score_mod, c.B, c.H, c.H_kv, q.device)
     dQ, dK, dV = _backward_kv_outer(group_rows(q, c.H_kv), k.reshape(BH_kv, c.n_k, c.d),
                                     v.reshape(BH_kv, c.n_k, c.d), group_rows(O, c.H_kv),
@@ -328,7 +328,7 @@ def flash_attention(
     causal: bool = False,
     window: Window = None,
     scale: float | None = None,
-    loop_order: str = "q_outer",
+    loop_order: str = Q_OUTER,
     mask_mod: MaskMod | None = None,
     score_mod: ScoreMod | None = None,
 ) -> torch.Tensor:

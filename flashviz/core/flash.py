@@ -51,7 +51,7 @@ from flashviz.core.tilemods import TileScoreMod
 from flashviz.core.tiling import Tile, TileSchedule, tile_schedule
 from flashviz.core.validate import AttentionConfig, Window, tiled_config
 from flashviz.masks import MaskMod, ScoreMod
-from flashviz.vocab import PARTIAL
+from flashviz.vocab import KV_OUTER, PARTIAL
 
 # Widest step (mask_mod path): consecutive tiles are merged only up to this many key columns (q_outer) or query
 # positions (kv_outer), and never less than one tile. A step's scores S_ij (BH_kv, Br G, <= 512) are then bounded
@@ -273,7 +273,7 @@ def tiled_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: Att
     c = config
     schedule = build_schedule(c, c.loop_order, q.device) if schedule is None else schedule
     score = None if c.score_mod is None else TileScoreMod(c.score_mod, c.B, c.H, c.H_kv, q.device)
-    kernel = _kv_outer if c.loop_order == "kv_outer" else _q_outer
+    kernel = _kv_outer if c.loop_order == KV_OUTER else _q_outer
     BH_kv = c.B * c.H_kv  # batch and K/V heads merged: one batched matmul per tile over all groups
     O, L = kernel(group_rows(q, c.H_kv), k.reshape(BH_kv, c.n_k, c.d), v.reshape(BH_kv, c.n_k, c.d), schedule,
                   c, score, on_tile, online_softmax_step if softmax is None else softmax)  # (BH_kv, N_q G, d)
@@ -291,7 +291,7 @@ def flash_attention_forward(
     causal: bool = False,
     window: Window = None,
     scale: float | None = None,
-    loop_order: str = "kv_outer",
+    loop_order: str = KV_OUTER,
     return_lse: bool = False,
     on_tile: TileCallback | None = None,
     mask_mod: MaskMod | None = None,

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from flashviz.core.tiling import Tile, TileSchedule
 from flashviz.core.validate import AttentionConfig
-from flashviz.vocab import PARTIAL
+from flashviz.vocab import KV_OUTER, PARTIAL
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def schedule_steps(schedule: TileSchedule, merge: bool, max_width: int) -> list[
         >>> [(st.q_start, st.k_start, st.k_end) for st in schedule_steps(s, merge=True, max_width=4)]
         [(0, 0, 2), (2, 0, 4), (4, 0, 4), (4, 4, 6)]
     """
-    block = schedule.block_q if schedule.loop_order == "kv_outer" else schedule.block_k
+    block = schedule.block_q if schedule.loop_order == KV_OUTER else schedule.block_k
     max_tiles = max(1, max_width // block) if merge else 1
     return [Step.of(run) for run in schedule.runs(max_tiles)]
 

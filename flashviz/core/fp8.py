@@ -28,7 +28,7 @@ import torch
 from flashviz.core.softmax import LOG2_E, NEG_INF, online_softmax_step
 from flashviz.core.softmax_variants import round_p
 from flashviz.core.validate import validate_block, validate_causal, validate_qkv, validate_scale
-from flashviz.vocab import FP8_FORMATS, PRECISION_DTYPES
+from flashviz.vocab import E4M3, FP8_FORMATS, PRECISION_DTYPES
 
 P_OFFSET_LOG2 = 8  # FA3's exponent offset for P in FP8: P~ 2^8 <= 256 < 448 (e4m3's max); cancels in O = acc / l
 
@@ -46,7 +46,7 @@ def fp8_dtype(fmt: object) -> torch.dtype:
     return getattr(torch, PRECISION_DTYPES[fmt])
 
 
-def quantize_blocks(x: torch.Tensor, fmt: str = "e4m3", block_size: int = 128) -> torch.Tensor:
+def quantize_blocks(x: torch.Tensor, fmt: str = E4M3, block_size: int = 128) -> torch.Tensor:
     """x rounded to FP8 per block of block_size rows along N (one scale per block and (b, h)), then dequantised.
 
     Args:
@@ -113,7 +113,7 @@ def random_rotation(d: int, seed: int = 0) -> torch.Tensor:
     return signs * h  # (d, d) row r of H times s_r
 
 
-def fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, fmt: str = "e4m3", block_size: int = 128,
+def fp8_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, fmt: str = E4M3, block_size: int = 128,
                   hadamard: bool = False, causal: bool = False, scale: float | None = None,
                   seed: int = 0) -> torch.Tensor:
     """FlashAttention-3's FP8 forward, emulated: block-quantised Q, K, V, optional incoherent processing, P in FP8.

@@ -259,7 +259,7 @@ class TileSchedule(Sequence):
                              f"{max_tiles}.")
         if max_tiles in self._runs:
             return self._runs[max_tiles]
-        kv_outer = self.loop_order == "kv_outer"
+        kv_outer = self.loop_order == KV_OUTER
         n_outer, n_inner = (self.n_k_blocks, self.n_q_blocks) if kv_outer else (self.n_q_blocks, self.n_k_blocks)
         runs: list[tuple[Tile, ...]] = []
         for a in range(n_outer):  # the outer block: a K/V column (kv_outer) or a Q row (q_outer)

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from flashviz.figures.palette import BASE_FONT_PX
 from flashviz.figures.style import MIB, MS_PER_S, add_note, flashviz_template, ok_rows
 from flashviz.measure.verdict import cell, compare, row_estimate
-from flashviz.vocab import OK
+from flashviz.vocab import FLASH, NAIVE, NOT_RUN, OK
 
 TABLE_TITLE_PX = 100  # title, subtitle and top margin of a table figure
 TABLE_BOTTOM_PX = 8
@@ -49,7 +49,7 @@ def speedup_cell(df: pd.DataFrame, n: int, flash: str, baseline: str) -> str | f
     return cell(compare(a, b, (baseline, flash)))
 
 
-def summary_table(df: pd.DataFrame | None, *, flash_impl: str = "flash", baseline: str = "naive") -> pd.DataFrame:
+def summary_table(df: pd.DataFrame | None, *, flash_impl: str = FLASH, baseline: str = NAIVE) -> pd.DataFrame:
     """The summary table: at each N, time and peak memory of naive and flash, the speedup and the memory saving.
 
     Args:
@@ -91,7 +91,7 @@ def summary_table(df: pd.DataFrame | None, *, flash_impl: str = "flash", baselin
 
 def _fmt(value: object) -> str:
     if isinstance(value, float) and math.isnan(value):
-        return "not run"
+        return NOT_RUN
     if isinstance(value, float):
         return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
     return str(value).replace(CLOSE, CLOSE_SHORT)
@@ -124,7 +124,7 @@ def summary_table_figure(table: pd.DataFrame, *, title: str = "Summary: flash vs
                "fill_color": [["white", "#F4F6F9"] * (len(table) // 2 + 1)],  # zebra rows: easier to follow
                "font": {"size": TABLE_FONT_PX}, "align": "right", "height": TABLE_ROW_PX}))
     names = [str(c).split(" ")[0] for c in table.columns[1:3]]  # "naive time (ms)", "flash time (ms)"
-    b, f = names if len(names) == 2 else ("naive", "flash")
+    b, f = names if len(names) == 2 else (NAIVE, FLASH)
     subtitle = f"speedup = {b} time / {f} time;  memory saving = {b} peak / {f} peak"
     fig.update_layout(template=flashviz_template(),
                       title={"text": title, "subtitle": {"text": subtitle, "font": {"size": BASE_FONT_PX}}},

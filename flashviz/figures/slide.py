@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from flashviz.figures.palette import BASE_FONT_PX
 from flashviz.figures.style import SUBTITLE_LINE_PX, flashviz_template, subtitle_lines
 from flashviz.figures.tilegrid import tile_map_figure
-from flashviz.vocab import FLASH, FLASH2, NAIVE
+from flashviz.vocab import FLASH, FLASH2, NAIVE, SKIPPED
 
 SLIDE_FIGURE_PX = 470  # a slide's picture: under the page's header and the step's bar, inside a 720 px window
 MARGIN = {"l": 70, "r": 20, "t": 98, "b": 56}  # a slide's picture: room for the title, the subtitle with a gap under
@@ -56,7 +56,7 @@ def slide_tile_map(status: Sequence[Sequence[str]], counts: Mapping[str, int], *
         n: sequence length N.  block_q, block_k: Br, Bc.  title: the picture's title.
     """
     fig = tile_map_figure(status, n=n, block_q=block_q, block_k=block_k, counts=counts)
-    computed = sum(counts.values()) - counts.get("skipped", 0)
+    computed = sum(counts.values()) - counts.get(SKIPPED, 0)
     finish_slide(fig, title, f"N = {n}, Br = {block_q}, Bc = {block_k}: {computed} of {sum(counts.values())} tiles "
                              "computed")
     fig.update_layout(legend={"x": 1.02, "y": 1.0, "xanchor": "left"}, margin={**MARGIN, "r": 150})

@@ -34,6 +34,7 @@ from flashviz.app.query import parse_query
 from flashviz.app.registry import LABELS, SLUGS, view_of
 from flashviz.app.state import Env, Settings, settings_of
 from flashviz.views.claim import Result
+from flashviz.vocab import DQ_ATOMIC
 
 LESSON_KEY, STEP_KEY = "lesson", "step"  # the link's keys of presenter mode: ?lesson=<slug>&step=<k>, k from 1
 
@@ -290,7 +291,7 @@ INTRO = Lesson("intro", "FlashAttention, tile by tile", (
          (("Naive keeps P", "{p}"), ("FlashAttention keeps L", "{lse}"), ("More backward FLOPs", "{extra:.0%}"),
           ("Added", "{gflop:.2f} GFLOP"))),
     Step("The backward pass, tile by tile", "backward",
-         {"bwn": "32", "bwd": "16", "bwblock": "8", "bwcausal": "1", "dq": "atomic", "n": "4096", "br": "128"},
+         {"bwn": "32", "bwd": "16", "bwblock": "8", "bwcausal": "1", "dq": DQ_ATOMIC, "n": "4096", "br": "128"},
          "The forward saved only O and the logsumexp L: the backward recomputes P = exp(S − L) tile by tile, and every "
          "recomputed row still sums to 1. At a GPU's sizes (N = {n:,}, d = {d}, {block}-wide tiles, causal) it moves "
          "{saving:.1f}× less HBM traffic than standard attention's backward, which writes P and dS (N² each). On a "

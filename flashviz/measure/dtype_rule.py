@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from flashviz.vocab import KV_OUTER, Q_OUTER
+
 RULE_FACTOR = 2.0  # flash-attn: "output error at most 2x the reference implementation's (in the same dtype)"
 
 
@@ -110,7 +112,7 @@ def forward_rows(dtype: torch.dtype, *, n: int = 256, d: int = 64, heads: tuple[
          sdpa(q, k, v, attn_mask=bias.to(dtype))),
     )
     rows = []
-    for order in ("kv_outer", "q_outer"):
+    for order in (KV_OUTER, Q_OUTER):
         for name, options, want, theirs in cases:
             out = flash_attention_forward(q, k, v, block, loop_order=order, **options)
             rows.append(rule_row("forward", f"{order} {name}".strip(), out, theirs, want))

@@ -19,7 +19,7 @@ from flashviz.core.validate import Window
 from flashviz.limits import calls_per_row
 from flashviz.model.flops import impl_flops
 from flashviz.units import format_flops
-from flashviz.vocab import TILED_IMPLS
+from flashviz.vocab import FLASH2, Q_OUTER, TILED_IMPLS
 
 PROBE_N, PROBE_D, PROBE_BLOCK = 256, 64, 32  # the tile probe: FA2 at N = 256, d = 64, 32 x 32 tiles (64 tiles)
 MM = 256  # the matmul probe: (MM x MM) @ (MM x MM), 2 MM^3 FLOPs
@@ -66,10 +66,10 @@ def machine_speed(progress: object = None) -> Speed:
         mm = time_call(torch.mm, a, a, warmup=1, repeats=PROBE_CALLS, threads=threads).median
         rate = 2 * MM ** 3 / mm
         q = torch.randn(1, 1, PROBE_N, PROBE_D)
-        tiled = time_call(flash_attention_forward, q, q, q, block_size=PROBE_BLOCK, loop_order="q_outer", warmup=1,
+        tiled = time_call(flash_attention_forward, q, q, q, block_size=PROBE_BLOCK, loop_order=Q_OUTER, warmup=1,
                           repeats=PROBE_CALLS, threads=threads).median
     tiles = math.ceil(PROBE_N / PROBE_BLOCK) ** 2
-    flops = impl_flops("flash2", PROBE_N, PROBE_D, block_q=PROBE_BLOCK, block_k=PROBE_BLOCK)
+    flops = impl_flops(FLASH2, PROBE_N, PROBE_D, block_q=PROBE_BLOCK, block_k=PROBE_BLOCK)
     return Speed(rate, max(0.0, (tiled - flops / rate) / tiles), threads)
 
 

@@ -23,7 +23,7 @@ import torch
 from flashviz.measure.impls import RunConfig, dtype_bytes, resolve_dtype, validate_mode
 from flashviz.model.flops import attention_flops
 from flashviz.units import format_bytes
-from flashviz.vocab import DTYPE_BYTES
+from flashviz.vocab import DTYPE_BYTES, FORWARD, NAIVE, SDPA, TRAINING
 
 GIB = 1 << 30  # bytes per GiB
 FALLBACK_RAM_BYTES = 4 * GIB  # assumed available RAM when neither /proc/meminfo nor sysconf can tell
@@ -32,10 +32,10 @@ CGROUP_V2_DIR = "/sys/fs/cgroup"  # cgroup v2: memory.max ("max" = no limit), me
 CGROUP_V1_DIR = "/sys/fs/cgroup/memory"  # cgroup v1: memory.limit_in_bytes, memory.usage_in_bytes, memory.stat
 CGROUP_NO_LIMIT = 1 << 60  # bytes: cgroup v1 writes "no limit" as ~2^63 rounded down to a page; none is this large
 INPUT_TENSORS = 4  # q, k, v and dO, each (B, H, N, d); dO is drawn in forward mode too
-OUTPUT_TENSORS = {"forward": 1, "training": 4}  # (B, H, N, d) results per call: O; O, dQ, dK, dV
+OUTPUT_TENSORS = {FORWARD: 1, TRAINING: 4}  # (B, H, N, d) results per call: O; O, dQ, dK, dV
 FP64_BYTES = DTYPE_BYTES["float64"]  # the error check's reference runs in float64
 TIME_BUDGET_STATUS = "not run: time budget"  # how every row that the time budget stopped starts its status
-NAIVE_SCORE_COPIES = {"forward": 2, "training": 4}  # N x N matrices naive holds at its peak: S, P (+ dP, dS)
+NAIVE_SCORE_COPIES = {FORWARD: 2, TRAINING: 4}  # N x N matrices naive holds at its peak: S, P (+ dP, dS)
 MASK_BYTES_PER_SCORE = 8 + 1 + 1  # visible_mask's int64 j - i, the bool mask and its negation, per (i, j)
 
 
@@ -128,7 +128,7 @@ def naive_bytes_needed(cfg: RunConfig) -> int:
 
 
 def input_bytes(n: int, d: int, *, batch: int = 1, heads: int = 1, dtype: torch.dtype | str = torch.float32,
-                mode: str = "forward") -> int:
+                mode: str = FORWARD) -> int:
     """Bytes of the (B, H, N, d) tensors one row of a sweep holds whatever the implementation: q, k, v, dO and the
     outputs in the input dtype, plus float64 copies of them all for the error check (float64 inputs are their own
     copies). Naive attention's S and P come on top (naive_bytes_needed).
@@ -169,8 +169,8 @@ def dense_mask_bytes(cfg: RunConfig) -> int:
 def guard(impl: str, cfg: RunConfig, budget: int) -> str | None:
     """Why this (impl, config) must not run, or None when it fits."""
     need = naive_bytes_needed(cfg)
-    if impl == "naive" and need > budget:
-        what = "S and P" if cfg.mode == "forward" else "S, P, dP and dS"
+    if impl == NAIVE and need > budget:
+        what = "S and P" if cfg.mode == FORWARD else "S, P, dP and dS"
         return (f"not run: naive {what} would need {need} bytes ({format_bytes(need)}: "
                 f"{NAIVE_SCORE_COPIES[cfg.mode]} x B x H x N^2 x {cfg.dtype_bytes} bytes"
                 f"{' + the N x N mask' if cfg.masked else ''}), over the memory budget of {budget} bytes "
@@ -183,7 +183,7 @@ def guard(impl: str, cfg: RunConfig, budget: int) -> str | None:
                 f"B x H x N x d = {elements} elements each); lower batch, heads, N or d, or raise memory_budget_bytes "
                 "(the CLI's --memory-budget-mib)")
     need = dense_mask_bytes(cfg)
-    if impl == "sdpa" and need > budget:
+    if impl == SDPA and need > budget:
         return (f"not run: sdpa with a window needs a dense N x N mask of {need} bytes ({format_bytes(need)}), "
                 f"over the memory budget of {budget} bytes ({format_bytes(budget)}); "
                 "lower N, or raise memory_budget_bytes (the CLI's --memory-budget-mib)")

@@ -52,7 +52,7 @@ from flashviz.measure.timing import (
 )
 from flashviz.model.flops import impl_flops
 from flashviz.model.iomodel import io_cost
-from flashviz.vocab import IMPL_LOOP_ORDER, IMPLS, NAIVE, OK, SDPA, TILED_IMPLS, TRAINING
+from flashviz.vocab import FLASH, FORWARD, IMPL_LOOP_ORDER, IMPLS, NAIVE, OK, SDPA, TILED_IMPLS, TRAINING
 
 MAX_N = 1 << 17  # 131072: beyond this even the tiled Python kernels take hours on a CPU
 MAX_D = 1024  # largest head dimension a sweep accepts (real models use 64-256)
@@ -289,10 +289,10 @@ def _run(configs: list[RunConfig], impls: list[str], *, repeats: Repeats, warmup
     return df
 
 
-def settle(ns: Iterable[int], *, d: int = 64, block_size: int = 128, impls: Sequence[str] = ("naive", "flash", "sdpa"),
+def settle(ns: Iterable[int], *, d: int = 64, block_size: int = 128, impls: Sequence[str] = (NAIVE, FLASH, SDPA),
            batch: int = 1, heads: int = 1, dtype: torch.dtype | str = torch.float32, block_q: int | None = None,
            block_k: int | None = None, causal: bool = False, window: Window = None,
-           device: str | torch.device = "cpu", threads: int | None = None, mode: str = "forward",
+           device: str | torch.device = "cpu", threads: int | None = None, mode: str = FORWARD,
            memory_budget_bytes: int | None = None, seed: int = 0) -> int:
     """Call every implementation once at every N, smallest N first, untimed: the process's memory allocator then
     holds the state that the timing keeps. glibc raises its mmap threshold (up to 32 MiB) after it frees a large
@@ -329,10 +329,10 @@ def cut_short(df: pd.DataFrame) -> bool:
 
 
 def run_sweep(ns: Iterable[int], *, d: int = 64, block_size: int = 128, causal: bool = False,
-              impls: Sequence[str] = ("naive", "flash", "sdpa"), batch: int = 1, heads: int = 1,
+              impls: Sequence[str] = (NAIVE, FLASH, SDPA), batch: int = 1, heads: int = 1,
               dtype: torch.dtype | str = torch.float32, repeats: Repeats = 5, progress: Callable | None = None,
               block_q: int | None = None, block_k: int | None = None, window: Window = None,
-              device: str | torch.device = "cpu", threads: int | None = None, mode: str = "forward",
+              device: str | torch.device = "cpu", threads: int | None = None, mode: str = FORWARD,
               memory_budget_bytes: int | None = None, warmup: int = 1, seed: int = 0,
               time_budget_s: float | None = None) -> pd.DataFrame:
     """Measure every implementation at every sequence length: one tidy row per (impl, N).
@@ -389,7 +389,7 @@ def run_sweep(ns: Iterable[int], *, d: int = 64, block_size: int = 128, causal: 
 def run_block_sweep(n: int, block_sizes: Iterable[int | tuple[int, int]], *, d: int = 64, causal: bool = False,
                     window: Window = None, impls: Sequence[str] = TILED_IMPLS, batch: int = 1, heads: int = 1,
                     dtype: torch.dtype | str = torch.float32, repeats: Repeats = 5, progress: Callable | None = None,
-                    device: str | torch.device = "cpu", threads: int | None = None, mode: str = "forward",
+                    device: str | torch.device = "cpu", threads: int | None = None, mode: str = FORWARD,
                     warmup: int = 1, seed: int = 0, time_budget_s: float | None = None,
                     memory_budget_bytes: int | None = None) -> pd.DataFrame:
     """Time, peak memory and modelled HBM traffic of the tiled kernels against the tile size, at a fixed N.

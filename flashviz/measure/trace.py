@@ -27,7 +27,7 @@ from flashviz._lazy import lazy_import
 from flashviz.core.tiling import Tile, tile_schedule, visible_mask
 from flashviz.core.validate import Window
 from flashviz.model.iomodel import io_cost, io_trace_steps
-from flashviz.vocab import DTYPES, NAIVE
+from flashviz.vocab import DTYPES, KV_OUTER, NAIVE, SKIPPED
 
 if TYPE_CHECKING:
     import torch
@@ -66,11 +66,11 @@ class ScheduleTrace:
 
     def computed_steps(self) -> list[int]:
         """Schedule steps whose tile is loaded and computed (full or partial), in visiting order."""
-        return [s for s, st in enumerate(self.status) if st != "skipped"]
+        return [s for s, st in enumerate(self.status) if st != SKIPPED]
 
 
 def schedule_trace(n: int, block_q: int, block_k: int, *, causal: bool = False, window: Window = None,
-                   loop_order: str = "kv_outer", d: int | None = None, dtype_bytes: int = 4,
+                   loop_order: str = KV_OUTER, d: int | None = None, dtype_bytes: int = 4,
                    mask_mod: MaskMod | None = None) -> ScheduleTrace:
     """The tile schedule of an N x N attention matrix as plain tuples, in visiting order.
 
@@ -209,7 +209,7 @@ def _scores(q: torch.Tensor, k: torch.Tensor, rows: torch.Tensor, *, causal: boo
 
 
 def row_trace(n: int, d: int, block_q: int, block_k: int, *, row: int, causal: bool = False, window: Window = None,
-              loop_order: str = "kv_outer", dtype: str = "float32", seed: int = 0,
+              loop_order: str = KV_OUTER, dtype: str = "float32", seed: int = 0,
               threads: int | None = None) -> RowTrace:
     """Run the real tiled forward on random Q, K, V (B = H = 1, CPU) and record query row `row` tile by tile.
 

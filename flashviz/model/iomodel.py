@@ -356,7 +356,7 @@ def block_sizes(algorithm: str, M: int, d: int) -> tuple[int, int]:
     return fa2_block_sizes(M, d) if resolve_algorithm(algorithm) == Q_OUTER else fa1_block_sizes(M, d)
 
 
-def hbm_vs_memory(ms: Iterable[int], n: int, d: int, *, algorithms: Iterable[str] = ("naive", "kv_outer"),
+def hbm_vs_memory(ms: Iterable[int], n: int, d: int, *, algorithms: Iterable[str] = (NAIVE, KV_OUTER),
                   causal: bool = False, window: Window = None, batch: int = 1, heads: int = 1,
                   dtype_bytes: int = 4, heads_kv: int | None = None) -> pd.DataFrame:
     """HBM accesses against on-chip memory M, each algorithm with its own tile rule (`block_sizes`): Theorem 2.

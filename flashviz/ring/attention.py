@@ -37,7 +37,7 @@ from flashviz.ring.layouts import (
     check_layout,
     global_position,
 )
-from flashviz.vocab import FULL, PARTIAL, SKIPPED
+from flashviz.vocab import FULL, PARTIAL, Q_OUTER, SKIPPED
 
 # ----------------------------------------------------------------------------------------------------------------------
 # the ring on an initialised process group
@@ -155,7 +155,7 @@ def _plan(ring: _Ring, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, kv_ran
     skipped whole; otherwise the global-position mask_mod, classified tile by tile by the kernel's schedule.
     """
     n_local = q.shape[2]
-    kwargs = {"block_size": ring.block_size, "scale": ring.scale, "loop_order": "q_outer"}
+    kwargs = {"block_size": ring.block_size, "scale": ring.scale, "loop_order": Q_OUTER}
     if ring.causal:
         pos = lambda r, i: global_position(i, r, n_local, ring.world, ring.layout)  # noqa: E731
         if pos(kv_rank, 0) > pos(ring.rank, n_local - 1):

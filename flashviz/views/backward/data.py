@@ -483,7 +483,7 @@ class RecomputePrice:
         if not (self.time_lo_s and self.time_hi_s and self.timed):
             return None
         sides = []
-        for impl in ("naive", self.impls[0]):
+        for impl in (NAIVE, self.impls[0]):
             i = self.impls.index(impl)
             sides.append(row_estimate({"status": self.status[i], "time_s": self.time_s[i],
                                        "time_lo_s": self.time_lo_s[i], "time_hi_s": self.time_hi_s[i],

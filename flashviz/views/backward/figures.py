@@ -45,6 +45,7 @@ from flashviz.vocab import (
     HBM_READ_WRITE,
     HBM_STREAMED,
     NAIVE,
+    NOT_RUN,
     OK,
     ON_CHIP_COLUMN,
     ON_CHIP_ROW,
@@ -160,7 +161,7 @@ def _bar_texts(values: Sequence[float], fmt, base: float) -> list[str]:
         >>> _bar_texts([2.0, float("nan")], lambda v: f"{v:g} ms", 4.0)
         ['2 ms<br>(0.5×)', 'not run']
     """
-    return ["not run" if math.isnan(v) else f"{fmt(v)}<br>({v / base:.2g}×)" if base and not math.isnan(base)
+    return [NOT_RUN if math.isnan(v) else f"{fmt(v)}<br>({v / base:.2g}×)" if base and not math.isnan(base)
             else fmt(v) for v in values]
 
 

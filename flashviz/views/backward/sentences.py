@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from flashviz.measure.verdict import MORE_REPEATS, sentence
 from flashviz.units import format_bytes, format_flops
-from flashviz.vocab import DTYPE_BYTES
+from flashviz.vocab import DTYPE_BYTES, NAIVE
 
 if TYPE_CHECKING:  # plain dataclasses, for type hints only
     from flashviz.views.backward.claims import DqRuns
@@ -192,7 +192,7 @@ def price_text(p: RecomputePrice) -> str:
         >>> price_text(q).split("in the backward. ")[1][:62]
         'Naive autograd and the tiled kernel are not settled here, thou'
     """
-    mem, time = p.ratio("peak_bytes", "naive"), p.ratio("time_s", "naive")
+    mem, time = p.ratio("peak_bytes", NAIVE), p.ratio("time_s", NAIVE)
     tiled_peak, naive_peak = p.peak_bytes[0], p.peak_bytes[1]
     square = format_bytes(p.n * p.n * DTYPE_BYTES[p.dtype])
     if math.isnan(mem):

@@ -37,7 +37,7 @@ from flashviz.figures.palette import (
 )
 from flashviz.figures.slide import MARGIN, SLIDE_FIGURE_PX, finish_slide, slide_tile_map
 from flashviz.figures.style import flashviz_template
-from flashviz.vocab import LOOP_ORDER_SHORT
+from flashviz.vocab import KV_OUTER, LOOP_ORDER_SHORT, Q_OUTER
 
 if TYPE_CHECKING:  # plain dataclasses; imported for type hints only, so this module never loads torch
     from collections.abc import Mapping
@@ -52,7 +52,7 @@ LEGEND_GAP_PX = 62  # from the bottom panel's edge to the legend's top: below th
 OFFSET = 0.22  # x offset (steps) of "before" and "after" markers around a tile's step, so all three l values show
 ORDER_GAP = 0.1  # x offset (steps) between loop orders: on a row both visit in the same key order, so FA1's and
 # FA2's values are equal and, drawn at one x, one order's markers would hide the other's
-ORDER_DASH = {"kv_outer": "solid", "q_outer": "dash"}  # each loop order's connecting lines
+ORDER_DASH = {KV_OUTER: "solid", Q_OUTER: "dash"}  # each loop order's connecting lines
 BAR_WIDTH = 0.5  # the rescale factor bars of all loop orders together, in steps
 GREW_SHADE = "rgba(197, 27, 125, 0.16)"  # pale magenta band behind the tiles where m grew
 EXACT_COLOR = "#000000"

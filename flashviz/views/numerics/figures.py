@@ -27,7 +27,7 @@ from flashviz.figures.style import (
     style_figure,
 )
 from flashviz.views.numerics.sentences import fmt_num
-from flashviz.vocab import FLASH, FLASH2, FP8_FORMATS, PRECISION_LABELS, SDPA, SKIPPED
+from flashviz.vocab import FLASH, FLASH2, FP8, FP8_FORMATS, PRECISION_LABELS, SDPA, SKIPPED
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -47,7 +47,7 @@ FP8_COLOR = "#000000"  # the FP8 kernel: black, the one Okabe-Ito colour no othe
 EPS_COLOR = "#666666"  # the dtype's machine epsilon line
 TAU_COLORS = ("#D55E00", "#0072B2")  # tau = 0 (the classic update, as naive's colour) and FA4's tau (as FA1's)
 HADAMARD_COLORS = {False: "#D55E00", True: "#009E73"}  # off: vermillion; on: bluish green
-ALIGN_COLORS = {"both": "#555555", "top": IMPL_COLORS[SDPA], "bottom": IMPL_COLORS["flash"], "none": "#FFFFFF"}
+ALIGN_COLORS = {"both": "#555555", "top": IMPL_COLORS[SDPA], "bottom": IMPL_COLORS[FLASH], "none": "#FFFFFF"}
 MAP_CELLS_MAX = 256  # rows and columns of the causal map at most (every k-th query and key beyond)
 
 
@@ -66,7 +66,7 @@ def _categorical(fig: go.Figure) -> None:
 
 
 def _color(kernel: str) -> str:
-    return FP8_COLOR if kernel == "fp8" else impl_color(kernel)
+    return FP8_COLOR if kernel == FP8 else impl_color(kernel)
 
 
 def _hline(fig: go.Figure, y: float, name: str, color: str, dash: str = "dash") -> None:

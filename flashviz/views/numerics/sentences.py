@@ -12,7 +12,7 @@ import math
 from typing import TYPE_CHECKING
 
 from flashviz.units import and_list
-from flashviz.vocab import FP8_FORMATS, PRECISION_LABELS
+from flashviz.vocab import FLASH2, FP8, FP8_FORMATS, PRECISION_LABELS, SDPA
 
 SIMILAR = 1.5  # tile sizes whose errors lie within this factor of each other err "not more wrongly" than another
 LITTLE = 0.1  # a relative change of the FP8 RMSE below this "changes little"
@@ -99,7 +99,7 @@ def kernel_errors_sentence(r: KernelErrors) -> str:
             f"rule, at most 2 x the plain run's ({r.rows[0].label}) {fmt_num(r.plain_max_abs)} + "
             f"{fmt_num(r.fwd_atol)} = {fmt_num(bound)}: {verdict}")
     if r.precision in FP8_FORMATS:
-        others = and_list([row.label for row in r.rows if row.kernel != "fp8"])
+        others = and_list([row.label for row in r.rows if row.kernel != FP8])
         text += (f" {others} run in fp32 on Q, K, V rounded to {_label(r.precision)} with one scale per head; the "
                  "FP8 kernel quantises per block itself.")
     return " ".join([text, *(f"({note}.)" for note in r.notes)])
@@ -162,7 +162,7 @@ def flash_sdpa_sentence(r: FlashVsSdpa, errors: KernelErrors | None = None) -> s
         return f"{within}: they round in different orders."
     bound = fmt_num(2 * errors.plain_max_abs + errors.fwd_atol)
     passes = {row.kernel: row.passes for row in errors.rows}
-    failing = [label for kernel, label in (("flash2", "FA2"), ("sdpa", "SDPA")) if not passes[kernel]]
+    failing = [label for kernel, label in ((FLASH2, "FA2"), (SDPA, "SDPA")) if not passes[kernel]]
     if not failing:
         return (f"{within} and passes flash-attn's rule (at most {bound}): neither is wrong, they round in different "
                 "orders.")

@@ -129,7 +129,7 @@ def score_map_figure(grid: MapGrid) -> go.Figure:
     for t in range(W):  # legend entries: the heatmap has none
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=f"step {t}", showlegend=True,
                                  marker={"symbol": "square", "size": MARKER_PX + 3, "color": step_color(t)}))
-    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name="skipped", showlegend=True,
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=SKIPPED, showlegend=True,
                              marker={"symbol": "square", "size": MARKER_PX + 3, "color": SKIPPED_COLOR}))
     centres = [r * T + (T - 1) / 2 for r in range(W)]
     ranks = [str(r) for r in range(W)]

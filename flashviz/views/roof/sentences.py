@@ -31,7 +31,7 @@ def speed_verdict(by: pd.DataFrame, algorithm: str) -> Verdict | None:
     """Naive's timed row against a tiled kernel's (rows of timed_points by algorithm) by the verdict rule: its ratio is
     naive's time over the kernel's, the kernel's speed over naive's; None where either has no interval."""
     a, b = row_estimate(by.loc[NAIVE]), row_estimate(by.loc[algorithm])
-    return None if a is None or b is None else compare(a, b, ("naive", SHORT[algorithm]))
+    return None if a is None or b is None else compare(a, b, (SHORT[NAIVE], SHORT[algorithm]))
 
 
 def speed_cell(by: pd.DataFrame, algorithm: str) -> str:

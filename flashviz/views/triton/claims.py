@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from flashviz.units import and_list, format_bytes
 from flashviz.views.claim import Result
 from flashviz.views.triton.data import kernel_record, setup_of
+from flashviz.vocab import SKIPPED
 
 if TYPE_CHECKING:  # a check reads the settings' fields only
     from flashviz.views.triton.settings import TritonSettings
@@ -37,7 +38,7 @@ def triton_schedule(s: TritonSettings) -> Result:
     r = kernel_record(setup_of(s))
     values = {"n": r.setup.n, "k_blocks": [len(row) for row in r.loaded],
               "blocks": and_list([str(len(row)) for row in r.loaded]), "read": format_bytes(r.bytes_loaded),
-              "schedule_k_blocks": [sum(x != "skipped" for x in row) for row in r.status],
+              "schedule_k_blocks": [sum(x != SKIPPED for x in row) for row in r.status],
               "programs": r.grid[0] * r.grid[1], "tiles": r.tiles, "schedule_tiles": r.schedule_tiles,
               "mismatched_programs": r.mismatched_programs, "bytes_loaded": r.bytes_loaded,
               "model_bytes_loaded": r.model_bytes_loaded, "error": r.error, "seconds": r.seconds}

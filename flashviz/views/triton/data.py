@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from flashviz.vocab import FLASH2, FULL, PARTIAL, Q_OUTER, SKIPPED
+
 if TYPE_CHECKING:
     from flashviz.views.triton.settings import TritonSettings
 
@@ -102,7 +104,7 @@ class KernelRecord:
     @property
     def counts(self) -> dict[str, int]:
         """tile_schedule's tiles of each status: full, partial, skipped."""
-        return {s: sum(x == s for row in self.status for x in row) for s in ("full", "partial", "skipped")}
+        return {s: sum(x == s for row in self.status for x in row) for s in (FULL, PARTIAL, SKIPPED)}
 
 
 def kernel_record(setup: TritonSetup) -> KernelRecord:
@@ -132,12 +134,12 @@ def kernel_record(setup: TritonSetup) -> KernelRecord:
     seconds = time.perf_counter() - start
     ref = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=setup.causal)
     schedule = tile_schedule(setup.n, setup.n, setup.block_m, setup.block_n, causal=setup.causal,
-                             loop_order="q_outer")
+                             loop_order=Q_OUTER)
     status = tuple(tuple(schedule.tile(i, j).status for j in range(schedule.n_k_blocks))
                    for i in range(schedule.n_q_blocks))
     loaded = tuple(tuple((x.k_block, x.stage) for x in t.tiles_of(p)) for p in t.programs)
-    want = [[j for j, s in enumerate(row) if s != "skipped"] for row in status]
-    cost = io_cost("flash2", setup.n, setup.n, setup.d, setup.block_m, setup.block_n, causal=setup.causal)
+    want = [[j for j, s in enumerate(row) if s != SKIPPED] for row in status]
+    cost = io_cost(FLASH2, setup.n, setup.n, setup.d, setup.block_m, setup.block_n, causal=setup.causal)
     (followed,) = [p for p in t.programs if p.q_block == setup.program]
     steps = tuple(ProgramStep(e.line, e.kind, e.tensor,
                               -1 if e.kind == "dot" else e.first_row // (setup.block_n if e.tensor in "KV"
@@ -146,7 +148,7 @@ def kernel_record(setup: TritonSetup) -> KernelRecord:
     return KernelRecord(
         setup, t.grid, loaded, status, steps, len(t.tiles), sum(x.computed for x in schedule),
         sum([j for j, _ in row] != w for row, w in zip(loaded, want, strict=True)),
-        sum(x.stage == 2 for x in t.tiles), sum(s == "partial" for row in status for s in row),
+        sum(x.stage == 2 for x in t.tiles), sum(s == PARTIAL for row in status for s in row),
         t.bytes_loaded, cost.reads * 4, t.bytes_stored, cost.writes * 4, t.dots,
         float((t.out.double() - ref).abs().max()), seconds)
 
