@@ -10,12 +10,17 @@ prints the blob that reproduces a failure); use it to look for new edge cases, t
 @example or a plain test.
 
 Markers (pyproject.toml): `browser` drives a real Chromium, `slow` is long (Docker, the load test, big-N sweeps of
-the kernels, long hypothesis runs). `pytest -m "not browser and not slow"` is the fast part of the suite.
+the kernels, long hypothesis runs). `pytest -m "not browser and not slow"` is the fast part of the suite. Every test
+of the dashboard is marked `dashboard` here, found by what its module imports (the kit, the views, the shell, the
+lesson, Streamlit), so `pytest -m "not browser and not slow and not dashboard"` is the quick check before a commit:
+the library's kernels, models and measurements.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +35,26 @@ settings.load_profile("explore" if os.environ.get("FLASHVIZ_HYPOTHESIS") == "exp
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "app.py"  # the page
 APP_TIMEOUT_S = 240  # one AppTest script run; generous because the CI machine may be shared and slow
+DASHBOARD_PACKAGES = ("app", "kit", "views", "lesson")  # flashviz's dashboard; the rest is the library
+DASHBOARD_IMPORT = re.compile(rf"^\s*(from|import) (flashviz\.({'|'.join(DASHBOARD_PACKAGES)})\b"
+                              r"|tests\._(apptest|browser)\b|streamlit\b)", re.MULTILINE)
+
+
+@functools.cache
+def is_dashboard(path: Path) -> bool:
+    """Whether a test module (or a module whose docstrings run as tests) belongs to the dashboard: a module of the
+    dashboard's packages, or a test that imports one of them, the app's test helpers or Streamlit."""
+    parts = path.relative_to(ROOT).parts if path.is_relative_to(ROOT) else ()
+    if parts[:1] == ("flashviz",):
+        return len(parts) > 2 and parts[1] in DASHBOARD_PACKAGES
+    return bool(DASHBOARD_IMPORT.search(path.read_text(encoding="utf-8")))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the dashboard's tests `dashboard` (the quick check leaves them out)."""
+    for item in items:
+        if is_dashboard(Path(str(item.path))):
+            item.add_marker(pytest.mark.dashboard)
 
 
 @pytest.fixture(autouse=True)

@@ -404,7 +404,8 @@ def test_every_classroom_preset_loads_its_settings_and_its_map(make_app, name):
     assert at.selectbox(key="preset").value is None  # ready for the next preset
     m = tile_map(at)
     fate = tile_schedule(s.n, s.n, s.br, s.bc, causal=s.causal, window=s.window).status_grid()
-    assert f"N = {s.n} · Br = {s.br}, Bc = {s.bc}" in m.subtitle and len(m.panels) == len(settings_of(view_of("how"), s).loop_orders)
+    how = settings_of(view_of("how"), s)
+    assert f"N = {s.n} · Br = {s.br}, Bc = {s.bc}" in m.subtitle and len(m.panels) == len(how.loop_orders)
     assert all(t["fate"] == fate[i][j] for p in m.panels for (i, j), t in p.tiles.items())
 
 

@@ -73,7 +73,8 @@ def test_the_first_chart_imports_neither_torch_nor_pandas():
 @pytest.mark.skipif(not CPU_BUILD, reason=f"torch {torch.__version__} is a GPU build: machine_env imports torch to "
                     "ask torch.cuda.is_available()")
 def test_machine_env_tells_a_cpu_build_of_torch_without_importing_it():
-    got = run_fresh("from flashviz.app.machine import machine_env, torch_build_has_gpu\n"
+    got = run_fresh("from flashviz.app.machine import machine_env\n"
+                    "from flashviz.kit.machine import torch_build_has_gpu\n"
                     "env = machine_env()\n"
                     "out = [list(env.devices), env.max_threads, torch_build_has_gpu()]\n" + LOADED)
     assert got["loaded"] == [], f"machine_env pulled in {got['loaded']}"
@@ -89,7 +90,7 @@ def test_machine_env_tells_a_cpu_build_of_torch_without_importing_it():
     ("cuda = (\n", None),  # not Python
 ])
 def test_torch_build_is_read_from_version_py(tmp_path, fields, gpu):
-    from flashviz.app.machine import torch_build_has_gpu
+    from flashviz.kit.machine import torch_build_has_gpu
 
     version_py = tmp_path / "version.py"
     version_py.write_text("from typing import Optional\n__version__ = '2.13.0'\n" + fields)
@@ -99,7 +100,7 @@ def test_torch_build_is_read_from_version_py(tmp_path, fields, gpu):
 
 @pytest.mark.parametrize("gpu_build", [True, None, False])
 def test_cuda_available_asks_torch_unless_the_build_has_no_gpu(monkeypatch, gpu_build):
-    from flashviz.app import machine
+    from flashviz.kit import machine
 
     asked = []
     monkeypatch.setattr(machine, "torch_build_has_gpu", lambda: gpu_build)

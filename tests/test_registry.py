@@ -30,7 +30,8 @@ def test_every_view_is_declared_once_with_its_link_label_and_function():
 def test_every_setting_is_declared_once_shared_or_by_the_view_that_owns_it():
     own = [name for view in VIEWS for name in view.own]
     assert len(own) == len(set(own)) and not set(own) & SHARED
-    assert [f.name for f in setting_fields()] == ["view", *(f.name for f in fields(SharedSettings)), *own]  # view: the shell's
+    # the open view (the shell's), the shared settings, then each view's own
+    assert [f.name for f in setting_fields()] == ["view", *(f.name for f in fields(SharedSettings)), *own]
     for view in VIEWS:
         assert all(spec_of(name).place == VIEW for name in view.own), view.slug
         assert set(view.sidebar) <= SHARED and all(spec_of(name).place == SIDEBAR for name in view.sidebar)

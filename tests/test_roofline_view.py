@@ -474,7 +474,7 @@ def test_a_cuda_device_is_timed_too_and_joins_the_chart(make_app, monkeypatch):
 
     env = Env(max_threads=2, devices=("cpu", "cuda"))
     monkeypatch.setattr(machine, "machine_env", lambda: env)  # app.py imports it afresh on every run
-    monkeypatch.setattr(roofline, "machine_env", lambda: env)
+    monkeypatch.setattr(roofline, "cuda_available", lambda: True)  # the Roofline view times on every GPU there
     monkeypatch.setattr(roofline_runs, "run_sweep", fake_sweep)
     fake = "Fake GPU 80GB"
     monkeypatch.setattr(roofline_runs, "gpu_name", lambda: fake)

@@ -102,11 +102,12 @@ def copy_field(f: Field) -> Field:
 
 
 def view_settings(label: str, *, reads: tuple[str, ...] = (), borrows: tuple[tuple[type, tuple[str, ...]], ...] = (),
-                  notes: tuple[str, ...] = (), own: Mapping[str, Field] | None = None) -> Callable[[type], type]:
+                  also_reads: tuple[str, ...] = (), own: Mapping[str, Field] | None = None) -> Callable[[type], type]:
     """Make a view's settings class a frozen dataclass of the shared settings it `reads` (drawn in the sidebar while it
     is open), the settings it `borrows` from other views' classes ((class, names) pairs: it reads them, and may draw
     their widgets) and its own fields, declared in its body with `setting(default, Spec(...))` (or, made from a table,
-    in `own`). `notes`: shared settings it reads only to say they do not apply to it (not drawn in the sidebar).
+    in `own`). `also_reads`: shared settings it reads without drawing them in the sidebar (it says they do not apply
+    to it, or it draws another view's result made with them).
 
     The class gets LABEL (the view's name on the page), READS, OWN (name -> Field of its own settings) and BORROWS
     (name -> the class that owns it). Own settings are unique across views: one value per link key.
@@ -119,7 +120,7 @@ def view_settings(label: str, *, reads: tuple[str, ...] = (), borrows: tuple[tup
         >>> DemoSettings(n=64), DemoSettings.READS, tuple(DemoSettings.OWN)
         (DemoSettings(n=64, demo_reps=3), ('n',), ('demo_reps',))
     """
-    unknown = [name for name in (*reads, *notes) if name not in SHARED]
+    unknown = [name for name in (*reads, *also_reads) if name not in SHARED]
     if unknown:
         raise ValueError(f"{label}: {unknown} are not shared settings; the shared ones are {SHARED}")
 
@@ -132,7 +133,7 @@ def view_settings(label: str, *, reads: tuple[str, ...] = (), borrows: tuple[tup
         if taken:
             raise ValueError(f"{cls.__name__}: {taken} are declared already (by the shared settings or a view)")
         borrowed = {name: owner for owner, names in borrows for name in names}
-        added = ({name: FIELDS[name] for name in SHARED if name in reads or name in notes}
+        added = ({name: FIELDS[name] for name in SHARED if name in reads or name in also_reads}
                  | {name: owner.OWN[name] for name, owner in borrowed.items()})
         annotations = {**SharedSettings.__annotations__, **{name: owner.__annotations__[name]
                                                             for name, owner in borrowed.items()}}

@@ -124,6 +124,10 @@ class Step:
         """What the step's view reads of every setting: its own settings class."""
         return settings_of(view_of(self.view), settings)
 
+    def view_settings(self, env: Env | None = None) -> Any:
+        """The settings the step's view opens with (its own settings class): what its check reads."""
+        return self.settings_of(step_settings(self, env))
+
     @property
     def claims_module(self) -> str:
         """The module of the step's check: the claims of the view the step opens, unless the step names another."""

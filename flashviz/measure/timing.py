@@ -378,8 +378,9 @@ def timing_of(samples: list[float], threads: int, device: torch.device | str, *,
     Args:
         samples: seconds of every timed call (>= 1).  threads, device: what they ran with.
         cpu: this process's CPU seconds over each call, or None (nothing set aside).
-        at_most: keep the first at_most clean calls (a fixed count asked for; the calls run in place of calls set
-            aside may leave a few more clean ones), None: every clean call.
+        at_most: keep the first at_most clean calls (a fixed count asked for): the calls after the at_most-th clean
+            one (run in place of calls set aside, of this kernel or of another in the same round) are left out, so
+            the Timing's calls are the kept ones and those set aside. None: every call.
         target_rel_ci: the half-width, as a fraction of the median, at which the median counts as converged.
         confidence: coverage of the interval (stats.median_ci).
     Returns:
@@ -392,10 +393,16 @@ def timing_of(samples: list[float], threads: int, device: torch.device | str, *,
         >>> t = timing_of([1.0, 1.0, 3.0, 1.0], 1, "cpu", cpu=[0.99, 0.98, 1.0, 0.99])  # the third lost 2 s
         >>> t.samples, t.set_aside, t.calls
         ((1.0, 1.0, 1.0), 1, (1.0, 1.0, 3.0, 1.0))
+        >>> t = timing_of([1.0, 3.0, 1.0, 1.0], 1, "cpu", cpu=[0.99, 1.0, 0.98, 0.99], at_most=2)  # 2 asked for
+        >>> t.samples, t.set_aside, len(t.calls)
+        ((1.0, 1.0), 1, 3)
     """
     calls = tuple(float(x) for x in samples)
     aside = tuple(disturbed(calls, cpu, threads)) if cpu is not None else (False,) * len(calls)
-    kept = [w for w, a in zip(calls, aside, strict=True) if not a][:at_most] or list(calls)[:at_most]
+    if at_most is not None and aside.count(False) > at_most:  # enough clean calls: the later ones are not needed
+        end = [k for k, a in enumerate(aside) if not a][at_most - 1] + 1
+        calls, aside, cpu = calls[:end], aside[:end], cpu[:end] if cpu is not None else None
+    kept = [w for w, a in zip(calls, aside, strict=True) if not a] or list(calls)[:at_most]
     median, iqr = median_iqr(kept)
     low, high, level = median_ci(kept, confidence)
     too_busy = 2 * sum(aside) > len(calls)

@@ -95,7 +95,7 @@ def upward(g: dict[str, set[str]]) -> list[str]:
                 bad.append(f"{name} -> {dep} (the lesson reads the shell's and the kit's settings only)")
             if under(name, ("flashviz.views",)) and under(dep, ("flashviz.lesson",)):
                 bad.append(f"{name} -> {dep} (a view imports the lesson above it)")
-            if under(name, KIT + ("flashviz.views",)) and under(dep, SHELL):
+            if under(name, (*KIT, "flashviz.views")) and under(dep, SHELL):
                 bad.append(f"{name} -> {dep} (the kit and the views import nothing of the shell above them)")
             if under(name, KIT) and under(dep, ("flashviz.views", "flashviz.lesson")):
                 bad.append(f"{name} -> {dep} (the kit imports no view: the views are built with it)")

@@ -2,8 +2,9 @@
 scripts Streamlit's own markup (its CSS class names, its test ids), no script of our own in the page. A new Streamlit
 release can change any of those without notice; the public API is what it keeps.
 
-The app is app.py, flashviz/app/ and the views (flashviz/views/), and flashviz/figures/tilemap.py, whose markup the
-page draws. Browser tests may find Streamlit's widgets by their test ids; the app may not.
+The app is app.py, the shell (flashviz/app/), the kit (flashviz/kit/) and the views (flashviz/views/), and
+flashviz/figures/tilemap.py, whose markup the page draws.
+Browser tests may find Streamlit's widgets by their test ids; the app may not.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-APP = sorted([ROOT / "app.py", *(ROOT / "flashviz" / "app").glob("*.py"), *(ROOT / "flashviz" / "views").rglob("*.py"),
-              ROOT / "flashviz" / "figures" / "tilemap.py"])
+APP = sorted([ROOT / "app.py", *(ROOT / "flashviz" / "app").glob("*.py"), *(ROOT / "flashviz" / "kit").glob("*.py"),
+              *(ROOT / "flashviz" / "views").rglob("*.py"), ROOT / "flashviz" / "figures" / "tilemap.py"])
 PUBLIC_MODULES = {"streamlit", "streamlit.components.v1"}  # what an app may import (st.* is the rest)
 FORBIDDEN_TEXT = {
     "Streamlit's test ids": re.compile(r"data-testid|data-test-"),

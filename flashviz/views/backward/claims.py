@@ -202,8 +202,8 @@ def backward_recompute(s: BackwardSettings) -> Result:
         bitwise the same twice and a reordered sum changes some last bits.
 
     Example:
-        >>> from flashviz.lesson.steps import INTRO, step_settings
-        >>> r = backward_recompute(step_settings(next(st for st in INTRO.steps if st.view == "backward")))
+        >>> from flashviz.lesson.steps import INTRO
+        >>> r = backward_recompute(next(st for st in INTRO.steps if st.view == "backward").view_settings())
         >>> r.holds, round(r.values["saving"], 1)
         (True, 6.2)
     """

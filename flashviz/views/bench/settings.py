@@ -40,7 +40,7 @@ IMPL_HELP = {
 
 
 @view_settings("Benchmark", reads=("d", "causal", "window", "dtype", "batch", "heads", "device", "threads"),
-               notes=("br", "bc"))
+               also_reads=("br", "bc"))
 class BenchSettings:
     """The Benchmark view's settings: the shared ones it reads and its own."""
 

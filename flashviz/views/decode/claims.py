@@ -74,8 +74,8 @@ def decode_merge(s: DecodeSettings) -> Result:
         the weights sum to 1, L is log sum exp(L_s) and the output is exact.
 
     Example:
-        >>> from flashviz.lesson.steps import INTRO, step_settings
-        >>> r = decode_merge(step_settings(INTRO.step("decode_merge")))
+        >>> from flashviz.lesson.steps import INTRO
+        >>> r = decode_merge(INTRO.step("decode_merge").view_settings())
         >>> r.holds, r.values["splits"]
         (True, 4)
     """
@@ -109,8 +109,8 @@ def gqa_bytes(s: DecodeSettings) -> Result:
         ratio is about the bytes ratio).
 
     Example:
-        >>> from flashviz.lesson.steps import INTRO, step_settings
-        >>> r = gqa_bytes(step_settings(INTRO.step("gqa_bytes")))
+        >>> from flashviz.lesson.steps import INTRO
+        >>> r = gqa_bytes(INTRO.step("gqa_bytes").view_settings())
         >>> r.values["ratio"], round(r.values["predicted"], 2), r.holds
         (4.0, 4.0, True)
     """

@@ -45,8 +45,8 @@ def tiles_fate(s: HowSettings) -> Result:
         on the diagonal.
 
     Example:
-        >>> from flashviz.lesson.steps import INTRO, step_settings
-        >>> tiles_fate(step_settings(INTRO.step("tiles_fate"))).values["computed"]
+        >>> from flashviz.lesson.steps import INTRO
+        >>> tiles_fate(INTRO.step("tiles_fate").view_settings()).values["computed"]
         10
     """
     sched = tile_schedule(s.n, s.n, s.br, s.bc, causal=s.causal, window=s.window)
@@ -71,8 +71,8 @@ def online_softmax(s: HowSettings) -> Result:
         exact.
 
     Example:
-        >>> from flashviz.lesson.steps import INTRO, step_settings
-        >>> r = online_softmax(step_settings(INTRO.step("online_softmax")))
+        >>> from flashviz.lesson.steps import INTRO
+        >>> r = online_softmax(INTRO.step("online_softmax").view_settings())
         >>> r.holds, r.values["row"], r.values["rescales"]
         (True, 15, 3)
     """
@@ -110,8 +110,8 @@ def causal_halves(s: HowSettings) -> Result:
         the tiles are computed, only tiles above the diagonal are skipped and the traffic falls.
 
     Example:
-        >>> from flashviz.lesson.steps import INTRO, step_settings
-        >>> r = causal_halves(step_settings(INTRO.step("causal_halves")))
+        >>> from flashviz.lesson.steps import INTRO
+        >>> r = causal_halves(INTRO.step("causal_halves").view_settings())
         >>> r.holds, r.values["computed"], r.values["traffic"]
         (True, 136, '7.3 MiB')
     """

@@ -24,7 +24,7 @@ ORDERS = {**{name: LOOP_ORDER_LABELS[order] for name, order in LOOP_ORDER.items(
 
 
 @view_settings("How it works",
-               reads=("n", "d", "br", "bc", "causal", "window", "dtype"),
+               reads=("n", "d", "br", "bc", "causal", "window", "dtype"), also_reads=("heads",),
                borrows=((MasksSettings, tuple(MasksSettings.OWN)),))
 class HowSettings:
     """The How it works view's settings: the shared ones it reads, the ones it borrows and its own."""

@@ -39,8 +39,8 @@ def io_passes(s: IOSettings) -> Result:
         rise and are flat from 4dN on, and FA2 is never above FA1.
 
     Example:
-        >>> from flashviz.lesson.steps import INTRO, step_settings
-        >>> r = io_passes(step_settings(INTRO.step("io_passes")))
+        >>> from flashviz.lesson.steps import INTRO
+        >>> r = io_passes(INTRO.step("io_passes").view_settings())
         >>> r.holds, r.values["flat"], round(r.values["naive"], 1)
         (True, 1048576, 68.2)
     """

@@ -37,8 +37,8 @@ def masks_tiles(s: MasksSettings) -> Result:
         documents AND causal, some tile is skipped and the BlockMask equals torch's.
 
     Example:
-        >>> from flashviz.lesson.steps import INTRO, step_settings
-        >>> masks_tiles(step_settings(INTRO.step("masks_tiles"))).values["computed"]
+        >>> from flashviz.lesson.steps import INTRO
+        >>> masks_tiles(INTRO.step("masks_tiles").view_settings()).values["computed"]
         55
     """
     spec = mask_spec(s)

@@ -22,7 +22,7 @@ def mask_setting(p: MaskParam) -> Field:
 
 
 @view_settings("Masks",
-               reads=("n", "d", "br", "bc", "dtype", "heads", "threads"), notes=("causal", "window"),
+               reads=("n", "d", "br", "bc", "dtype", "heads", "threads"), also_reads=("causal", "window"),
                own={name: mask_setting(param) for name, param in mask_settings().items()})
 class MasksSettings:
     """The Masks view's settings: the shared ones it reads and its own, from the preset table."""

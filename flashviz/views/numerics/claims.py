@@ -31,8 +31,8 @@ def numerics_rounding(s: NumericsSettings) -> Result:
         on every seed); holds when the gap is one eps, tau saves at least 10x and Hadamard gains at least 1.5x.
 
     Example:
-        >>> from flashviz.lesson.steps import INTRO, step_settings
-        >>> r = numerics_rounding(step_settings(next(st for st in INTRO.steps if st.view == "numerics")))
+        >>> from flashviz.lesson.steps import INTRO
+        >>> r = numerics_rounding(next(st for st in INTRO.steps if st.view == "numerics").view_settings())
         >>> r.holds, r.values["classic"], r.values["lazy"]
         (True, 98, 3)
     """

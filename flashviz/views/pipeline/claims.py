@@ -28,8 +28,8 @@ def exp_bottleneck(s: PipelineSettings) -> Result:
         polynomial's error is below bf16's.
 
     Example:
-        >>> from flashviz.lesson.steps import INTRO, step_settings
-        >>> r = exp_bottleneck(step_settings(INTRO.step("exp_bottleneck")))
+        >>> from flashviz.lesson.steps import INTRO
+        >>> r = exp_bottleneck(INTRO.step("exp_bottleneck").view_settings())
         >>> r.holds, r.values["h100_share"], r.values["b200_share"], int(r.values["b200_exp"])
         (True, 0.5, 1.0, 1024)
     """

@@ -32,8 +32,8 @@ def roofline_gpu(s: RoofSettings) -> Result:
         HBM-bound on every GPU, FA2 beats FA1 on the H100 and FA1 beats naive on every GPU.
 
     Example:
-        >>> from flashviz.lesson.steps import INTRO, step_settings
-        >>> r = roofline_gpu(step_settings(INTRO.step("roofline_gpu")))
+        >>> from flashviz.lesson.steps import INTRO
+        >>> r = roofline_gpu(INTRO.step("roofline_gpu").view_settings())
         >>> r.holds, round(r.values["fa2"], 2), round(r.values["fa1"], 2), r.values["fa2_bound"]
         (True, 8.45, 5.52, 'L2')
     """

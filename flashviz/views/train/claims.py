@@ -28,8 +28,8 @@ def training_recompute(s: TrainSettings) -> Result:
         elements, L is B H N fp32 values and the extra is a quarter.
 
     Example:
-        >>> from flashviz.lesson.steps import INTRO, step_settings
-        >>> training_recompute(step_settings(INTRO.step("training_recompute"))).values["p"]
+        >>> from flashviz.lesson.steps import INTRO
+        >>> training_recompute(INTRO.step("training_recompute").view_settings()).values["p"]
         '64.0 MiB'
     """
     table = recompute_table(s.ns, s.d, batch=s.batch, heads=s.heads, block_q=s.bench_block, block_k=s.bench_block,
