@@ -142,7 +142,7 @@ USES = {
 
 
 def drawn_for(view) -> set[str]:
-    """The widgets a view's registry entry asks the sidebar for, with Br and Bc linked (a view not listed above)."""
+    """The widgets a view's settings ask the sidebar for, with Br and Bc linked (a view not listed above)."""
     keys = {"win_on" if name == "window" else name for name in view.sidebar} - {"bc"}
     return keys | ({"link"} if "br" in keys else set())
 

@@ -83,7 +83,7 @@ def new_factories() -> list[str]:
 
 
 def test_the_dashboards_mask_settings_have_todays_values():
-    """The Settings fields the dashboard derives from the table (the Masks view's registry entry) carry today's
+    """The Settings fields the dashboard derives from the table (the Masks view's settings class) carry today's
     defaults, bounds, steps, labels and help: old links and the widgets mean what they meant."""
     declared = {url_key(f): f for f in setting_fields()}  # old links name them by these keys
     today = len(PRESET_LABELS)

@@ -38,7 +38,7 @@ def tiles_fate(s: HowSettings) -> Result:
     """The tile map's fates before Play: the tile schedule's counts (every tile classified, none computed yet).
 
     Args:
-        s: the step's settings (flashviz.app.state.HowSettings: N, Br, Bc, the causal mask and window are read).
+        s: the view's settings (HowSettings: N, Br, Bc, the causal mask and window are read).
     Returns:
         Result: tiles, computed, full, partial, skipped, and for the slide's picture status (the fate of each tile,
         [q_block][k_block]) and counts (tiles of each fate); holds when some tile is skipped and every partial tile is

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-POSITIONS_MAX = 16384  # tokens: the largest N the dashboard offers (flashviz.app.state.N_MAX), so the largest reach
+POSITIONS_MAX = 16384  # tokens: the largest N the dashboard offers (flashviz.kit.sizes.N_MAX), so the largest reach
 DILATION_MAX = 1024  # dilated(window, dilation): a stride beyond this leaves only the diagonal at any N shown
 CAP_MAX = 1000  # softcap(cap): scores of fp32 attention are far below this; larger caps change nothing
 CHOICE_WIDGET, NUMBER_WIDGET = "selectbox", "number_input"  # the streamlit widget of a choice and of a number
@@ -38,7 +38,7 @@ class MaskParam:
 
     @property
     def name(self) -> str:
-        """The dashboard setting's name in flashviz.app.state.Settings: "mask" and "second_mask" for the pickers,
+        """The setting's name in MasksSettings (and the URL's Settings): "mask" and "second_mask" for the pickers,
         "mask_<key>" for the others."""
         return {"preset": "mask", "preset2": "second_mask"}.get(self.key, f"mask_{self.key}")
 
@@ -160,7 +160,7 @@ PARAMS: dict[str, MaskParam] = {p.key: p for p in (  # the presets' and the scor
               help="softcap: cap · tanh(score / cap). Gemma 2 caps attention logits at 50."),
 )}
 SETTING_ORDER = ("preset", "combine", "preset2", "docs", "prefix", "sinks", "window", "right", "chunk", "dilation",
-                 "score", "cap")  # the order of the settings in flashviz.app.state.Settings (and in the URL)
+                 "score", "cap")  # the order of the settings in MasksSettings (and in the URL)
 
 
 def mask_settings() -> dict[str, MaskParam]:
