@@ -4,7 +4,8 @@
 1. The CLI bench at the defaults on the quiet machine: the reference medians, ratios and winners.
 2. Under the reference load (2 Chromium pages reloading other views of the same server, 1 busy Python process), for
    each of --reruns fresh servers: the Benchmark view's Run at its defaults in Chromium, its rows read back from the
-   page's CSV download. Then the CLI bench again under the same load.
+   page's CSV download, then, with the same server, pages and busy process still running (the Benchmark's page open
+   on its results), the CLI bench: each dashboard run is compared with the CLI run beside it, under the same load.
 
 It prints, per (implementation, N): the dashboard's median under load, the CLI's under load and quiet, the calls set
 aside, and the checks:
@@ -134,8 +135,10 @@ def press_run(page, url: str, view: str, downloads: Path | None = None) -> pd.Da
     return pd.read_csv(path)
 
 
-def dashboard_run_under_load(tmp: Path, shots: Path | None, views: tuple[str, ...] = ()) -> pd.DataFrame:
-    """A fresh server; 2 pages reloading its other views and a busy process; the Benchmark's Run in a third page."""
+def dashboard_run_under_load(tmp: Path, shots: Path | None,
+                             views: tuple[str, ...] = ()) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A fresh server; 2 pages reloading its other views and a busy process; the Benchmark's Run in a third page,
+    then the CLI bench under the same load. The dashboard's rows and the CLI's."""
     from playwright.sync_api import sync_playwright
 
     with own_server(tmp / "timing.jsonl", tmp / "server.log") as (url, _), sync_playwright() as p, busy_process(), \
@@ -156,9 +159,10 @@ def dashboard_run_under_load(tmp: Path, shots: Path | None, views: tuple[str, ..
                       f"(budget {LIVE_TIME_BUDGET_S:.0f} s)", flush=True)
                 if shots is not None and view in SHOT_VIEWS:
                     page.screenshot(path=str(shots / f"{view}-under-load.png"))
+            cli = cli_bench(tmp / f"loaded-{time.monotonic_ns()}.csv")
         finally:
             browser.close()
-    return df
+    return df, cli
 
 
 def said(df: pd.DataFrame) -> str:
@@ -203,28 +207,28 @@ def main(argv: list[str] | None = None) -> int:
         print("1. the CLI bench at the defaults, quiet machine ...", flush=True)
         quiet = cli_bench(tmp / "quiet.csv")
         print("2. the dashboard's Benchmark under load, fresh servers ...", flush=True)
-        runs = []
+        runs, clis = [], []
         for i in range(args.reruns):
             views = tuple(v for v in args.views.split(",") if v) if i == 0 else ()
-            df = dashboard_run_under_load(tmp, args.shots if i == 0 else None, views)
-            print(f"   run {i + 1}: {df.attrs['seconds']:.0f} s from Run to its results; {said(df)}", flush=True)
+            df, cli = dashboard_run_under_load(tmp, args.shots if i == 0 else None, views)
+            print(f"   run {i + 1}: {df.attrs['seconds']:.0f} s from Run to its results; {said(df)}\n"
+                  f"   the CLI beside it: {said(cli)}", flush=True)
             runs.append(df)
-        print("3. the CLI bench under the same load ...", flush=True)
-        with own_server(tmp / "timing2.jsonl", tmp / "server2.log") as (url, _), busy_process(), reloading_pages(url):
-            cli_loaded = cli_bench(tmp / "loaded.csv")
-        print(f"   the quiet CLI: {said(quiet)}\n   the CLI under load: {said(cli_loaded)}", flush=True)
-    report(quiet, runs, cli_loaded)
+            clis.append(cli)
+        print(f"   the quiet CLI: {said(quiet)}", flush=True)
+    report(quiet, runs, clis)
     return 0
 
 
-def report(quiet: pd.DataFrame, runs: list[pd.DataFrame], cli_loaded: pd.DataFrame) -> None:
-    q, c = medians(quiet), medians(cli_loaded)
+def report(quiet: pd.DataFrame, runs: list[pd.DataFrame], clis: list[pd.DataFrame]) -> None:
+    """The table and the four checks; each dashboard run against the CLI run beside it (`clis`, in the same order)."""
+    q = medians(quiet)
     rows, checks = [], {"dashboard within 1.5x of the CLI under load": True,
                         "ratio to naive within 1.5x of the quiet ratio": True,
                         "no winner under load is the quiet loser": True}
     quiet_winners = winners(quiet)
-    for i, df in enumerate(runs):
-        d = medians(df)
+    for i, (df, cli) in enumerate(zip(runs, clis, strict=True)):
+        d, c = medians(df), medians(cli)
         rows_of = df.set_index(["impl", "N"])
         for (impl, n), t in d.items():
             vs_cli = t / c.get((impl, n), math.nan)
@@ -252,7 +256,8 @@ def report(quiet: pd.DataFrame, runs: list[pd.DataFrame], cli_loaded: pd.DataFra
     print(f"  quiet CLI: {sorted((k, w) for k, w in quiet_winners.items() if w)}")
     for i, w in enumerate(named):
         print(f"  dashboard run {i + 1} under load: {sorted(w.items())}")
-    print(f"  CLI under load: {sorted((k, w) for k, w in winners(cli_loaded).items() if w)}")
+    for i, cli in enumerate(clis):
+        print(f"  the CLI beside run {i + 1}: {sorted((k, w) for k, w in winners(cli).items() if w)}")
     print()
     for name, ok in checks.items():
         print(f"{'PASS' if ok else 'FAIL'}  {name}")
