@@ -24,6 +24,7 @@ from flashviz.measure.load import (
     tallying,
 )
 from flashviz.measure.timing import thread_cap, threads_set_to, time_calls, timing_of
+from flashviz.measure.verdict import BUSY, as_estimate, compare, row_estimate, sentence
 from flashviz.measure.worker import InlineWorker
 
 
@@ -73,6 +74,20 @@ def test_a_machine_too_busy_for_clean_calls_leaves_the_median_unsettled():
     assert t.too_busy and not t.converged and t.set_aside == 6 and t.repeats == 2
     clean = timing_of([1.0] * 8, 1, "cpu", cpu=[1.0] * 8)
     assert clean.converged and not clean.too_busy
+
+
+def test_a_median_the_run_left_unsettled_names_no_winner_however_narrow_its_interval():
+    fast = dict(time_s=1e-3, time_lo_s=0.99e-3, time_hi_s=1.01e-3, repeats=20, status="ok")
+    slow = row_estimate(dict(time_s=2e-3, time_lo_s=1.98e-3, time_hi_s=2.02e-3, repeats=20, status="ok"))
+    clean = compare(slow, row_estimate({**fast, "converged": True}), ("naive", "FA2"))
+    assert clean.faster == "FA2"
+    busy = compare(slow, row_estimate({**fast, "converged": False}), ("naive", "FA2"))  # the run: too busy
+    assert busy.faster is None and busy.settle == BUSY and busy.b.busy and not busy.a.busy
+    assert "too busy for clean timings" in sentence(busy) and "±" not in sentence(busy)
+    # a Timing the machine left too busy says so in a comparison too
+    crowded = timing_of([1e-3] * 8, 1, "cpu", cpu=[0.3e-3] * 6 + [1e-3] * 2)
+    v = compare(timing_of([2e-3] * 8, 1, "cpu"), crowded)
+    assert v.settle == BUSY and v.faster is None and as_estimate(crowded).busy
 
 
 def test_real_clocks_see_a_call_that_waited_off_the_cpu():

@@ -17,6 +17,8 @@ part there would name a winner that the rerun reverses.
     more repeats   an interval is not a real 95% one (fewer than 6 calls) or is wider than the target (+-5% of its
                    median): about repeats_needed calls would narrow it (the width shrinks as 1/sqrt(repeats)), or a
                    quieter machine
+    a quieter machine  the run marked a median unsettled because the machine was too busy for clean calls (more of
+                   them set aside than kept: flashviz.measure.timing.Timing.too_busy), however narrow its interval
     a larger N     both medians are known to the target and still overlap: the difference is below the noise at
                    this size (within what the two intervals reach towards each other); more work per call makes a
                    kernel's difference larger than the machine's jitter (repeats_needed: how many repeats would
@@ -30,7 +32,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from numbers import Real
 
 from flashviz.limits import AUTO_MAX_REPEATS
@@ -50,6 +52,7 @@ from flashviz.vocab import OK
 SEPARATED = "separated"  # Verdict.settle when the intervals separate: nothing left to settle
 MORE_REPEATS = "more repeats"  # Verdict.settle: an interval is too wide or not a real 95% one yet
 LARGER_N = "a larger N"  # Verdict.settle: both medians are known, the difference is below the noise at this N
+BUSY = "a quieter machine"  # Verdict.settle: a median the run marked unsettled (too busy for clean calls)
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class Estimate:
     level: float  # what the interval covers (below the confidence asked for: fewer calls than min_repeats)
     repeats: int  # timed calls behind the median
     converged: bool  # level reached the confidence and the half-width is at most the target of the median
+    busy: bool = False  # the run marked it unsettled: more of its calls were set aside than kept (never converged)
 
     @property
     def rel_ci(self) -> float:
@@ -110,7 +114,8 @@ def as_estimate(x: object, *, target_rel_ci: float = TARGET_REL_CI, confidence: 
     if isinstance(x, Estimate):
         return x
     if all(hasattr(x, a) for a in ("median", "ci_low", "ci_high", "ci_level", "samples", "converged")):
-        return Estimate(x.median, x.ci_low, x.ci_high, x.ci_level, len(x.samples), bool(x.converged))
+        return Estimate(x.median, x.ci_low, x.ci_high, x.ci_level, len(x.samples), bool(x.converged),
+                        bool(getattr(x, "too_busy", False)))
     if isinstance(x, Iterable) and not isinstance(x, (str, bytes)):
         return estimate(x, target_rel_ci=target_rel_ci, confidence=confidence)
     raise TypeError(f"a timing must be an Estimate, a Timing or a list of timed calls in seconds, got "
@@ -204,6 +209,8 @@ def compare(a: object, b: object, names: tuple[str, str] = ("a", "b"), *, target
     n = max(ea.repeats, eb.repeats)
     if separated:
         settle, needed = SEPARATED, None
+    elif ea.busy or eb.busy:
+        settle, needed = BUSY, None
     elif not (ea.converged and eb.converged):
         settle = MORE_REPEATS
         needed = max(min_repeats(confidence), repeats_for_width(n, widest, target_rel_ci) if math.isfinite(widest)
@@ -236,6 +243,10 @@ def sentence(v: Verdict) -> str:
     call = "not settled here, though their intervals part" if v.disjoint else "too close to call here"
     lead = (f"{a} and {b} are {call}: {a} takes {_x(v.ratio)} {b}'s time "
             f"({_x(v.ratio_low).removesuffix('x')}-{_x(v.ratio_high)}) ")
+    if v.settle == BUSY:
+        return lead + (f"from {calls}: the machine was too busy for clean timings (more calls were set aside than "
+                       "kept), so a median there does not count as settled, however narrow its interval. Rerun on a "
+                       "quieter machine.")
     if v.settle == MORE_REPEATS:
         fewest = min_repeats(v.confidence)
         if min(v.a.repeats, v.b.repeats) < fewest:
@@ -271,13 +282,17 @@ def _number(value: object) -> float | None:
 def row_estimate(row: object) -> Estimate | None:
     """The Estimate of a measured row (a mapping or a pandas row with time_s, time_lo_s, time_hi_s and repeats: a
     sweep's row, or a view's timed row): estimate_of its summary; None where the row did not run (a status other than
-    "ok") or carries no interval.
+    "ok") or carries no interval. A row whose run marked it not converged although its interval is narrow (the
+    machine was too busy for clean calls: its `converged` is False) is `busy`: it never names a winner.
 
     Example:
         >>> row_estimate({"time_s": 1.0, "time_lo_s": 0.99, "time_hi_s": 1.01, "repeats": 20}).converged
         True
         >>> row_estimate({"time_s": 1.0, "time_lo_s": float("nan"), "time_hi_s": 1.1, "repeats": 3}) is None
         True
+        >>> e = row_estimate({"time_s": 1.0, "time_lo_s": 0.99, "time_hi_s": 1.01, "repeats": 20, "converged": False})
+        >>> e.converged, e.busy
+        (False, True)
     """
     get = row.get if hasattr(row, "get") else (lambda key, default=None: default)
     if str(get("status", OK)) != OK:
@@ -285,7 +300,16 @@ def row_estimate(row: object) -> Estimate | None:
     values = [_number(get(c)) for c in ROW_COLUMNS]
     if any(v is None for v in values) or values[3] < 1 or values[0] <= 0:
         return None
-    return estimate_of(values[0], values[1], values[2], int(values[3]))
+    e = estimate_of(values[0], values[1], values[2], int(values[3]))
+    return replace(e, converged=False, busy=True) if e.converged and _marked_unsettled(get("converged")) else e
+
+
+def _marked_unsettled(flag: object) -> bool:
+    """Whether a row's `converged` says False (True, a missing value or pandas' NA do not)."""
+    try:
+        return flag is not None and not bool(flag)
+    except TypeError:  # pandas' NA
+        return False
 
 
 def cell(v: Verdict) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from flashviz.measure.stats import min_repeats
-from flashviz.measure.verdict import MORE_REPEATS, Verdict, cell, compare, estimate_of, row_estimate
+from flashviz.measure.verdict import BUSY, MORE_REPEATS, Verdict, cell, compare, estimate_of, row_estimate
 from flashviz.units import format_bytes
 from flashviz.vocab import DENSE, MASKED, UNMASKED
 
@@ -117,6 +117,9 @@ def settle_words(v: Verdict) -> str:
         >>> settle_words(compare([1.0, 1.3, 0.8, 1.1, 0.9, 1.2], [1.0, 1.01, 0.99, 1.0, 1.02, 0.98]))[:40]
         'too close to call here: the intervals re'
     """
+    if v.settle == BUSY:
+        return ("too close to call here: the machine was too busy for clean timings (more calls were set aside than "
+                "kept); run again on a quieter machine")
     if v.settle == MORE_REPEATS:
         fewest = min_repeats(v.confidence)
         if min(v.a.repeats, v.b.repeats) < fewest:
