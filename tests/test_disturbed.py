@@ -79,9 +79,9 @@ def test_a_machine_too_busy_for_clean_calls_leaves_the_median_unsettled():
 def test_a_median_the_run_left_unsettled_names_no_winner_however_narrow_its_interval():
     fast = dict(time_s=1e-3, time_lo_s=0.99e-3, time_hi_s=1.01e-3, repeats=20, status="ok")
     slow = row_estimate(dict(time_s=2e-3, time_lo_s=1.98e-3, time_hi_s=2.02e-3, repeats=20, status="ok"))
-    clean = compare(slow, row_estimate({**fast, "converged": True}), ("naive", "FA2"))
+    clean = compare(slow, row_estimate({**fast, "set_aside": 20}), ("naive", "FA2"))  # as many set aside as kept
     assert clean.faster == "FA2"
-    busy = compare(slow, row_estimate({**fast, "converged": False}), ("naive", "FA2"))  # the run: too busy
+    busy = compare(slow, row_estimate({**fast, "set_aside": 21}), ("naive", "FA2"))  # more: the run was too busy
     assert busy.faster is None and busy.settle == BUSY and busy.b.busy and not busy.a.busy
     assert "too busy for clean timings" in sentence(busy) and "±" not in sentence(busy)
     # a Timing the machine left too busy says so in a comparison too

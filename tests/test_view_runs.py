@@ -685,7 +685,7 @@ def test_block_size_states_each_tile_sizes_verdict_from_the_rows_intervals(make_
 
 
 def test_a_median_the_run_left_unsettled_makes_every_view_say_the_machine_was_too_busy():
-    """A row whose run marked it not converged (more calls set aside than kept) names no winner on any view, and the
+    """A row with more calls set aside than kept (its run marked it unsettled) names no winner on any view, and the
     view says why: the machine, not the repeats or N."""
     from flashviz.measure.verdict import BUSY
     from flashviz.views.bench.sentences import speed_verdicts
@@ -694,8 +694,8 @@ def test_a_median_the_run_left_unsettled_makes_every_view_say_the_machine_was_to
 
     fast = dict(impl="flash2", N=512, time_s=1e-3, time_lo_s=0.99e-3, time_hi_s=1.01e-3, repeats=20, status="ok")
     slow = dict(impl="naive", N=512, time_s=2e-3, time_lo_s=1.98e-3, time_hi_s=2.02e-3, repeats=20, status="ok")
-    ((_, _, clean),) = speed_verdicts(pd.DataFrame([slow, {**fast, "converged": True}]))
-    ((_, _, busy),) = speed_verdicts(pd.DataFrame([slow, {**fast, "converged": False}]))
+    ((_, _, clean),) = speed_verdicts(pd.DataFrame([slow, {**fast, "set_aside": 3}]))
+    ((_, _, busy),) = speed_verdicts(pd.DataFrame([slow, {**fast, "set_aside": 21}]))
     assert clean.faster == "FA2" and busy.faster is None and busy.settle == BUSY
     assert settle_words(busy).startswith("too close to call here: the machine was too busy")
     assert _settle([busy]).startswith("the machine was too busy")

@@ -282,15 +282,15 @@ def _number(value: object) -> float | None:
 def row_estimate(row: object) -> Estimate | None:
     """The Estimate of a measured row (a mapping or a pandas row with time_s, time_lo_s, time_hi_s and repeats: a
     sweep's row, or a view's timed row): estimate_of its summary; None where the row did not run (a status other than
-    "ok") or carries no interval. A row whose run marked it not converged although its interval is narrow (the
-    machine was too busy for clean calls: its `converged` is False) is `busy`: it never names a winner.
+    "ok") or carries no interval. A row with more calls set aside than kept (its `set_aside` above its `repeats`: the
+    machine was too busy for clean calls, and its run marked it unsettled) is `busy`: it never names a winner.
 
     Example:
         >>> row_estimate({"time_s": 1.0, "time_lo_s": 0.99, "time_hi_s": 1.01, "repeats": 20}).converged
         True
         >>> row_estimate({"time_s": 1.0, "time_lo_s": float("nan"), "time_hi_s": 1.1, "repeats": 3}) is None
         True
-        >>> e = row_estimate({"time_s": 1.0, "time_lo_s": 0.99, "time_hi_s": 1.01, "repeats": 20, "converged": False})
+        >>> e = row_estimate({"time_s": 1.0, "time_lo_s": 0.99, "time_hi_s": 1.01, "repeats": 20, "set_aside": 21})
         >>> e.converged, e.busy
         (False, True)
     """
@@ -301,15 +301,8 @@ def row_estimate(row: object) -> Estimate | None:
     if any(v is None for v in values) or values[3] < 1 or values[0] <= 0:
         return None
     e = estimate_of(values[0], values[1], values[2], int(values[3]))
-    return replace(e, converged=False, busy=True) if e.converged and _marked_unsettled(get("converged")) else e
-
-
-def _marked_unsettled(flag: object) -> bool:
-    """Whether a row's `converged` says False (True, a missing value or pandas' NA do not)."""
-    try:
-        return flag is not None and not bool(flag)
-    except TypeError:  # pandas' NA
-        return False
+    aside = _number(get("set_aside"))
+    return replace(e, converged=False, busy=True) if aside is not None and aside > values[3] else e
 
 
 def cell(v: Verdict) -> str:
