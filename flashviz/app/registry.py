@@ -119,8 +119,8 @@ def uses_text(view: View) -> str:
     shared = ", ".join(short_name(name) for name in SHARED if name in view.sidebar)
     text = f"Uses from the sidebar: {shared}" if shared else "Uses no setting of the sidebar"
     owners: dict[str, list[str]] = {}
-    for name in view.borrows:
-        owners.setdefault(owner_of(name).label, []).append(short_name(name))
+    for name, owner in view.settings.BORROWS.items():
+        owners.setdefault(owner.LABEL, []).append(short_name(name))
     for label, names in owners.items():
         text += (f"; from the {label} view: {', '.join(names)}" if len(names) <= BORROWED_LISTED
                  else f"; from the {label} view: its settings")

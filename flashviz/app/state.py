@@ -15,6 +15,7 @@ from typing import Any
 
 from flashviz.app.registry import LABELS, SLUGS, VIEWS, View
 from flashviz.kit.settings import Env, SharedSettings, copy_field
+from flashviz.kit.settings import spec_of as declared_spec_of
 from flashviz.kit.spec import APP, CHOICE, Spec, setting, spec_of_field, to_text, url_key
 from flashviz.views.how.settings import BOTH
 
@@ -45,10 +46,9 @@ def setting_fields() -> tuple[Field, ...]:
 
 
 def spec_of(f: Field | str) -> Spec:
-    """The Spec of a setting, by field or by name."""
-    if isinstance(f, str):
-        (f,) = [g for g in fields(Settings) if g.name == f]
-    return spec_of_field(f)
+    """The Spec of a setting, by field or by name: the open view's (the shell's own), or any other's
+    (flashviz.kit.settings.spec_of: the shared settings and every view's)."""
+    return spec_of_field(VIEW_FIELD) if f == "view" else declared_spec_of(f)
 
 
 def settings_of(view: View, s: Settings) -> Any:
