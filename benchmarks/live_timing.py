@@ -14,10 +14,14 @@ aside, and the checks:
   - no winner named under load is the loser on the quiet machine;
   - over the reruns under load, the named winners agree.
 With --shots DIR it also saves 1280 x 720 screenshots of the Benchmark, Block size and Ring views after Run under load.
+With --threads N the dashboard's CPU threads and the CLI's --threads are N throughout (default: each one's own
+default, the machine's cores). Under the load the timing worker runs with the threads the busy cores leave free, and
+a verdict measured with fewer threads than asked names no winner; asked for 1, it names what it measured at 1.
 
 Run:  python benchmarks/live_timing.py                 (about 10 minutes on 2 cores)
       python benchmarks/live_timing.py --reruns 2 --shots artifacts/live
       python benchmarks/live_timing.py --checkout /tmp/before --views ''   (an earlier release, side by side)
+      python benchmarks/live_timing.py --threads 1 --reruns 3 --views ''   (verdicts at the threads the load leaves)
 The machine should be otherwise idle for step 1: the script makes its own load for step 2.
 """
 
@@ -40,6 +44,7 @@ import pandas as pd
 from load import CHROMIUM_ARGS, CONNECTED, IDLE, PAGE_END, chromium_path, own_server
 
 from flashviz.limits import LIVE_TIME_BUDGET_S
+from flashviz.measure.verdict import SEPARATED
 from flashviz.views.bench.sentences import speed_verdicts
 from flashviz.vocab import NAIVE, OK
 
@@ -62,9 +67,13 @@ RUNS = {  # view -> (its run button's key, the status label its run ends with)
 SHOT_VIEWS = ("block", "ring")  # screenshots after Run (with the Benchmark's)
 
 
+THREADS: int | None = None  # --threads: the dashboard's CPU threads and the CLI's --threads (None: their defaults)
+
+
 def cli_bench(out: Path) -> pd.DataFrame:
     """`python -m flashviz bench` at its defaults (the Benchmark view's); its CSV rows."""
-    subprocess.run([sys.executable, "-m", "flashviz", "bench", "--out", str(out)], cwd=ROOT, check=True,
+    threads = [] if THREADS is None else ["--threads", str(THREADS)]
+    subprocess.run([sys.executable, "-m", "flashviz", "bench", "--out", str(out), *threads], cwd=ROOT, check=True,
                    stdout=subprocess.DEVNULL)
     return pd.read_csv(out)
 
@@ -115,7 +124,8 @@ def reloading_pages(url: str, pages: int = 2) -> Iterator[None]:
 def press_run(page, url: str, view: str, downloads: Path | None = None) -> pd.DataFrame | None:
     """Open a view, press its Run, wait for the run to end; the Benchmark's rows from its CSV download."""
     key, done = RUNS[view]
-    page.goto(f"{url}/?view={view}", wait_until="commit", timeout=120_000)
+    threads = "" if THREADS is None else f"&threads={THREADS}"
+    page.goto(f"{url}/?view={view}{threads}", wait_until="commit", timeout=120_000)
     page.wait_for_selector(CONNECTED, timeout=120_000)
     if key is None:  # it runs as it opens
         page.wait_for_selector(f"text={done}", timeout=RUN_TIMEOUT_S * 1000)
@@ -193,11 +203,15 @@ def main(argv: list[str] | None = None) -> int:
                         "and print how long each took (default: every view with a Run; '' for none)")
     p.add_argument("--checkout", type=Path, default=None,
                    help="measure another checkout's dashboard and CLI (e.g. a git worktree of an earlier commit)")
+    p.add_argument("--threads", type=int, default=None,
+                   help="the dashboard's CPU threads and the CLI's --threads (default: each one's own)")
     p.add_argument("--reload", metavar="URL", default=None, help=argparse.SUPPRESS)  # one reloading page (internal)
     args = p.parse_args(argv)
     if args.reload:
         reload_views(args.reload)
         return 0
+    global THREADS
+    THREADS = args.threads
     if args.checkout is not None:  # its server and its CLI, with its own flashviz first on the path
         global ROOT
         ROOT = load.ROOT = args.checkout.resolve()
@@ -254,8 +268,11 @@ def report(quiet: pd.DataFrame, runs: list[pd.DataFrame], clis: list[pd.DataFram
     print(table.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     print("\nwinners named (N, kernel against naive):")
     print(f"  quiet CLI: {sorted((k, w) for k, w in quiet_winners.items() if w)}")
-    for i, w in enumerate(named):
-        print(f"  dashboard run {i + 1} under load: {sorted(w.items())}")
+    for i, (w, df) in enumerate(zip(named, runs, strict=True)):
+        settles = pd.Series([v.settle for _, _, v in speed_verdicts(df)]).value_counts()
+        unsettled = ", ".join(f"{k}: {c}" for k, c in settles.items() if k != SEPARATED) or "none"
+        print(f"  dashboard run {i + 1} under load: {sorted(w.items())}; not named, by what would settle it: "
+              f"{unsettled}")
     for i, cli in enumerate(clis):
         print(f"  the CLI beside run {i + 1}: {sorted((k, w) for k, w in winners(cli).items() if w)}")
     print()

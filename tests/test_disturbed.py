@@ -8,7 +8,9 @@ import math
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
+import pandas as pd
 import pytest
 import torch
 
@@ -23,8 +25,8 @@ from flashviz.measure.load import (
     disturbed,
     tallying,
 )
-from flashviz.measure.timing import thread_cap, threads_set_to, time_calls, timing_of
-from flashviz.measure.verdict import BUSY, as_estimate, compare, row_estimate, sentence
+from flashviz.measure.timing import thread_cap, threads_asked, threads_set_to, time_calls, timing_of
+from flashviz.measure.verdict import BUSY, FEWER_THREADS, as_estimate, compare, row_estimate, sentence
 from flashviz.measure.worker import InlineWorker
 
 
@@ -123,6 +125,79 @@ def test_a_thread_cap_bounds_every_timing_inside_it():
     with thread_cap(1), threads_set_to(4) as n:
         assert n == 1 == torch.get_num_threads()
     assert torch.get_num_threads() == before
+
+
+def test_a_timing_under_a_thread_cap_records_the_threads_it_was_asked_for():
+    with thread_cap(1):
+        (capped,) = time_calls({"mm": torch.mm}, torch.ones(8, 8), torch.ones(8, 8), warmup=0, repeats=2,
+                               threads=2).values()
+        with threads_set_to(2):  # an outer block asked for 2: a timing inside that keeps the count asks for 2 too
+            assert threads_asked() == 2
+            (inner,) = time_calls({"mm": torch.mm}, torch.ones(8, 8), torch.ones(8, 8), warmup=0,
+                                  repeats=2).values()
+        (one,) = time_calls({"mm": torch.mm}, torch.ones(8, 8), torch.ones(8, 8), warmup=0, repeats=2,
+                            threads=1).values()
+    assert (capped.threads, capped.threads_asked, capped.capped) == (1, 2, True)
+    assert (inner.threads, inner.threads_asked, inner.capped) == (1, 2, True)
+    assert (one.threads, one.threads_asked, one.capped) == (1, 1, False)
+    assert capped.row()["threads_asked"] == 2 and row_estimate({**capped.row(), "status": "ok"}).capped
+
+
+def test_a_median_measured_with_fewer_threads_than_asked_names_no_winner():
+    """The kernels' ranking depends on the threads (naive gains more from a second thread than a tiled loop): a
+    winner at the threads that ran is no claim at the threads asked, however far apart the intervals."""
+    fast = dict(time_s=1e-3, time_lo_s=0.99e-3, time_hi_s=1.01e-3, repeats=20, status="ok")
+    slow = dict(time_s=2e-3, time_lo_s=1.98e-3, time_hi_s=2.02e-3, repeats=20, status="ok")
+    at = {n: dict(threads=n, threads_asked=asked) for n, asked in ((1, 2), (2, 2))}
+    capped = compare(row_estimate({**slow, **at[1]}), row_estimate({**fast, **at[1]}), ("naive", "FA2"))
+    assert capped.disjoint and capped.faster is None and capped.settle == FEWER_THREADS and capped.a.capped
+    said = sentence(capped)
+    assert "measured with 1 thread of the 2 asked for" in said and "ask for 1 thread" in said and "faster" not in said
+    assert compare(row_estimate({**slow, **at[2]}), row_estimate({**fast, **at[2]})).faster == "b"
+    asked_one = dict(threads=1, threads_asked=1)  # asked for the threads that ran: a claim at those threads
+    assert compare(row_estimate({**slow, **asked_one}), row_estimate({**fast, **asked_one})).faster == "b"
+    assert compare(row_estimate(slow), row_estimate(fast)).faster == "b"  # a row that does not say: as it ran
+    # a Timing says it too
+    t = timing_of([1e-3] * 8, 1, "cpu", threads_asked=2)
+    v = compare(timing_of([2e-3] * 8, 1, "cpu", threads_asked=2), t)
+    assert v.settle == FEWER_THREADS and v.faster is None and as_estimate(t).capped
+
+
+def test_a_sweep_the_worker_capped_names_no_winner_on_any_view(monkeypatch):
+    """Under load the timing worker runs a sweep with fewer threads than the sidebar asks for: its rows say so, and
+    every view's words say why nothing is named and which control would let it be."""
+    import flashviz.measure.load as load
+    from flashviz.measure.sweep import run_sweep
+    from flashviz.views.bench.sentences import speed_verdicts
+    from flashviz.views.decode.sentences import _settle
+    from flashviz.views.masks.sentences import settle_words
+
+    monkeypatch.setattr(load, "busy_now", lambda seconds=load.BUSY_SAMPLE_S: float(load.cores()))  # no core free
+    for asked in (2, 1):
+        df = InlineWorker().run(run_sweep, ([32],), dict(d=8, block_size=16, impls=("naive", "flash2"), repeats=2,
+                                                         threads=asked))
+        assert df["threads"].tolist() == [1, 1] and df["threads_asked"].tolist() == [asked, asked]
+    fast = dict(impl="flash2", N=512, time_s=1e-3, time_lo_s=0.99e-3, time_hi_s=1.01e-3, repeats=20, status="ok")
+    slow = dict(impl="naive", N=512, time_s=2e-3, time_lo_s=1.98e-3, time_hi_s=2.02e-3, repeats=20, status="ok")
+    ran = dict(threads=1, threads_asked=2)
+    ((_, _, v),) = speed_verdicts(pd.DataFrame([{**slow, **ran}, {**fast, **ran}]))
+    assert v.faster is None and v.settle == FEWER_THREADS
+    assert settle_words(v) == ("too close to call here: measured with 1 thread of the 2 asked for (other work kept "
+                               "cores busy); run again when the cores are free, or set **CPU threads** to 1 in the "
+                               "sidebar")
+    assert _settle([v]).startswith("they were measured with 1 thread of the 2 asked for")
+
+
+def test_the_backward_price_names_no_faster_side_from_a_capped_or_crowded_run():
+    from flashviz.views.backward.data import recompute_price
+
+    p = recompute_price(32, 8, block_q=16, block_k=16, repeats=2, threads=1)
+    assert p.threads_asked == 1 and len(p.set_aside) == 3
+    fixed = replace(p, time_s=(1e-3, 2e-3, 1e-3), time_lo_s=(0.99e-3, 1.98e-3, 0.99e-3),
+                    time_hi_s=(1.01e-3, 2.02e-3, 1.01e-3), timed=(20, 20, 20), set_aside=(0, 0, 0))
+    assert fixed.time_verdict().faster == "the tiled kernel"
+    assert replace(fixed, threads_asked=2).time_verdict().settle == FEWER_THREADS
+    assert replace(fixed, set_aside=(21, 0, 0)).time_verdict().settle == BUSY
 
 
 def test_the_load_meter_sees_another_process_keep_a_core_busy():

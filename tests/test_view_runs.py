@@ -256,6 +256,13 @@ def test_benchmark_shows_results_so_far_and_the_idle_text_counts_right(make_app)
     assert "Time vs sequence length (so far)" in charts(at)
 
 
+def as_asked(df: pd.DataFrame) -> pd.DataFrame:
+    """A test that chooses a run's times chooses its threads too: every row ran with the threads asked for, however
+    busy the machine under the test was (a row measured with fewer names no winner: tests/test_disturbed.py)."""
+    df["threads_asked"] = df["threads"]
+    return df
+
+
 def _scaled_sweep(monkeypatch, naive_factor: float):
     """Make naive's measured time naive_factor times what it was, so the speedup's side of 1 is known, and every
     median sure (30 calls within +-0.1%), so the verdict turns on the factor alone."""
@@ -267,7 +274,7 @@ def _scaled_sweep(monkeypatch, naive_factor: float):
         ok = df["status"] == OK
         df.loc[ok, "time_lo_s"], df.loc[ok, "time_hi_s"] = df["time_s"] * 0.999, df["time_s"] * 1.001
         df.loc[ok, "repeats"] = 30
-        return df
+        return as_asked(df)
 
     def fake(*a, **k):
         df = real(*a, **k)
@@ -307,7 +314,7 @@ def causal_times(monkeypatch, times: dict[tuple[str, bool], tuple[float, float, 
                 mine = df["impl"] == impl
                 df.loc[mine, ["time_s", "time_lo_s", "time_hi_s"]] = (median, low, high)
                 df.loc[mine, "repeats"] = repeats
-        return df
+        return as_asked(df)
 
     monkeypatch.setattr(measure_jobs, "run_sweep", run_sweep)
     jobs.causal_pair.clear()
@@ -542,7 +549,7 @@ def with_times(monkeypatch, times: dict[str, tuple[float, float, float, int]]) -
             mine = df["impl"] == impl
             df.loc[mine, ["time_s", "time_lo_s", "time_hi_s"]] = (median, low, high)
             df.loc[mine, "repeats"] = repeats
-        return df
+        return as_asked(df)
 
     monkeypatch.setattr(measure_jobs, "run_sweep", run_sweep)
     jobs.sweep.clear()
@@ -657,13 +664,13 @@ def test_block_size_states_each_tile_sizes_verdict_from_the_rows_intervals(make_
             mine = df["block_q"] == b
             df.loc[mine, ["time_s", "time_lo_s", "time_hi_s"]] = (t, t * (1 - h), t * (1 + h))
             df.loc[mine, "repeats"] = 20
-        return df
+        return as_asked(df)
 
     def sweep(*a, **k):
         df = real_sweep(*a, **k)
         df[["time_s", "time_lo_s", "time_hi_s"]] = (1e-3, 0.99e-3, 1.01e-3)
         df["repeats"] = 20
-        return df
+        return as_asked(df)
 
     monkeypatch.setattr(measure_jobs, "run_block_sweep", blocks)
     monkeypatch.setattr(measure_jobs, "run_sweep", sweep)

@@ -47,6 +47,7 @@ from flashviz.measure.timing import (
     Repeats,
     Timing,
     resolve_repeats,
+    threads_asked,
     threads_set_to,
     time_calls,
 )
@@ -58,7 +59,7 @@ MAX_N = 1 << 17  # 131072: beyond this even the tiled Python kernels take hours 
 MAX_D = 1024  # largest head dimension a sweep accepts (real models use 64-256)
 COLUMNS = ("impl", "N", "d", "block_q", "block_k", "causal", "window", "batch", "heads", "dtype", "device", "threads",
            "time_s", "time_iqr_s", "peak_bytes", "flops", "gflops", "hbm_bytes", "max_abs_err", "status",
-           "time_lo_s", "time_hi_s", "repeats", "converged", "set_aside", "cpu_share")
+           "time_lo_s", "time_hi_s", "repeats", "converged", "set_aside", "cpu_share", "threads_asked")
 MAX_REASON_CHARS = 160  # a failure's message is cut here in the status column
 
 
@@ -152,16 +153,16 @@ def _hbm_bytes(impl: str, cfg: RunConfig) -> float:
                          window=cfg.window, batch=cfg.batch, heads=cfg.heads, dtype_bytes=cfg.dtype_bytes).bytes)
 
 
-def _row(impl: str, cfg: RunConfig, threads: int, **values) -> dict:
+def _row(impl: str, cfg: RunConfig, threads: tuple[int, int], **values) -> dict:
     tiled = impl in TILED_IMPLS
     row = {"impl": impl, "N": cfg.n, "d": cfg.d, "block_q": cfg.block_q if tiled else pd.NA,
            "block_k": cfg.block_k if tiled else pd.NA, "causal": cfg.causal,
            "window": None if cfg.window is None else f"{cfg.window[0]},{cfg.window[1]}".replace("None", "inf"),
            "batch": cfg.batch, "heads": cfg.heads, "dtype": str(cfg.dtype).removeprefix("torch."),
-           "device": str(cfg.device), "threads": threads, "time_s": math.nan, "time_iqr_s": math.nan,
+           "device": str(cfg.device), "threads": threads[0], "time_s": math.nan, "time_iqr_s": math.nan,
            "peak_bytes": math.nan, "flops": _flops(impl, cfg), "gflops": math.nan, "hbm_bytes": _hbm_bytes(impl, cfg),
            "max_abs_err": math.nan, "status": OK, "time_lo_s": math.nan, "time_hi_s": math.nan, "repeats": pd.NA,
-           "converged": pd.NA, "set_aside": pd.NA, "cpu_share": math.nan}
+           "converged": pd.NA, "set_aside": pd.NA, "cpu_share": math.nan, "threads_asked": threads[1]}
     row.update(values)
     return row
 
@@ -195,7 +196,7 @@ def _time_rows(fns: dict[str, Callable], inputs: tuple, *, warmup: int, repeats:
 
 
 def _measure_config(cfg: RunConfig, impls: list[str], *, budget: int, repeats: int | Adaptive, warmup: int,
-                    threads: int,
+                    threads: tuple[int, int],
                     seed: int, report: Callable[[str], None], clock: TimeBudget) -> list[dict]:
     """The rows of one configuration: guards, then peak memory and error of each impl in turn, then the times of
     all that ran, interleaved call by call (measure.time_calls) so that noise hits them alike."""
@@ -272,8 +273,9 @@ def _run(configs: list[RunConfig], impls: list[str], *, repeats: Repeats, warmup
 
     clock = TimeBudget(time_budget_s, lambda: _now())  # looks _now up at each call
     with threads_set_to(threads) as n_threads, steady_allocator():
+        ran_asked = (n_threads, threads_asked())  # fewer than asked under the timing worker's thread_cap
         for cfg in configs:
-            rows += _measure_config(cfg, impls, budget=budget, repeats=repeats, warmup=warmup, threads=n_threads,
+            rows += _measure_config(cfg, impls, budget=budget, repeats=repeats, warmup=warmup, threads=ran_asked,
                                     seed=seed, report=report, clock=clock)
     report("done")
     df = pd.DataFrame(rows, columns=list(COLUMNS))
@@ -366,7 +368,9 @@ def run_sweep(ns: Iterable[int], *, d: int = 64, block_size: int = 128, causal: 
         the median, seconds; [min, max] below 6 repeats), repeats (timed calls behind the median, <NA> if not
         run), converged (a 95% interval at most +-5% of the median), set_aside (timed calls set aside because the
         process lost its cores during them: flashviz.measure.load; more calls were run in their place) and
-        cpu_share (the kept calls' median CPU seconds per wall second; NaN where not measured).
+        cpu_share (the kept calls' median CPU seconds per wall second; NaN where not measured), threads_asked (the
+        threads asked for: above threads where the timing worker's thread_cap ran the rows with fewer, because
+        other work kept cores busy; such rows name no winner, flashviz.measure.verdict).
         df.attrs holds mode, memory_budget_bytes,
         repeats (an int or "auto"), adaptive (the Adaptive's fields, or None), seed, time_budget_s and context
         (context.run_context: torch version, threads, CPU model, ...).

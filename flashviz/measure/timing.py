@@ -66,6 +66,8 @@ class Timing:
     calls: tuple[float, ...] = ()  # seconds of every timed call in order, those set aside included (() = samples)
     cpu: tuple[float, ...] = ()  # this process's CPU seconds over each of calls (() where not measured: CUDA, a clock)
     aside: tuple[bool, ...] = ()  # which of calls were set aside as disturbed (flashviz.measure.load.disturbed)
+    threads_asked: int = 0  # the threads the caller asked for (more than `threads`: a thread_cap ran it with fewer;
+    #                         0: not recorded, as many as it ran with)
 
     @property
     def repeats(self) -> int:
@@ -81,6 +83,24 @@ class Timing:
     def too_busy(self) -> bool:
         """More calls were set aside than kept clean: the machine was too busy for a clean timing."""
         return self.set_aside > len(self.calls or self.samples) - self.set_aside
+
+    @property
+    def capped(self) -> bool:
+        """It ran with fewer threads than asked for (a thread_cap: other work kept cores busy)."""
+        return self.threads_asked > self.threads
+
+    def row(self) -> dict[str, float | int]:
+        """The columns of a timed row that the verdict rule reads (flashviz.measure.verdict.row_estimate): the median,
+        its interval and calls, the calls set aside, and the threads it ran with and was asked for.
+
+        Example:
+            >>> t = timing_of([1.0, 1.02, 0.98, 1.01, 0.99, 1.0], 1, "cpu", threads_asked=2)
+            >>> t.capped, t.row()["time_lo_s"], t.row()["threads"], t.row()["threads_asked"]
+            (True, 0.98, 1, 2)
+        """
+        return {"time_s": self.median, "time_lo_s": self.ci_low, "time_hi_s": self.ci_high, "repeats": self.repeats,
+                "set_aside": self.set_aside, "threads": self.threads,
+                "threads_asked": self.threads_asked or self.threads}
 
     @property
     def cpu_share(self) -> float:
@@ -151,6 +171,7 @@ def resolve_repeats(repeats: object) -> int | Adaptive:
 
 
 _thread_cap: int | None = None  # the most threads any timing in this process may use now (see thread_cap)
+_threads_asked: int | None = None  # the threads the innermost threads_set_to was asked for (None: outside any)
 
 
 @contextlib.contextmanager
@@ -175,11 +196,13 @@ def threads_set_to(threads: int | None) -> Iterator[int]:
     Yields:
         the thread count in force inside the block.
     """
-    before = torch.get_num_threads()
+    global _threads_asked
+    before, asked_before = torch.get_num_threads(), _threads_asked
     if threads is None:
-        threads = before
+        threads = asked_before or before  # inside another block, what that one was asked for
     if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
         raise ValueError(f"threads must be an int >= 1 or None (keep torch's current {before}), got {threads!r}.")
+    _threads_asked = threads
     if _thread_cap is not None:
         threads = min(threads, _thread_cap)
     torch.set_num_threads(threads)
@@ -187,6 +210,19 @@ def threads_set_to(threads: int | None) -> Iterator[int]:
         yield threads
     finally:
         torch.set_num_threads(before)
+        _threads_asked = asked_before
+
+
+def threads_asked() -> int:
+    """The threads the innermost `threads_set_to` block was asked for (before a `thread_cap`), or torch's current
+    count outside any.
+
+    Example:
+        >>> with thread_cap(1), threads_set_to(2) as n:
+        ...     n, threads_asked()
+        (1, 2)
+    """
+    return _threads_asked or torch.get_num_threads()
 
 
 def _sync(device: torch.device) -> None:
@@ -321,6 +357,7 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
     if stop is not None and stop():
         return {}
     with threads_set_to(threads) as n_threads, steady_allocator():
+        asked = threads_asked()
         start = now()
         for name, fn in fns.items():
             for w in range(warmup):
@@ -346,7 +383,8 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
     if r == 0:
         return {}  # `stop` said so before the first round
     timings = {name: timing_of(walls[name], n_threads, device, cpu=cpus[name] if cpu_clock is not None else None,
-                               at_most=None if adaptive else rounds, target_rel_ci=target, confidence=confidence)
+                               at_most=None if adaptive else rounds, target_rel_ci=target, confidence=confidence,
+                               threads_asked=asked)
                for name in fns}
     for t in timings.values():
         record(len(t.calls), t.set_aside, t.too_busy)
@@ -368,7 +406,7 @@ def median_iqr(samples: list[float]) -> tuple[float, float]:
 
 def timing_of(samples: list[float], threads: int, device: torch.device | str, *, cpu: list[float] | None = None,
               at_most: int | None = None, target_rel_ci: float = TARGET_REL_CI,
-              confidence: float = CONFIDENCE) -> Timing:
+              confidence: float = CONFIDENCE, threads_asked: int | None = None) -> Timing:
     """The Timing of timed calls: median, IQR, the interval of the median and whether it converged.
 
     With `cpu`, the calls the machine disturbed (flashviz.measure.load.disturbed) are set aside: the median, IQR and
@@ -383,6 +421,7 @@ def timing_of(samples: list[float], threads: int, device: torch.device | str, *,
             the Timing's calls are the kept ones and those set aside. None: every call.
         target_rel_ci: the half-width, as a fraction of the median, at which the median counts as converged.
         confidence: coverage of the interval (stats.median_ci).
+        threads_asked: the threads the caller asked for, when a thread_cap ran the calls with fewer (None: threads).
     Returns:
         Timing.
 
@@ -408,7 +447,8 @@ def timing_of(samples: list[float], threads: int, device: torch.device | str, *,
     too_busy = 2 * sum(aside) > len(calls)
     return Timing(median, iqr, tuple(kept), threads, str(device), low, high, level,
                   is_converged(kept, target_rel_ci, confidence) and not too_busy, calls,
-                  tuple(float(c) for c in cpu) if cpu is not None else (), aside)
+                  tuple(float(c) for c in cpu) if cpu is not None else (), aside,
+                  threads if threads_asked is None else max(threads, int(threads_asked)))
 
 
 def benchmark(fn: Callable, *args: Any, warmup: int = 2, repeats: int = 10, **kwargs: Any) -> float:

@@ -19,6 +19,11 @@ part there would name a winner that the rerun reverses.
                    quieter machine
     a quieter machine  the run marked a median unsettled because the machine was too busy for clean calls (more of
                    them set aside than kept: flashviz.measure.timing.Timing.too_busy), however narrow its interval
+    the threads asked  a median was measured with fewer threads than asked for (other work kept cores busy, and the
+                   timing worker capped the threads: flashviz.measure.timing.thread_cap). The kernels' ranking depends
+                   on the threads (a matmul gains more from a second thread than a Python tile loop, so naive and
+                   FA2 can tie at 1 thread and part at 2), so a winner at the threads that ran is no claim at the
+                   threads asked: free cores, or ask for the threads that ran
     a larger N     both medians are known to the target and still overlap: the difference is below the noise at
                    this size (within what the two intervals reach towards each other); more work per call makes a
                    kernel's difference larger than the machine's jitter (repeats_needed: how many repeats would
@@ -53,6 +58,7 @@ SEPARATED = "separated"  # Verdict.settle when the intervals separate: nothing l
 MORE_REPEATS = "more repeats"  # Verdict.settle: an interval is too wide or not a real 95% one yet
 LARGER_N = "a larger N"  # Verdict.settle: both medians are known, the difference is below the noise at this N
 BUSY = "a quieter machine"  # Verdict.settle: a median the run marked unsettled (too busy for clean calls)
+FEWER_THREADS = "the threads asked"  # Verdict.settle: a median measured with fewer threads than asked for
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,13 @@ class Estimate:
     repeats: int  # timed calls behind the median
     converged: bool  # level reached the confidence and the half-width is at most the target of the median
     busy: bool = False  # the run marked it unsettled: more of its calls were set aside than kept (never converged)
+    threads: int = 0  # the intra-op threads its calls ran with (0: not recorded)
+    threads_asked: int = 0  # the threads asked for (above threads: capped, because other work kept cores busy)
+
+    @property
+    def capped(self) -> bool:
+        """Measured with fewer threads than asked for: it names no winner at the threads asked."""
+        return 0 < self.threads < self.threads_asked
 
     @property
     def rel_ci(self) -> float:
@@ -114,8 +127,9 @@ def as_estimate(x: object, *, target_rel_ci: float = TARGET_REL_CI, confidence: 
     if isinstance(x, Estimate):
         return x
     if all(hasattr(x, a) for a in ("median", "ci_low", "ci_high", "ci_level", "samples", "converged")):
+        threads = int(getattr(x, "threads", 0) or 0)
         return Estimate(x.median, x.ci_low, x.ci_high, x.ci_level, len(x.samples), bool(x.converged),
-                        bool(getattr(x, "too_busy", False)))
+                        bool(getattr(x, "too_busy", False)), threads, int(getattr(x, "threads_asked", 0) or threads))
     if isinstance(x, Iterable) and not isinstance(x, (str, bytes)):
         return estimate(x, target_rel_ci=target_rel_ci, confidence=confidence)
     raise TypeError(f"a timing must be an Estimate, a Timing or a list of timed calls in seconds, got "
@@ -133,8 +147,9 @@ class Verdict:
     ratio_low: float  # a.low / b.high: the smallest ratio the two intervals allow
     ratio_high: float  # a.high / b.low: the largest (inf if b.low is 0)
     disjoint: bool  # the intervals do not overlap: the ratio's interval excludes 1
-    separated: bool  # disjoint, both intervals cover the confidence and both converged: a faster side can be named
-    settle: str  # SEPARATED, or what would settle it: MORE_REPEATS or LARGER_N
+    separated: bool  # disjoint, both intervals cover the confidence, both converged, neither measured with fewer
+    #                  threads than asked: a faster side can be named
+    settle: str  # SEPARATED, or what would settle it: BUSY, FEWER_THREADS, MORE_REPEATS or LARGER_N
     repeats_needed: int | None  # calls per side that would settle it at this N (None: separated, or equal medians)
     difference: float  # |median_a - median_b| / the larger median: how far apart the two are
     noise: float  # how far the two intervals reach towards each other (the faster's high end above its median plus
@@ -200,7 +215,7 @@ def compare(a: object, b: object, names: tuple[str, str] = ("a", "b"), *, target
     ratio_high = ea.high / eb.low if eb.low > 0 else math.inf
     real = ea.level >= confidence and eb.level >= confidence
     disjoint = ratio_low > 1 or ratio_high < 1
-    separated = disjoint and real and ea.converged and eb.converged
+    separated = disjoint and real and ea.converged and eb.converged and not (ea.capped or eb.capped)
     fast, slow = (ea, eb) if ea.median <= eb.median else (eb, ea)
     gap = slow.median - fast.median
     reach = (fast.high - fast.median) + (slow.median - slow.low)  # seconds the intervals reach towards each other
@@ -211,6 +226,8 @@ def compare(a: object, b: object, names: tuple[str, str] = ("a", "b"), *, target
         settle, needed = SEPARATED, None
     elif ea.busy or eb.busy:
         settle, needed = BUSY, None
+    elif ea.capped or eb.capped:
+        settle, needed = FEWER_THREADS, None
     elif not (ea.converged and eb.converged):
         settle = MORE_REPEATS
         needed = max(min_repeats(confidence), repeats_for_width(n, widest, target_rel_ci) if math.isfinite(widest)
@@ -219,6 +236,37 @@ def compare(a: object, b: object, names: tuple[str, str] = ("a", "b"), *, target
         settle, needed = LARGER_N, None if gap == 0 else max(n + 1, math.ceil(n * (reach / gap) ** 2))
     return Verdict(names, ea, eb, ratio, ratio_low, ratio_high, disjoint, separated, settle, needed, difference,
                    noise, widest, confidence, target_rel_ci)
+
+
+def _threads(n: int) -> str:
+    return f"{n} thread" if n == 1 else f"{n} threads"
+
+
+def threads_capped(v: Verdict) -> tuple[int, int]:
+    """(threads it ran with, threads asked for) of the capped side(s) of a verdict: the fewest that ran, the most
+    asked; (0, 0) where neither side was capped.
+
+    Example:
+        >>> a, b = Estimate(1.0, 0.99, 1.01, 0.97, 20, True, threads=1, threads_asked=2), estimate([2.0] * 6)
+        >>> threads_capped(compare(a, b))
+        (1, 2)
+    """
+    capped = [e for e in (v.a, v.b) if e.capped]
+    if not capped:
+        return 0, 0
+    return min(e.threads for e in capped), max(e.threads_asked for e in capped)
+
+
+def fewer_threads(v: Verdict) -> str:
+    """Why a FEWER_THREADS verdict names no winner, in words ("" where neither side was capped).
+
+    Example:
+        >>> a, b = Estimate(1.0, 0.99, 1.01, 0.97, 20, True, threads=1, threads_asked=2), estimate([2.0] * 6)
+        >>> fewer_threads(compare(a, b))
+        'measured with 1 thread of the 2 asked for (other work kept cores busy)'
+    """
+    ran, asked = threads_capped(v)
+    return f"measured with {_threads(ran)} of the {asked} asked for (other work kept cores busy)" if ran else ""
 
 
 def _x(value: float) -> str:
@@ -247,6 +295,11 @@ def sentence(v: Verdict) -> str:
         return lead + (f"from {calls}: the machine was too busy for clean timings (more calls were set aside than "
                        "kept), so a median there does not count as settled, however narrow its interval. Rerun on a "
                        "quieter machine.")
+    if v.settle == FEWER_THREADS:
+        ran, asked = threads_capped(v)
+        return lead + (f"from {calls}, {fewer_threads(v)}. A ranking at {_threads(ran)} need not hold at {asked}. "
+                       f"Rerun when {asked} cores are free, or ask for {_threads(ran)} (the dashboard's CPU threads, "
+                       f"the CLI's --threads) to rank them there.")
     if v.settle == MORE_REPEATS:
         fewest = min_repeats(v.confidence)
         if min(v.a.repeats, v.b.repeats) < fewest:
@@ -283,7 +336,8 @@ def row_estimate(row: object) -> Estimate | None:
     """The Estimate of a measured row (a mapping or a pandas row with time_s, time_lo_s, time_hi_s and repeats: a
     sweep's row, or a view's timed row): estimate_of its summary; None where the row did not run (a status other than
     "ok") or carries no interval. A row with more calls set aside than kept (its `set_aside` above its `repeats`: the
-    machine was too busy for clean calls, and its run marked it unsettled) is `busy`: it never names a winner.
+    machine was too busy for clean calls, and its run marked it unsettled) is `busy`: it never names a winner. Its
+    `threads` and `threads_asked` (where the row has them) make it `capped` when it ran with fewer threads than asked.
 
     Example:
         >>> row_estimate({"time_s": 1.0, "time_lo_s": 0.99, "time_hi_s": 1.01, "repeats": 20}).converged
@@ -293,6 +347,9 @@ def row_estimate(row: object) -> Estimate | None:
         >>> e = row_estimate({"time_s": 1.0, "time_lo_s": 0.99, "time_hi_s": 1.01, "repeats": 20, "set_aside": 21})
         >>> e.converged, e.busy
         (False, True)
+        >>> row_estimate({"time_s": 1.0, "time_lo_s": 0.99, "time_hi_s": 1.01, "repeats": 20, "threads": 1,
+        ...               "threads_asked": 2}).capped
+        True
     """
     get = row.get if hasattr(row, "get") else (lambda key, default=None: default)
     if str(get("status", OK)) != OK:
@@ -300,7 +357,9 @@ def row_estimate(row: object) -> Estimate | None:
     values = [_number(get(c)) for c in ROW_COLUMNS]
     if any(v is None for v in values) or values[3] < 1 or values[0] <= 0:
         return None
-    e = estimate_of(values[0], values[1], values[2], int(values[3]))
+    threads, asked = (int(_number(get(c)) or 0) for c in ("threads", "threads_asked"))
+    e = replace(estimate_of(values[0], values[1], values[2], int(values[3])), threads=threads,
+                threads_asked=asked or threads)
     aside = _number(get("set_aside"))
     return replace(e, converged=False, busy=True) if aside is not None and aside > values[3] else e
 

@@ -475,6 +475,8 @@ class RecomputePrice:
     time_lo_s: tuple[float, ...] = ()  # low end of each median's 95% interval (NaN: not run; empty: not recorded)
     time_hi_s: tuple[float, ...] = ()  # high end
     timed: tuple[int, ...] = ()  # timed calls behind each median (0: not run)
+    set_aside: tuple[int, ...] = ()  # timed calls set aside as disturbed, per implementation (empty: not recorded)
+    threads_asked: int = 0  # the threads asked for (above threads: the timing worker capped them; 0: as threads)
 
     def time_verdict(self) -> Verdict | None:
         """Naive autograd's time against the tiled kernel's, by the verdict rule (flashviz.measure.verdict: a faster
@@ -487,7 +489,9 @@ class RecomputePrice:
             i = self.impls.index(impl)
             sides.append(row_estimate({"status": self.status[i], "time_s": self.time_s[i],
                                        "time_lo_s": self.time_lo_s[i], "time_hi_s": self.time_hi_s[i],
-                                       "repeats": self.timed[i]}))
+                                       "repeats": self.timed[i], "threads": self.threads,
+                                       "threads_asked": self.threads_asked or self.threads,
+                                       "set_aside": self.set_aside[i] if self.set_aside else None}))
         if any(e is None for e in sides):
             return None
         return compare(sides[0], sides[1], ("naive autograd", "the tiled kernel"))
@@ -551,5 +555,7 @@ def recompute_price(n: int, d: int, *, batch: int = 1, heads: int = 1, block_q: 
         device=str(rows["device"].iloc[0]), threads=int(rows["threads"].iloc[0]), repeats=repeats,
         time_lo_s=tuple(float(t) if ok else math.nan for t, ok in zip(rows["time_lo_s"], ran, strict=True)),
         time_hi_s=tuple(float(t) if ok else math.nan for t, ok in zip(rows["time_hi_s"], ran, strict=True)),
-        timed=tuple(int(r) if ok else 0 for r, ok in zip(rows["repeats"], ran, strict=True)))
+        timed=tuple(int(r) if ok else 0 for r, ok in zip(rows["repeats"], ran, strict=True)),
+        set_aside=tuple(int(a) if ok else 0 for a, ok in zip(rows["set_aside"], ran, strict=True)),
+        threads_asked=int(rows["threads_asked"].iloc[0]))
 

@@ -420,8 +420,9 @@ def decode_timing(setup: DecodeSetup, device: str, reps: int, *, progress: Progr
     Returns:
         (one row per implementation: label, time_s (median), q1_s, q3_s (quartiles), time_lo_s, time_hi_s (the
         median's 95% interval: flashviz.measure.verdict compares rows by it), kv_bytes, GB_per_s (K/V bytes /
-        median), heads_kv (of the cache it read), threads, repeats; this machine's measured RAM read bandwidth in
-        bytes/s (None on a GPU: the probe reads the CPU's RAM); this machine's name).
+        median), heads_kv (of the cache it read), repeats, set_aside, threads, threads_asked (Timing.row: a row
+        with more calls set aside than kept, or fewer threads than asked, names no winner); this machine's
+        measured RAM read bandwidth in bytes/s (None on a GPU: the probe reads the CPU's RAM); this machine's name).
 
     Example:
         >>> df, bandwidth, _ = decode_timing(DecodeSetup((300, 100), 2, 1, 8, 0, 2, "float32", 1), "cpu", 1)
@@ -441,8 +442,6 @@ repeated)'], True)
                        for x in setup.lens)
         ts = timing.samples
         q1, q3 = statistics.quantiles(ts, n=4, method="inclusive")[::2] if len(ts) > 1 else (timing.median,) * 2
-        rows.append({"label": name, "time_s": timing.median, "q1_s": q1, "q3_s": q3, "time_lo_s": timing.ci_low,
-                     "time_hi_s": timing.ci_high, "kv_bytes": kv_bytes,
-                     "GB_per_s": kv_bytes / timing.median / 1e9, "heads_kv": heads_kv, "threads": timing.threads,
-                     "repeats": len(ts)})
+        rows.append({"label": name, **timing.row(), "q1_s": q1, "q3_s": q3, "kv_bytes": kv_bytes,
+                     "GB_per_s": kv_bytes / timing.median / 1e9, "heads_kv": heads_kv})
     return pd.DataFrame(rows), (machine.bandwidth if dev.type == CPU else None), machine.name

@@ -19,7 +19,18 @@ import pandas as pd
 
 from flashviz.core.decode import BLOCK_M, FILLED, num_splits_heuristic
 from flashviz.measure.stats import TARGET_REL_CI, min_repeats
-from flashviz.measure.verdict import BUSY, MORE_REPEATS, Verdict, cell, compare, row_estimate, sentence
+from flashviz.measure.verdict import (
+    BUSY,
+    FEWER_THREADS,
+    MORE_REPEATS,
+    Verdict,
+    cell,
+    compare,
+    fewer_threads,
+    row_estimate,
+    sentence,
+    threads_capped,
+)
 from flashviz.model.decode_batch import (
     DECODE,
     PREFILL,
@@ -74,8 +85,8 @@ def verdict(a: pd.Series, b: pd.Series) -> str:
 
 def _settle(verdicts: list[Verdict]) -> str:
     """What would settle comparisons too close to call, from their verdicts: more repeats (fewer than a 95% interval
-    needs, or intervals wider than the target), a quieter machine (one too busy for clean calls), or a longer cache
-    (a difference within the noise)."""
+    needs, or intervals wider than the target), a quieter machine (one too busy for clean calls), the threads asked
+    for (measured with fewer: other work kept cores busy), or a longer cache (a difference within the noise)."""
     if not verdicts:
         return "no interval was recorded to judge by"
     n = min(min(v.a.repeats, v.b.repeats) for v in verdicts)
@@ -84,6 +95,10 @@ def _settle(verdicts: list[Verdict]) -> str:
         return f"{n} repeat(s) give no 95% interval of a median; {fewest} or more would settle it"
     if any(v.settle == BUSY for v in verdicts):
         return "the machine was too busy for clean timings (more calls were set aside than kept); a quieter machine"
+    if capped := [v for v in verdicts if v.settle == FEWER_THREADS]:
+        ran = threads_capped(capped[0])[0]
+        return (f"they were {fewer_threads(capped[0])}; free cores, or **CPU threads** set to {ran} in the sidebar, "
+                "would settle it")
     wide = [v for v in verdicts if v.settle == MORE_REPEATS]
     if wide:
         return (f"at {n} repeats their intervals reach ±{max(v.widest for v in wide):.0%} of the median (target "

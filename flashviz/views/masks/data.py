@@ -565,10 +565,10 @@ def time_mask_runs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask_mod: 
             SDPA gets the mask only).  block_q, block_k: Br and Bc.  progress: see flashviz.measure.progress.
     Returns:
         one dict per run (MASKED, DENSE, UNMASKED): kind, label, time_s, iqr_s, time_lo_s, time_hi_s (the median's
-        95% interval) (s), repeats, peak_bytes (above the
-        inputs), build_s, build_iqr_s (s: the schedule, or the dense mask), tiles_computed, tiles, tiles_partial,
-        steps (the schedule the timed calls used and the kernel's loop iterations on it; the dense run computes every
-        tile in one call: its tiles_partial and steps are 0).
+        95% interval) (s), repeats, set_aside, threads, threads_asked (flashviz.measure.timing.Timing.row),
+        peak_bytes (above the inputs), build_s, build_iqr_s (s: the schedule, or the dense mask), tiles_computed,
+        tiles, tiles_partial, steps (the schedule the timed calls used and the kernel's loop iterations on it; the
+        dense run computes every tile in one call: its tiles_partial and steps are 0).
     """
     n, heads = q.shape[2], q.shape[1]
     builds = {MASKED: lambda: prebuilt_schedule(n, block_q, block_k, mask_mod, heads),
@@ -594,8 +594,7 @@ def time_mask_runs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask_mod: 
     tiles = len(built[MASKED])
     numbers = {MASKED: schedule_numbers(built[MASKED]), UNMASKED: schedule_numbers(built[UNMASKED]),
                DENSE: {"tiles_computed": tiles, "tiles": tiles, "tiles_partial": 0, "steps": 0}}
-    return [{"kind": name, "label": MASK_RUN_LABELS[name], "time_s": t.median, "iqr_s": t.iqr,
-             "time_lo_s": t.ci_low, "time_hi_s": t.ci_high, "repeats": len(t.samples), "peak_bytes": peaks[name],
+    return [{"kind": name, "label": MASK_RUN_LABELS[name], **t.row(), "iqr_s": t.iqr, "peak_bytes": peaks[name],
              "build_s": build_t[name].median,
              "build_iqr_s": build_t[name].iqr, **numbers[name]}
             for name, t in run_t.items()]
@@ -634,7 +633,8 @@ def time_preset_runs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mods: di
     Returns:
         one dict per mask_mod, in mods' order: preset, label, computed (fraction of tiles), tiles_computed, tiles,
         tiles_partial, steps (the kernel's loop iterations), time_s, iqr_s, time_lo_s, time_hi_s (the median's 95%
-        interval), repeats, build_s, build_iqr_s (s).
+        interval), repeats, set_aside, threads, threads_asked (flashviz.measure.timing.Timing.row), build_s,
+        build_iqr_s (s).
     """
     n, heads = q.shape[2], q.shape[1]
     builds = {name: (lambda mod=mod: prebuilt_schedule(n, block_q, block_k, mod, heads)) for name, mod in mods.items()}
@@ -652,8 +652,8 @@ def time_preset_runs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mods: di
     for name, t in run_t.items():
         numbers = schedule_numbers(schedules[name])
         rows.append({"preset": name, "label": PRESETS[name].label if name in PRESETS else NO_MASK_LABEL,
-                     "computed": numbers["tiles_computed"] / numbers["tiles"], **numbers, "time_s": t.median,
-                     "iqr_s": t.iqr, "time_lo_s": t.ci_low, "time_hi_s": t.ci_high, "repeats": len(t.samples),
+                     "computed": numbers["tiles_computed"] / numbers["tiles"], **numbers, **t.row(),
+                     "iqr_s": t.iqr,
                      "build_s": build_t[name].median,
                      "build_iqr_s": build_t[name].iqr})
     return rows

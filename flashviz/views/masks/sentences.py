@@ -17,7 +17,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from flashviz.measure.stats import min_repeats
-from flashviz.measure.verdict import BUSY, MORE_REPEATS, Verdict, cell, compare, estimate_of, row_estimate
+from flashviz.measure.verdict import (
+    BUSY,
+    FEWER_THREADS,
+    MORE_REPEATS,
+    Verdict,
+    cell,
+    compare,
+    estimate_of,
+    fewer_threads,
+    row_estimate,
+    threads_capped,
+)
 from flashviz.units import format_bytes
 from flashviz.vocab import DENSE, MASKED, UNMASKED
 
@@ -111,7 +122,7 @@ def proportion_md(v: Verdict | None) -> str:
 
 def settle_words(v: Verdict) -> str:
     """Why a verdict of this view names nothing, and what would settle it with what the view offers (its repeats are
-    fixed: a quieter machine, or a larger N in the sidebar), from the verdict's own numbers.
+    fixed: a quieter machine, the threads that ran, or a larger N in the sidebar), from the verdict's own numbers.
 
     Example:
         >>> settle_words(compare([1.0, 1.3, 0.8, 1.1, 0.9, 1.2], [1.0, 1.01, 0.99, 1.0, 1.02, 0.98]))[:40]
@@ -120,6 +131,9 @@ def settle_words(v: Verdict) -> str:
     if v.settle == BUSY:
         return ("too close to call here: the machine was too busy for clean timings (more calls were set aside than "
                 "kept); run again on a quieter machine")
+    if v.settle == FEWER_THREADS:
+        return (f"too close to call here: {fewer_threads(v)}; run again when the cores are free, or set **CPU "
+                f"threads** to {threads_capped(v)[0]} in the sidebar")
     if v.settle == MORE_REPEATS:
         fewest = min_repeats(v.confidence)
         if min(v.a.repeats, v.b.repeats) < fewest:

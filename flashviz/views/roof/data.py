@@ -34,8 +34,9 @@ CPU_TIMED = "this CPU"  # the device_name of the CPU's timed rows
 TIMED = " (timed here)"  # appended to a device's name on the points the Run button measured
 CPU, CUDA = "cpu", "cuda"
 COST_DTYPE = "float32"  # costs() counts bytes at this dtype; the traffic sentence reads element counts only
+VERDICT_COLUMNS = ["time_lo_s", "time_hi_s", "repeats", "set_aside", "threads", "threads_asked"]  # row_estimate's
 TIMED_COLUMNS = ["device", "algorithm", "flops", "hbm_bytes", "intensity", "attainable_flops", "time_s",
-                 "speedup_vs_naive", "measured", "time_lo_s", "time_hi_s", "repeats"]
+                 "speedup_vs_naive", "measured", *VERDICT_COLUMNS]
 
 
 def cpu_device(threads: int, *, progress: object = None) -> Device:
@@ -138,7 +139,8 @@ def computed_tiles(n: int, br: int, bc: int, causal: bool, window: Window) -> in
 def timed_points(df: pd.DataFrame | None) -> pd.DataFrame:
     """Roofline rows (measured=True) of the kernels `measure_roofline` timed: I = modelled FLOPs / modelled bytes, at
     the FLOP/s the kernel reached (FLOPs / median time), one row per (device, algorithm) that ran (none for None),
-    with the median's 95% interval and timed calls (time_lo_s, time_hi_s, repeats: NaN where the rows carry none).
+    with the median's 95% interval, timed calls, calls set aside and threads (VERDICT_COLUMNS: NaN where the rows
+    carry none).
 
     Example:
         >>> df = pd.DataFrame({"impl": ["naive", "flash2"], "status": ["ok", "ok"], "flops": [8e9, 8e9],
@@ -158,7 +160,7 @@ def timed_points(df: pd.DataFrame | None) -> pd.DataFrame:
                          "hbm_bytes": r.hbm_bytes, "intensity": r.flops / r.hbm_bytes,
                          "attainable_flops": r.flops / r.time_s, "time_s": r.time_s,
                          "speedup_vs_naive": float(naive.iloc[0]) / r.time_s if len(naive) else float("nan"),
-                         "measured": True, **{c: getattr(r, c, float("nan")) for c in TIMED_COLUMNS[-3:]}})
+                         "measured": True, **{c: getattr(r, c, float("nan")) for c in VERDICT_COLUMNS}})
     return pd.DataFrame(rows, columns=TIMED_COLUMNS)
 
 
