@@ -22,6 +22,22 @@ def settle(page, timeout_ms: int = LOAD_MS) -> None:
 
 OVERLAP_PX = 1.5  # two text boxes that share less than this in either direction only touch
 
+# Every plotly table's text that passes its column's sides or the chart's bottom (a header cut by its neighbour, a row
+# pushed out of the figure by a line that wrapped): one line per such text.
+TABLE_TEXT_CUT = """() => [...document.querySelectorAll('.js-plotly-plot')].flatMap(plot => {
+    const svg = plot.querySelector('.main-svg').getBoundingClientRect();
+    return [...plot.querySelectorAll('g.table g.y-column')].flatMap(column => {
+        const rect = column.querySelector('rect.cell-rect').getBoundingClientRect();
+        return [...column.querySelectorAll('text.cell-text')].filter(t => t.textContent.trim()).flatMap(t => {
+            const r = t.getBoundingClientRect();
+            const out = r.left < rect.left - 1 || r.right > rect.right + 1 || r.bottom > svg.bottom + 1;
+            return out ? [`${t.textContent.trim()}: x ${Math.round(r.left)}-${Math.round(r.right)} in its ` +
+                          `column's ${Math.round(rect.left)}-${Math.round(rect.right)}, bottom ` +
+                          `${Math.round(r.bottom)} of the chart's ${Math.round(svg.bottom)}`] : [];
+        });
+    });
+})"""
+
 # Per plotly chart: the boxes of its labels, and the chart's own box.
 LABEL_BOXES = """() => [...document.querySelectorAll('.js-plotly-plot')].map(plot => {
     const svg = plot.querySelector('.main-svg').getBoundingClientRect();

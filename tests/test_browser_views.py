@@ -8,7 +8,7 @@ For every view in flashviz.app.registry, at its default settings:
   test stays short: the layout above the result does not depend on them) starts there too;
 - every plotly chart drew data (not just axes), and no two of its labels overlap and none is cut off by the chart's
   edge or its legend's box: the SVG text of axis titles, tick labels, annotations (subplot titles included), legend
-  entries, text on the points, and the title and subtitle.
+  entries, text on the points, and the title and subtitle; no table's text passes its column or the chart's bottom.
 Screenshots of each view at 1280 x 720 go to artifacts/screenshots/ (CI artifacts).
 """
 
@@ -20,7 +20,7 @@ import pytest
 from load import CONNECTED, IDLE, PAGE_END  # benchmarks/ is on pytest's pythonpath
 
 from flashviz.app.registry import VIEWS
-from tests._browser import LABEL_BOXES, SHOTS, label_problems
+from tests._browser import LABEL_BOXES, SHOTS, TABLE_TEXT_CUT, label_problems
 
 pytestmark = pytest.mark.browser
 
@@ -50,7 +50,7 @@ def key(name: str) -> str:
 SMALL_RUN = "d=16&heads=1&reps=1"
 LAYOUTS = {
     "how": Layout(".fv-tilemap label.fv-playlabel", TILE_MAP),
-    "bench": Layout(f"{key('bench_run')} button", "[data-testid='stAlert']", f"ns=128,256&bblock=64&{SMALL_RUN}",
+    "bench": Layout(f"{key('bench_run')} button", "[data-testid='stAlert']", f"ns=128,256,512&bblock=64&{SMALL_RUN}",
                     f"{key('bench_memory')} {CHART}"),
     "block": Layout(f"{key('block_run')} button", "[data-testid='stAlert']", f"n=256&blocks=32,64&{SMALL_RUN}",
                     f"{key('block_figure')} {CHART}"),
@@ -155,6 +155,7 @@ def assert_fits(page, slug: str) -> None:
     assert page.evaluate(EMPTY_CHARTS) == [], f"{slug}: charts that drew no data"
     problems = label_problems(page.evaluate(LABEL_BOXES))
     assert problems == [], f"{slug}: {problems}"
+    assert page.evaluate(TABLE_TEXT_CUT) == [], f"{slug}: table text cut by its column or the chart's edge"
     assert page.evaluate(CUT_WIDGET_LABELS) == [], f"{slug}: widget labels cut short with an ellipsis"
     assert page.locator("[data-testid='stException']").count() == 0, slug
 

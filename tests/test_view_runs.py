@@ -15,6 +15,7 @@ from flashviz.app.query import parse_query
 from flashviz.app.registry import view_of
 from flashviz.app.state import PRESETS, Settings, apply_preset, settings_of
 from flashviz.core.tiling import tile_schedule
+from flashviz.figures.report import plain
 from flashviz.kit import jobs
 from flashviz.measure import jobs as measure_jobs
 from flashviz.measure.verdict import compare, estimate_of
@@ -640,8 +641,8 @@ def test_the_training_summary_states_a_speedup_only_where_the_verdict_separates(
     with_times(monkeypatch, {NAIVE: naive, FLASH: flash})
     at = run_heavy(make_app, "train", impls="naive,flash")
     table = chart(at, "Training summary: flash vs naive")["data"][0]
-    header = [h.replace("<b>", "").replace("</b>", "").replace("<br>", " ") for h in table["header"]["values"]]
-    cells = table["cells"]["values"][header.index("speedup (x)")]
+    header = [plain(h) for h in table["header"]["values"]]
+    cells = [plain(c) for c in table["cells"]["values"][header.index("speedup (x)")]]
     assert len(cells) == len(TINY["ns"].split(","))
     for text in cells:  # naive / flash at each N, from the rows' own intervals
         shown = [value(x) for x in numbers(text)]

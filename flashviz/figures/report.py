@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Sequence
 
 import pandas as pd
@@ -21,10 +22,13 @@ from flashviz.vocab import FLASH, NAIVE, NOT_RUN, OK
 
 TABLE_TITLE_PX = 100  # title, subtitle and top margin of a table figure
 TABLE_BOTTOM_PX = 8
-TABLE_HEADER_PX = 64  # two lines of header text (each column title is split over two lines)
+TABLE_HEADER_PX = 64  # two lines of header text, with padding
 TABLE_ROW_PX = 40  # one line of cell text at TABLE_FONT_PX, with padding
+TABLE_LINE_PX = 26  # each further line of text in a header or a row at TABLE_FONT_PX
 TABLE_FONT_PX = 20
-SPEEDUP_WIDTH = 2.2  # the speedup column's width relative to the others: a verdict cell and its interval
+BOLD_WIDTH = 1.2  # a bold header character's width in regular ones (a column is as wide as its longest line)
+PAD_CHARS = 2  # a column's padding, in characters
+NBSP = "\u00a0"  # a space plotly does not wrap a table cell's line at
 TABLE_SLACK_PX = 12  # below the last row: its bottom border and rounding, so plotly never adds a scroll bar
 
 
@@ -90,46 +94,75 @@ def summary_table(df: pd.DataFrame | None, *, flash_impl: str = FLASH, baseline:
 
 
 def _fmt(value: object) -> str:
+    """A cell's text: a verdict cell on two lines (the ratio or "too close", then the interval), so that no column
+    needs to be wide enough for both, and no-break spaces, so that plotly never wraps a line into a third (a row
+    taller than its height pushes the last rows out of the figure)."""
     if isinstance(value, float) and math.isnan(value):
-        return NOT_RUN
+        return NOT_RUN.replace(" ", NBSP)
     if isinstance(value, float):
         return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
-    return str(value).replace(CLOSE, CLOSE_SHORT)
+    return html.escape(str(value).replace(CLOSE, CLOSE_SHORT)).replace(" (", "<br>(").replace(" ", NBSP)
 
 
-def _two_lines(column: str) -> str:
-    """'naive time (ms)' -> 'naive<br>time (ms)': every header takes exactly two lines, so its height is known."""
-    head, _, tail = str(column).partition(" ")
-    return f"<b>{html.escape(head)}</b><br>{html.escape(tail)}" if tail else f"<b>{html.escape(head)}</b><br> "
+def plain(text: str) -> str:
+    """A table cell's or header's words as one line of plain text (its tags, line breaks and no-break spaces gone).
+
+    Example:
+        >>> plain("<b>speedup</b><br>(x)<br> "), plain(_fmt("too close to call (0.79-0.97x)"))
+        ('speedup (x)', 'too close (0.79-0.97x)')
+    """
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", text.replace("<br>", " "))).replace(NBSP, " ").split())
 
 
-def table_height(rows: int) -> int:
-    """Height (px) of a summary_table_figure with `rows` rows: title, two-line header, one line per row."""
-    return TABLE_TITLE_PX + TABLE_HEADER_PX + TABLE_ROW_PX * max(rows, 1) + TABLE_SLACK_PX + TABLE_BOTTOM_PX
+def _header(column: str, lines: int) -> str:
+    """'naive time (ms)' -> '<b>naive</b><br>time<br>(ms)': a word per line, padded to `lines`, so that every header
+    takes the same known height and no column need be wider than its longest word."""
+    head, *rest = str(column).split(" ")
+    return "<br>".join([f"<b>{html.escape(head)}</b>", *map(html.escape, rest), *[" "] * (lines - 1 - len(rest))])
+
+
+def _longest_line(text: str) -> int:
+    """Characters in the longest line of a cell or header's text (its tags and <br> aside)."""
+    return max(len(html.unescape(re.sub(r"<[^>]+>", "", line))) for line in text.split("<br>"))
+
+
+def table_height(rows: int, header_px: int = TABLE_HEADER_PX, row_px: int = TABLE_ROW_PX) -> int:
+    """Height (px) of a summary_table_figure with `rows` rows of row_px each under a header of header_px: title,
+    header, rows."""
+    return TABLE_TITLE_PX + header_px + row_px * max(rows, 1) + TABLE_SLACK_PX + TABLE_BOTTOM_PX
 
 
 def summary_table_figure(table: pd.DataFrame, *, title: str = "Summary: flash vs naive") -> go.Figure:
     """A plotly table of `summary_table` (NaN shown as 'not run'), tall enough for every row (no scrolling), in a
-    font readable from the back of the room; the subtitle defines speedup and memory saving.
+    font readable from the back of the room; the subtitle defines speedup and memory saving. Headers take a word per
+    line and verdict cells two lines, and each column is as wide as its longest line: nothing wraps or is cut at the
+    width a 1280 x 720 projector gives the figure, so the heights are known.
 
     Example:
         >>> summary_table_figure(summary_table(None)).data[0].type
         'table'
     """
-    widths = [SPEEDUP_WIDTH if c == "speedup (x)" else 1 for c in table.columns]  # room for its interval
+    header_lines = max([2, *(len(str(c).split(" ")) for c in table.columns)])
+    heads = [_header(c, header_lines) for c in table.columns]
+    cells = [[_fmt(v) for v in table[c].tolist()] for c in table.columns]
+    row_lines = max([1, *(text.count("<br>") + 1 for column in cells for text in column)])
+    header_px = TABLE_HEADER_PX + (header_lines - 2) * TABLE_LINE_PX
+    row_px = TABLE_ROW_PX + (row_lines - 1) * TABLE_LINE_PX
+    widths = [max([BOLD_WIDTH * _longest_line(head), *map(_longest_line, column)]) + PAD_CHARS
+              for head, column in zip(heads, cells, strict=True)]
     fig = go.Figure(go.Table(
-        columnwidth=widths, header={"values": [_two_lines(c) for c in table.columns], "fill_color": "#DDE6F0",
-                "font": {"size": TABLE_FONT_PX}, "align": "right", "height": TABLE_HEADER_PX},
-        cells={"values": [[_fmt(v) for v in table[c].tolist()] for c in table.columns],
+        columnwidth=widths, header={"values": heads, "fill_color": "#DDE6F0",
+                                    "font": {"size": TABLE_FONT_PX}, "align": "right", "height": header_px},
+        cells={"values": cells,
                "fill_color": [["white", "#F4F6F9"] * (len(table) // 2 + 1)],  # zebra rows: easier to follow
-               "font": {"size": TABLE_FONT_PX}, "align": "right", "height": TABLE_ROW_PX}))
+               "font": {"size": TABLE_FONT_PX}, "align": "right", "height": row_px}))
     names = [str(c).split(" ")[0] for c in table.columns[1:3]]  # "naive time (ms)", "flash time (ms)"
     b, f = names if len(names) == 2 else (NAIVE, FLASH)
     subtitle = f"speedup = {b} time / {f} time;  memory saving = {b} peak / {f} peak"
     fig.update_layout(template=flashviz_template(),
                       title={"text": title, "subtitle": {"text": subtitle, "font": {"size": BASE_FONT_PX}}},
                       margin={"t": TABLE_TITLE_PX, "b": TABLE_BOTTOM_PX, "l": 20, "r": 20},
-                      height=table_height(len(table)))
+                      height=table_height(len(table), header_px, row_px))
     if len(table) == 0:
         add_note(fig, "No data yet: run a sweep.", y=0.3)
     return fig

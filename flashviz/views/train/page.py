@@ -11,13 +11,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from flashviz.figures.plots import memory_figure, time_bars, time_figure
-from flashviz.figures.report import (
-    TABLE_HEADER_PX,
-    TABLE_ROW_PX,
-    TABLE_SLACK_PX,
-    summary_table,
-    summary_table_figure,
-)
+from flashviz.figures.report import TABLE_SLACK_PX, summary_table, summary_table_figure
 from flashviz.figures.style import set_subtitle
 from flashviz.kit import jobs
 from flashviz.kit.drawing import csv_download_ui, not_run_ui, ran_with_ui, show_figure
@@ -151,12 +145,14 @@ def recompute_figure(table: pd.DataFrame) -> go.Figure:
     Example:
         >>> from flashviz.model.training import recompute_table
         >>> fig = recompute_figure(recompute_table([256, 512, 1024, 2048], 64))
-        >>> fig.layout.height - fig.layout.margin.t - fig.layout.margin.b >= TABLE_HEADER_PX + 4 * TABLE_ROW_PX
+        >>> t = fig.data[0]
+        >>> fig.layout.height - fig.layout.margin.t - fig.layout.margin.b >= t.header.height + 4 * t.cells.height
         True
     """
     rows = recompute_view(table)
     fig = summary_table_figure(rows, title="Backward: FLOPs added, memory saved")
     set_subtitle(fig, "modelled: naive keeps P (4 matmuls), flash recomputes it (5); saved = P − L")
-    fig.update_layout(height=fig.layout.margin.t + TABLE_HEADER_PX + TABLE_ROW_PX * max(len(rows), 1)
+    (table,) = fig.data
+    fig.update_layout(height=fig.layout.margin.t + table.header.height + table.cells.height * max(len(rows), 1)
                       + TABLE_SLACK_PX + fig.layout.margin.b)
     return fig
