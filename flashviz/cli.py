@@ -333,8 +333,9 @@ def _bench(args: argparse.Namespace) -> int:
           f"device={df['device'].iloc[0]}, threads={df['threads'].iloc[0]}, causal={args.causal}, "
           f"window={args.window}, repeats={args.repeats}\n")
     print(run.sentence())
-    if busy := run.busy_sentence():
-        print(busy)
+    for said in (run.busy_sentence(), run.capped_sentence()):
+        if said:
+            print(said)
     print()
     print(_measurements_text(df))
     print(f"\nSummary: {flash_impl} vs naive (speedup = naive time / {flash_impl} time; "

@@ -174,9 +174,15 @@ def test_a_sweep_the_worker_capped_names_no_winner_on_any_view(monkeypatch):
 
     monkeypatch.setattr(load, "busy_now", lambda seconds=load.BUSY_SAMPLE_S: float(load.cores()))  # no core free
     for asked in (2, 1):
-        df = InlineWorker().run(run_sweep, ([32],), dict(d=8, block_size=16, impls=("naive", "flash2"), repeats=2,
-                                                         threads=asked))
+        df, report = InlineWorker().run_reported(run_sweep, ([32],), dict(d=8, block_size=16, repeats=2,
+                                                                          impls=("naive", "flash2"), threads=asked))
         assert df["threads"].tolist() == [1, 1] and df["threads_asked"].tolist() == [asked, asked]
+        if asked == 2:  # the run says it under the result too: two timings capped, and what would rank them
+            assert (report.capped, report.threads, report.threads_asked) == (2, 1, 2)
+            assert "1 thread of the 2 asked (no winner named)" in report.short()
+            assert "2 measurement(s) ran with 1 thread of the 2 asked for" in report.capped_sentence()
+        else:
+            assert report.capped == 0 and report.capped_sentence() is None and "asked" not in report.short()
     fast = dict(impl="flash2", N=512, time_s=1e-3, time_lo_s=0.99e-3, time_hi_s=1.01e-3, repeats=20, status="ok")
     slow = dict(impl="naive", N=512, time_s=2e-3, time_lo_s=1.98e-3, time_hi_s=2.02e-3, repeats=20, status="ok")
     ran = dict(threads=1, threads_asked=2)

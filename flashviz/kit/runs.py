@@ -269,19 +269,21 @@ def estimate_ui(estimate: Callable[[Speed], float], budget_s: float | None) -> N
 
 def report_ui(report: RunReport | None, *, compact: bool = True) -> None:
     """What a timed run saw (its threads, the load, the calls set aside), and plainly when the machine was too busy
-    for clean calls: compact, one line whose tooltip holds the whole report (so the result still starts on the
-    first screen), or in full."""
+    for clean calls or ran timings with fewer threads than asked: compact, one line whose tooltip holds the whole
+    report (so the result still starts on the first screen), or in full."""
     if report is None:
         return
-    busy = report.busy_sentence()
+    busy, capped = report.busy_sentence(), report.capped_sentence()
     if not compact:
         if busy:
             st.warning(busy, icon=":material/speed:")
+        if capped:
+            st.info(capped, icon=":material/speed:")
         st.caption(report.sentence())
         return
     lead = ":orange[**Too busy for clean timings here.**] " if busy else ""
     st.caption(f"{lead}Timed in the timing worker: {report.short()}.",
-               help=" ".join(s for s in (busy, report.sentence()) if s))
+               help=" ".join(s for s in (busy, capped, report.sentence()) if s))
 
 
 # ----------------------------------------------------------------------------------------------------------------------

@@ -266,12 +266,19 @@ class Tally:
     set_aside: int = 0  # calls set aside as disturbed
     timings: int = 0  # timings made (one per implementation and configuration)
     too_busy: int = 0  # timings with more calls set aside than kept
+    capped: int = 0  # timings that ran with fewer threads than asked for (a thread_cap: other work kept cores busy)
+    threads: int = 0  # the fewest threads a capped timing ran with (0: none capped)
+    threads_asked: int = 0  # the most threads a capped timing was asked for (0: none capped)
 
-    def add(self, calls: int, set_aside: int, too_busy: bool) -> None:
+    def add(self, calls: int, set_aside: int, too_busy: bool, threads: int = 0, threads_asked: int = 0) -> None:
         self.calls += calls
         self.set_aside += set_aside
         self.timings += 1
         self.too_busy += int(too_busy)
+        if 0 < threads < threads_asked:
+            self.capped += 1
+            self.threads = min(self.threads or threads, threads)
+            self.threads_asked = max(self.threads_asked, threads_asked)
 
 
 _TALLIES: list[Tally] = []  # the tallies open in this process (the timing worker opens one per run)
@@ -289,10 +296,10 @@ class tallying:
         _TALLIES.remove(self.tally)
 
 
-def record(calls: int, set_aside: int, too_busy: bool) -> None:
-    """Add one timing to every open tally."""
+def record(calls: int, set_aside: int, too_busy: bool, threads: int = 0, threads_asked: int = 0) -> None:
+    """Add one timing to every open tally (threads: what it ran with; threads_asked: what it was asked for)."""
     for t in _TALLIES:
-        t.add(calls, set_aside, too_busy)
+        t.add(calls, set_aside, too_busy, threads, threads_asked)
 
 
 @dataclass(frozen=True)
@@ -308,6 +315,9 @@ class RunReport:
     too_busy: int  # timings (implementation x configuration) with more calls set aside than kept
     timestamp: str  # when the run began, ISO 8601 in UTC
     version: str  # flashviz's version
+    capped: int = 0  # timings that ran with fewer threads than asked for: their comparisons name no winner
+    threads: int = 0  # the fewest threads a capped timing ran with (0: none capped)
+    threads_asked: int = 0  # the most threads a capped timing was asked for (0: none capped)
 
     def sentence(self) -> str:
         """The report in words.
@@ -335,11 +345,32 @@ disturbed (the process lost its cores during them). flashviz 0.1.0, 2026-12-06T0
             '2 threads of 2, no call set aside'
             >>> RunReport(ThreadChoice(2, 1, 2, 1.9), Load(9.5, 2, 1.9, 3.0, 3.2), 48, 40, 2, "t", "v").short()
             'too busy for clean timings: 1 thread of 2, 40 of 48 calls set aside'
+            >>> RunReport(ThreadChoice(2, 1, 2, 1.3), Load(9.5, 2, 1.2, 1.7, 2.1), 48, 3, 0, "t", "v", 6, 1, 2).short()
+            '1 thread of the 2 asked (no winner named), 3 of 48 calls set aside'
         """
         unit = "thread" if self.choice.threads == 1 else "threads"
         aside = f"{self.set_aside} of {self.calls} calls set aside" if self.set_aside else "no call set aside"
         lead = "too busy for clean timings: " if self.too_busy else ""
+        if self.capped:
+            unit = "thread" if self.threads == 1 else "threads"
+            return f"{lead}{self.threads} {unit} of the {self.threads_asked} asked (no winner named), {aside}"
         return f"{lead}{self.choice.threads} {unit} of {self.choice.asked}, {aside}"
+
+    def capped_sentence(self) -> str | None:
+        """What to say when timings ran with fewer threads than asked for, else None.
+
+        Example:
+            >>> r = RunReport(ThreadChoice(2, 1, 2, 1.3), Load(9.5, 2, 1.2, 1.7, 2.1), 48, 3, 0, "t", "v", 6, 1, 2)
+            >>> r.capped_sentence()[:64]
+            'Other work kept cores busy, so 6 measurement(s) ran with 1 threa'
+        """
+        if not self.capped:
+            return None
+        ran = f"{self.threads} thread" + ("" if self.threads == 1 else "s")
+        return (f"Other work kept cores busy, so {self.capped} measurement(s) ran with {ran} of the "
+                f"{self.threads_asked} asked for. A kernel's ranking depends on its threads, so their comparisons "
+                f"name no winner at {self.threads_asked}: close other programs and run again, or ask for {ran} (CPU "
+                f"threads; --threads in the CLI) to rank them at {ran}.")
 
     def busy_sentence(self) -> str | None:
         """What to say when the machine was too busy for clean calls, else None.

@@ -387,7 +387,7 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
                                threads_asked=asked)
                for name in fns}
     for t in timings.values():
-        record(len(t.calls), t.set_aside, t.too_busy)
+        record(len(t.calls), t.set_aside, t.too_busy, t.threads, t.threads_asked)
     return timings
 
 
