@@ -141,6 +141,9 @@ def test_a_timing_under_a_thread_cap_records_the_threads_it_was_asked_for():
     assert (inner.threads, inner.threads_asked, inner.capped) == (1, 2, True)
     assert (one.threads, one.threads_asked, one.capped) == (1, 1, False)
     assert capped.row()["threads_asked"] == 2 and row_estimate({**capped.row(), "status": "ok"}).capped
+    with thread_cap(1):  # a kernel timed on another device (a GPU's) is not ranked by the CPU's threads
+        (elsewhere,) = time_calls({"k": lambda: None}, warmup=0, repeats=2, threads=2, sync_device="meta").values()
+    assert (elsewhere.threads, elsewhere.threads_asked, elsewhere.capped) == (1, 1, False)
 
 
 def test_a_median_measured_with_fewer_threads_than_asked_names_no_winner():
