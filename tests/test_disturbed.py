@@ -209,6 +209,27 @@ def test_the_backward_price_names_no_faster_side_from_a_capped_or_crowded_run():
     assert replace(fixed, set_aside=(21, 0, 0)).time_verdict().settle == BUSY
 
 
+def test_the_threads_follow_the_load_over_the_seconds_before_a_run_not_a_burst_as_it_arrives():
+    from flashviz.measure.load import Snapshot, other_busy_before
+
+    def noted(cores_busy: list[float]) -> list[Snapshot]:  # a snapshot every 0.25 s, other work as given between
+        marks, busy = [Snapshot(0.0, 100.0, 1.0)], 100.0
+        for k, c in enumerate(cores_busy, 1):
+            busy += 0.25 * c + 0.025  # the machine's busy seconds include ours (0.1 of a core), which never count
+            marks.append(Snapshot(0.25 * k, busy, 1.0 + 0.025 * k))
+        return marks
+
+    def before(cores_busy: list[float]) -> float:
+        *history, now = noted(cores_busy)
+        return other_busy_before(history, now)
+
+    page = [0.05] * 4 + [1.6, 1.2, 0.9, 0.4]  # the page that asked loads, then the click: bursts
+    assert before(page) == pytest.approx(0.05) and choose_threads(2, before(page)).threads == 2
+    loaded = [1.0 + x for x in page]  # the same beside a process that keeps a core busy
+    assert before(loaded) == pytest.approx(1.05) and choose_threads(2, before(loaded)).threads == 1
+    assert other_busy_before([], Snapshot(1.0, 1.0, 1.0)) is None  # nothing noted yet: measured as the run starts
+
+
 def test_the_load_meter_sees_another_process_keep_a_core_busy():
     busy = "import time\nend = time.time() + 1.5\nwhile time.time() < end: pass"
     spinner = subprocess.Popen([sys.executable, "-c", busy])

@@ -136,6 +136,20 @@ def test_close_leaves_no_process():
     assert not alive(pid) and not w.alive()
 
 
+def test_a_run_takes_its_threads_from_the_load_before_it_not_from_the_moment_it_arrives(worker):
+    """The worker notes the machine's load while it waits: another process that kept a core busy over the seconds
+    before a run counts (the run's report says so), a burst in the last fraction of a second does not decide alone."""
+    worker.run("_jobs:steps", (1, 0.0))  # started, and waiting
+    spinner = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 3\nwhile time.time() < end: "
+                                                      "pass"])
+    try:
+        time.sleep(2.5)  # the spinner kept a core busy over the whole window the worker looks at
+        _, report = worker.run_reported("_jobs:steps", (1, 0.0))
+    finally:
+        spinner.wait(10)
+    assert report.choice.other_busy >= 0.6
+
+
 def test_exit_statuses_in_words():
     assert describe_exit(-9).startswith("killed by SIGKILL") and describe_exit(0) == "exit code 0"
 

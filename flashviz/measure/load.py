@@ -24,12 +24,15 @@ import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 PROC_STAT = Path("/proc/stat")  # "cpu  user nice system idle iowait irq softirq steal ..." in clock ticks
 DISTURBED_SHARE = 0.75  # a call on the CPU for less than this share of its kernel's typical share is set aside
 TYPICAL_QUANTILE = 0.75  # the kernel's typical share: this quantile of its calls' shares (robust to a few clean ones)
 BUSY_SAMPLE_S = 0.2  # seconds over which choose_threads measures the cores other work keeps busy
+BEFORE_RUN_S = 2.0  # seconds before a run over which the timing worker measures the load that chooses its threads
+SNAPSHOT_SLACK_S = 0.5  # a snapshot this much older than BEFORE_RUN_S still opens the window (they are 0.25 s apart)
 JUDGED_FROM_S = 1e-4  # seconds: a shorter call is never set aside (its share of the CPU is within the clocks' jitter)
 
 
@@ -167,6 +170,60 @@ def load_now(seconds: float = BUSY_SAMPLE_S, progress: object = None) -> Load:
 def busy_now(seconds: float = BUSY_SAMPLE_S) -> float:
     """Cores other work keeps busy now, measured over `seconds` while this process sleeps (NaN: not known here)."""
     return load_now(seconds).other_busy
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The machine's busy seconds and this process's CPU seconds at one moment: two of them give the cores other
+    work kept busy in between (`other_busy_between`)."""
+
+    t: float  # time.monotonic()
+    busy: float | None  # system_busy_s() (None: not known here)
+    own: float  # own_cpu_s()
+
+
+def snapshot() -> Snapshot:
+    """The Snapshot of now."""
+    return Snapshot(time.monotonic(), system_busy_s(), own_cpu_s())
+
+
+def other_busy_between(then: Snapshot, now: Snapshot) -> float:
+    """Cores other work kept busy between two snapshots, on average (NaN: not known here, or no time between).
+
+    Example:
+        >>> other_busy_between(Snapshot(0.0, 10.0, 1.0), Snapshot(2.0, 13.0, 2.0))  # 3 busy s, 1 of them ours
+        1.0
+    """
+    seconds = now.t - then.t
+    if then.busy is None or now.busy is None or seconds <= 0:
+        return math.nan
+    return min(float(cores()), max(0.0, (now.busy - then.busy - (now.own - then.own)) / seconds))
+
+
+def other_busy_before(history: Sequence[Snapshot], now: Snapshot, window_s: float = BEFORE_RUN_S) -> float | None:
+    """The cores other work kept busy all through the `window_s` seconds before `now`: the least that any stretch
+    between two snapshots taken while waiting saw (None where the snapshots span less than BUSY_SAMPLE_S or say
+    nothing). A process that keeps a core busy shows in every stretch; a burst does not.
+
+    A run's threads are chosen from this, not from the instant the run arrives: the page that asked for the run is
+    busy drawing for a moment (measured: 0.9 of 2 cores over the 0.2 s after a Benchmark's Run on a quiet machine,
+    1.6 over the 2 s before it while the page loaded, 0.2-0.3 over the whole run), and that moment would take a
+    thread from every run.
+
+    Example:
+        >>> quiet = [Snapshot(t / 4, 10 + 0.05 * t / 4, 1.0) for t in range(9)]  # 2 s at 0.05 cores
+        >>> burst = Snapshot(2.25, quiet[-1].busy + 0.25 * 0.9, 1.0)  # then 0.9 cores for 0.25 s
+        >>> round(other_busy_before(quiet, burst), 2)
+        0.05
+        >>> other_busy_before(quiet, Snapshot(0.1, 10.0, 1.0)) is None  # 0.1 s: too short to say
+        True
+    """
+    marks = [h for h in history if 0 < now.t - h.t <= window_s + SNAPSHOT_SLACK_S] + [now]
+    if len(marks) < 2 or now.t - marks[0].t < BUSY_SAMPLE_S:
+        return None
+    stretches = [other_busy_between(a, b) for a, b in pairwise(marks)]
+    known = [x for x in stretches if not math.isnan(x)]
+    return min(known) if known else None
 
 
 @dataclass(frozen=True)

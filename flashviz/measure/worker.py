@@ -40,6 +40,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -50,6 +51,8 @@ CANCEL_GRACE_S = 1.0  # seconds a cancelled job has to reach its next progress r
 PROGRESS_EVERY_S = 0.1  # seconds between two progress messages that carry no partial result
 START_TIMEOUT_S = 60.0  # seconds a fresh worker has to say it is ready
 POLL_S = 0.05  # seconds between two looks at the pipe, the cancel flag and the worker's life
+SNAPSHOT_S = 0.25  # seconds between two notes of the machine's load while the worker waits for a job
+HISTORY = 64  # notes kept (16 s of waiting): enough for load.BEFORE_RUN_S
 PRELOAD = ("torch",)  # imported by a fresh worker before its first job, so the first Run does not wait for torch
 Progress = Callable[..., None]  # progress(done, total, label, partial=None)
 
@@ -112,16 +115,18 @@ def describe_exit(code: int | None) -> str:
     return f"exit code {code}"
 
 
-def run_job(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any], progress: Progress) -> tuple[Any, Any]:
-    """fn(*args, progress=progress, **kwargs) as a timed run: at most the threads the cores other work leaves free,
-    its load measured and its timings tallied. Returns (fn's result, flashviz.measure.load.RunReport)."""
+def run_job(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any], progress: Progress,
+            other_busy: float | None = None) -> tuple[Any, Any]:
+    """fn(*args, progress=progress, **kwargs) as a timed run: at most the threads the cores other work leaves free
+    (`other_busy`: the cores it kept busy before the run, as the worker measured them while waiting; None: measured
+    now), its load measured and its timings tallied. Returns (fn's result, flashviz.measure.load.RunReport)."""
     from datetime import UTC, datetime
 
     from flashviz.measure.load import LoadMeter, RunReport, choose_threads, cores, tallying
     from flashviz.measure.timing import thread_cap
 
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
-    choice = choose_threads(cores())
+    choice = choose_threads(cores(), other_busy)
     with LoadMeter() as meter, tallying() as tally, thread_cap(choice.threads):
         value = fn(*args, progress=progress, **kwargs)
     return value, RunReport(choice, meter.load, tally.calls, tally.set_aside, tally.too_busy, stamp, version(),
@@ -190,16 +195,23 @@ def serve(conn: Connection, preload: Iterable[str] = PRELOAD) -> None:
     for module in preload:
         with contextlib.suppress(ImportError):
             importlib.import_module(module)
+    from flashviz.measure.load import other_busy_before, snapshot
+
+    history: deque = deque(maxlen=HISTORY)  # the machine's load while waiting for a job (load.Snapshot)
     while True:
         try:
+            history.append(snapshot())
+            while not conn.poll(SNAPSHOT_S):  # waiting: note the load, to choose the next run's threads from
+                history.append(snapshot())
             job_id, target, args, kwargs = conn.recv()
         except (EOFError, OSError):
             return  # the server is gone
         _cancel_requested = False
         progress = _reporter(conn, job_id)
+        before = other_busy_before(history, snapshot())
 
         try:
-            answer = ("done", job_id, run_job(resolve(target), args, kwargs, progress))
+            answer = ("done", job_id, run_job(resolve(target), args, kwargs, progress, before))
         except Cancelled:
             answer = ("cancelled", job_id, None)
         except BaseException as exc:  # every failure goes back to the job's caller
