@@ -7,10 +7,11 @@ DISTURBED_SHARE of the share the kernel's own calls typically get. A share canno
 thread a clean call runs on the CPU nearly all of its wall time, and a call that spent a quarter of it waiting is
 set aside whatever its neighbours did. Calls shorter than JUDGED_FROM_S are never set aside.
 
-The threads a timing uses come from the cores that are free now (`choose_threads`): on 2 cores with one busy process,
-two intra-op threads wait for each other at every small op (measured: FA1 at N = 1024 took 30.7 ms at 2 threads
-against 16-17 ms at 1). `Load` is what a run reports: the load average, the cores other work kept busy while it ran,
-and the threads it chose.
+The threads a timing uses come from the cores that are free (`choose_threads`; the timing worker measures them over
+the 2 s before a run, `other_busy_before`, so that a burst of the page that asked does not count): on 2 cores with one
+busy process, two intra-op threads wait for each other at every small op (measured: FA1 at N = 1024 took 30.7 ms at 2
+threads against 16-17 ms at 1). `Load` is what a run reports: the load average, the cores other work kept busy while
+it ran, and the threads it chose.
 
 Linux reads /proc/stat (every core's busy and idle time since boot) and the load average; elsewhere the busy cores are
 unknown (NaN) and the thread count is the one asked for. Pure Python: no torch.
