@@ -118,61 +118,6 @@ class Load:
         return f"other work kept {self.other_busy:.1f} of {self.cores} cores busy{avg}"
 
 
-class LoadMeter:
-    """Measures `Load` over a stretch: `start()`, then `stop()` (or use it as a context manager and read `.load`).
-
-    Other work's busy cores = (the system's busy seconds - this process's CPU seconds) / wall seconds.
-
-    Example:
-        >>> with LoadMeter() as m:
-        ...     _ = sum(range(10_000))
-        >>> m.load.cores >= 1 and m.load.seconds >= 0
-        True
-    """
-
-    def __init__(self) -> None:
-        self.load: Load | None = None
-        self._t0 = self._busy0 = self._own0 = self._avg0 = None
-
-    def start(self) -> LoadMeter:
-        self._t0, self._busy0, self._own0, self._avg0 = time.monotonic(), system_busy_s(), own_cpu_s(), load_average()
-        return self
-
-    def stop(self) -> Load:
-        seconds = time.monotonic() - self._t0
-        busy, own = system_busy_s(), own_cpu_s()
-        if busy is None or self._busy0 is None or seconds <= 0:
-            other = math.nan
-        else:
-            other = min(float(cores()), max(0.0, (busy - self._busy0 - (own - self._own0)) / seconds))
-        self.load = Load(seconds, cores(), other, self._avg0, load_average())
-        return self.load
-
-    def __enter__(self) -> LoadMeter:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-def load_now(seconds: float = BUSY_SAMPLE_S, progress: object = None) -> Load:
-    """The Load over the next `seconds` while this process sleeps: what other work does now. A timing job too
-    (the progress argument is a job's; nothing to report).
-
-    Example:
-        >>> load_now(0.01).cores >= 1
-        True
-    """
-    meter = LoadMeter().start()
-    time.sleep(seconds)
-    return meter.stop()
-
-
-def busy_now(seconds: float = BUSY_SAMPLE_S) -> float:
-    """Cores other work keeps busy now, measured over `seconds` while this process sleeps (NaN: not known here)."""
-    return load_now(seconds).other_busy
-
-
 @dataclass(frozen=True)
 class Snapshot:
     """The machine's busy seconds and this process's CPU seconds at one moment: two of them give the cores other
@@ -199,6 +144,58 @@ def other_busy_between(then: Snapshot, now: Snapshot) -> float:
     if then.busy is None or now.busy is None or seconds <= 0:
         return math.nan
     return min(float(cores()), max(0.0, (now.busy - then.busy - (now.own - then.own)) / seconds))
+
+
+class LoadMeter:
+    """Measures `Load` over a stretch: `start()`, then `stop()` (or use it as a context manager and read `.load`).
+
+    Other work's busy cores = (the system's busy seconds - this process's CPU seconds) / wall seconds.
+
+    Example:
+        >>> with LoadMeter() as m:
+        ...     _ = sum(range(10_000))
+        >>> m.load.cores >= 1 and m.load.seconds >= 0
+        True
+    """
+
+    def __init__(self) -> None:
+        self.load: Load | None = None
+        self._start: Snapshot | None = None
+        self._avg0 = math.nan
+
+    def start(self) -> LoadMeter:
+        self._start, self._avg0 = snapshot(), load_average()
+        return self
+
+    def stop(self) -> Load:
+        end = snapshot()
+        self.load = Load(end.t - self._start.t, cores(), other_busy_between(self._start, end), self._avg0,
+                         load_average())
+        return self.load
+
+    def __enter__(self) -> LoadMeter:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def load_now(seconds: float = BUSY_SAMPLE_S, progress: object = None) -> Load:
+    """The Load over the next `seconds` while this process sleeps: what other work does now. A timing job too
+    (the progress argument is a job's; nothing to report).
+
+    Example:
+        >>> load_now(0.01).cores >= 1
+        True
+    """
+    meter = LoadMeter().start()
+    time.sleep(seconds)
+    return meter.stop()
+
+
+def busy_now(seconds: float = BUSY_SAMPLE_S) -> float:
+    """Cores other work keeps busy now, measured over `seconds` while this process sleeps (NaN: not known here)."""
+    return load_now(seconds).other_busy
 
 
 def other_busy_before(history: Sequence[Snapshot], now: Snapshot, window_s: float = BEFORE_RUN_S) -> float | None:
