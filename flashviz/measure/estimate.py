@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from flashviz.core.validate import Window
 from flashviz.limits import calls_per_row
+from flashviz.measure.load import threads_said
 from flashviz.model.flops import impl_flops
 from flashviz.units import format_flops
 from flashviz.vocab import FLASH2, Q_OUTER, TILED_IMPLS
@@ -42,9 +43,8 @@ class Speed:
             >>> Speed(4.8e10, 4.1e-5, 1).sentence()
             'a matmul ran at 48 GFLOP/s and the tile loop took 41 µs a tile, at 1 thread'
         """
-        unit = "thread" if self.threads == 1 else "threads"
         return (f"a matmul ran at {format_flops(self.flops_per_s)}/s and the tile loop took "
-                f"{self.tile_s * 1e6:.0f} µs a tile, at {self.threads} {unit}")
+                f"{self.tile_s * 1e6:.0f} µs a tile, at {threads_said(self.threads)}")
 
 
 def machine_speed(progress: object = None) -> Speed:

@@ -224,6 +224,16 @@ def other_busy_before(history: Sequence[Snapshot], now: Snapshot, window_s: floa
     return min(known) if known else None
 
 
+def threads_said(n: int) -> str:
+    """A thread count with its noun.
+
+    Example:
+        >>> threads_said(1), threads_said(2)
+        ('1 thread', '2 threads')
+    """
+    return f"{n} thread" if n == 1 else f"{n} threads"
+
+
 @dataclass(frozen=True)
 class ThreadChoice:
     """The intra-op threads a timing runs with, and why."""
@@ -242,12 +252,11 @@ class ThreadChoice:
             >>> ThreadChoice(2, 2, 2, 0.1).sentence()
             '2 threads, as allowed: other work kept 0.1 of 2 cores busy'
         """
-        unit = "thread" if self.threads == 1 else "threads"
         busy = ("the busy cores are not known here" if math.isnan(self.other_busy)
                 else f"other work kept {self.other_busy:.1f} of {self.cores} cores busy")
         if self.threads == self.asked:
-            return f"{self.threads} {unit}, as allowed: {busy}"
-        return f"{self.threads} {unit} of the {self.asked} allowed: {busy}"
+            return f"{threads_said(self.threads)}, as allowed: {busy}"
+        return f"{threads_said(self.threads)} of the {self.asked} allowed: {busy}"
 
 
 def choose_threads(asked: int, other_busy: float | None = None) -> ThreadChoice:
@@ -403,13 +412,11 @@ disturbed (the process lost its cores during them). flashviz 0.1.0, 2026-12-06T0
             >>> RunReport(ThreadChoice(2, 1, 2, 1.3), Load(9.5, 2, 1.2, 1.7, 2.1), 48, 3, 0, "t", "v", 6, 1, 2).short()
             '1 thread of the 2 asked (no winner named), 3 of 48 calls set aside'
         """
-        unit = "thread" if self.choice.threads == 1 else "threads"
         aside = f"{self.set_aside} of {self.calls} calls set aside" if self.set_aside else "no call set aside"
         lead = "too busy for clean timings: " if self.too_busy else ""
         if self.capped:
-            unit = "thread" if self.threads == 1 else "threads"
-            return f"{lead}{self.threads} {unit} of the {self.threads_asked} asked (no winner named), {aside}"
-        return f"{lead}{self.choice.threads} {unit} of {self.choice.asked}, {aside}"
+            return f"{lead}{threads_said(self.threads)} of the {self.threads_asked} asked (no winner named), {aside}"
+        return f"{lead}{threads_said(self.choice.threads)} of {self.choice.asked}, {aside}"
 
     def capped_sentence(self) -> str | None:
         """What to say when timings ran with fewer threads than asked for, else None.
@@ -421,7 +428,7 @@ disturbed (the process lost its cores during them). flashviz 0.1.0, 2026-12-06T0
         """
         if not self.capped:
             return None
-        ran = f"{self.threads} thread" + ("" if self.threads == 1 else "s")
+        ran = threads_said(self.threads)
         return (f"Other work kept cores busy, so {self.capped} measurement(s) ran with {ran} of the "
                 f"{self.threads_asked} asked for. A kernel's ranking depends on its threads, so their comparisons "
                 f"name no winner at {self.threads_asked}: close other programs and run again, or ask for {ran} (CPU "

@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 from numbers import Real
 
 from flashviz.limits import AUTO_MAX_REPEATS
+from flashviz.measure.load import threads_said
 from flashviz.measure.stats import (
     CONFIDENCE,
     TARGET_REL_CI,
@@ -238,10 +239,6 @@ def compare(a: object, b: object, names: tuple[str, str] = ("a", "b"), *, target
                    noise, widest, confidence, target_rel_ci)
 
 
-def _threads(n: int) -> str:
-    return f"{n} thread" if n == 1 else f"{n} threads"
-
-
 def threads_capped(v: Verdict) -> tuple[int, int]:
     """(threads it ran with, threads asked for) of the capped side(s) of a verdict: the fewest that ran, the most
     asked; (0, 0) where neither side was capped.
@@ -266,7 +263,7 @@ def fewer_threads(v: Verdict) -> str:
         'measured with 1 thread of the 2 asked for (other work kept cores busy)'
     """
     ran, asked = threads_capped(v)
-    return f"measured with {_threads(ran)} of the {asked} asked for (other work kept cores busy)" if ran else ""
+    return f"measured with {threads_said(ran)} of the {asked} asked for (other work kept cores busy)" if ran else ""
 
 
 def _x(value: float) -> str:
@@ -297,8 +294,9 @@ def sentence(v: Verdict) -> str:
                        "quieter machine.")
     if v.settle == FEWER_THREADS:
         ran, asked = threads_capped(v)
-        return lead + (f"from {calls}, {fewer_threads(v)}. A ranking at {_threads(ran)} need not hold at {asked}. "
-                       f"Rerun when {asked} cores are free, or ask for {_threads(ran)} (the dashboard's CPU threads, "
+        ran_said = threads_said(ran)
+        return lead + (f"from {calls}, {fewer_threads(v)}. A ranking at {ran_said} need not hold at {asked}. "
+                       f"Rerun when {asked} cores are free, or ask for {ran_said} (the dashboard's CPU threads, "
                        f"the CLI's --threads) to rank them there.")
     if v.settle == MORE_REPEATS:
         fewest = min_repeats(v.confidence)
