@@ -74,7 +74,8 @@ class Estimate:
     converged: bool  # level reached the confidence and the half-width is at most the target of the median
     busy: bool = False  # the run marked it unsettled: more of its calls were set aside than kept (never converged)
     threads: int = 0  # the intra-op threads its calls ran with (0: not recorded)
-    threads_asked: int = 0  # the threads asked for (above threads: capped, because other work kept cores busy)
+    threads_asked: int = 0  # the threads asked for (above threads: capped, because other work kept cores busy; 0:
+    #                         not recorded)
 
     @property
     def capped(self) -> bool:
@@ -128,9 +129,9 @@ def as_estimate(x: object, *, target_rel_ci: float = TARGET_REL_CI, confidence: 
     if isinstance(x, Estimate):
         return x
     if all(hasattr(x, a) for a in ("median", "ci_low", "ci_high", "ci_level", "samples", "converged")):
-        threads = int(getattr(x, "threads", 0) or 0)
         return Estimate(x.median, x.ci_low, x.ci_high, x.ci_level, len(x.samples), bool(x.converged),
-                        bool(getattr(x, "too_busy", False)), threads, int(getattr(x, "threads_asked", 0) or threads))
+                        bool(getattr(x, "too_busy", False)), int(getattr(x, "threads", 0) or 0),
+                        int(getattr(x, "threads_asked", 0) or 0))
     if isinstance(x, Iterable) and not isinstance(x, (str, bytes)):
         return estimate(x, target_rel_ci=target_rel_ci, confidence=confidence)
     raise TypeError(f"a timing must be an Estimate, a Timing or a list of timed calls in seconds, got "
@@ -356,8 +357,7 @@ def row_estimate(row: object) -> Estimate | None:
     if any(v is None for v in values) or values[3] < 1 or values[0] <= 0:
         return None
     threads, asked = (int(_number(get(c)) or 0) for c in ("threads", "threads_asked"))
-    e = replace(estimate_of(values[0], values[1], values[2], int(values[3])), threads=threads,
-                threads_asked=asked or threads)
+    e = replace(estimate_of(values[0], values[1], values[2], int(values[3])), threads=threads, threads_asked=asked)
     aside = _number(get("set_aside"))
     return replace(e, converged=False, busy=True) if aside is not None and aside > values[3] else e
 

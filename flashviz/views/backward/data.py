@@ -490,7 +490,7 @@ class RecomputePrice:
             sides.append(row_estimate({"status": self.status[i], "time_s": self.time_s[i],
                                        "time_lo_s": self.time_lo_s[i], "time_hi_s": self.time_hi_s[i],
                                        "repeats": self.timed[i], "threads": self.threads,
-                                       "threads_asked": self.threads_asked or self.threads,
+                                       "threads_asked": self.threads_asked,
                                        "set_aside": self.set_aside[i] if self.set_aside else None}))
         if any(e is None for e in sides):
             return None
