@@ -111,7 +111,12 @@ def plain(text: str) -> str:
         >>> plain("<b>speedup</b><br>(x)<br> "), plain(_fmt("too close to call (0.79-0.97x)"))
         ('speedup (x)', 'too close (0.79-0.97x)')
     """
-    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", text.replace("<br>", " "))).replace(NBSP, " ").split())
+    return " ".join(" ".join(_lines(text)).replace(NBSP, " ").split())
+
+
+def _lines(text: str) -> list[str]:
+    """A cell's or header's lines as plain text: split at <br>, tags gone, entities read."""
+    return [html.unescape(re.sub(r"<[^>]+>", "", line)) for line in text.split("<br>")]
 
 
 def _header(column: str, lines: int) -> str:
@@ -123,7 +128,7 @@ def _header(column: str, lines: int) -> str:
 
 def _longest_line(text: str) -> int:
     """Characters in the longest line of a cell or header's text (its tags and <br> aside)."""
-    return max(len(html.unescape(re.sub(r"<[^>]+>", "", line))) for line in text.split("<br>"))
+    return max(map(len, _lines(text)))
 
 
 def table_height(rows: int, header_px: int = TABLE_HEADER_PX, row_px: int = TABLE_ROW_PX) -> int:
