@@ -6,9 +6,9 @@
    each of --reruns fresh servers: once the views the load opens have run their own timed jobs (the Roofline's CPU
    roof: a loading page would otherwise wait behind the Benchmark's run in the timing worker's queue, and the
    dashboard would run under a lighter load than the CLI beside it), the Benchmark view's Run at its defaults in
-   Chromium, its rows read back from the
-   page's CSV download, then, with the same server, pages and busy process still running (the Benchmark's page open
-   on its results), the CLI bench: each dashboard run is compared with the CLI run beside it, under the same load.
+   Chromium, its rows read back from the page's CSV download, then, with the same server, pages and busy process
+   still running (the Benchmark's page open on its results), the CLI bench: each dashboard run is compared with the
+   CLI run beside it, under the same load.
 
 It prints, per (implementation, N): the dashboard's median under load, the CLI's under load and quiet, the calls set
 aside, and the checks:
