@@ -198,8 +198,9 @@ def said(df: pd.DataFrame) -> str:
     if "calls_set_aside" not in df.columns:
         return f"{int(df['threads'].iloc[0])} threads; this release does not record the load or set calls aside"
     row = df.iloc[0]
+    waited = f", {int(row['calls_waited'])} waits for a core taken off" if "calls_waited" in df.columns else ""
     return (f"other work kept {row['other_busy_cores']:.1f} cores busy, {int(row['calls_set_aside'])} of "
-            f"{int(row['timed_calls'])} calls set aside, {row['thread_policy']}")
+            f"{int(row['timed_calls'])} calls set aside{waited}, {row['thread_policy']}")
 
 
 def medians(df: pd.DataFrame) -> pd.Series:
@@ -252,6 +253,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _threads(rows: pd.DataFrame, impl: str, n: int) -> str:
+    """The threads a row ran with, and those asked when fewer ran ("1/2"); "-" for a row not there."""
+    if (impl, n) not in rows.index:
+        return "-"
+    row = rows.loc[(impl, n)]
+    ran, asked = int(row["threads"]), int(row.get("threads_asked", row["threads"]))
+    return f"{ran}/{asked}" if asked > ran else f"{ran}"
+
+
 def report(quiet: pd.DataFrame, runs: list[pd.DataFrame], clis: list[pd.DataFrame]) -> None:
     """The table and the four checks; each dashboard run against the CLI run beside it (`clis`, in the same order)."""
     q = medians(quiet)
@@ -261,7 +271,7 @@ def report(quiet: pd.DataFrame, runs: list[pd.DataFrame], clis: list[pd.DataFram
     quiet_winners = winners(quiet)
     for i, (df, cli) in enumerate(zip(runs, clis, strict=True)):
         d, c = medians(df), medians(cli)
-        rows_of = df.set_index(["impl", "N"])
+        rows_of, cli_rows = df.set_index(["impl", "N"]), cli.set_index(["impl", "N"])
         for (impl, n), t in d.items():
             vs_cli = t / c.get((impl, n), math.nan)
             ratio = t / d.get((NAIVE, n), math.nan)
@@ -270,7 +280,8 @@ def report(quiet: pd.DataFrame, runs: list[pd.DataFrame], clis: list[pd.DataFram
             rows.append({"run": i + 1, "impl": impl, "N": n, "dashboard ms": t * 1e3,
                          "CLI loaded ms": c.get((impl, n), math.nan) * 1e3, "CLI quiet ms": q.get((impl, n)) * 1e3,
                          "dash/CLI": vs_cli, "x naive (load)": ratio, "x naive (quiet)": quiet_ratio,
-                         "ratio off": off, "kept": rows_of.loc[(impl, n), "repeats"],
+                         "ratio off": off, "threads": _threads(rows_of, impl, n),
+                         "CLI threads": _threads(cli_rows, impl, n), "kept": rows_of.loc[(impl, n), "repeats"],
                          "set aside": rows_of.loc[(impl, n)].get("set_aside", math.nan),
                          "settled": bool(rows_of.loc[(impl, n), "converged"])})
             checks["dashboard within 1.5x of the CLI under load"] &= 1 / TOLERANCE <= vs_cli <= TOLERANCE

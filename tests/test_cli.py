@@ -18,7 +18,7 @@ from flashviz.measure.sweep import COLUMNS
 from flashviz.measure.worker import InlineWorker
 
 REPORT_COLUMNS = ("timestamp", "flashviz_version", "threads_allowed", "threads_free", "other_busy_cores",
-                  "load_average", "timed_calls", "calls_set_aside", "thread_policy")
+                  "load_average", "timed_calls", "calls_set_aside", "calls_waited", "thread_policy")
 
 
 @pytest.fixture

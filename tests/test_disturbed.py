@@ -4,6 +4,7 @@ and a run reports its load, threads and calls set aside (flashviz.measure.load).
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -24,8 +25,9 @@ from flashviz.measure.load import (
     choose_threads,
     disturbed,
     tallying,
+    wait_clock,
 )
-from flashviz.measure.timing import thread_cap, threads_asked, threads_set_to, time_calls, timing_of
+from flashviz.measure.timing import thread_cap, threads_asked, threads_set_to, time_calls, timing_of, wait_within
 from flashviz.measure.verdict import BUSY, FEWER_THREADS, as_estimate, compare, row_estimate, sentence
 from flashviz.measure.worker import InlineWorker
 
@@ -51,6 +53,66 @@ def test_on_two_threads_the_kernels_own_typical_share_is_the_measure():
     walls = [0.01] * 6
     cpus = [0.019, 0.0185, 0.019, 0.0188, 0.010, 0.019]  # a two-thread kernel that lost one core in its fifth call
     assert disturbed(walls, cpus, threads=2) == [False, False, False, False, True, False]
+
+
+def test_a_call_whose_threads_waited_for_a_core_is_set_aside_though_its_cpu_share_looks_whole():
+    """Two threads: one spins at the barrier (CPU time) while its peer waits for a core (no CPU time, but a wait)."""
+    walls = [0.010, 0.010, 0.030, 0.010, 0.030]
+    cpus = [0.019, 0.019, 0.057, 0.019, 0.057]  # the third and fifth look as busy as the others
+    waits = [0.0, 0.0005, 0.020, 0.001, 0.0076]  # but the third waited 2/3 of its wall time, the fifth a quarter
+    assert disturbed(walls, cpus, threads=2) == [False] * 5  # the CPU time alone sees nothing
+    assert disturbed(walls, cpus, threads=2, waits=waits) == [False, False, True, False, True]
+    assert disturbed(walls, cpus, threads=2, waits=[0.0, 0.0, 0.0074, 0.0, 0.0]) == [False] * 5  # under a quarter
+
+
+def test_a_timing_with_a_wait_clock_sets_aside_the_calls_that_waited():
+    now, cpu, waited, calls = [0.0], [0.0], [0.0], [0]
+
+    def call() -> None:  # 1 s each, all of it on the CPU; the second also waited 0.5 s (a peer thread's wait)
+        calls[0] += 1
+        now[0] += 1.0
+        cpu[0] += 1.0
+        waited[0] += 0.5 if calls[0] == 2 else 0.0
+
+    t = time_calls({"k": call}, warmup=0, repeats=3, threads=2, clock=lambda: now[0], cpu_clock=lambda: cpu[0],
+                   wait_clock=lambda: waited[0])["k"]
+    assert t.aside == (False, True, False, False) and t.waits == (0.0, 0.5, 0.0, 0.0) and t.repeats == 3
+    no_waits = time_calls({"k": call}, warmup=0, repeats=3, threads=2, clock=lambda: now[0],
+                          cpu_clock=lambda: cpu[0])["k"]
+    assert no_waits.waits == () and no_waits.set_aside == 0  # injected clocks and no wait clock: nothing to see
+
+
+def test_on_one_thread_a_wait_for_a_core_is_taken_off_the_calls_time_not_set_aside():
+    now, cpu, waited, calls = [0.0], [0.0], [0.0], [0]
+
+    def call() -> None:  # 1 s each on the CPU; the second waited 2 s for a core first, the third slept 1 s
+        calls[0] += 1
+        gone = {2: 2.0, 3: 1.0}.get(calls[0], 0.0)
+        now[0] += 1.0 + gone
+        cpu[0] += 1.0
+        waited[0] += gone if calls[0] == 2 else 0.0
+
+    t = time_calls({"k": call}, warmup=0, repeats=3, threads=1, clock=lambda: now[0], cpu_clock=lambda: cpu[0],
+                   wait_clock=lambda: waited[0])["k"]
+    assert t.calls == (1.0, 3.0, 2.0, 1.0) and t.waits == (0.0, 2.0, 0.0, 0.0)
+    assert t.samples == (1.0, 1.0, 1.0) and t.aside == (False, False, True, False)  # the sleep is no wait
+    assert t.waited == 1 and t.set_aside == 1 and t.median == 1.0
+    with tallying() as tally:
+        time_calls({"k": call}, warmup=0, repeats=1, threads=1, clock=lambda: now[0], cpu_clock=lambda: cpu[0],
+                   wait_clock=lambda: waited[0] + 0.75 * now[0])  # a wait clock that runs at 3/4 of the wall
+    assert tally.waited == 1 and tally.set_aside == 0
+    # with two threads the same wait sets the call aside: a peer's wait holds up the others by an uncounted amount
+    two = timing_of([1.0, 3.0, 1.0], 2, "cpu", cpu=[2.0, 2.0, 2.0], waits=[0.0, 2.0, 0.0])
+    assert two.aside == (False, True, False) and two.samples == (1.0, 1.0) and two.waited == 0
+
+
+def test_a_wait_read_after_the_call_counts_only_as_far_as_the_call_reached():
+    assert wait_within(0.0, 0.002, 0.0021) == 0.0
+    assert wait_within(0.001, 0.002, 0.002) == 0.001  # the whole span was the call
+    assert abs(wait_within(0.005, 0.001, 0.0051) - 0.0009) < 1e-12  # 4.1 ms of the span outside: 0.9 ms is left
+    assert wait_within(0.010, 0.002, 0.002) == 0.002  # two threads' waits: at most the call's wall time
+    timed = timing_of([0.01] * 3, 2, "cpu", cpu=[0.02] * 3, waits=[0.0, 0.005, 0.0])
+    assert timed.aside == (False, True, False) and timed.waits == (0.0, 0.005, 0.0)
 
 
 def test_calls_too_short_to_judge_are_never_set_aside():
@@ -107,6 +169,47 @@ def test_real_clocks_see_a_call_that_waited_off_the_cpu():
     assert len(t.calls) >= 6 and all(slept) and t.set_aside >= len(slept)
     if not t.too_busy:  # the calls that did not sleep, unless the machine took their cores too
         assert t.median < 0.0075
+
+
+WAITS_BESIDE_A_BUSY_CORE = """
+import json, os, subprocess, sys
+core = min(os.sched_getaffinity(0))
+os.sched_setaffinity(0, {core})  # before torch starts its threads: they all share this one core
+import torch
+from flashviz.measure.timing import time_calls
+busy = subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                        preexec_fn=lambda: os.sched_setaffinity(0, {core}))
+try:
+    a = torch.randn(384, 384)
+    out = {}
+    for threads in (2, 1):
+        t = time_calls({"mm": lambda: [torch.mm(a, a) for _ in range(8)]}, warmup=2, repeats=6, threads=threads)["mm"]
+        out[threads] = {"calls": t.calls, "cpu": t.cpu, "waits": t.waits, "aside": t.aside, "samples": t.samples,
+                        "waited": t.waited}
+finally:
+    busy.kill()
+    busy.wait()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(wait_clock() is None, reason="the scheduler's statistics are not readable on this system")
+def test_real_waits_show_threads_that_shared_their_core_with_a_busy_process():
+    """Two torch threads and a busy process on one core: the scheduler counts the waits, and those calls are set
+    aside."""
+    out = subprocess.run([sys.executable, "-c", WAITS_BESIDE_A_BUSY_CORE], capture_output=True, text=True,
+                         timeout=120, check=True)
+    runs = json.loads(out.stdout.strip().splitlines()[-1])
+    for t in runs.values():
+        waited = [q > (1 - DISTURBED_SHARE) * w for q, w in zip(t["waits"], t["calls"], strict=True)]
+        assert sum(waited) >= len(waited) / 2  # the busy process held the core for half of it, or thereabouts
+        assert all(q <= w for q, w in zip(t["waits"], t["calls"], strict=True))
+    two, one = runs["2"], runs["1"]
+    assert all(a for a, q, w in zip(two["aside"], two["waits"], two["calls"], strict=True)
+               if q > (1 - DISTURBED_SHARE) * w)  # two threads: a call that waited is set aside
+    kept = [w - q for w, q, a in zip(one["calls"], one["waits"], one["aside"], strict=True) if not a]
+    assert one["samples"] == kept and one["waited"] >= len(one["calls"]) / 2  # one: its wait is taken off
+    assert len(kept) >= len(one["calls"]) - 1  # and the call is kept: it lost no time but the wait
 
 
 def test_the_thread_count_follows_the_free_cores():

@@ -7,6 +7,17 @@ DISTURBED_SHARE of the share the kernel's own calls typically get. A share canno
 thread a clean call runs on the CPU nearly all of its wall time, and a call that spent a quarter of it waiting is
 set aside whatever its neighbours did. Calls shorter than JUDGED_FROM_S are never set aside.
 
+The scheduler also counts how long each thread waited for a core (runnable, not running: the second field of
+/proc/self/task/<tid>/schedstat), and every timed call records that too (`wait_clock`).
+- On one thread the wait is exactly the time the call lost to other work, so it is taken off the call's time
+  (`on_core_times`) instead of setting the call aside. Under 2 browser pages reloading and 1 busy process on 2 cores,
+  nearly every call of 20 ms or more waited: naive attention at N = 2048, H = 4 took 260-820 ms, 100-650 ms of it
+  waiting, and 137-178 ms on the core in 8 of 10 calls, against 132 ms on the quiet machine. Setting such calls aside
+  left nothing to time, and the medians of what was left ran up to 5x the kernel's.
+- With more threads a wait is not taken off: while one thread waits, its peers spin at the next barrier, which counts
+  as CPU time and is counted nowhere else. A call whose threads waited for more than a quarter of its wall time is
+  set aside (`disturbed`). At 2 threads under that load, the calls the CPU time alone kept took 2-5x their quiet time.
+
 The threads a timing uses come from the cores that are free (`choose_threads`; the timing worker measures them over
 the 2 s before a run, `other_busy_before`, so that a burst of the page that asked does not count): on 2 cores with one
 busy process, two intra-op threads wait for each other at every small op (measured: FA1 at N = 1024 took 30.7 ms at 2
@@ -19,15 +30,18 @@ unknown (NaN) and the thread count is the one asked for. Pure Python: no torch.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import statistics
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 
+PROC_TASKS = Path("/proc/self/task")  # a folder per thread; its schedstat: "on-CPU ns, run-queue wait ns, slices"
 PROC_STAT = Path("/proc/stat")  # "cpu  user nice system idle iowait irq softirq steal ..." in clock ticks
 DISTURBED_SHARE = 0.75  # a call on the CPU for less than this share of its kernel's typical share is set aside
 TYPICAL_QUANTILE = 0.75  # the kernel's typical share: this quantile of its calls' shares (robust to a few clean ones)
@@ -290,32 +304,129 @@ def cpu_shares(walls: Sequence[float], cpus: Sequence[float]) -> list[float]:
     return [c / w if w > 0 else 1.0 for w, c in zip(walls, cpus, strict=True)]
 
 
-def disturbed(walls: Sequence[float], cpus: Sequence[float], threads: int) -> list[bool]:
-    """Which calls the machine disturbed: on the CPU for less than DISTURBED_SHARE of the kernel's typical share.
+class RunQueueWait:
+    """A clock of the seconds the threads that run a kernel have waited for a core: each thread's run-queue wait
+    (runnable, not running) from the kernel's scheduler statistics, /proc/self/task/<tid>/schedstat, summed over the
+    calling thread and the threads Python did not start (torch's intra-op pool). `wait_clock()` makes one.
+
+    CPU time cannot see every such wait: a thread at an intra-op barrier spins on its core while its peer waits for
+    one, and that spinning counts as CPU time. The scheduler counts the peer's wait itself.
+
+    The threads are the ones alive when it is made (make it after the warm-up, which starts the pool); one that ends
+    later adds nothing more. Call `close()` when done.
+    """
+
+    def __init__(self, paths: Sequence[Path]) -> None:
+        self._fds: list[int] = []
+        try:
+            for path in paths:
+                self._fds.append(os.open(path, os.O_RDONLY))
+        except OSError:
+            self.close()
+            raise
+        self._last = [0.0] * len(self._fds)
+
+    def __call__(self) -> float:
+        """Seconds waited so far, summed over the threads."""
+        for k, fd in enumerate(self._fds):
+            with contextlib.suppress(OSError, ValueError, IndexError):  # a thread that ended keeps its last count
+                self._last[k] = int(os.pread(fd, 128, 0).split()[1]) * 1e-9
+        return sum(self._last)
+
+    def close(self) -> None:
+        for fd in self._fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._fds = []
+
+
+def wait_clock(threads: int = 0, tasks: Path = PROC_TASKS) -> RunQueueWait | None:
+    """A RunQueueWait over the threads that run a kernel with `threads` intra-op threads: the calling thread alone
+    for one, else the calling thread and every thread of this process not started by Python's threading (torch's
+    pool; a Streamlit or server thread does not run the kernel). None where the scheduler's statistics cannot be read
+    (not Linux, or a kernel built without them).
+
+    Example:
+        >>> clock = wait_clock()
+        >>> (clock() if clock is not None else 0.0) >= 0
+        True
+        >>> if clock is not None:
+        ...     clock.close()
+    """
+    me = threading.get_native_id()
+    others = {t.native_id for t in threading.enumerate() if t is not threading.current_thread()}
+    try:
+        tids = [me] if threads == 1 else [int(t) for t in os.listdir(tasks) if t.isdigit() and int(t) not in others]
+        paths = [tasks / str(tid) / "schedstat" for tid in tids]
+        clock = RunQueueWait(paths)
+        clock()
+    except (OSError, ValueError, IndexError):
+        return None
+    if not clock._fds:
+        return None
+    return clock
+
+
+def on_core_times(walls: Sequence[float], waits: Sequence[float] | None, threads: int) -> list[float]:
+    """Each call's time: on one thread with its waits measured, its wall time less the time the thread waited for a
+    core (the scheduler counts that wait exactly, and the kernel did nothing in it); else its wall time. With more
+    threads a wait also holds up the peers at the next barrier by an amount no clock counts, so it is not taken off:
+    such calls are set aside (`disturbed`).
+
+    Example:
+        >>> [round(t, 2) for t in on_core_times([0.30, 0.14], [0.16, 0.0], threads=1)]
+        [0.14, 0.14]
+        >>> on_core_times([0.30], [0.16], threads=2)
+        [0.3]
+    """
+    if waits is None or threads != 1:
+        return [float(w) for w in walls]
+    return [w - min(max(q, 0.0), w) for w, q in zip(walls, waits, strict=True)]
+
+
+def disturbed(walls: Sequence[float], cpus: Sequence[float], threads: int,
+              waits: Sequence[float] | None = None) -> list[bool]:
+    """Which calls the machine disturbed: on the CPU for less than DISTURBED_SHARE of the kernel's typical share, or,
+    on more than one thread, with the kernel's threads waiting for a core (their run-queue waits, summed:
+    `wait_clock`) for more than the rest, 1 - DISTURBED_SHARE, of the call's wall time. On one thread with its waits
+    measured, a wait is taken off the call's time instead (`on_core_times`), and the share is of that time: the call
+    is set aside only if it lost time neither running nor waiting for a core (asleep, or blocked on the disk).
 
     The typical share is the TYPICAL_QUANTILE of the calls' shares, and at least one full core: a call on one thread
     cannot run longer on the CPU than on the clock, so one that lost a quarter of its wall time off the CPU is set
-    aside even when every call did.
+    aside even when every call did. With more threads, a thread that spins at a barrier while its peer waits for a
+    core keeps the share up; the waits show that call (measured under 2 busy browser pages and a busy process on 2
+    cores, at 2 threads: calls of FA2 at N = 1024 that the share kept took 49-117 ms against 11 ms quiet, and every
+    one of them had waited).
 
     Args:
         walls, cpus: each timed call's wall seconds and this process's CPU seconds over it, in order.
         threads: the intra-op threads the calls ran with.
+        waits: each call's run-queue seconds, summed over the kernel's threads, or None (not measured).
     Returns:
         One bool per call: True where the call is set aside.
 
     Example:
         >>> disturbed([0.010, 0.010, 0.030, 0.010], [0.0098, 0.0099, 0.0101, 0.0097], threads=1)
         [False, False, True, False]
+        >>> disturbed([0.010, 0.030], [0.020, 0.058], threads=2, waits=[0.0, 0.020])  # spun while its peer waited
+        [False, True]
+        >>> disturbed([0.010, 0.030, 0.030], [0.0099, 0.0099, 0.0099], threads=1, waits=[0.0, 0.020, 0.0])
+        [False, False, True]
     """
-    if len(walls) != len(cpus):
-        raise ValueError(f"need one CPU time per call, got {len(walls)} walls and {len(cpus)} CPU times.")
+    if len(walls) != len(cpus) or (waits is not None and len(waits) != len(walls)):
+        raise ValueError(f"need one CPU time (and wait, if any) per call, got {len(walls)} walls, {len(cpus)} CPU "
+                         f"times and {len(waits) if waits is not None else 'no'} waits.")
     if not walls:
         return []
-    shares = cpu_shares(walls, cpus)
+    times = on_core_times(walls, waits, threads)
+    shares = cpu_shares(times, cpus)
     typical = statistics.quantiles(shares, n=100, method="inclusive")[round(TYPICAL_QUANTILE * 100) - 1] \
         if len(shares) > 1 else shares[0]
     typical = min(float(threads), max(1.0, typical))
-    return [s < DISTURBED_SHARE * typical and w >= JUDGED_FROM_S for s, w in zip(shares, walls, strict=True)]
+    waited = waits if waits is not None and threads != 1 else [0.0] * len(walls)
+    return [(s < DISTURBED_SHARE * typical or q > (1 - DISTURBED_SHARE) * w) and w >= JUDGED_FROM_S
+            for s, w, q in zip(shares, walls, waited, strict=True)]
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -333,9 +444,12 @@ class Tally:
     capped: int = 0  # timings that ran with fewer threads than asked for (a thread_cap: other work kept cores busy)
     threads: int = 0  # the fewest threads a capped timing ran with (0: none capped)
     threads_asked: int = 0  # the most threads a capped timing was asked for (0: none capped)
+    waited: int = 0  # calls on one thread whose wait for a core (over a quarter of it) was taken off their time
 
-    def add(self, calls: int, set_aside: int, too_busy: bool, threads: int = 0, threads_asked: int = 0) -> None:
+    def add(self, calls: int, set_aside: int, too_busy: bool, threads: int = 0, threads_asked: int = 0,
+            waited: int = 0) -> None:
         self.calls += calls
+        self.waited += waited
         self.set_aside += set_aside
         self.timings += 1
         self.too_busy += int(too_busy)
@@ -360,10 +474,12 @@ class tallying:
         _TALLIES.remove(self.tally)
 
 
-def record(calls: int, set_aside: int, too_busy: bool, threads: int = 0, threads_asked: int = 0) -> None:
-    """Add one timing to every open tally (threads: what it ran with; threads_asked: what it was asked for)."""
+def record(calls: int, set_aside: int, too_busy: bool, threads: int = 0, threads_asked: int = 0,
+           waited: int = 0) -> None:
+    """Add one timing to every open tally (threads: what it ran with; threads_asked: what it was asked for; waited:
+    its calls whose wait for a core was taken off their time)."""
     for t in _TALLIES:
-        t.add(calls, set_aside, too_busy, threads, threads_asked)
+        t.add(calls, set_aside, too_busy, threads, threads_asked, waited)
 
 
 @dataclass(frozen=True)
@@ -382,6 +498,7 @@ class RunReport:
     capped: int = 0  # timings that ran with fewer threads than asked for: their comparisons name no winner
     threads: int = 0  # the fewest threads a capped timing ran with (0: none capped)
     threads_asked: int = 0  # the most threads a capped timing was asked for (0: none capped)
+    waited: int = 0  # calls on one thread that waited for a core over a quarter of their time: the wait taken off
 
     def sentence(self) -> str:
         """The report in words.
@@ -393,9 +510,15 @@ class RunReport:
             Timed in the timing worker with 1 thread of the 2 allowed: other work kept 1.3 of 2 cores busy. Over the \
 9.5 s run other work kept 1.2 of 2 cores busy (load average 1.7 -> 2.1); 3 of 48 timed calls were set aside as \
 disturbed (the process lost its cores during them). flashviz 0.1.0, 2026-12-06T05:00Z.
+            >>> from dataclasses import replace
+            >>> "and 30 waited for a core for over a quarter of their time" in replace(r, waited=30).sentence()
+            True
         """
         aside = (f"{self.set_aside} of {self.calls} timed calls were set aside as disturbed (the process lost its "
                  "cores during them)" if self.set_aside else f"none of its {self.calls} timed calls was disturbed")
+        if self.waited:
+            aside += (f", and {self.waited} waited for a core for over a quarter of their time: on one thread the "
+                      "scheduler counts that wait, and it was taken off their times")
         return (f"Timed in the timing worker with {self.choice.sentence()}. Over the {self.load.seconds:.1f} s run "
                 f"{self.load.sentence()}; {aside}. flashviz {self.version}, {self.timestamp}.")
 
@@ -411,8 +534,13 @@ disturbed (the process lost its cores during them). flashviz 0.1.0, 2026-12-06T0
             'too busy for clean timings: 1 thread of 2, 40 of 48 calls set aside'
             >>> RunReport(ThreadChoice(2, 1, 2, 1.3), Load(9.5, 2, 1.2, 1.7, 2.1), 48, 3, 0, "t", "v", 6, 1, 2).short()
             '1 thread of the 2 asked (no winner named), 3 of 48 calls set aside'
+            >>> RunReport(ThreadChoice(1, 1, 2, 1.6), Load(9.5, 2, 1.6, 2.7, 2.9), 48, 0, 0, "t", "v",
+            ...           waited=30).short()
+            '1 thread of 1, no call set aside, 30 waits for a core taken off'
         """
         aside = f"{self.set_aside} of {self.calls} calls set aside" if self.set_aside else "no call set aside"
+        if self.waited:
+            aside += f", {self.waited} waits for a core taken off"
         lead = "too busy for clean timings: " if self.too_busy else ""
         if self.capped:
             return f"{lead}{threads_said(self.threads)} of the {self.threads_asked} asked (no winner named), {aside}"
@@ -454,9 +582,9 @@ disturbed (the process lost its cores during them). flashviz 0.1.0, 2026-12-06T0
         Example:
             >>> sorted(RunReport(ThreadChoice(2, 2, 2, 0.0), Load(1.0, 2, 0.0, 0.1, 0.1), 6, 0, 0, "t", "v")
             ...        .columns())[:3]
-            ['calls_set_aside', 'flashviz_version', 'load_average']
+            ['calls_set_aside', 'calls_waited', 'flashviz_version']
         """
         return {"timestamp": self.timestamp, "flashviz_version": self.version, "threads_allowed": self.choice.asked,
                 "threads_free": self.choice.threads, "other_busy_cores": round(self.load.other_busy, 2),
                 "load_average": round(self.load.load_start, 2), "timed_calls": self.calls,
-                "calls_set_aside": self.set_aside, "thread_policy": self.choice.sentence()}
+                "calls_set_aside": self.set_aside, "calls_waited": self.waited, "thread_policy": self.choice.sentence()}

@@ -59,7 +59,7 @@ MAX_N = 1 << 17  # 131072: beyond this even the tiled Python kernels take hours 
 MAX_D = 1024  # largest head dimension a sweep accepts (real models use 64-256)
 COLUMNS = ("impl", "N", "d", "block_q", "block_k", "causal", "window", "batch", "heads", "dtype", "device", "threads",
            "time_s", "time_iqr_s", "peak_bytes", "flops", "gflops", "hbm_bytes", "max_abs_err", "status",
-           "time_lo_s", "time_hi_s", "repeats", "converged", "set_aside", "cpu_share", "threads_asked")
+           "time_lo_s", "time_hi_s", "repeats", "converged", "set_aside", "cpu_share", "threads_asked", "waited")
 MAX_REASON_CHARS = 160  # a failure's message is cut here in the status column
 
 
@@ -162,7 +162,8 @@ def _row(impl: str, cfg: RunConfig, threads: tuple[int, int], **values) -> dict:
            "device": str(cfg.device), "threads": threads[0], "time_s": math.nan, "time_iqr_s": math.nan,
            "peak_bytes": math.nan, "flops": _flops(impl, cfg), "gflops": math.nan, "hbm_bytes": _hbm_bytes(impl, cfg),
            "max_abs_err": math.nan, "status": OK, "time_lo_s": math.nan, "time_hi_s": math.nan, "repeats": pd.NA,
-           "converged": pd.NA, "set_aside": pd.NA, "cpu_share": math.nan, "threads_asked": threads[1]}
+           "converged": pd.NA, "set_aside": pd.NA, "cpu_share": math.nan, "threads_asked": threads[1],
+           "waited": pd.NA}
     row.update(values)
     return row
 
@@ -242,7 +243,7 @@ def _measure_config(cfg: RunConfig, impls: list[str], *, budget: int, repeats: i
         for impl, t in timings.items():
             results[impl].update(time_s=t.median, time_iqr_s=t.iqr, time_lo_s=t.ci_low, time_hi_s=t.ci_high,
                                  repeats=t.repeats, converged=t.converged, set_aside=t.set_aside,
-                                 cpu_share=t.cpu_share,
+                                 cpu_share=t.cpu_share, waited=t.waited,
                                  gflops=_flops(impl, cfg) / t.median / 1e9 if t.median > 0 else math.nan)
     return [_row(impl, cfg, threads, status=why[impl]) if why[impl] is not None else
             _row(impl, cfg, threads, **results[impl]) for impl in impls]
@@ -371,7 +372,9 @@ def run_sweep(ns: Iterable[int], *, d: int = 64, block_size: int = 128, causal: 
         process lost its cores during them: flashviz.measure.load; more calls were run in their place) and
         cpu_share (the kept calls' median CPU seconds per wall second; NaN where not measured), threads_asked (the
         threads asked for: above threads where the timing worker's thread_cap ran the rows with fewer, because
-        other work kept cores busy; such rows name no winner, flashviz.measure.verdict).
+        other work kept cores busy; such rows name no winner, flashviz.measure.verdict), waited (calls on one
+        thread that waited for a core for over a quarter of their time: the wait was taken off their time_s,
+        flashviz.measure.load.on_core_times).
         df.attrs holds mode, memory_budget_bytes,
         repeats (an int or "auto"), adaptive (the Adaptive's fields, or None), seed, time_budget_s and context
         (context.run_context: torch version, threads, CPU model, ...).

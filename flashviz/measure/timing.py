@@ -33,7 +33,8 @@ import torch
 
 from flashviz.limits import AUTO_BUDGET_S, AUTO_MAX_REPEATS
 from flashviz.measure.allocator import steady_allocator
-from flashviz.measure.load import cpu_shares, disturbed, record
+from flashviz.measure.load import DISTURBED_SHARE, cpu_shares, disturbed, on_core_times, record
+from flashviz.measure.load import wait_clock as run_queue_clock
 from flashviz.measure.memory import device_of
 from flashviz.measure.progress import Progress
 from flashviz.measure.stats import (
@@ -56,7 +57,8 @@ class Timing:
 
     median: float  # seconds, median of the timed calls
     iqr: float  # seconds, interquartile range (75th - 25th percentile); 0 with fewer than 2 samples
-    samples: tuple[float, ...]  # seconds, every timed call in order (warm-up calls excluded)
+    samples: tuple[float, ...]  # seconds, every timed call kept, in order (warm-up calls excluded); on one thread
+    #                             with waits measured, each call's wall time less its wait for a core
     threads: int  # torch intra-op threads the calls ran with
     device: str  # "cpu" or "cuda:0", ...
     ci_low: float  # seconds, low end of the distribution-free interval of the median (stats.median_ci)
@@ -68,6 +70,8 @@ class Timing:
     aside: tuple[bool, ...] = ()  # which of calls were set aside as disturbed (flashviz.measure.load.disturbed)
     threads_asked: int = 0  # the threads the caller asked for (more than `threads`: a thread_cap ran it with fewer;
     #                         0: not recorded, as many as it ran with)
+    waits: tuple[float, ...] = ()  # seconds the kernel's threads waited for a core over each of calls, summed
+    #                                (flashviz.measure.load.wait_clock; () where not measured)
 
     @property
     def repeats(self) -> int:
@@ -78,6 +82,14 @@ class Timing:
     def set_aside(self) -> int:
         """Timed calls set aside: the process lost its cores during them."""
         return sum(self.aside)
+
+    @property
+    def waited(self) -> int:
+        """Calls on one thread that waited for a core for over a quarter of their wall time, and whose wait was taken
+        off their time (flashviz.measure.load.on_core_times); on more threads such calls are set aside instead."""
+        if self.threads != 1 or not self.waits:
+            return 0
+        return sum(q > (1 - DISTURBED_SHARE) * w for q, w in zip(self.waits, self.calls, strict=True))
 
     @property
     def too_busy(self) -> bool:
@@ -270,8 +282,8 @@ def time_call(fn: Callable, *args: Any, warmup: int = 2, repeats: Repeats = 10, 
 def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats: Repeats = 10,
                threads: int | None = None, progress: Progress | None = None,
                sync_device: torch.device | str | None = None, clock: Callable[[], float] | None = None,
-               cpu_clock: Callable[[], float] | None = None, stop: Callable[[], bool] | None = None,
-               **kwargs: Any) -> dict[str, Timing]:
+               cpu_clock: Callable[[], float] | None = None, wait_clock: Callable[[], float] | None = None,
+               stop: Callable[[], bool] | None = None, **kwargs: Any) -> dict[str, Timing]:
     """Time several callables on the same arguments side by side, interleaved call by call.
 
     Every function gets its `warmup` untimed calls first; then repeat r calls every function once before repeat
@@ -282,9 +294,10 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
     interval at most +-5% of it, by default), or the Adaptive's max_repeats or budget_s is spent; every function is
     called in every round, so all get the same number of repeats over the same stretch of time.
 
-    Each timed call records its wall time and this process's CPU time. On the CPU, a call during which the process
-    lost its cores (flashviz.measure.load.disturbed) is set aside: the median and its interval come from the other
-    calls, and more rounds run in its place, up to as many again as asked for (or within the Adaptive's budget).
+    Each timed call records its wall time, this process's CPU time and the time the kernel's threads waited for a
+    core. On the CPU, a call during which the process lost its cores (flashviz.measure.load.disturbed) is set aside:
+    the median and its interval come from the other calls, and more rounds run in its place, up to as many again as
+    asked for (or within the Adaptive's budget).
 
     Args:
         fns: name -> callable, each called as fn(*args, **kwargs).
@@ -293,6 +306,9 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
             max_repeats, confidence) (until converged; see Adaptive).
         cpu_clock: this process's CPU seconds now, read with clock around every timed call; None:
             time.process_time on the CPU when clock is None, else no CPU time (and nothing set aside).
+        wait_clock: seconds the kernel's threads have waited for a core so far, read with cpu_clock; None:
+            flashviz.measure.load.wait_clock() over the threads alive after the warm-up, on the CPU when clock and
+            cpu_clock are None (where the system tells), else no waits (calls are judged by their CPU time alone).
         stop: checked before the warm-up and before every later round; once it returns True no new round starts
             (the timings then hold fewer calls than asked: a caller's time budget ran out; before the first round,
             no timing at all: {}).
@@ -329,17 +345,22 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
     target = adaptive.target_rel_ci if adaptive else TARGET_REL_CI
     confidence = adaptive.confidence if adaptive else CONFIDENCE
     device = device_of(args, kwargs) if sync_device is None else torch.device(sync_device)
+    own_waits = wait_clock is None and cpu_clock is None and clock is None and device.type == "cpu"  # real clocks
     if cpu_clock is None and clock is None and device.type == "cpu":
         cpu_clock = getattr(time, "process_time", None)  # None where the clock module gives no process time
     report = progress or (lambda done, total, label: None)
     total, done = len(fns) * (warmup + rounds), 0
     walls: dict[str, list[float]] = {name: [] for name in fns}
     cpus: dict[str, list[float]] = {name: [] for name in fns}
+    waits: dict[str, list[float]] = {name: [] for name in fns}
+    waited = wait_clock  # the default one is made after the warm-up, which starts torch's intra-op threads
 
     def kept(name: str, n_threads: int) -> list[float]:  # the calls not set aside
         if cpu_clock is None:
             return walls[name]
-        return [w for w, a in zip(walls[name], disturbed(walls[name], cpus[name], n_threads), strict=True) if not a]
+        seen = waits[name] if waited is not None else None
+        aside = disturbed(walls[name], cpus[name], n_threads, seen)
+        return [t for t, a in zip(on_core_times(walls[name], seen, n_threads), aside, strict=True) if not a]
 
     def more(r: int, n_threads: int) -> bool:  # whether round r + 1 runs
         if r > 0 and stop is not None and stop():  # round 0's look was before the warm-up
@@ -356,7 +377,7 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
 
     if stop is not None and stop():
         return {}
-    with threads_set_to(threads) as n_threads, steady_allocator():
+    with threads_set_to(threads) as n_threads, steady_allocator(), contextlib.ExitStack() as stack:
         asked = threads_asked() if device.type == "cpu" else n_threads  # a GPU kernel's time is not the CPU threads'
         start = now()
         for name, fn in fns.items():
@@ -365,18 +386,26 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
                 fn(*args, **kwargs)
                 done += 1
         _sync(device)
+        if own_waits and (waited := run_queue_clock(n_threads)) is not None:
+            stack.callback(waited.close)
         r = 0
         while more(r, n_threads):
             for name, fn in fns.items():
                 extra = " (in place of a disturbed call)" if r >= rounds else ""
                 report(min(done, total - 1), total, f"repeat {r + 1} of {of}{extra}: {name}")
+                s0 = now() if waited is not None else 0.0
+                q0 = waited() if waited is not None else 0.0
                 c0 = cpu_clock() if cpu_clock is not None else 0.0
                 t0 = now()
                 fn(*args, **kwargs)
                 _sync(device)
-                walls[name].append(now() - t0)
+                wall = now() - t0
+                walls[name].append(wall)
                 if cpu_clock is not None:
                     cpus[name].append(cpu_clock() - c0)
+                if waited is not None:
+                    q1 = waited()
+                    waits[name].append(wait_within(q1 - q0, wall, now() - s0))
                 done += 1
             r += 1
         report(total, total, "timed")
@@ -384,11 +413,29 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
         return {}  # `stop` said so before the first round
     timings = {name: timing_of(walls[name], n_threads, device, cpu=cpus[name] if cpu_clock is not None else None,
                                at_most=None if adaptive else rounds, target_rel_ci=target, confidence=confidence,
-                               threads_asked=asked)
+                               threads_asked=asked,
+                               waits=waits[name] if waited is not None and cpu_clock is not None else None)
                for name in fns}
     for t in timings.values():
-        record(len(t.calls), t.set_aside, t.too_busy, t.threads, t.threads_asked)
+        record(len(t.calls), t.set_aside, t.too_busy, t.threads, t.threads_asked, t.waited)
     return timings
+
+
+def wait_within(waited: float, wall: float, span: float) -> float:
+    """The part of `waited` seconds, read around a timed call of `wall` seconds, that fell within the call.
+
+    The scheduler adds a wait to a thread's count when the thread gets its core back, so a wait that began after the
+    call (while its clocks were read) can show in the reading after it. Such a wait also shows in the wall time of
+    the whole `span` between the two readings, outside the call: that much is taken off, and what is left is at
+    most the call's wall time.
+
+    Example:
+        >>> round(wait_within(0.0005, 0.002, 0.0021), 6)  # 0.1 ms of the span was outside the 2 ms call
+        0.0004
+        >>> round(wait_within(0.004, 0.001, 0.0051), 6)  # a 1 ms call, then a 4 ms wait while the clocks were read
+        0.0
+    """
+    return min(wall, max(0.0, waited - max(0.0, span - wall)))
 
 
 def median_iqr(samples: list[float]) -> tuple[float, float]:
@@ -406,7 +453,8 @@ def median_iqr(samples: list[float]) -> tuple[float, float]:
 
 def timing_of(samples: list[float], threads: int, device: torch.device | str, *, cpu: list[float] | None = None,
               at_most: int | None = None, target_rel_ci: float = TARGET_REL_CI,
-              confidence: float = CONFIDENCE, threads_asked: int | None = None) -> Timing:
+              confidence: float = CONFIDENCE, threads_asked: int | None = None,
+              waits: list[float] | None = None) -> Timing:
     """The Timing of timed calls: median, IQR, the interval of the median and whether it converged.
 
     With `cpu`, the calls the machine disturbed (flashviz.measure.load.disturbed) are set aside: the median, IQR and
@@ -422,6 +470,7 @@ def timing_of(samples: list[float], threads: int, device: torch.device | str, *,
         target_rel_ci: the half-width, as a fraction of the median, at which the median counts as converged.
         confidence: coverage of the interval (stats.median_ci).
         threads_asked: the threads the caller asked for, when a thread_cap ran the calls with fewer (None: threads).
+        waits: with cpu, the seconds the kernel's threads waited for a core over each call (None: not measured).
     Returns:
         Timing.
 
@@ -437,18 +486,22 @@ def timing_of(samples: list[float], threads: int, device: torch.device | str, *,
         ((1.0, 1.0), 1, 3)
     """
     calls = tuple(float(x) for x in samples)
-    aside = tuple(disturbed(calls, cpu, threads)) if cpu is not None else (False,) * len(calls)
+    waits = waits if cpu is not None else None
+    aside = tuple(disturbed(calls, cpu, threads, waits)) if cpu is not None else (False,) * len(calls)
     if at_most is not None and aside.count(False) > at_most:  # enough clean calls: the later ones are not needed
         end = [k for k, a in enumerate(aside) if not a][at_most - 1] + 1
-        calls, aside, cpu = calls[:end], aside[:end], cpu[:end] if cpu is not None else None
-    kept = [w for w, a in zip(calls, aside, strict=True) if not a] or list(calls)[:at_most]
+        calls, aside = calls[:end], aside[:end]
+        cpu, waits = cpu[:end] if cpu is not None else None, waits[:end] if waits is not None else None
+    times = on_core_times(calls, waits, threads)  # on one thread, each call's wait for a core taken off
+    kept = [t for t, a in zip(times, aside, strict=True) if not a] or times[:at_most]
     median, iqr = median_iqr(kept)
     low, high, level = median_ci(kept, confidence)
     too_busy = 2 * sum(aside) > len(calls)
     return Timing(median, iqr, tuple(kept), threads, str(device), low, high, level,
                   is_converged(kept, target_rel_ci, confidence) and not too_busy, calls,
                   tuple(float(c) for c in cpu) if cpu is not None else (), aside,
-                  threads if threads_asked is None else max(threads, int(threads_asked)))
+                  threads if threads_asked is None else max(threads, int(threads_asked)),
+                  tuple(float(q) for q in waits) if waits is not None else ())
 
 
 def benchmark(fn: Callable, *args: Any, warmup: int = 2, repeats: int = 10, **kwargs: Any) -> float:

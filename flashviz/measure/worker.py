@@ -130,7 +130,7 @@ def run_job(fn: Callable[..., Any], args: tuple, kwargs: dict[str, Any], progres
     with LoadMeter() as meter, tallying() as tally, thread_cap(choice.threads):
         value = fn(*args, progress=progress, **kwargs)
     return value, RunReport(choice, meter.load, tally.calls, tally.set_aside, tally.too_busy, stamp, version(),
-                            tally.capped, tally.threads, tally.threads_asked)
+                            tally.capped, tally.threads, tally.threads_asked, tally.waited)
 
 
 def version() -> str:

@@ -112,8 +112,9 @@ def _results_ui(s: BenchSettings, df: pd.DataFrame) -> None:
             show_figure(summary_table_figure(summary_table(df, flash_impl=flash), title=f"Summary: {flash} vs naive"),
                         key=f"bench_summary_{flash}")
     csv_download_ui(df, "flashviz.csv", "bench_csv", "Every row of the sweep, one per (implementation, N), with its "
-                    "repeats, the median's 95% interval, the calls set aside and the run's torch version, CPU model, "
-                    "threads and load.", report=jobs.sweep.report_of(jobs.sweep_args(s)))
+                    "repeats, the median's 95% interval, the calls set aside, the waits for a core taken off and the "
+                    "run's torch version, CPU model, threads and load.",
+                    report=jobs.sweep.report_of(jobs.sweep_args(s)))
     with st.expander("All measurements"):
         st.dataframe(df, hide_index=True)
 
