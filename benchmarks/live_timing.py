@@ -149,6 +149,13 @@ def press_run(page, url: str, view: str, downloads: Path | None = None) -> pd.Da
     return pd.read_csv(path)
 
 
+def no_tooltip(page) -> None:
+    """No tooltip of a button just pressed over the result: take the focus off it and the mouse away."""
+    page.evaluate("document.activeElement && document.activeElement.blur()")
+    page.mouse.move(0, 0)
+    page.wait_for_timeout(500)
+
+
 def warm_up(page, url: str) -> None:
     """Open the views the load's pages open that queue a timed job in the server's timing worker (the Roofline's CPU
     roof, probed once per server and then cached), so that no loading page waits behind the Benchmark's run while the
@@ -177,7 +184,7 @@ def dashboard_run_under_load(tmp: Path, shots: Path | None,
             df.attrs["seconds"] = time.monotonic() - started
             if shots is not None:
                 shots.mkdir(parents=True, exist_ok=True)
-                page.mouse.move(0, 0)  # no tooltip of the button just pressed over the result
+                no_tooltip(page)
                 page.screenshot(path=str(shots / "bench-under-load.png"))
             for view in views:
                 t0 = time.monotonic()
@@ -185,7 +192,7 @@ def dashboard_run_under_load(tmp: Path, shots: Path | None,
                 print(f"   {view}: its Run at the defaults took {time.monotonic() - t0:.0f} s under the load "
                       f"(budget {LIVE_TIME_BUDGET_S:.0f} s)", flush=True)
                 if shots is not None and view in SHOT_VIEWS:
-                    page.mouse.move(0, 0)
+                    no_tooltip(page)
                     page.screenshot(path=str(shots / f"{view}-under-load.png"))
             cli = cli_bench(tmp / f"loaded-{time.monotonic_ns()}.csv")
         finally:
