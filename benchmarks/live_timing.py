@@ -10,8 +10,8 @@
    still running (the Benchmark's page open on its results), the CLI bench: each dashboard run is compared with the
    CLI run beside it, under the same load.
 
-It prints, per (implementation, N): the dashboard's median under load, the CLI's under load and quiet, the calls set
-aside, and the checks:
+It prints, per (implementation, N): the dashboard's median under load, the CLI's under load and quiet, the threads
+each ran with, the calls set aside (and, per run, the waits for a core taken off their times), and the checks:
   - every dashboard median within 1.5x of the CLI's under the same load;
   - each kernel's time relative to naive at the same N within 1.5x of that ratio on the quiet machine;
   - no winner named under load is the loser on the quiet machine;

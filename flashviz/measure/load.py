@@ -307,7 +307,7 @@ def cpu_shares(walls: Sequence[float], cpus: Sequence[float]) -> list[float]:
 class RunQueueWait:
     """A clock of the seconds the threads that run a kernel have waited for a core: each thread's run-queue wait
     (runnable, not running) from the kernel's scheduler statistics, /proc/self/task/<tid>/schedstat, summed over the
-    calling thread and the threads Python did not start (torch's intra-op pool). `wait_clock()` makes one.
+    threads `wait_clock()` picks when it makes one.
 
     CPU time cannot see every such wait: a thread at an intra-op barrier spins on its core while its peer waits for
     one, and that spinning counts as CPU time. The scheduler counts the peer's wait itself.
@@ -342,9 +342,9 @@ class RunQueueWait:
 
 def wait_clock(threads: int = 0, tasks: Path = PROC_TASKS) -> RunQueueWait | None:
     """A RunQueueWait over the threads that run a kernel with `threads` intra-op threads: the calling thread alone
-    for one, else the calling thread and every thread of this process not started by Python's threading (torch's
-    pool; a Streamlit or server thread does not run the kernel). None where the scheduler's statistics cannot be read
-    (not Linux, or a kernel built without them).
+    for 1; for any other count, the calling thread and every thread of this process not started by Python's threading
+    (torch's pool; a Streamlit or server thread does not run the kernel). None where the scheduler's statistics cannot
+    be read (not Linux, or a kernel built without them).
 
     Example:
         >>> clock = wait_clock()
@@ -358,11 +358,11 @@ def wait_clock(threads: int = 0, tasks: Path = PROC_TASKS) -> RunQueueWait | Non
     try:
         tids = [me] if threads == 1 else [int(t) for t in os.listdir(tasks) if t.isdigit() and int(t) not in others]
         paths = [tasks / str(tid) / "schedstat" for tid in tids]
+        if not paths:
+            return None
         clock = RunQueueWait(paths)
         clock()
     except (OSError, ValueError, IndexError):
-        return None
-    if not clock._fds:
         return None
     return clock
 
@@ -395,9 +395,9 @@ def disturbed(walls: Sequence[float], cpus: Sequence[float], threads: int,
     The typical share is the TYPICAL_QUANTILE of the calls' shares, and at least one full core: a call on one thread
     cannot run longer on the CPU than on the clock, so one that lost a quarter of its wall time off the CPU is set
     aside even when every call did. With more threads, a thread that spins at a barrier while its peer waits for a
-    core keeps the share up; the waits show that call (measured under 2 busy browser pages and a busy process on 2
-    cores, at 2 threads: calls of FA2 at N = 1024 that the share kept took 49-117 ms against 11 ms quiet, and every
-    one of them had waited).
+    core keeps the share up; the waits show that call. Measured under 2 reloading browser pages and a busy process on
+    2 cores, at 2 threads: the calls of FA2 at N = 1024 that the share kept had medians of 49 and 54 ms in two runs,
+    against 10 and 11 ms quiet; in the run that read the waits, every call had waited for over a quarter of its time.
 
     Args:
         walls, cpus: each timed call's wall seconds and this process's CPU seconds over it, in order.
