@@ -300,6 +300,29 @@ def test_a_sweep_the_worker_capped_names_no_winner_on_any_view(monkeypatch):
     assert _settle([v]).startswith("they were measured with 1 thread of the 2 asked for")
 
 
+def test_a_sweeps_rows_and_its_run_report_count_the_waits_taken_off(monkeypatch):
+    """On one thread, every call whose wait for a core was taken off is counted in its row, in the run's report and in
+    the CSV's columns. The wait clock here runs at half the wall clock: each call waited about half its time."""
+    import flashviz.measure.timing as timing
+    from flashviz.measure.sweep import run_sweep
+
+    class HalfTheWall:  # a wait clock (flashviz.measure.load.RunQueueWait) that runs at half the wall clock
+        def __call__(self) -> float:
+            return 0.5 * time.perf_counter()
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(timing, "run_queue_clock", lambda threads=0: HalfTheWall())
+    df, report = InlineWorker().run_reported(run_sweep, ([64],), dict(d=8, block_size=16, repeats=3,
+                                                                      impls=("naive", "flash2"), threads=1))
+    assert df["threads"].tolist() == [1, 1] and df["repeats"].tolist() == [3, 3]
+    assert (df["waited"] >= df["repeats"]).all()  # every kept call waited (and any set aside, if the machine took it)
+    n = int(df["waited"].sum())
+    assert report.waited == n and f"{n} waits for a core taken off" in report.short()
+    assert report.columns()["calls_waited"] == n and f"and {n} waited for a core" in report.sentence()
+
+
 def test_the_backward_price_names_no_faster_side_from_a_capped_or_crowded_run():
     from flashviz.views.backward.data import recompute_price
 
