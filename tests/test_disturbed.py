@@ -195,8 +195,8 @@ print(json.dumps(out))
 
 @pytest.mark.skipif(wait_clock() is None, reason="the scheduler's statistics are not readable on this system")
 def test_real_waits_show_threads_that_shared_their_core_with_a_busy_process():
-    """Two torch threads and a busy process on one core: the scheduler counts the waits, and those calls are set
-    aside."""
+    """Torch's threads and a busy process on one core: the scheduler counts the waits. At 2 threads the calls that
+    waited are set aside; at 1 the wait is taken off each call's time, and the call is kept."""
     out = subprocess.run([sys.executable, "-c", WAITS_BESIDE_A_BUSY_CORE], capture_output=True, text=True,
                          timeout=120, check=True)
     runs = json.loads(out.stdout.strip().splitlines()[-1])
