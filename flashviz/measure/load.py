@@ -367,6 +367,17 @@ def wait_clock(threads: int = 0, tasks: Path = PROC_TASKS) -> RunQueueWait | Non
     return clock
 
 
+def waited_long(wait: float, wall: float) -> bool:
+    """Whether a call's threads waited for a core for more than the rest of DISTURBED_SHARE, a quarter, of its wall
+    time: on one thread such a wait is taken off the call's time (counted as `waited`), on more the call is set aside.
+
+    Example:
+        >>> waited_long(0.3, 1.0), waited_long(0.2, 1.0)
+        (True, False)
+    """
+    return wait > (1 - DISTURBED_SHARE) * wall
+
+
 def on_core_times(walls: Sequence[float], waits: Sequence[float] | None, threads: int) -> list[float]:
     """Each call's time: on one thread with its waits measured, its wall time less the time the thread waited for a
     core (the scheduler counts that wait exactly, and the kernel did nothing in it); else its wall time. With more
@@ -425,7 +436,7 @@ def disturbed(walls: Sequence[float], cpus: Sequence[float], threads: int,
         if len(shares) > 1 else shares[0]
     typical = min(float(threads), max(1.0, typical))
     waited = waits if waits is not None and threads != 1 else [0.0] * len(walls)
-    return [(s < DISTURBED_SHARE * typical or q > (1 - DISTURBED_SHARE) * w) and w >= JUDGED_FROM_S
+    return [(s < DISTURBED_SHARE * typical or waited_long(q, w)) and w >= JUDGED_FROM_S
             for s, w, q in zip(shares, walls, waited, strict=True)]
 
 

@@ -33,7 +33,7 @@ import torch
 
 from flashviz.limits import AUTO_BUDGET_S, AUTO_MAX_REPEATS
 from flashviz.measure.allocator import steady_allocator
-from flashviz.measure.load import DISTURBED_SHARE, cpu_shares, disturbed, on_core_times, record
+from flashviz.measure.load import cpu_shares, disturbed, on_core_times, record, waited_long
 from flashviz.measure.load import wait_clock as run_queue_clock
 from flashviz.measure.memory import device_of
 from flashviz.measure.progress import Progress
@@ -89,7 +89,7 @@ class Timing:
         off their time (flashviz.measure.load.on_core_times); on more threads such calls are set aside instead."""
         if self.threads != 1 or not self.waits:
             return 0
-        return sum(q > (1 - DISTURBED_SHARE) * w for q, w in zip(self.waits, self.calls, strict=True))
+        return sum(waited_long(q, w) for q, w in zip(self.waits, self.calls, strict=True))
 
     @property
     def too_busy(self) -> bool:
@@ -414,7 +414,7 @@ def time_calls(fns: Mapping[str, Callable], *args: Any, warmup: int = 2, repeats
     timings = {name: timing_of(walls[name], n_threads, device, cpu=cpus[name] if cpu_clock is not None else None,
                                at_most=None if adaptive else rounds, target_rel_ci=target, confidence=confidence,
                                threads_asked=asked,
-                               waits=waits[name] if waited is not None and cpu_clock is not None else None)
+                               waits=waits[name] if waited is not None else None)
                for name in fns}
     for t in timings.values():
         record(len(t.calls), t.set_aside, t.too_busy, t.threads, t.threads_asked, t.waited)
